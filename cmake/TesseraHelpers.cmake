@@ -1,0 +1,28 @@
+# tessera_add_library(NAME <lib> SOURCES ... DEPS ...)
+#   Creates tessera_<lib> with alias tessera::<lib>, public headers in ./include.
+function(tessera_add_library)
+  cmake_parse_arguments(A "" "NAME" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(tessera_${A_NAME} ${A_SOURCES})
+  add_library(tessera::${A_NAME} ALIAS tessera_${A_NAME})
+  target_include_directories(tessera_${A_NAME} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_link_libraries(tessera_${A_NAME} PUBLIC ${A_DEPS} PRIVATE tessera_warnings ${A_PRIVATE_DEPS})
+endfunction()
+
+# tessera_add_test(NAME <exe> SOURCES ... DEPS ... [LABELS gpu multiprocess slow] [TIMEOUT s])
+#   One GoogleTest executable; every TEST is registered with ctest via gtest_discover_tests.
+#   TESSERA_DATASETS (the path of ../shared/datasets) and TESSERA_SOURCE_DIR are compiled in.
+function(tessera_add_test)
+  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  add_executable(${A_NAME} ${A_SOURCES})
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} tessera_test_support GTest::gtest GTest::gtest_main
+                        tessera_warnings)
+  include(GoogleTest)
+  set(_props TIMEOUT ${A_TIMEOUT})
+  if(A_LABELS)
+    list(APPEND _props LABELS "${A_LABELS}")
+  endif()
+  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES ${_props})
+endfunction()

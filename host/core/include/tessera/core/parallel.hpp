@@ -1,0 +1,50 @@
+// Minimal fork-join parallelism over index ranges (std::thread; no OpenMP dependency).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <thread>
+#include <vector>
+
+namespace tessera {
+
+/// Number of worker threads used by parallel_for: TESSERA_NUM_THREADS if set, else the
+/// hardware concurrency, overridable with set_num_threads (0 restores the default).
+int num_threads();
+void set_num_threads(int n);
+
+/// Splits [begin, end) into at most num_threads() contiguous chunks of at least `grain` items
+/// and calls f(lo, hi, chunk_index) on each, in parallel. Chunk boundaries depend only on the
+/// range, grain and thread count. The first exception thrown by any chunk is rethrown here.
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / grain));
+  if (chunks == 1) {
+    f(begin, end, 0);
+    return;
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(chunks);
+  threads.reserve(chunks - 1);
+  auto run = [&](int64_t c) {
+    const int64_t lo = begin + n * c / chunks, hi = begin + n * (c + 1) / chunks;
+    try {
+      f(lo, hi, c);
+    } catch (...) {
+      errors[c] = std::current_exception();
+    }
+  };
+  for (int64_t c = 1; c < chunks; ++c)
+    threads.emplace_back(run, c);
+  run(0);
+  for (auto& t : threads)
+    t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace tessera

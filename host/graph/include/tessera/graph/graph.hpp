@@ -1,0 +1,58 @@
+// Graph structures: COO edge lists and compressed (CSC / CSR) adjacency on the host.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+/// Edges as two parallel arrays in input order. Edge i is (src[i] -> dst[i]); its input edge
+/// ID is i.
+struct EdgeList {
+  int64_t num_nodes = 0;
+  std::vector<int64_t> src;
+  std::vector<int64_t> dst;
+  int64_t num_edges() const { return static_cast<int64_t>(src.size()); }
+};
+
+/// Compressed adjacency. As CSC (Tessera's default, DGL's edge_dir='in') row v lists the
+/// *sources* of v's in-edges: indices[indptr[v] .. indptr[v+1]). As CSR it lists out-edge
+/// destinations. `eids[k]` is the edge ID of stored edge k; empty means the identity 0..E-1.
+/// Within a row, neighbors are sorted by (neighbor ID, edge ID).
+struct Graph {
+  int64_t num_nodes = 0;
+  std::vector<int64_t> indptr;   ///< size num_nodes + 1, indptr[0] = 0
+  std::vector<int64_t> indices;  ///< size num_edges
+  std::vector<int64_t> eids;     ///< size num_edges, or empty (identity)
+
+  int64_t num_edges() const { return static_cast<int64_t>(indices.size()); }
+  int64_t degree(int64_t v) const { return indptr[v + 1] - indptr[v]; }
+  int64_t eid(int64_t k) const { return eids.empty() ? k : eids[k]; }
+  /// Bytes held by indptr, indices and eids.
+  int64_t nbytes() const;
+};
+
+/// Options applied while building the compressed graph.
+struct BuildOptions {
+  /// Add the reverse of every edge. Reverse of input edge i gets edge ID E + i (E = input edges),
+  /// so `eid % E` names the input row that edge features come from.
+  bool symmetrize = false;
+  bool drop_self_loops = false;
+  /// Keep one copy of each (src, dst) pair: the one with the smallest edge ID.
+  bool deduplicate = false;
+};
+
+/// Builds the CSC (in-edges) of `edges`, consuming it to bound peak memory (about 2x the final
+/// CSC). Validates every ID in [0, num_nodes) and throws IndexError naming the edge otherwise.
+/// `what` names the source in error messages. Parallel; the result does not depend on threads.
+Graph build_csc(EdgeList&& edges, const BuildOptions& opts, const std::string& what = "edges");
+
+/// Transposes CSC <-> CSR (keeps edge IDs; rows sorted by (neighbor, edge ID)).
+Graph transpose(const Graph& g);
+
+/// Checks the structural invariants (indptr monotone from 0 to E, indices in range, eids size);
+/// throws ValueError naming `what` and the first violation.
+void validate_graph(const Graph& g, const std::string& what);
+
+}  // namespace tessera

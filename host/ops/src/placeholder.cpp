@@ -1,0 +1,1 @@
+// ops library: replaced by the sampling sources.

@@ -1,0 +1,1 @@
+// partition library: replaced by the partitioner sources.

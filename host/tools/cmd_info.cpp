@@ -1,0 +1,18 @@
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/cuda/runtime.hpp"
+
+namespace tessera::tools {
+
+void register_info(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Print what this build and machine support");
+  cmd->callback([] {
+    fmt::print("tessera {}\n", TESSERA_VERSION);
+    fmt::print("threads: {}\n", num_threads());
+    fmt::print("cuda: {}\n", cuda::describe());
+  });
+}
+
+}  // namespace tessera::tools

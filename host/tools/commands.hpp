@@ -1,0 +1,14 @@
+// Subcommands of the `tessera` command line. Each file registers one subcommand.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::tools {
+
+void register_info(CLI::App& app);
+void register_partition(CLI::App& app);
+void register_generate(CLI::App& app);
+void register_validate(CLI::App& app);
+void register_bench(CLI::App& app);
+
+}  // namespace tessera::tools

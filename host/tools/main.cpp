@@ -1,0 +1,30 @@
+// `tessera`: partition graphs, generate R-MAT graphs, validate partitions, run benchmarks.
+#include <fmt/format.h>
+
+#include <exception>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: GPU-first distributed GNN training -- graph tools"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  tessera::tools::register_info(app);
+  tessera::tools::register_partition(app);
+  tessera::tools::register_generate(app);
+  tessera::tools::register_validate(app);
+  tessera::tools::register_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tessera::Error& e) {
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,100 @@
+#include <random>
+#include <set>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/graph/graph.hpp"
+#include "tessera_test.hpp"
+
+namespace tessera {
+namespace {
+
+EdgeList make(int64_t n, std::vector<std::pair<int64_t, int64_t>> e) {
+  EdgeList el;
+  el.num_nodes = n;
+  for (auto [s, d] : e) {
+    el.src.push_back(s);
+    el.dst.push_back(d);
+  }
+  return el;
+}
+
+// Multiset of (src, dst, eid) triples of a CSC.
+std::multiset<std::tuple<int64_t, int64_t, int64_t>> triples(const Graph& g) {
+  std::multiset<std::tuple<int64_t, int64_t, int64_t>> s;
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+      s.insert({g.indices[k], v, g.eid(k)});
+  return s;
+}
+
+TEST(BuildCsc, KeepsEveryEdgeWithItsId) {
+  Graph g = build_csc(make(4, {{0, 1}, {2, 1}, {1, 1}, {3, 0}, {2, 1}}), {});
+  validate_graph(g, "g");
+  EXPECT_EQ(g.num_edges(), 5);
+  EXPECT_EQ(triples(g), (std::multiset<std::tuple<int64_t, int64_t, int64_t>>{
+                            {0, 1, 0}, {2, 1, 1}, {1, 1, 2}, {3, 0, 3}, {2, 1, 4}}));
+  // Rows sorted by (neighbor, eid).
+  EXPECT_EQ(std::vector<int64_t>(g.indices.begin() + g.indptr[1], g.indices.begin() + g.indptr[2]),
+            (std::vector<int64_t>{0, 1, 2, 2}));
+  EXPECT_EQ(g.degree(2), 0);
+}
+
+TEST(BuildCsc, OptionsSymmetrizeDropLoopsDedup) {
+  BuildOptions o;
+  o.symmetrize = true;
+  o.drop_self_loops = true;
+  o.deduplicate = true;
+  Graph g = build_csc(make(3, {{0, 1}, {1, 0}, {1, 1}, {0, 1}, {2, 0}}), o);
+  validate_graph(g, "g");
+  // Pairs: 0->1 (eid 0), 1->0 (eid 1), reverse 1->0 (5+0=5), 0->1 (6), 0->1 (3), 1->0 (8),
+  // 2->0 (4), 0->2 (9). Dedup keeps the smallest eid per pair.
+  EXPECT_EQ(triples(g), (std::multiset<std::tuple<int64_t, int64_t, int64_t>>{
+                            {0, 1, 0}, {1, 0, 1}, {2, 0, 4}, {0, 2, 9}}));
+}
+
+TEST(BuildCsc, RejectsOutOfRangeIds) {
+  TESSERA_EXPECT_THROW_MSG(build_csc(make(3, {{0, 1}, {0, 3}}), {}, "f.txt"), IndexError,
+                           "f.txt: edge 1 (0 -> 3)");
+  TESSERA_EXPECT_THROW_MSG(build_csc(make(3, {{-1, 1}}), {}, "f"), IndexError, "edge 0");
+}
+
+TEST(BuildCsc, EmptyAndIsolated) {
+  Graph g = build_csc(make(5, {}), {});
+  validate_graph(g, "g");
+  EXPECT_EQ(g.num_edges(), 0);
+  Graph z = build_csc(make(0, {}), {});
+  EXPECT_EQ(z.indptr.size(), 1u);
+}
+
+TEST(BuildCsc, IndependentOfThreadCountAndTransposeInverts) {
+  std::mt19937_64 rng(7);
+  EdgeList base;
+  base.num_nodes = 1000;
+  for (int i = 0; i < 20000; ++i) {
+    base.src.push_back(static_cast<int64_t>(rng() % 1000));
+    base.dst.push_back(static_cast<int64_t>(rng() % 50));  // skewed: long rows
+  }
+  BuildOptions o;
+  o.symmetrize = true;
+  o.deduplicate = true;
+  set_num_threads(1);
+  EdgeList a = base;
+  Graph g1 = build_csc(std::move(a), o);
+  set_num_threads(3);
+  EdgeList b = base;
+  Graph g3 = build_csc(std::move(b), o);
+  set_num_threads(0);
+  EXPECT_EQ(g1.indptr, g3.indptr);
+  EXPECT_EQ(g1.indices, g3.indices);
+  EXPECT_EQ(g1.eids, g3.eids);
+  Graph t = transpose(g1);
+  validate_graph(t, "t");
+  Graph tt = transpose(t);
+  EXPECT_EQ(tt.indptr, g1.indptr);
+  EXPECT_EQ(tt.indices, g1.indices);
+  EXPECT_EQ(tt.eids, g1.eids);
+}
+
+}  // namespace
+}  // namespace tessera
