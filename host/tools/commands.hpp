@@ -10,5 +10,6 @@ void register_partition(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_validate(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_launch(CLI::App& app);
 
 }  // namespace tessera::tools

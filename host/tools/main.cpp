@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   tessera::tools::register_generate(app);
   tessera::tools::register_validate(app);
   tessera::tools::register_bench(app);
+  tessera::tools::register_launch(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
