@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "tessera/core/error.hpp"
+#include "tessera/graph/rmat.hpp"
 
 namespace tessera {
 
@@ -75,8 +76,14 @@ void finalize(Dataset& ds, const BuildOptions& opts) {
 }
 
 Dataset read_dataset(const fs::path& path, Format format, const ReadOptions& opts) {
-  if (format == Format::kAuto) format = detect_format(path);
   Dataset ds;
+  // "rmat:SCALE,EF[,SEED]" generates a graph instead of reading one (format auto only).
+  if (format == Format::kAuto && is_rmat_spec(path.string())) {
+    ds = generate_rmat(parse_rmat_spec(path.string()));
+    finalize(ds, opts.build);
+    return ds;
+  }
+  if (format == Format::kAuto) format = detect_format(path);
   switch (format) {
     case Format::kNpy:
       ds = read_npy_dir(path, opts);

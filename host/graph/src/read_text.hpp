@@ -1,0 +1,100 @@
+// Internal helpers shared by the text readers (OGB CSV, SNAP, METIS, Matrix Market): a chunked
+// line reader over plain or gzip files and fast number parsing. Not a public header.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::detail {
+
+/// Streams a text file line by line, plain or gzip-compressed (detected by the gzip magic
+/// bytes, not the file name). Reads fixed-size chunks with gzread; only the current chunk
+/// (plus a line that crosses a chunk boundary) is held in memory, never the whole text.
+/// Throws IOError if the file cannot be opened or read, ValueError naming the file if the gzip
+/// stream is corrupt or truncated.
+class TextReader {
+ public:
+  explicit TextReader(const std::filesystem::path& path, size_t chunk_bytes = 1 << 20);
+  ~TextReader();
+  TextReader(const TextReader&) = delete;
+  TextReader& operator=(const TextReader&) = delete;
+
+  /// The next line without its '\n' (a trailing '\r' is stripped too); false at end of file.
+  /// The view stays valid until the next call.
+  bool next_line(std::string_view& line);
+  /// 1-based number of the line last returned.
+  int64_t line_no() const { return line_no_; }
+  /// The file's path as a string, for error messages.
+  const std::string& name() const { return name_; }
+  bool gzipped() const { return gzipped_; }
+  /// Size of the file on disk (compressed size for gzip), and how much of it has been consumed.
+  int64_t file_size() const { return file_size_; }
+  int64_t file_offset() const;
+
+ private:
+  bool fill();
+  std::string name_;
+  gzFile gz_ = nullptr;
+  bool gzipped_ = false, eof_ = false;
+  int64_t file_size_ = 0, line_no_ = 0;
+  std::vector<char> buf_;
+  size_t pos_ = 0, end_ = 0;
+  std::string carry_;  // a line that crosses a chunk boundary
+};
+
+/// True if `c` separates tokens in whitespace-separated formats (space, tab, '\r', '\v', '\f').
+inline bool is_blank(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/// True if the line holds only blanks.
+inline bool is_blank_line(std::string_view s) {
+  for (char c : s)
+    if (!is_blank(c)) return false;
+  return true;
+}
+
+/// Splits whitespace-separated tokens off a line, left to right.
+class Tokens {
+ public:
+  explicit Tokens(std::string_view s) : p_(s.data()), e_(s.data() + s.size()) {}
+  /// The next token; false when none is left.
+  bool next(std::string_view& tok) {
+    while (p_ < e_ && is_blank(*p_))
+      ++p_;
+    if (p_ == e_) return false;
+    const char* b = p_;
+    while (p_ < e_ && !is_blank(*p_))
+      ++p_;
+    tok = std::string_view(b, static_cast<size_t>(p_ - b));
+    return true;
+  }
+  /// True if only blanks remain.
+  bool at_end() {
+    while (p_ < e_ && is_blank(*p_))
+      ++p_;
+    return p_ == e_;
+  }
+
+ private:
+  const char* p_;
+  const char* e_;
+};
+
+/// Parses a whole token as a base-10 int64 (optional sign). False if the token is empty, has
+/// any other character, or overflows.
+bool parse_int64(std::string_view tok, int64_t& out);
+/// Parses a whole token as a double (decimal or scientific notation, "nan", "inf"). Exact for
+/// the common short decimals (Clinger's fast path), falls back to std::from_chars otherwise.
+bool parse_double(std::string_view tok, double& out);
+/// Strips blanks on both sides.
+std::string_view trim(std::string_view s);
+/// A token for an error message: quoted and cut to 40 characters.
+std::string show_token(std::string_view tok);
+
+}  // namespace tessera::detail
