@@ -1,0 +1,108 @@
+// Neighbor sampling on a compressed graph: uniform or weighted, with or without replacement.
+// Randomness follows the Philox key layout in tessera/core/philox.hpp (docs/sampling.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/philox.hpp"
+#include "tessera/graph/graph.hpp"
+#include "tessera/ops/span.hpp"
+
+namespace tessera::ops {
+
+/// Which adjacency `Graph` holds. kIn: CSC (row v lists the sources of v's in-edges; DGL's
+/// edge_dir='in', Tessera's default); a sampled edge is (neighbor -> v). kOut: CSR (row v lists
+/// out-edge destinations); a sampled edge is (v -> neighbor).
+enum class EdgeDir { kIn, kOut };
+const char* edge_dir_name(EdgeDir d);
+
+/// Sampled edges as COO: edge i is (src[i] -> dst[i]) with global edge ID eid[i]. Edges are
+/// grouped by seed in the order the seeds were given; within a seed, without replacement in
+/// increasing storage position, with replacement in draw order.
+struct SampledEdges {
+  std::vector<int64_t> src;
+  std::vector<int64_t> dst;
+  std::vector<int64_t> eid;
+  int64_t size() const { return static_cast<int64_t>(src.size()); }
+  void clear() {
+    src.clear();
+    dst.clear();
+    eid.clear();
+  }
+};
+
+/// A set of edges to leave out of sampling (e.g. a link-prediction batch's own edges), stored as
+/// (row, edge ID) pairs where row is the node whose adjacency row holds the edge (its
+/// destination for kIn, its source for kOut). Excluded edges are removed *before* drawing, so a
+/// node with excluded edges samples from its remaining neighbors.
+class ExcludeEdges {
+ public:
+  ExcludeEdges() = default;
+  /// Builds the set from parallel arrays of rows and edge IDs (duplicates are fine).
+  ExcludeEdges(Span<const int64_t> rows, Span<const int64_t> eids);
+  bool empty() const { return rows_.empty(); }
+  int64_t size() const { return static_cast<int64_t>(eids_.size()); }
+  /// The excluded edge IDs of `row` as a sorted range [first, last) into an internal array, or
+  /// an empty range when the row has none.
+  std::pair<const int64_t*, const int64_t*> row_eids(int64_t row) const;
+
+ private:
+  std::vector<int64_t> rows_;     // sorted unique rows
+  std::vector<int64_t> offsets_;  // rows_.size() + 1 offsets into eids_
+  std::vector<int64_t> eids_;     // sorted within each row
+};
+
+/// Options of one sample_neighbors call.
+struct SampleOptions {
+  /// Neighbors per seed: -1 takes all of them; without replacement a node with degree <= fanout
+  /// keeps all its neighbors; with replacement exactly `fanout` draws (0 if degree is 0).
+  int64_t fanout = -1;
+  bool replace = false;
+  /// Optional edge weights in *storage order* (weights[k] belongs to graph.indices[k]; see
+  /// weights_in_storage_order), float32, non-negative and finite. Empty: uniform. A weight of 0
+  /// is never drawn; without replacement a node keeps all its positive-weight neighbors when
+  /// there are at most `fanout` of them.
+  Span<const float> weights;
+  EdgeDir dir = EdgeDir::kIn;
+  /// (seed, epoch, batch, layer) of the Philox key; the stream is always kNeighbor.
+  RngKey key;
+  /// Edges to leave out (not owned; may be null).
+  const ExcludeEdges* exclude = nullptr;
+  /// Threads for this call: 0 = tessera::num_threads(), 1 = run in the caller's thread (what the
+  /// loaders use: they parallelize over batches). The result never depends on it.
+  int num_threads = 0;
+  Device device = Device::kCpu;
+};
+
+/// Samples the neighbors of every node in `seeds` (host int64 IDs in [0, num_nodes); repeats
+/// allowed) from `graph` (CSC for kIn, CSR for kOut). The sample of each seed is a function of
+/// (key, seed node) only. Throws IndexError for a seed out of range, ValueError for a bad fanout,
+/// weights of the wrong length, a negative or non-finite weight, or a layer >= 256;
+/// NotCompiledError for device=kCuda in a CPU-only build.
+SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
+                              const SampleOptions& opts);
+
+/// Reorders per-edge-ID values into storage order: out[k] = by_eid[eid(k) mod by_eid.size()]
+/// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
+/// ValueError if by_eid is empty while the graph has edges.
+std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid);
+
+/// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
+/// ValueError naming `what` and the first bad position. sample_neighbors checks only the length
+/// and the weights it reads; call this once up front for a clear early error.
+void validate_weights(const Graph& graph, Span<const float> weights, const char* what);
+
+/// Builds a Philox RngKey from wide integers, throwing ValueError naming the field if the seed
+/// or epoch or batch does not fit in 32 bits (or is negative) or the layer is not < 256.
+RngKey make_rng_key(uint64_t seed, int64_t epoch, int64_t batch, int64_t layer);
+
+namespace detail {
+/// The CPU twin (arguments already validated).
+SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
+                                  const SampleOptions& opts);
+/// The one validator of sample_neighbors.
+void validate_sample_args(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts);
+}  // namespace detail
+
+}  // namespace tessera::ops

@@ -1,0 +1,110 @@
+// Mini-batch samplers: multi-layer neighbor sampling into blocks, uniform negative sampling for
+// link prediction, and Cluster-GCN batches of graph parts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/graph/graph.hpp"
+#include "tessera/ops/block.hpp"
+#include "tessera/ops/sample.hpp"
+
+namespace tessera::ops {
+
+/// Options of a multi-layer neighbor sampler (DGL's NeighborSampler).
+struct NeighborSamplerOptions {
+  /// Fanout per GNN layer, input layer first (DGL order): [15, 10, 5] samples 5 neighbors of
+  /// each seed, then 10 of each of those, then 15. Each entry >= 0 or -1 (all).
+  std::vector<int64_t> fanouts;
+  bool replace = false;
+  /// Optional edge weights in storage order (not owned; must outlive the sampler).
+  Span<const float> weights;
+  EdgeDir dir = EdgeDir::kIn;
+  Device device = Device::kCpu;
+  /// Threads per sample_neighbors call (see SampleOptions::num_threads).
+  int num_threads = 1;
+};
+
+/// Time and volume of sampling work, accumulated over calls (seconds of wall time in the thread
+/// that did the work).
+struct SampleStats {
+  double sample_seconds = 0;
+  double compact_seconds = 0;
+  int64_t sampled_edges = 0;
+  int64_t seeds = 0;
+  void add(const SampleStats& o) {
+    sample_seconds += o.sample_seconds;
+    compact_seconds += o.compact_seconds;
+    sampled_edges += o.sampled_edges;
+    seeds += o.seeds;
+  }
+};
+
+/// Multi-layer neighbor sampling. Holds a reference to the graph (which must outlive it); const
+/// methods are thread-safe.
+class NeighborSampler {
+ public:
+  /// Validates the options once (fanouts, full weight array) and throws ValueError otherwise.
+  NeighborSampler(const Graph& graph, NeighborSamplerOptions opts);
+
+  /// The blocks of one mini-batch, input layer first (blocks.back().dst_nodes() == seeds).
+  /// Hop h (0 = the seeds' neighborhood) uses the Philox key (seed, epoch, batch, layer = h).
+  /// For dir=kOut the blocks are built on reversed edges (messages flow neighbor -> seed).
+  /// `seeds` must be unique (ValueError) and in range (IndexError). `exclude` edges are left out
+  /// of every hop. `ws` (scratch) and `stats` are optional.
+  std::vector<Block> sample_blocks(Span<const int64_t> seeds, const RngKey& key,
+                                   const ExcludeEdges* exclude = nullptr,
+                                   CompactWorkspace* ws = nullptr,
+                                   SampleStats* stats = nullptr) const;
+
+  const Graph& graph() const { return graph_; }
+  const NeighborSamplerOptions& options() const { return opts_; }
+
+ private:
+  const Graph& graph_;
+  NeighborSamplerOptions opts_;
+};
+
+/// Uniform negative sampling (DGL's dgl.dataloading.negative_sampler.Uniform): for each
+/// positive edge i (source pos_src[i], edge ID pos_eids[i]), `k` negatives (pos_src[i], t) with
+/// t uniform over [0, num_nodes). Draw j of edge e uses the Philox key (key.seed, key.epoch,
+/// key.batch, layer 0, stream kNegative, node = e, draw j), so it does not depend on which
+/// batch position the edge has. Output: neg_src/neg_dst of size k * pos_src.size(), grouped by
+/// positive edge.
+void uniform_negatives(int64_t num_nodes, Span<const int64_t> pos_src, Span<const int64_t> pos_eids,
+                       int64_t k, const RngKey& key, std::vector<int64_t>& neg_src,
+                       std::vector<int64_t>& neg_dst);
+
+/// Cluster-GCN batches: the nodes are split into parts (e.g. by METIS); each epoch the parts
+/// are shuffled (Philox stream kCluster, keyed by seed and epoch) and taken `parts_per_batch`
+/// at a time; a batch is the subgraph induced by the union of its parts (the way DeepGCNs
+/// trains on ogbn-proteins). Holds a reference to the graph.
+class ClusterGcnSampler {
+ public:
+  /// `part_of_node[v]` in [0, P) for every node (P = max + 1); every part must be non-empty
+  /// (ValueError otherwise). parts_per_batch >= 1; seed < 2^32.
+  ClusterGcnSampler(const Graph& graph, std::vector<int64_t> part_of_node, int64_t parts_per_batch,
+                    uint64_t seed);
+  int64_t num_parts() const { return num_parts_; }
+  /// ceil(num_parts / parts_per_batch).
+  int64_t num_batches() const;
+  /// The parts of batch `batch` in epoch `epoch`, in drawn order.
+  std::vector<int64_t> batch_parts(int64_t epoch, int64_t batch) const;
+  /// The nodes of the batch (parts in drawn order, nodes of a part in increasing ID) and their
+  /// induced subgraph.
+  Subgraph sample(int64_t epoch, int64_t batch, int num_threads = 1) const;
+
+ private:
+  std::vector<int64_t> part_order(int64_t epoch) const;
+  const Graph& graph_;
+  int64_t num_parts_ = 0, parts_per_batch_ = 1;
+  uint32_t seed_ = 0;
+  std::vector<int64_t> part_ptr_, part_nodes_;  // CSR of parts -> nodes
+};
+
+/// Fisher-Yates permutation of 0..n-1 driven by Philox (stream kShuffle, item = position,
+/// batch 0, layer 0): step i (from n-1 down to 1) swaps i with bounded(draw 0 of item i, i + 1).
+std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch,
+                                        RngStream stream = RngStream::kShuffle);
+
+}  // namespace tessera::ops

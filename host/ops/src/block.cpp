@@ -1,0 +1,153 @@
+#include "tessera/ops/block.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include "id_map.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/cuda/runtime.hpp"
+
+namespace tessera::ops {
+
+CompactWorkspace::CompactWorkspace() : map_(std::make_unique<detail::IdMap>()) {}
+CompactWorkspace::~CompactWorkspace() = default;
+CompactWorkspace::CompactWorkspace(CompactWorkspace&&) noexcept = default;
+CompactWorkspace& CompactWorkspace::operator=(CompactWorkspace&&) noexcept = default;
+
+namespace detail {
+
+void validate_to_block_args(const SampledEdges& edges, Span<const int64_t> dst_nodes) {
+  TESSERA_EXPECTS(edges.src.size() == edges.dst.size() && edges.src.size() == edges.eid.size(),
+                  ValueError, "to_block: edge arrays differ in length (src {}, dst {}, eid {})",
+                  edges.src.size(), edges.dst.size(), edges.eid.size());
+  for (int64_t i = 0; i < dst_nodes.size(); ++i)
+    TESSERA_EXPECTS(dst_nodes[i] >= 0, IndexError, "to_block: destination node {} at {} < 0",
+                    dst_nodes[i], i);
+}
+
+void to_block_cpu(const SampledEdges& edges, Span<const int64_t> dst_nodes, IdMap& map,
+                  Block& out) {
+  const int64_t nd = dst_nodes.size(), m = edges.size();
+  map.reset(nd + m);
+  out.num_dst = nd;
+  out.src_nodes.clear();
+  out.src_nodes.reserve(static_cast<size_t>(nd + m / 2));
+  bool inserted;
+  for (int64_t i = 0; i < nd; ++i) {
+    map.find_or_insert(dst_nodes[i], i, inserted);
+    TESSERA_EXPECTS(inserted, ValueError, "to_block: destination node {} is listed twice",
+                    dst_nodes[i]);
+    out.src_nodes.push_back(dst_nodes[i]);
+  }
+  out.src.resize(static_cast<size_t>(m));
+  out.dst.resize(static_cast<size_t>(m));
+  out.eids.assign(edges.eid.begin(), edges.eid.end());
+  // Destinations of sampled edges come in runs (grouped by seed): look a run up once.
+  int64_t last_dst = -1, last_local = -1;
+  constexpr int64_t kAhead = 16;
+  for (int64_t i = 0; i < m; ++i) {
+    if (i + kAhead < m) map.prefetch(edges.src[i + kAhead]);
+    const int64_t d = edges.dst[i];
+    if (d != last_dst) {
+      last_local = map.find(d);
+      TESSERA_EXPECTS(last_local >= 0 && last_local < nd, ValueError,
+                      "to_block: edge {} ({} -> {}) ends at a node that is not a destination node",
+                      i, edges.src[i], d);
+      last_dst = d;
+    }
+    out.dst[i] = last_local;
+    const int64_t next = static_cast<int64_t>(out.src_nodes.size());
+    const int64_t s = map.find_or_insert(edges.src[i], next, inserted);
+    if (inserted) out.src_nodes.push_back(edges.src[i]);
+    out.src[i] = s;
+  }
+}
+
+}  // namespace detail
+
+Block to_block(const SampledEdges& edges, Span<const int64_t> dst_nodes, CompactWorkspace* ws,
+               Device device) {
+  detail::validate_to_block_args(edges, dst_nodes);
+  if (device == Device::kCuda) {
+    cuda::require_cuda("to_block");
+    TESSERA_FAIL(NotCompiledError, "to_block: the CUDA twin is not implemented yet");
+  }
+  CompactWorkspace local;
+  Block out;
+  detail::to_block_cpu(edges, dst_nodes, (ws ? *ws : local).map(), out);
+  return out;
+}
+
+Subgraph induced_subgraph(const Graph& graph, Span<const int64_t> nodes, int num_threads_arg,
+                          Device device) {
+  const int64_t n = graph.num_nodes, k = nodes.size();
+  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == n + 1, ValueError,
+                  "induced_subgraph: graph indptr has {} entries for {} nodes", graph.indptr.size(),
+                  n);
+  for (int64_t i = 0; i < k; ++i)
+    if (nodes[i] < 0 || nodes[i] >= n)
+      TESSERA_FAIL(IndexError, "induced_subgraph: node {} at position {} outside [0, {})", nodes[i],
+                   i, n);
+  if (device == Device::kCuda) {
+    cuda::require_cuda("induced_subgraph");
+    TESSERA_FAIL(NotCompiledError, "induced_subgraph: the CUDA twin is not implemented yet");
+  }
+  detail::IdMap map;
+  map.reset(k);
+  bool inserted;
+  for (int64_t i = 0; i < k; ++i) {
+    map.find_or_insert(nodes[i], i, inserted);
+    TESSERA_EXPECTS(inserted, ValueError, "induced_subgraph: node {} is listed twice", nodes[i]);
+  }
+  Subgraph sg;
+  sg.nodes = nodes.to_vector();
+  Graph& out = sg.graph;
+  out.num_nodes = k;
+  out.indptr.assign(static_cast<size_t>(k) + 1, 0);
+  // Two passes (count, fill) over rows in parallel; the map is only read.
+  const int threads = num_threads_arg == 0 ? num_threads() : num_threads_arg;
+  auto for_rows = [&](auto&& f) {
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, k / 512));
+    std::vector<std::thread> pool;
+    for (int64_t c = 1; c < chunks; ++c)
+      pool.emplace_back([&, c] { f(k * c / chunks, k * (c + 1) / chunks); });
+    f(0, k * 1 / chunks);
+    for (auto& t : pool)
+      t.join();
+  };
+  for_rows([&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t v = nodes[i];
+      int64_t c = 0;
+      for (int64_t p = graph.indptr[v]; p < graph.indptr[v + 1]; ++p)
+        c += map.find(graph.indices[p]) >= 0;
+      out.indptr[i + 1] = c;
+    }
+  });
+  for (int64_t i = 0; i < k; ++i)
+    out.indptr[i + 1] += out.indptr[i];
+  out.indices.resize(static_cast<size_t>(out.indptr[k]));
+  out.eids.resize(out.indices.size());
+  for_rows([&](int64_t lo, int64_t hi) {
+    std::vector<std::pair<int64_t, int64_t>> buf;
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t v = nodes[i];
+      buf.clear();
+      for (int64_t p = graph.indptr[v]; p < graph.indptr[v + 1]; ++p) {
+        const int64_t l = map.find(graph.indices[p]);
+        if (l >= 0) buf.push_back({l, graph.eid(p)});
+      }
+      std::sort(buf.begin(), buf.end());
+      int64_t w = out.indptr[i];
+      for (const auto& [l, e] : buf) {
+        out.indices[w] = l;
+        out.eids[w] = e;
+        ++w;
+      }
+    }
+  });
+  return sg;
+}
+
+}  // namespace tessera::ops

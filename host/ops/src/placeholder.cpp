@@ -1,1 +1,0 @@
-// ops library: replaced by the sampling sources.

@@ -1,0 +1,375 @@
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/cuda/runtime.hpp"
+#include "tessera/ops/sample.hpp"
+
+namespace tessera::ops {
+
+const char* device_name(Device d) {
+  return d == Device::kCuda ? "cuda" : "cpu";
+}
+const char* edge_dir_name(EdgeDir d) {
+  return d == EdgeDir::kOut ? "out" : "in";
+}
+
+RngKey make_rng_key(uint64_t seed, int64_t epoch, int64_t batch, int64_t layer) {
+  constexpr int64_t kMax32 = int64_t{1} << 32;
+  TESSERA_EXPECTS(seed < static_cast<uint64_t>(kMax32), ValueError,
+                  "seed {} out of range: the Philox key holds a 32-bit seed (< 2^32)", seed);
+  TESSERA_EXPECTS(epoch >= 0 && epoch < kMax32, ValueError, "epoch {} out of range [0, 2^32)",
+                  epoch);
+  TESSERA_EXPECTS(batch >= 0 && batch < kMax32, ValueError, "batch {} out of range [0, 2^32)",
+                  batch);
+  TESSERA_EXPECTS(layer >= 0 && layer < 256, ValueError, "layer {} out of range [0, 256)", layer);
+  RngKey k;
+  k.seed = static_cast<uint32_t>(seed);
+  k.epoch = static_cast<uint32_t>(epoch);
+  k.batch = static_cast<uint32_t>(batch);
+  k.layer = static_cast<uint32_t>(layer);
+  return k;
+}
+
+ExcludeEdges::ExcludeEdges(Span<const int64_t> rows, Span<const int64_t> eids) {
+  TESSERA_EXPECTS(rows.size() == eids.size(), ValueError, "ExcludeEdges: {} rows but {} edge IDs",
+                  rows.size(), eids.size());
+  std::vector<std::pair<int64_t, int64_t>> pairs(static_cast<size_t>(rows.size()));
+  for (int64_t i = 0; i < rows.size(); ++i)
+    pairs[i] = {rows[i], eids[i]};
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (i == 0 || pairs[i].first != pairs[i - 1].first) {
+      rows_.push_back(pairs[i].first);
+      offsets_.push_back(static_cast<int64_t>(i));
+    }
+    eids_.push_back(pairs[i].second);
+  }
+  offsets_.push_back(static_cast<int64_t>(eids_.size()));
+}
+
+std::pair<const int64_t*, const int64_t*> ExcludeEdges::row_eids(int64_t row) const {
+  auto it = std::lower_bound(rows_.begin(), rows_.end(), row);
+  if (it == rows_.end() || *it != row) return {nullptr, nullptr};
+  const size_t r = static_cast<size_t>(it - rows_.begin());
+  return {eids_.data() + offsets_[r], eids_.data() + offsets_[r + 1]};
+}
+
+std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid) {
+  const int64_t m = graph.num_edges();
+  TESSERA_EXPECTS(m == 0 || by_eid.size() > 0, ValueError,
+                  "weights_in_storage_order: no weights for a graph with {} edges", m);
+  std::vector<float> out(static_cast<size_t>(m));
+  const uint64_t n = static_cast<uint64_t>(by_eid.size());
+  parallel_for(0, m, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t k = lo; k < hi; ++k)
+      out[k] = by_eid[static_cast<int64_t>(static_cast<uint64_t>(graph.eid(k)) % n)];
+  });
+  return out;
+}
+
+void validate_weights(const Graph& graph, Span<const float> weights, const char* what) {
+  TESSERA_EXPECTS(weights.size() == graph.num_edges(), ValueError,
+                  "{}: {} weights for a graph with {} edges (one per edge, in storage order)", what,
+                  weights.size(), graph.num_edges());
+  for (int64_t k = 0; k < weights.size(); ++k) {
+    const float w = weights[k];
+    TESSERA_EXPECTS(std::isfinite(w) && w >= 0, ValueError,
+                    "{}: weight {} at storage position {} is negative or not finite", what, w, k);
+  }
+}
+
+namespace detail {
+
+void validate_sample_args(const Graph& graph, Span<const int64_t> seeds,
+                          const SampleOptions& opts) {
+  const int64_t n = graph.num_nodes;
+  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == n + 1, ValueError,
+                  "sample_neighbors: graph indptr has {} entries for {} nodes", graph.indptr.size(),
+                  n);
+  TESSERA_EXPECTS(n < (int64_t{1} << 48), ValueError,
+                  "sample_neighbors: {} nodes exceed the 2^48 node IDs of the Philox key layout",
+                  n);
+  TESSERA_EXPECTS(opts.fanout >= -1, ValueError,
+                  "sample_neighbors: fanout {} is negative (use -1 for all neighbors)",
+                  opts.fanout);
+  TESSERA_EXPECTS(opts.key.layer < 256, ValueError, "sample_neighbors: layer {} not < 256",
+                  opts.key.layer);
+  TESSERA_EXPECTS(opts.num_threads >= 0, ValueError, "sample_neighbors: num_threads {} < 0",
+                  opts.num_threads);
+  TESSERA_EXPECTS(opts.weights.empty() || opts.weights.size() == graph.num_edges(), ValueError,
+                  "sample_neighbors: {} weights for a graph with {} edges (one per edge, in "
+                  "storage order)",
+                  opts.weights.size(), graph.num_edges());
+  for (int64_t i = 0; i < seeds.size(); ++i) {
+    const int64_t v = seeds[i];
+    if (v < 0 || v >= n)
+      TESSERA_FAIL(IndexError, "sample_neighbors: seed node {} at position {} outside [0, {})", v,
+                   i, n);
+  }
+}
+
+namespace {
+
+// Per-thread scratch and the per-row algorithms. Every algorithm writes *positions within the
+// row's candidate list*; the output depends only on (key, node) and the row.
+struct RowScratch {
+  std::vector<int64_t> pos;
+  std::vector<int64_t> allowed;  // candidate storage positions when a row has exclusions
+  std::vector<double> cdf;
+  std::vector<std::pair<double, int64_t>> keyed;
+  std::vector<uint8_t> taken;
+};
+
+[[noreturn]] void bad_weight(float w, int64_t k) {
+  TESSERA_FAIL(ValueError,
+               "sample_neighbors: weight {} at storage position {} is negative or not finite", w,
+               k);
+}
+
+inline float checked_weight(const float* w, int64_t k) {
+  const float x = w[k];
+  if (!(x >= 0) || !std::isfinite(x)) bad_weight(x, k);
+  return x;
+}
+
+// Uniform without replacement, k < d: Robert Floyd's algorithm; draw t picks from [0, d-k+t].
+// Writes k distinct positions, sorted.
+void floyd(const RngKey& key, uint64_t node, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
+  if (k <= 64) {
+    int64_t n = 0;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t j = d - k + t;
+      int64_t r = static_cast<int64_t>(
+          bounded_u64(philox_u64(philox_draw(key, node, static_cast<uint32_t>(t))), j + 1));
+      for (int64_t i = 0; i < n; ++i)
+        if (out[i] == r) {
+          r = j;
+          break;
+        }
+      out[n++] = r;
+    }
+    std::sort(out, out + k);
+    return;
+  }
+  s.taken.assign(static_cast<size_t>(d), 0);
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t j = d - k + t;
+    int64_t r = static_cast<int64_t>(
+        bounded_u64(philox_u64(philox_draw(key, node, static_cast<uint32_t>(t))), j + 1));
+    if (s.taken[r]) r = j;
+    s.taken[r] = 1;
+  }
+  int64_t n = 0;
+  for (int64_t i = 0; i < d; ++i)
+    if (s.taken[i]) out[n++] = i;
+}
+
+struct Sampler {
+  const Graph& g;
+  const SampleOptions& o;
+  const int64_t* indptr;
+  const int64_t* indices;
+  const int64_t* eids;  // null: identity
+  const float* w;       // null: uniform
+
+  Sampler(const Graph& graph, const SampleOptions& opts)
+      : g(graph),
+        o(opts),
+        indptr(graph.indptr.data()),
+        indices(graph.indices.data()),
+        eids(graph.eids.empty() ? nullptr : graph.eids.data()),
+        w(opts.weights.empty() ? nullptr : opts.weights.data()) {}
+
+  int64_t eid(int64_t k) const { return eids ? eids[k] : k; }
+
+  void emit(SampledEdges& out, int64_t v, int64_t k) const {
+    const int64_t u = indices[k];
+    if (o.dir == EdgeDir::kIn) {
+      out.src.push_back(u);
+      out.dst.push_back(v);
+    } else {
+      out.src.push_back(v);
+      out.dst.push_back(u);
+    }
+    out.eid.push_back(eid(k));
+  }
+
+  // Samples row v. `cand` (size d) maps candidate i to a storage position; null means the row's
+  // own positions b + i.
+  void row(int64_t v, SampledEdges& out, RowScratch& s) const {
+    const int64_t b = indptr[v];
+    int64_t d = indptr[v + 1] - b;
+    const int64_t* cand = nullptr;
+    if (o.exclude && !o.exclude->empty()) {
+      auto [first, last] = o.exclude->row_eids(v);
+      if (first != last) {
+        s.allowed.clear();
+        for (int64_t k = b; k < b + d; ++k)
+          if (!std::binary_search(first, last, eid(k))) s.allowed.push_back(k);
+        cand = s.allowed.data();
+        d = static_cast<int64_t>(s.allowed.size());
+      }
+    }
+    auto at = [&](int64_t i) { return cand ? cand[i] : b + i; };
+    const int64_t fan = o.fanout;
+    const uint64_t node = static_cast<uint64_t>(v);
+    if (d == 0 || fan == 0) return;
+    if (w == nullptr) {
+      if (fan < 0 || (!o.replace && d <= fan)) {
+        for (int64_t i = 0; i < d; ++i)
+          emit(out, v, at(i));
+      } else if (o.replace) {
+        for (int64_t t = 0; t < fan; ++t) {
+          const int64_t i = static_cast<int64_t>(
+              bounded_u64(philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(t))),
+                          static_cast<uint64_t>(d)));
+          emit(out, v, at(i));
+        }
+      } else {
+        s.pos.resize(static_cast<size_t>(fan));
+        floyd(o.key, node, d, fan, s, s.pos.data());
+        for (int64_t t = 0; t < fan; ++t)
+          emit(out, v, at(s.pos[t]));
+      }
+      return;
+    }
+    // Weighted.
+    if (fan < 0) {
+      for (int64_t i = 0; i < d; ++i)
+        if (checked_weight(w, at(i)) > 0) emit(out, v, at(i));
+      return;
+    }
+    if (o.replace) {
+      // Inverse CDF over the row's weights, summed in storage order in double precision.
+      s.cdf.resize(static_cast<size_t>(d));
+      double total = 0;
+      int64_t last_pos = -1;
+      for (int64_t i = 0; i < d; ++i) {
+        const float x = checked_weight(w, at(i));
+        total += x;
+        s.cdf[i] = total;
+        if (x > 0) last_pos = i;
+      }
+      if (last_pos < 0) return;
+      for (int64_t t = 0; t < fan; ++t) {
+        const double target =
+            uniform01(philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(t)))) * total;
+        int64_t i = std::upper_bound(s.cdf.begin(), s.cdf.end(), target) - s.cdf.begin();
+        if (i > last_pos) i = last_pos;  // target rounded up to total
+        emit(out, v, at(i));
+      }
+      return;
+    }
+    // Without replacement: exponential keys (Efraimidis-Spirakis): candidate i gets
+    // -log(u_i) / w_i with u_i from draw i; the `fan` smallest keys win (ties: lower position).
+    s.keyed.clear();
+    for (int64_t i = 0; i < d; ++i) {
+      const float x = checked_weight(w, at(i));
+      if (x > 0) s.keyed.push_back({0.0, i});
+    }
+    const int64_t pos_count = static_cast<int64_t>(s.keyed.size());
+    if (pos_count > fan) {
+      for (auto& kv : s.keyed) {
+        const double u =
+            uniform01_open0(philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(kv.second))));
+        kv.first = -std::log(u) / static_cast<double>(w[at(kv.second)]);
+      }
+      std::nth_element(s.keyed.begin(), s.keyed.begin() + fan, s.keyed.end());
+      s.keyed.resize(static_cast<size_t>(fan));
+      std::sort(s.keyed.begin(), s.keyed.end(),
+                [](const auto& a, const auto& c) { return a.second < c.second; });
+    }
+    for (const auto& kv : s.keyed)
+      emit(out, v, at(kv.second));
+  }
+
+  void run(const int64_t* seeds, int64_t n, SampledEdges& out) const {
+    RowScratch s;
+    if (o.fanout >= 0) {
+      const size_t cap = static_cast<size_t>(n * o.fanout);
+      out.src.reserve(cap);
+      out.dst.reserve(cap);
+      out.eid.reserve(cap);
+    }
+    constexpr int64_t kAhead = 8;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) __builtin_prefetch(&indptr[seeds[i + kAhead]]);
+      if (i + kAhead / 2 < n) {
+        const int64_t u = seeds[i + kAhead / 2];
+        __builtin_prefetch(&indices[indptr[u]]);
+      }
+      row(seeds[i], out, s);
+    }
+  }
+};
+
+}  // namespace
+
+SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
+                                  const SampleOptions& opts) {
+  SampleOptions o = opts;
+  o.key.stream = RngStream::kNeighbor;
+  Sampler sampler(graph, o);
+  const int64_t n = seeds.size();
+  const int threads = o.num_threads == 0 ? num_threads() : o.num_threads;
+  constexpr int64_t kGrain = 256;
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain));
+  SampledEdges out;
+  if (chunks == 1) {
+    sampler.run(seeds.data(), n, out);
+    return out;
+  }
+  // Chunks are sampled independently and concatenated in seed order, so the output does not
+  // depend on the chunking.
+  std::vector<SampledEdges> parts(static_cast<size_t>(chunks));
+  std::vector<std::thread> pool;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(chunks));
+  auto work = [&](int64_t c) {
+    try {
+      const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+      sampler.run(seeds.data() + lo, hi - lo, parts[c]);
+    } catch (...) {
+      errors[c] = std::current_exception();
+    }
+  };
+  for (int64_t c = 1; c < chunks; ++c)
+    pool.emplace_back(work, c);
+  work(0);
+  for (auto& t : pool)
+    t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::vector<int64_t> offset(static_cast<size_t>(chunks) + 1, 0);
+  for (int64_t c = 0; c < chunks; ++c)
+    offset[c + 1] = offset[c] + parts[c].size();
+  out.src.resize(static_cast<size_t>(offset[chunks]));
+  out.dst.resize(out.src.size());
+  out.eid.resize(out.src.size());
+  parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t c = lo; c < hi; ++c) {
+      std::copy(parts[c].src.begin(), parts[c].src.end(), out.src.begin() + offset[c]);
+      std::copy(parts[c].dst.begin(), parts[c].dst.end(), out.dst.begin() + offset[c]);
+      std::copy(parts[c].eid.begin(), parts[c].eid.end(), out.eid.begin() + offset[c]);
+    }
+  });
+  return out;
+}
+
+}  // namespace detail
+
+SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
+                              const SampleOptions& opts) {
+  detail::validate_sample_args(graph, seeds, opts);
+  if (opts.device == Device::kCuda) {
+    cuda::require_cuda("sample_neighbors");
+    TESSERA_FAIL(NotCompiledError,
+                 "sample_neighbors: the CUDA twin is not implemented yet; use device=cpu");
+  }
+  return detail::sample_neighbors_cpu(graph, seeds, opts);
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,160 @@
+#include "tessera/ops/sampler.hpp"
+
+#include <algorithm>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+
+namespace tessera::ops {
+
+NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts)
+    : graph_(graph), opts_(std::move(opts)) {
+  TESSERA_EXPECTS(!opts_.fanouts.empty(), ValueError, "NeighborSampler: no fanouts given");
+  TESSERA_EXPECTS(opts_.fanouts.size() <= 256, ValueError,
+                  "NeighborSampler: {} layers exceed the 256 of the Philox key layout",
+                  opts_.fanouts.size());
+  for (size_t i = 0; i < opts_.fanouts.size(); ++i)
+    TESSERA_EXPECTS(opts_.fanouts[i] >= -1, ValueError,
+                    "NeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
+                    opts_.fanouts[i], i);
+  TESSERA_EXPECTS(opts_.num_threads >= 0, ValueError, "NeighborSampler: num_threads {} < 0",
+                  opts_.num_threads);
+  TESSERA_EXPECTS(static_cast<int64_t>(graph_.indptr.size()) == graph_.num_nodes + 1, ValueError,
+                  "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
+                  graph_.num_nodes);
+  if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
+}
+
+std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
+                                                  const ExcludeEdges* exclude, CompactWorkspace* ws,
+                                                  SampleStats* stats) const {
+  CompactWorkspace local;
+  CompactWorkspace& work = ws ? *ws : local;
+  const int64_t layers = static_cast<int64_t>(opts_.fanouts.size());
+  std::vector<Block> blocks(static_cast<size_t>(layers));
+  SampleOptions so;
+  so.replace = opts_.replace;
+  so.weights = opts_.weights;
+  so.dir = opts_.dir;
+  so.exclude = exclude;
+  so.num_threads = opts_.num_threads;
+  so.device = opts_.device;
+  so.key = key;
+  SampleStats st;
+  st.seeds = seeds.size();
+  Span<const int64_t> frontier = seeds;
+  SampledEdges edges;
+  for (int64_t h = 0; h < layers; ++h) {
+    const int64_t l = layers - 1 - h;  // GNN layer; the output layer samples first
+    so.fanout = opts_.fanouts[static_cast<size_t>(l)];
+    so.key.layer = static_cast<uint32_t>(h);
+    const double t0 = now_seconds();
+    edges = sample_neighbors(graph_, frontier, so);
+    if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages flow neighbor -> seed
+    const double t1 = now_seconds();
+    Block& b = blocks[static_cast<size_t>(l)];
+    b = to_block(edges, frontier, &work, opts_.device);
+    st.compact_seconds += now_seconds() - t1;
+    st.sample_seconds += t1 - t0;
+    st.sampled_edges += edges.size();
+    frontier = Span<const int64_t>(b.src_nodes.data(), b.num_src());
+  }
+  if (stats) stats->add(st);
+  return blocks;
+}
+
+void uniform_negatives(int64_t num_nodes, Span<const int64_t> pos_src, Span<const int64_t> pos_eids,
+                       int64_t k, const RngKey& key, std::vector<int64_t>& neg_src,
+                       std::vector<int64_t>& neg_dst) {
+  TESSERA_EXPECTS(k >= 0, ValueError, "uniform_negatives: k = {} is negative", k);
+  TESSERA_EXPECTS(pos_src.size() == pos_eids.size(), ValueError,
+                  "uniform_negatives: {} sources but {} edge IDs", pos_src.size(), pos_eids.size());
+  TESSERA_EXPECTS(num_nodes > 0 || pos_src.empty() || k == 0, ValueError,
+                  "uniform_negatives: the graph has no nodes");
+  RngKey kk = key;
+  kk.layer = 0;
+  kk.stream = RngStream::kNegative;
+  neg_src.resize(static_cast<size_t>(pos_src.size() * k));
+  neg_dst.resize(neg_src.size());
+  for (int64_t i = 0; i < pos_src.size(); ++i) {
+    TESSERA_EXPECTS(pos_eids[i] >= 0, IndexError, "uniform_negatives: edge ID {} < 0", pos_eids[i]);
+    for (int64_t j = 0; j < k; ++j) {
+      neg_src[i * k + j] = pos_src[i];
+      neg_dst[i * k + j] = static_cast<int64_t>(bounded_u64(
+          philox_u64(philox_draw(kk, static_cast<uint64_t>(pos_eids[i]), static_cast<uint32_t>(j))),
+          static_cast<uint64_t>(num_nodes)));
+    }
+  }
+}
+
+std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch,
+                                        RngStream stream) {
+  std::vector<int64_t> p(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = i;
+  RngKey key;
+  key.seed = seed;
+  key.epoch = epoch;
+  key.stream = stream;
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(bounded_u64(
+        philox_u64(philox_draw(key, static_cast<uint64_t>(i), 0)), static_cast<uint64_t>(i + 1)));
+    std::swap(p[i], p[j]);
+  }
+  return p;
+}
+
+ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> part_of_node,
+                                     int64_t parts_per_batch, uint64_t seed)
+    : graph_(graph), parts_per_batch_(parts_per_batch) {
+  const int64_t n = graph.num_nodes;
+  TESSERA_EXPECTS(static_cast<int64_t>(part_of_node.size()) == n, ValueError,
+                  "ClusterGcnSampler: part_of_node has {} entries for {} nodes",
+                  part_of_node.size(), n);
+  TESSERA_EXPECTS(parts_per_batch >= 1, ValueError, "ClusterGcnSampler: parts_per_batch {} < 1",
+                  parts_per_batch);
+  seed_ = make_rng_key(seed, 0, 0, 0).seed;
+  for (int64_t v = 0; v < n; ++v) {
+    TESSERA_EXPECTS(part_of_node[v] >= 0, IndexError, "ClusterGcnSampler: node {} has part {} < 0",
+                    v, part_of_node[v]);
+    num_parts_ = std::max(num_parts_, part_of_node[v] + 1);
+  }
+  part_ptr_.assign(static_cast<size_t>(num_parts_) + 1, 0);
+  for (int64_t v = 0; v < n; ++v)
+    ++part_ptr_[part_of_node[v] + 1];
+  for (int64_t p = 0; p < num_parts_; ++p) {
+    TESSERA_EXPECTS(part_ptr_[p + 1] > 0, ValueError, "ClusterGcnSampler: part {} has no nodes", p);
+    part_ptr_[p + 1] += part_ptr_[p];
+  }
+  part_nodes_.resize(static_cast<size_t>(n));
+  std::vector<int64_t> pos(part_ptr_.begin(), part_ptr_.end() - 1);
+  for (int64_t v = 0; v < n; ++v)
+    part_nodes_[pos[part_of_node[v]]++] = v;
+}
+
+int64_t ClusterGcnSampler::num_batches() const {
+  return (num_parts_ + parts_per_batch_ - 1) / parts_per_batch_;
+}
+
+std::vector<int64_t> ClusterGcnSampler::part_order(int64_t epoch) const {
+  const RngKey k = make_rng_key(seed_, epoch, 0, 0);
+  return philox_permutation(num_parts_, k.seed, k.epoch, RngStream::kCluster);
+}
+
+std::vector<int64_t> ClusterGcnSampler::batch_parts(int64_t epoch, int64_t batch) const {
+  TESSERA_EXPECTS(batch >= 0 && batch < num_batches(), IndexError,
+                  "ClusterGcnSampler: batch {} outside [0, {})", batch, num_batches());
+  const auto order = part_order(epoch);
+  const int64_t lo = batch * parts_per_batch_, hi = std::min(num_parts_, lo + parts_per_batch_);
+  return {order.begin() + lo, order.begin() + hi};
+}
+
+Subgraph ClusterGcnSampler::sample(int64_t epoch, int64_t batch, int num_threads) const {
+  std::vector<int64_t> nodes;
+  for (int64_t p : batch_parts(epoch, batch))
+    nodes.insert(nodes.end(), part_nodes_.begin() + part_ptr_[p],
+                 part_nodes_.begin() + part_ptr_[p + 1]);
+  return induced_subgraph(graph_, nodes, num_threads);
+}
+
+}  // namespace tessera::ops

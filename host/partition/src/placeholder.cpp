@@ -1,1 +1,0 @@
-// partition library: replaced by the partitioner sources.

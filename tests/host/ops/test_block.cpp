@@ -1,0 +1,223 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "helpers.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/ops/block.hpp"
+#include "tessera/ops/sampler.hpp"
+
+namespace tessera::ops {
+namespace {
+
+// Checks the compaction contract of a block built from `e` with destination nodes `dst`.
+void expect_compaction_order(const Block& b, const SampledEdges& e,
+                             const std::vector<int64_t>& dst) {
+  ASSERT_EQ(b.num_dst, static_cast<int64_t>(dst.size()));
+  for (size_t i = 0; i < dst.size(); ++i)
+    EXPECT_EQ(b.src_nodes[i], dst[i]);
+  // New sources in order of first appearance in the edge list.
+  std::set<int64_t> seen(dst.begin(), dst.end());
+  std::vector<int64_t> order(dst.begin(), dst.end());
+  for (int64_t s : e.src)
+    if (seen.insert(s).second) order.push_back(s);
+  EXPECT_EQ(b.src_nodes, order);
+  ASSERT_EQ(b.num_edges(), e.size());
+  for (int64_t i = 0; i < e.size(); ++i) {
+    EXPECT_EQ(b.src_nodes[b.src[i]], e.src[i]);
+    ASSERT_LT(b.dst[i], b.num_dst);
+    EXPECT_EQ(b.src_nodes[b.dst[i]], e.dst[i]);
+    EXPECT_EQ(b.eids[i], e.eid[i]);
+  }
+}
+
+TEST(ToBlock, HandBuiltExample) {
+  SampledEdges e;
+  e.src = {7, 3, 9, 7, 5};
+  e.dst = {3, 3, 5, 5, 5};
+  e.eid = {10, 11, 12, 13, 14};
+  std::vector<int64_t> dst{5, 3};
+  const Block b = to_block(e, dst);
+  EXPECT_EQ(b.src_nodes, (std::vector<int64_t>{5, 3, 7, 9}));
+  EXPECT_EQ(b.src, (std::vector<int64_t>{2, 1, 3, 2, 0}));
+  EXPECT_EQ(b.dst, (std::vector<int64_t>{1, 1, 0, 0, 0}));
+  EXPECT_EQ(b.eids, e.eid);
+  expect_compaction_order(b, e, dst);
+}
+
+TEST(ToBlock, BadInputs) {
+  SampledEdges e;
+  e.src = {1};
+  e.dst = {4};
+  e.eid = {0};
+  std::vector<int64_t> dst{2, 3};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst), ValueError, "not a destination node");
+  dst = {4, 4};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst), ValueError, "listed twice");
+  e.eid.clear();
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst), ValueError, "differ in length");
+}
+
+TEST(NeighborSampler, BlocksObeyCompactionOrderAndChain) {
+  const Graph& g = test::real_dataset("cora").graph;
+  NeighborSamplerOptions so;
+  so.fanouts = {15, 10, 5};
+  NeighborSampler sampler(g, so);
+  std::vector<int64_t> seeds;
+  for (int64_t v = 0; v < g.num_nodes; v += 13)
+    seeds.push_back(v);
+  CompactWorkspace ws;
+  SampleStats st;
+  const auto blocks = sampler.sample_blocks(seeds, make_rng_key(3, 0, 1, 0), nullptr, &ws, &st);
+  ASSERT_EQ(blocks.size(), 3u);
+  // Output block's destinations are the seeds; each block's destinations are the next one's
+  // sources; every edge is a real edge (src -> dst) of g.
+  EXPECT_EQ(blocks.back().dst_nodes().to_vector(), seeds);
+  for (size_t l = 0; l + 1 < blocks.size(); ++l)
+    EXPECT_EQ(blocks[l].dst_nodes().to_vector(), blocks[l + 1].src_nodes);
+  int64_t edges = 0;
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const Block& b = blocks[l];
+    // Rebuild the COO and check the compaction order against it.
+    SampledEdges e;
+    for (int64_t i = 0; i < b.num_edges(); ++i) {
+      e.src.push_back(b.src_nodes[b.src[i]]);
+      e.dst.push_back(b.src_nodes[b.dst[i]]);
+      e.eid.push_back(b.eids[i]);
+    }
+    expect_compaction_order(b, e, b.dst_nodes().to_vector());
+    std::map<int64_t, int64_t> per_dst;
+    for (int64_t i = 0; i < b.num_edges(); ++i) {
+      const int64_t u = e.src[i], v = e.dst[i];
+      const auto* row = &g.indices[g.indptr[v]];
+      EXPECT_TRUE(std::binary_search(row, row + g.degree(v), u));
+      ++per_dst[b.dst[i]];
+    }
+    const int64_t fanout = so.fanouts[l];
+    for (int64_t d = 0; d < b.num_dst; ++d)
+      EXPECT_EQ(per_dst[d], std::min(fanout, g.degree(b.src_nodes[d])));
+    edges += b.num_edges();
+  }
+  EXPECT_EQ(st.sampled_edges, edges);
+  EXPECT_EQ(st.seeds, static_cast<int64_t>(seeds.size()));
+  // The same batch sampled again (fresh workspace, no stats) is identical.
+  const auto again = sampler.sample_blocks(seeds, make_rng_key(3, 0, 1, 0));
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    EXPECT_EQ(again[l].src_nodes, blocks[l].src_nodes);
+    EXPECT_EQ(again[l].src, blocks[l].src);
+    EXPECT_EQ(again[l].eids, blocks[l].eids);
+  }
+}
+
+TEST(NeighborSampler, BadOptions) {
+  const Graph g = test::star(4);
+  NeighborSamplerOptions so;
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "no fanouts");
+  so.fanouts = {5, -3};
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "fanout -3 of layer 1");
+  so.fanouts = {5};
+  std::vector<float> w(2, 1.0f);
+  so.weights = w;
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "2 weights for a graph with");
+  so.weights = {};
+  NeighborSampler ok(g, so);
+  std::vector<int64_t> dup{1, 1};
+  TESSERA_EXPECT_THROW_MSG(ok.sample_blocks(dup, RngKey{}), ValueError, "listed twice");
+}
+
+TEST(InducedSubgraph, MatchesBruteForce) {
+  const Graph g = test::random_graph(300, 5, 9);
+  std::vector<int64_t> nodes;
+  for (int64_t v = 299; v >= 0; v -= 3)
+    nodes.push_back(v);
+  for (int threads : {1, 4}) {
+    const Subgraph sg = induced_subgraph(g, nodes, threads);
+    EXPECT_EQ(sg.nodes, nodes);
+    validate_graph(sg.graph, "induced");
+    std::map<int64_t, int64_t> local;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      local[nodes[i]] = static_cast<int64_t>(i);
+    std::multiset<std::tuple<int64_t, int64_t, int64_t>> want, got;
+    for (int64_t v = 0; v < g.num_nodes; ++v)
+      for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+        if (local.count(v) && local.count(g.indices[k]))
+          want.insert({local[g.indices[k]], local[v], g.eid(k)});
+    for (int64_t v = 0; v < sg.graph.num_nodes; ++v)
+      for (int64_t k = sg.graph.indptr[v]; k < sg.graph.indptr[v + 1]; ++k)
+        got.insert({sg.graph.indices[k], v, sg.graph.eid(k)});
+    EXPECT_EQ(got, want);
+    EXPECT_GT(got.size(), 0u);
+  }
+  std::vector<int64_t> bad{1, 300};
+  TESSERA_EXPECT_THROW_MSG(induced_subgraph(g, bad), IndexError, "node 300 at position 1");
+  bad = {1, 1};
+  TESSERA_EXPECT_THROW_MSG(induced_subgraph(g, bad), ValueError, "listed twice");
+}
+
+TEST(ClusterGcn, BatchesCoverEveryPartOncePerEpoch) {
+  const Graph& g = test::real_dataset("cora").graph;
+  const int64_t parts = 10;
+  std::vector<int64_t> part(static_cast<size_t>(g.num_nodes));
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    part[v] = (v * 7) % parts;
+  ClusterGcnSampler cs(g, part, 3, 42);
+  EXPECT_EQ(cs.num_parts(), parts);
+  EXPECT_EQ(cs.num_batches(), 4);
+  std::vector<std::vector<int64_t>> orders;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    std::vector<int64_t> all;
+    for (int64_t b = 0; b < cs.num_batches(); ++b) {
+      const auto ps = cs.batch_parts(epoch, b);
+      all.insert(all.end(), ps.begin(), ps.end());
+      const Subgraph sg = cs.sample(epoch, b);
+      std::set<int64_t> pset(ps.begin(), ps.end());
+      int64_t want_nodes = 0;
+      for (int64_t v = 0; v < g.num_nodes; ++v)
+        want_nodes += pset.count(part[v]);
+      EXPECT_EQ(static_cast<int64_t>(sg.nodes.size()), want_nodes);
+      for (int64_t v : sg.nodes)
+        EXPECT_TRUE(pset.count(part[v]));
+    }
+    std::vector<int64_t> sorted = all;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int64_t> want(parts);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(sorted, want);
+    orders.push_back(all);
+  }
+  EXPECT_NE(orders[0], orders[1]);  // drawn at random per epoch
+  ClusterGcnSampler again(g, part, 3, 42);
+  EXPECT_EQ(again.batch_parts(1, 2), cs.batch_parts(1, 2));
+  part[5] = -1;
+  TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 3, 1), IndexError, "node 5 has part -1");
+  part[5] = 12;  // parts 10 and 11 empty
+  TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 3, 1), ValueError, "part 10 has no nodes");
+}
+
+TEST(Negatives, UniformAndKeyedByEdge) {
+  std::vector<int64_t> src{1, 2, 3}, eid{10, 20, 30};
+  std::vector<int64_t> ns, nd;
+  const RngKey key = make_rng_key(1, 0, 0, 0);
+  uniform_negatives(1000, src, eid, 4, key, ns, nd);
+  ASSERT_EQ(ns.size(), 12u);
+  EXPECT_EQ(ns[0], 1);
+  EXPECT_EQ(ns[11], 3);
+  // Edge 20 alone gets the same negatives as in the batch.
+  std::vector<int64_t> s1{2}, e1{20}, ns1, nd1;
+  uniform_negatives(1000, s1, e1, 4, key, ns1, nd1);
+  EXPECT_EQ(nd1, std::vector<int64_t>(nd.begin() + 4, nd.begin() + 8));
+  // Chi-square of the destinations over 20 bins.
+  std::vector<int64_t> many_src(5000, 0), many_eid(5000);
+  std::iota(many_eid.begin(), many_eid.end(), 0);
+  uniform_negatives(20, many_src, many_eid, 4, key, ns, nd);
+  std::vector<double> c(20, 0), e(20, 1000.0);
+  for (int64_t d : nd)
+    c[static_cast<size_t>(d)] += 1;
+  EXPECT_LT(test::chi_square(c, e), test::chi_square_critical_999(19));
+}
+
+}  // namespace
+}  // namespace tessera::ops

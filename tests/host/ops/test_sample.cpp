@@ -1,0 +1,360 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "helpers.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/ops/sample.hpp"
+
+namespace tessera::ops {
+namespace {
+
+using test::chi_square;
+using test::chi_square_critical_999;
+
+RngKey key_of(uint32_t seed, uint32_t epoch, uint32_t batch, uint32_t layer = 0) {
+  RngKey k;
+  k.seed = seed;
+  k.epoch = epoch;
+  k.batch = batch;
+  k.layer = layer;
+  return k;
+}
+
+// Per seed node: its sampled (src, eid) list, for order-independent comparison.
+std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> by_dst(const SampledEdges& e) {
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> m;
+  for (int64_t i = 0; i < e.size(); ++i)
+    m[e.dst[i]].push_back({e.src[i], e.eid[i]});
+  return m;
+}
+
+void expect_same(const SampledEdges& a, const SampledEdges& b) {
+  EXPECT_EQ(a.src, b.src);
+  EXPECT_EQ(a.dst, b.dst);
+  EXPECT_EQ(a.eid, b.eid);
+}
+
+// Every sampled edge is a real edge of g: eid k's stored position has the right endpoints.
+void expect_real_edges(const Graph& g, const SampledEdges& e) {
+  std::map<int64_t, std::pair<int64_t, int64_t>> ends;
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+      ends[g.eid(k)] = {g.indices[k], v};
+  for (int64_t i = 0; i < e.size(); ++i) {
+    auto it = ends.find(e.eid[i]);
+    ASSERT_NE(it, ends.end()) << "edge ID " << e.eid[i];
+    EXPECT_EQ(it->second.first, e.src[i]);
+    EXPECT_EQ(it->second.second, e.dst[i]);
+  }
+}
+
+std::vector<int64_t> all_nodes(const Graph& g) {
+  std::vector<int64_t> v(static_cast<size_t>(g.num_nodes));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+TEST(SampleNeighbors, WithoutReplacementOnCoraKeepsInvariants) {
+  const Graph& g = test::real_dataset("cora").graph;
+  const auto seeds = all_nodes(g);
+  for (int64_t fanout : {1, 5, 10}) {
+    SampleOptions o;
+    o.fanout = fanout;
+    o.key = key_of(7, 1, 2);
+    const auto e = sample_neighbors(g, seeds, o);
+    expect_real_edges(g, e);
+    auto m = by_dst(e);
+    for (int64_t v = 0; v < g.num_nodes; ++v) {
+      auto& got = m[v];
+      EXPECT_EQ(static_cast<int64_t>(got.size()), std::min(g.degree(v), fanout)) << "node " << v;
+      std::set<int64_t> eids;
+      for (auto& p : got)
+        eids.insert(p.second);
+      EXPECT_EQ(eids.size(), got.size()) << "repeated neighbor of node " << v;
+      if (g.degree(v) <= fanout) {
+        // Degree <= fanout keeps all, in storage order.
+        for (int64_t k = g.indptr[v], i = 0; k < g.indptr[v + 1]; ++k, ++i)
+          EXPECT_EQ(got[i].second, g.eid(k));
+      }
+    }
+  }
+}
+
+TEST(SampleNeighbors, AllAndZeroFanout) {
+  const Graph& g = test::real_dataset("cora").graph;
+  const auto seeds = all_nodes(g);
+  SampleOptions o;
+  o.fanout = -1;
+  auto e = sample_neighbors(g, seeds, o);
+  EXPECT_EQ(e.size(), g.num_edges());
+  for (bool replace : {false, true}) {
+    o.replace = replace;
+    o.fanout = -1;
+    EXPECT_EQ(sample_neighbors(g, seeds, o).size(), g.num_edges());
+    o.fanout = 0;
+    EXPECT_EQ(sample_neighbors(g, seeds, o).size(), 0);
+  }
+  SampleOptions none;
+  none.fanout = 3;
+  EXPECT_EQ(sample_neighbors(g, Span<const int64_t>(), none).size(), 0);
+}
+
+TEST(SampleNeighbors, WithReplacementDrawsExactlyFanout) {
+  const Graph& g = test::real_dataset("cora").graph;
+  const auto seeds = all_nodes(g);
+  SampleOptions o;
+  o.fanout = 7;
+  o.replace = true;
+  o.key = key_of(3, 0, 0);
+  const auto e = sample_neighbors(g, seeds, o);
+  expect_real_edges(g, e);
+  auto m = by_dst(e);
+  int64_t repeats = 0;
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    EXPECT_EQ(static_cast<int64_t>(m[v].size()), g.degree(v) == 0 ? 0 : 7) << "node " << v;
+    std::set<int64_t> s;
+    for (auto& p : m[v])
+      s.insert(p.second);
+    repeats += static_cast<int64_t>(m[v].size() - s.size());
+  }
+  EXPECT_GT(repeats, 0) << "with replacement should repeat neighbors of low-degree nodes";
+}
+
+// Inclusion counts of each neighbor of node 0 over many keys.
+std::vector<double> inclusion_counts(const Graph& g, const SampleOptions& base, int trials) {
+  std::vector<double> counts(static_cast<size_t>(g.degree(0)), 0);
+  const int64_t seed = 0;
+  std::map<int64_t, int64_t> pos_of_eid;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    pos_of_eid[g.eid(k)] = k - g.indptr[0];
+  for (int t = 0; t < trials; ++t) {
+    SampleOptions o = base;
+    o.key = key_of(11, static_cast<uint32_t>(t % 7), static_cast<uint32_t>(t));
+    const auto e = sample_neighbors(g, Span<const int64_t>(&seed, 1), o);
+    for (int64_t i = 0; i < e.size(); ++i)
+      counts[static_cast<size_t>(pos_of_eid.at(e.eid[i]))] += 1;
+  }
+  return counts;
+}
+
+TEST(SampleNeighbors, UniformWithoutReplacementIsUniform) {
+  for (int64_t d : {20, 200}) {
+    for (int64_t fanout : {int64_t{5}, d / 2 + 1}) {  // d/2+1 > 64 exercises the bitmap path
+      const Graph g = test::star(d);
+      SampleOptions o;
+      o.fanout = fanout;
+      const int trials = 4000;
+      const auto c = inclusion_counts(g, o, trials);
+      double total = std::accumulate(c.begin(), c.end(), 0.0);
+      EXPECT_EQ(total, static_cast<double>(trials * fanout));
+      std::vector<double> expected(c.size(), static_cast<double>(trials) * fanout / d);
+      const double chi = chi_square(c, expected);
+      EXPECT_LT(chi, chi_square_critical_999(static_cast<double>(d - 1)))
+          << "d=" << d << " fanout=" << fanout;
+    }
+  }
+}
+
+TEST(SampleNeighbors, UniformWithReplacementIsUniform) {
+  const Graph g = test::star(30);
+  SampleOptions o;
+  o.fanout = 10;
+  o.replace = true;
+  const int trials = 3000;
+  const auto c = inclusion_counts(g, o, trials);
+  std::vector<double> expected(c.size(), trials * 10.0 / 30);
+  EXPECT_LT(chi_square(c, expected), chi_square_critical_999(29));
+}
+
+std::vector<float> star_weights(const Graph& g) {
+  // Weight of in-edge i -> 0 is (i mod 5) (so some are 0), other edges 1.
+  std::vector<float> w(static_cast<size_t>(g.num_edges()), 1.0f);
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    w[k] = static_cast<float>(g.indices[k] % 5);
+  return w;
+}
+
+TEST(SampleNeighbors, WeightedWithReplacementFollowsWeights) {
+  const Graph g = test::star(40);
+  const auto w = star_weights(g);
+  SampleOptions o;
+  o.fanout = 8;
+  o.replace = true;
+  o.weights = w;
+  const int trials = 3000;
+  const auto c = inclusion_counts(g, o, trials);
+  double wsum = 0;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    wsum += w[k];
+  std::vector<double> expected;
+  int df = -1;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k) {
+    expected.push_back(trials * 8.0 * w[k] / wsum);
+    if (w[k] == 0) {
+      EXPECT_EQ(c[k - g.indptr[0]], 0) << "zero weight drawn";
+    } else {
+      ++df;
+    }
+  }
+  EXPECT_LT(chi_square(c, expected), chi_square_critical_999(df));
+}
+
+TEST(SampleNeighbors, WeightedWithoutReplacementFollowsWeights) {
+  const Graph g = test::star(40);
+  const auto w = star_weights(g);
+  // Fanout 1: inclusion is exactly proportional to weight.
+  SampleOptions o;
+  o.fanout = 1;
+  o.weights = w;
+  const int trials = 6000;
+  const auto c = inclusion_counts(g, o, trials);
+  double wsum = 0;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    wsum += w[k];
+  std::vector<double> expected;
+  int df = -1;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k) {
+    expected.push_back(trials * w[k] / wsum);
+    df += w[k] > 0;
+  }
+  EXPECT_LT(chi_square(c, expected), chi_square_critical_999(df));
+  // Fanout 6: no repeats, zero weights never drawn, heavier neighbors drawn more often.
+  o.fanout = 6;
+  const auto c6 = inclusion_counts(g, o, 2000);
+  std::vector<double> by_weight(5, 0);
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    by_weight[static_cast<size_t>(w[k])] += c6[k - g.indptr[0]];
+  EXPECT_EQ(by_weight[0], 0);
+  for (int i = 1; i < 4; ++i)
+    EXPECT_LT(by_weight[i], by_weight[i + 1]);
+  EXPECT_EQ(std::accumulate(c6.begin(), c6.end(), 0.0), 2000.0 * 6);
+  // Fewer positive-weight neighbors than the fanout: all of them, once each.
+  o.fanout = 35;
+  const auto c35 = inclusion_counts(g, o, 3);
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    EXPECT_EQ(c35[k - g.indptr[0]], w[k] > 0 ? 3 : 0);
+}
+
+TEST(SampleNeighbors, SameResultForAnyThreadCount) {
+  const Graph& g = test::real_dataset("tolokers").graph;
+  const auto seeds = all_nodes(g);
+  const auto w = weights_in_storage_order(g, std::vector<float>{0.5f, 1.0f, 2.0f, 0.0f, 3.0f});
+  for (int mode = 0; mode < 4; ++mode) {
+    SampleOptions o;
+    o.fanout = 10;
+    o.replace = mode & 1;
+    if (mode & 2) o.weights = w;
+    o.key = key_of(5, 2, 9, 1);
+    o.num_threads = 1;
+    const auto one = sample_neighbors(g, seeds, o);
+    for (int t : {2, 3, 8}) {
+      o.num_threads = t;
+      expect_same(one, sample_neighbors(g, seeds, o));
+    }
+  }
+}
+
+TEST(SampleNeighbors, SampleOfANodeDoesNotDependOnTheBatch) {
+  const Graph& g = test::real_dataset("tolokers").graph;
+  auto seeds = all_nodes(g);
+  SampleOptions o;
+  o.fanout = 15;
+  o.key = key_of(1, 2, 3, 0);
+  const auto m = by_dst(sample_neighbors(g, seeds, o));
+  // Reversed order, and a subset: every node gets the same sample.
+  std::reverse(seeds.begin(), seeds.end());
+  EXPECT_EQ(by_dst(sample_neighbors(g, seeds, o)), m);
+  std::vector<int64_t> some(seeds.begin(), seeds.begin() + 100);
+  for (auto& [v, list] : by_dst(sample_neighbors(g, some, o)))
+    EXPECT_EQ(list, m.at(v));
+  // A different batch key gives a different sample.
+  o.key.batch = 4;
+  EXPECT_NE(by_dst(sample_neighbors(g, seeds, o)), m);
+}
+
+TEST(SampleNeighbors, OutEdgesOnCsr) {
+  const Graph g = test::random_graph(500, 6, 3, /*symmetrize=*/false);
+  const Graph csr = transpose(g);
+  const auto seeds = all_nodes(g);
+  SampleOptions o;
+  o.fanout = 4;
+  o.dir = EdgeDir::kOut;
+  const auto e = sample_neighbors(csr, seeds, o);
+  std::map<int64_t, std::pair<int64_t, int64_t>> ends;
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+      ends[g.eid(k)] = {g.indices[k], v};
+  std::map<int64_t, int64_t> per_src;
+  for (int64_t i = 0; i < e.size(); ++i) {
+    EXPECT_EQ(ends.at(e.eid[i]), std::make_pair(e.src[i], e.dst[i]));
+    ++per_src[e.src[i]];
+  }
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    EXPECT_EQ(per_src[v], std::min<int64_t>(csr.degree(v), 4));
+}
+
+TEST(SampleNeighbors, ExcludedEdgesAreNeverSampled) {
+  const Graph g = test::star(10);
+  // Exclude the edges from nodes 1..5 into node 0.
+  std::vector<int64_t> rows, eids;
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    if (g.indices[k] <= 5) {
+      rows.push_back(0);
+      eids.push_back(g.eid(k));
+    }
+  ExcludeEdges ex(rows, eids);
+  const int64_t seed = 0;
+  for (bool replace : {false, true}) {
+    for (int t = 0; t < 50; ++t) {
+      SampleOptions o;
+      o.fanout = 3;
+      o.replace = replace;
+      o.exclude = &ex;
+      o.key = key_of(1, 0, static_cast<uint32_t>(t));
+      const auto e = sample_neighbors(g, Span<const int64_t>(&seed, 1), o);
+      EXPECT_EQ(e.size(), 3);
+      for (int64_t s : e.src)
+        EXPECT_GT(s, 5);
+    }
+  }
+  SampleOptions all;
+  all.exclude = &ex;
+  EXPECT_EQ(sample_neighbors(g, Span<const int64_t>(&seed, 1), all).size(), 5);
+}
+
+TEST(SampleNeighbors, BadArgumentsGiveClearErrors) {
+  const Graph g = test::star(5);
+  std::vector<int64_t> seeds{0, 6};
+  SampleOptions o;
+  o.fanout = 2;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), IndexError, "seed node 6 at position 1");
+  seeds = {0, -1};
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), IndexError, "seed node -1");
+  seeds = {0};
+  o.fanout = -2;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "fanout -2 is negative");
+  o.fanout = 2;
+  std::vector<float> w(3, 1.0f);
+  o.weights = w;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "3 weights for a graph with");
+  w.assign(static_cast<size_t>(g.num_edges()), 1.0f);
+  w[static_cast<size_t>(g.indptr[0])] = -1.0f;
+  o.weights = w;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "negative or not finite");
+  TESSERA_EXPECT_THROW_MSG(validate_weights(g, w, "w"), ValueError, "weight -1 at storage");
+  o.weights = {};
+  o.device = Device::kCuda;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), NotCompiledError,
+                           "not_compiled_with_cuda");
+  TESSERA_EXPECT_THROW_MSG(make_rng_key(uint64_t{1} << 32, 0, 0, 0), ValueError,
+                           "seed 4294967296 out of range");
+  TESSERA_EXPECT_THROW_MSG(make_rng_key(1, -1, 0, 0), ValueError, "epoch -1 out of range");
+  TESSERA_EXPECT_THROW_MSG(make_rng_key(1, 0, 0, 300), ValueError, "layer 300");
+}
+
+}  // namespace
+}  // namespace tessera::ops
