@@ -1,8 +1,165 @@
+// `tessera partition`: read a graph, partition it (METIS or random), write the partition folders.
+#include <fmt/format.h>
+
+#include <fstream>
+
 #include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/graph/dataset.hpp"
+#include "tessera/graph/rmat.hpp"
+#include "tessera/partition/partition.hpp"
 
 namespace tessera::tools {
-// Placeholder until the partition command lands.
-void register_partition(CLI::App& app) {
-  (void)app;
+
+namespace {
+
+struct PartitionArgs {
+  std::string input, format = "auto", method = "metis", out, name, stats_json;
+  int64_t parts = 0;
+  std::vector<std::string> balance_masks;
+  bool balance_edges = false, symmetrize = false, no_symmetrize = false, drop_self_loops = false,
+       dedup = false, overwrite = false, quiet = false;
+  int halo_hops = 1;
+  int64_t seed = -1;
+  int ufactor = -1;
+};
+
+// npy datasets whose meta.json says each undirected edge is stored once (all of
+// ../shared/datasets) are symmetrized unless --no-symmetrize is given.
+bool meta_says_undirected(const Dataset& ds) {
+  if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean())
+    return !ds.meta["directed"].get<bool>();
+  if (ds.meta.contains("undirected") && ds.meta["undirected"].is_boolean())
+    return ds.meta["undirected"].get<bool>();
+  if (ds.meta.contains("edges") && ds.meta["edges"].is_string()) {
+    const std::string s = ds.meta["edges"].get<std::string>();
+    return s.find("undirected edge is stored once") != std::string::npos ||
+           s.find("symmetrize") != std::string::npos;
+  }
+  return false;
 }
+
+void run_partition(const PartitionArgs& a) {
+  set_quiet(a.quiet);
+  TESSERA_EXPECTS(a.parts >= 1, ValueError, "--parts must be >= 1, got {}", a.parts);
+  TESSERA_EXPECTS(a.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}", a.halo_hops);
+  TESSERA_EXPECTS(!(a.symmetrize && a.no_symmetrize), ValueError,
+                  "--symmetrize and --no-symmetrize contradict each other");
+  PartitionOptions po;
+  po.num_parts = a.parts;
+  po.method = parse_part_method(a.method);
+  po.balance_masks = a.balance_masks;
+  po.balance_edges = a.balance_edges;
+  po.halo_hops = a.halo_hops;
+  po.seed = a.seed;
+  po.ufactor = a.ufactor;
+  TESSERA_EXPECTS(po.method == PartMethod::kMetis || (a.balance_masks.empty() && !a.balance_edges),
+                  ValueError, "--balance-mask/--balance-edges need --method metis");
+
+  PhaseTimer timer;
+  reset_peak_rss();
+  timer.begin("read");
+  Dataset ds;
+  if (is_rmat_spec(a.input)) {
+    ds = generate_rmat(parse_rmat_spec(a.input));
+  } else {
+    Format f = parse_format(a.format);
+    if (f == Format::kAuto) f = detect_format(a.input);
+    ReadOptions ro;
+    switch (f) {
+      case Format::kNpy:
+        ds = read_npy_dir(a.input, ro);
+        break;
+      case Format::kOgb:
+        ds = read_ogb_dir(a.input, ro);
+        break;
+      case Format::kSnap:
+        ds = read_snap(a.input, ro);
+        break;
+      case Format::kMetis:
+        ds = read_metis(a.input, ro);
+        break;
+      case Format::kMtx:
+        ds = read_mtx(a.input, ro);
+        break;
+      case Format::kAuto:
+        break;
+    }
+  }
+  BuildOptions bo;
+  bo.symmetrize = a.symmetrize;
+  if (!a.symmetrize && !a.no_symmetrize && ds.format == "npy" && meta_says_undirected(ds)) {
+    bo.symmetrize = true;
+    if (!quiet())
+      fmt::print(stderr,
+                 "[tessera] {}: meta.json says edges are stored once per undirected pair: "
+                 "symmetrizing (--no-symmetrize to keep them directed)\n",
+                 ds.name);
+  }
+  bo.drop_self_loops = a.drop_self_loops;
+  bo.deduplicate = a.dedup;
+  timer.begin("build CSR");
+  finalize(ds, bo);
+  if (!quiet())
+    fmt::print(stderr,
+               "[tessera] {}: {} nodes, {} edges (symmetrize={}, drop_self_loops={}, "
+               "dedup={})\n",
+               ds.name, ds.num_nodes, ds.graph.num_edges(), bo.symmetrize, bo.drop_self_loops,
+               bo.deduplicate);
+
+  WriteOptions wo;
+  wo.out_dir = a.out;
+  wo.name = a.name.empty() ? ds.name : a.name;
+  wo.overwrite = a.overwrite;
+  wo.source_path = a.input;
+  PartitionStats st = partition_dataset(ds, po, wo, timer);
+  fmt::print("{}", st.summary());
+  if (!a.stats_json.empty()) {
+    std::ofstream f(a.stats_json);
+    TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: cannot open for writing", a.stats_json);
+    f << st.to_json().dump(2) << "\n";
+    TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: write failed", a.stats_json);
+  }
+}
+
+}  // namespace
+
+void register_partition(CLI::App& app) {
+  auto args = std::make_shared<PartitionArgs>();
+  auto* cmd = app.add_subcommand(
+      "partition", "Partition a graph (METIS or random) into the on-disk partition format");
+  cmd->add_option("--input,-i", args->input,
+                  "Dataset path (npy/OGB folder, edge list, .graph, "
+                  ".mtx) or rmat:SCALE,EF[,SEED]")
+      ->required();
+  cmd->add_option("--format", args->format, "Input format")
+      ->check(CLI::IsMember({"auto", "npy", "ogb", "snap", "metis", "mtx"}));
+  cmd->add_option("--parts,-k", args->parts, "Number of partitions (>= 1)")->required();
+  cmd->add_option("--method", args->method, "Partitioner")
+      ->check(CLI::IsMember({"metis", "random"}));
+  cmd->add_option("--balance-mask", args->balance_masks,
+                  "Node mask to balance across partitions (repeatable; NAME or NAME:COLUMN)");
+  cmd->add_flag("--balance-edges", args->balance_edges, "Balance in-edges (in-degree weights)");
+  cmd->add_option("--halo-hops", args->halo_hops, "Hops of in-neighborhood kept as halo nodes");
+  cmd->add_flag("--symmetrize", args->symmetrize,
+                "Add the reverse of every edge (default for npy datasets whose meta.json says "
+                "edges are stored once per undirected pair)");
+  cmd->add_flag("--no-symmetrize", args->no_symmetrize, "Never symmetrize");
+  cmd->add_flag("--drop-self-loops", args->drop_self_loops, "Drop self loops");
+  cmd->add_flag("--dedup", args->dedup, "Keep one copy of duplicate edges");
+  cmd->add_option("--seed", args->seed, "METIS seed (default: METIS's) or random seed (0)");
+  cmd->add_option("--ufactor", args->ufactor, "METIS imbalance tolerance in 1/1000 (default 30)");
+  cmd->add_option("--out,-o", args->out, "Output folder (written atomically)")->required();
+  cmd->add_option("--name", args->name,
+                  "Name of the config (<out>/<name>.json; default: the "
+                  "dataset name)");
+  cmd->add_flag("--overwrite", args->overwrite, "Replace an existing output folder");
+  cmd->add_option("--stats-json", args->stats_json,
+                  "Write phase times, memory, edge cut and "
+                  "balance as JSON");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress on stderr");
+  cmd->callback([args] { run_partition(*args); });
+}
+
 }  // namespace tessera::tools

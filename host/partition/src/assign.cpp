@@ -1,0 +1,326 @@
+// Node assignment: METIS k-way (multi-constraint) and seeded random.
+#include <metis.h>
+
+#include <algorithm>
+#include <climits>
+#include <numeric>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/partition/partition.hpp"
+
+namespace tessera {
+
+static_assert(sizeof(idx_t) == sizeof(int32_t),
+              "Tessera is built against METIS with 32-bit idx_t (Debian's libmetis)");
+
+PartMethod parse_part_method(const std::string& s) {
+  if (s == "metis") return PartMethod::kMetis;
+  if (s == "random") return PartMethod::kRandom;
+  TESSERA_FAIL(ValueError, "unknown partition method '{}' (expected metis or random)", s);
+}
+
+const char* part_method_name(PartMethod m) {
+  return m == PartMethod::kMetis ? "metis" : "random";
+}
+
+namespace {
+
+// Calls f(u) for every symmetric neighbor u != v of v, in increasing order, once each: the
+// merge of v's in-neighbors (CSC row) and out-neighbors (CSR row), both sorted.
+template <typename F>
+void for_each_sym_neighbor(const Graph& csc, const Graph& csr, int64_t v, F&& f) {
+  int64_t a = csc.indptr[v], ae = csc.indptr[v + 1];
+  int64_t b = csr.indptr[v], be = csr.indptr[v + 1];
+  int64_t last = -1;
+  while (a < ae || b < be) {
+    int64_t u;
+    if (b >= be || (a < ae && csc.indices[a] <= csr.indices[b]))
+      u = csc.indices[a++];
+    else
+      u = csr.indices[b++];
+    if (u == v || u == last) continue;
+    last = u;
+    f(u);
+  }
+}
+
+// CSR with only indptr/indices (no eids needed for adjacency).
+Graph out_adjacency(const Graph& csc) {
+  Graph t = transpose(csc);
+  std::vector<int64_t>().swap(t.eids);
+  return t;
+}
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void note_empty_parts(Assignment& a) {
+  std::vector<int64_t> cnt(static_cast<size_t>(a.num_parts), 0);
+  for (int32_t p : a.part)
+    ++cnt[p];
+  int64_t empty = 0;
+  for (int64_t c : cnt)
+    empty += c == 0;
+  if (empty > 0)
+    a.warnings.push_back(
+        fmt::format("{} of {} partitions are empty ({} nodes)", empty, a.num_parts, a.part.size()));
+}
+
+}  // namespace
+
+void check_metis_limits(int64_t num_nodes, int64_t adj_entries) {
+  constexpr int64_t kMax = INT32_MAX;
+  TESSERA_EXPECTS(num_nodes < kMax, ValueError,
+                  "graph has {} nodes, more than METIS's 32-bit indices can address ({}); use "
+                  "--method random",
+                  num_nodes, kMax - 1);
+  TESSERA_EXPECTS(adj_entries < kMax, ValueError,
+                  "graph has {} symmetric adjacency entries (2 x undirected edges), more than "
+                  "METIS's 32-bit indices can address ({}); use --method random",
+                  adj_entries, kMax - 1);
+}
+
+SymAdjacency symmetric_adjacency(const Graph& csc) {
+  const int64_t n = csc.num_nodes;
+  check_metis_limits(n, 0);
+  const Graph csr = out_adjacency(csc);
+  std::vector<int64_t> deg(static_cast<size_t>(n) + 1, 0);
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      int64_t d = 0;
+      for_each_sym_neighbor(csc, csr, v, [&](int64_t) { ++d; });
+      deg[v + 1] = d;
+    }
+  });
+  for (int64_t v = 0; v < n; ++v)
+    deg[v + 1] += deg[v];
+  check_metis_limits(n, deg[n]);
+  SymAdjacency adj;
+  adj.xadj.resize(static_cast<size_t>(n) + 1);
+  for (int64_t v = 0; v <= n; ++v)
+    adj.xadj[v] = static_cast<int32_t>(deg[v]);
+  adj.adjncy.resize(static_cast<size_t>(deg[n]));
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      int64_t k = deg[v];
+      for_each_sym_neighbor(csc, csr, v,
+                            [&](int64_t u) { adj.adjncy[k++] = static_cast<int32_t>(u); });
+    }
+  });
+  return adj;
+}
+
+int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
+  const int64_t n = csc.num_nodes;
+  const Graph csr = out_adjacency(csc);
+  std::vector<int64_t> partial(static_cast<size_t>(std::max(1, num_threads())), 0);
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t c) {
+    int64_t cut = 0;
+    for (int64_t v = lo; v < hi; ++v)
+      for_each_sym_neighbor(csc, csr, v, [&](int64_t u) { cut += part[u] != part[v]; });
+    partial[c] = cut;
+  });
+  return std::accumulate(partial.begin(), partial.end(), int64_t{0}) / 2;
+}
+
+int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
+  int64_t cut = 0;
+  for (int64_t v = 0; v < csc.num_nodes; ++v)
+    for (int64_t k = csc.indptr[v]; k < csc.indptr[v + 1]; ++k)
+      cut += part[csc.indices[k]] != part[v];
+  return cut;
+}
+
+std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& opts,
+                                     std::vector<std::string>* names) {
+  const int64_t n = ds.num_nodes;
+  std::vector<std::vector<int32_t>> cols;
+  std::vector<std::string> col_names;
+  if (!opts.balance_masks.empty()) {
+    std::vector<uint8_t> in_any(static_cast<size_t>(n), 0);
+    for (const std::string& spec : opts.balance_masks) {
+      std::string name = spec;
+      int64_t col = 0;
+      const auto colon = spec.rfind(':');
+      if (colon != std::string::npos) {
+        name = spec.substr(0, colon);
+        bool ok = colon + 1 < spec.size();
+        for (size_t i = colon + 1; i < spec.size(); ++i)
+          ok = ok && spec[i] >= '0' && spec[i] <= '9';
+        TESSERA_EXPECTS(ok && spec.size() - colon - 1 < 10, ValueError,
+                        "--balance-mask '{}': expected NAME or NAME:COLUMN", spec);
+        col = std::stoll(spec.substr(colon + 1));
+      }
+      auto it = ds.ndata.find(name);
+      if (it == ds.ndata.end()) {
+        std::string have;
+        for (const auto& [k, a] : ds.ndata)
+          have += (have.empty() ? "" : ", ") + k;
+        TESSERA_FAIL(ValueError,
+                     "--balance-mask '{}': the dataset has no node array '{}' (it has: {})", spec,
+                     name, have.empty() ? "none" : have);
+      }
+      const Array& m = it->second;
+      TESSERA_EXPECTS(m.dtype() == DType::kBool || dtype_is_integer(m.dtype()), TypeError,
+                      "--balance-mask '{}': node array '{}' must be bool or integer, got {}", spec,
+                      name, dtype_name(m.dtype()));
+      TESSERA_EXPECTS(m.ndim() == 1 || m.ndim() == 2, ValueError,
+                      "--balance-mask '{}': node array '{}' must have shape [N] or [N, S], got {}",
+                      spec, name, m.shape_str());
+      const int64_t ncol = m.ndim() == 2 ? m.dim(1) : 1;
+      TESSERA_EXPECTS(col >= 0 && col < ncol, IndexError,
+                      "--balance-mask '{}': column {} outside [0, {}) of '{}' (shape {})", spec,
+                      col, ncol, name, m.shape_str());
+      const std::vector<int64_t> vals = m.to_int64_vector(name);
+      std::vector<int32_t> w(static_cast<size_t>(n));
+      for (int64_t v = 0; v < n; ++v) {
+        w[v] = vals[v * ncol + col] != 0;
+        in_any[v] |= static_cast<uint8_t>(w[v]);
+      }
+      cols.push_back(std::move(w));
+      col_names.push_back(spec);
+    }
+    std::vector<int32_t> rest(static_cast<size_t>(n));
+    for (int64_t v = 0; v < n; ++v)
+      rest[v] = !in_any[v];
+    cols.push_back(std::move(rest));
+    col_names.push_back("(no mask)");
+  }
+  if (opts.balance_edges) {
+    std::vector<int32_t> w(static_cast<size_t>(n));
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t d = ds.graph.degree(v);
+      TESSERA_EXPECTS(d < INT32_MAX, ValueError,
+                      "node {} has in-degree {}, beyond METIS's 32-bit weights; use --method "
+                      "random",
+                      v, d);
+      w[v] = static_cast<int32_t>(d);
+    }
+    cols.push_back(std::move(w));
+    col_names.push_back("in_degree");
+  }
+  // METIS divides by each constraint's total: drop constraints nobody carries.
+  std::vector<size_t> keep;
+  for (size_t c = 0; c < cols.size(); ++c) {
+    int64_t total = 0;
+    for (int32_t x : cols[c])
+      total += x;
+    TESSERA_EXPECTS(total < INT32_MAX, ValueError,
+                    "balance constraint '{}' sums to {}, beyond METIS's 32-bit weights; use "
+                    "--method random",
+                    col_names[c], total);
+    if (total > 0) keep.push_back(c);
+  }
+  names->clear();
+  if (keep.empty()) return {};
+  const size_t ncon = keep.size();
+  std::vector<int32_t> out(static_cast<size_t>(n) * ncon);
+  for (size_t j = 0; j < ncon; ++j) {
+    names->push_back(col_names[keep[j]]);
+    const auto& col = cols[keep[j]];
+    for (int64_t v = 0; v < n; ++v)
+      out[v * ncon + j] = col[v];
+  }
+  return out;
+}
+
+Assignment assign_random(int64_t num_nodes, int64_t num_parts, uint64_t seed) {
+  TESSERA_EXPECTS(num_parts >= 1, ValueError, "number of partitions must be >= 1, got {}",
+                  num_parts);
+  Assignment a;
+  a.num_parts = num_parts;
+  a.part.resize(static_cast<size_t>(num_nodes));
+  std::vector<int64_t> perm(static_cast<size_t>(num_nodes));
+  std::iota(perm.begin(), perm.end(), int64_t{0});
+  uint64_t state = seed;
+  for (int64_t i = num_nodes - 1; i > 0; --i) {
+    // Lemire's multiply-shift: j uniform in [0, i] up to a negligible bias.
+    const uint64_t r = splitmix64(state);
+    const auto j = static_cast<int64_t>(
+        (static_cast<unsigned __int128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
+    std::swap(perm[i], perm[j]);
+  }
+  for (int64_t i = 0; i < num_nodes; ++i)
+    a.part[perm[i]] = static_cast<int32_t>(i % num_parts);
+  note_empty_parts(a);
+  return a;
+}
+
+Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<int32_t>& vwgt,
+                        int ncon, const PartitionOptions& opts) {
+  const int64_t n = csc.num_nodes;
+  TESSERA_EXPECTS(num_parts >= 1 && num_parts < INT32_MAX, ValueError,
+                  "number of partitions must be in [1, 2^31), got {}", num_parts);
+  Assignment a;
+  a.num_parts = num_parts;
+  a.part.assign(static_cast<size_t>(n), 0);
+  if (num_parts == 1 || n == 0) {
+    if (n == 0 && num_parts > 1) note_empty_parts(a);
+    return a;
+  }
+  if (num_parts >= n) {
+    // METIS cannot split N nodes into more than N non-empty parts (and may misbehave trying).
+    for (int64_t v = 0; v < n; ++v)
+      a.part[v] = static_cast<int32_t>(v);
+    a.warnings.push_back(fmt::format(
+        "{} partitions for {} nodes: METIS skipped, node v goes to partition v", num_parts, n));
+    note_empty_parts(a);
+    return a;
+  }
+  SymAdjacency adj = symmetric_adjacency(csc);
+  if (adj.adjncy.empty()) adj.adjncy.push_back(0);  // METIS reads the pointer even when unused
+  TESSERA_ASSERT(vwgt.empty() || static_cast<int64_t>(vwgt.size()) == n * ncon,
+                 "vertex weights: {} entries for {} nodes x {} constraints", vwgt.size(), n, ncon);
+  idx_t nvtxs = static_cast<idx_t>(n);
+  idx_t nc = vwgt.empty() ? 1 : ncon;
+  idx_t np = static_cast<idx_t>(num_parts);
+  idx_t objval = 0;
+  idx_t options[METIS_NOPTIONS];
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_NUMBERING] = 0;
+  if (opts.seed >= 0) options[METIS_OPTION_SEED] = static_cast<idx_t>(opts.seed);
+  if (opts.ufactor >= 0) options[METIS_OPTION_UFACTOR] = opts.ufactor;
+  std::vector<idx_t> w(vwgt.begin(), vwgt.end());
+  std::vector<idx_t> part(static_cast<size_t>(n), 0);
+  const int rc = METIS_PartGraphKway(&nvtxs, &nc, adj.xadj.data(), adj.adjncy.data(),
+                                     w.empty() ? nullptr : w.data(), nullptr, nullptr, &np, nullptr,
+                                     nullptr, options, &objval, part.data());
+  TESSERA_EXPECTS(rc == METIS_OK, ValueError,
+                  "METIS_PartGraphKway failed ({}) on {} nodes, {} adjacency entries, {} parts, "
+                  "{} constraints",
+                  rc == METIS_ERROR_INPUT    ? "METIS_ERROR_INPUT"
+                  : rc == METIS_ERROR_MEMORY ? "METIS_ERROR_MEMORY"
+                                             : "METIS_ERROR",
+                  n, adj.xadj[n], num_parts, nc);
+  for (int64_t v = 0; v < n; ++v) {
+    TESSERA_ASSERT(part[v] >= 0 && part[v] < np, "METIS returned partition {} for node {}", part[v],
+                   v);
+    a.part[v] = part[v];
+  }
+  a.metis_objval = objval;
+  note_empty_parts(a);
+  return a;
+}
+
+Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {
+  TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
+  TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
+                  "--parts must be in [1, 2^31), got {}", opts.num_parts);
+  TESSERA_EXPECTS(opts.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}",
+                  opts.halo_hops);
+  if (opts.method == PartMethod::kRandom)
+    return assign_random(ds.num_nodes, opts.num_parts,
+                         static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
+  std::vector<std::string> names;
+  const std::vector<int32_t> w = balance_weights(ds, opts, &names);
+  Assignment a = assign_metis(ds.graph, opts.num_parts, w, static_cast<int>(names.size()), opts);
+  a.constraints = names;
+  return a;
+}
+
+}  // namespace tessera

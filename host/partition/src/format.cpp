@@ -1,0 +1,317 @@
+// The JSON config and the partition folders: serialization, parsing, loading.
+#include "tessera/partition/format.hpp"
+
+#include <fstream>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
+
+namespace tessera {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Typed field access that names the config file and the field on failure.
+class Fields {
+ public:
+  explicit Fields(std::string file) : file_(std::move(file)) {}
+  const json& at(const json& obj, const std::string& key, const std::string& where) const {
+    TESSERA_EXPECTS(obj.is_object(), ValueError, "{}: '{}' must be an object", file_, where);
+    auto it = obj.find(key);
+    TESSERA_EXPECTS(it != obj.end(), ValueError, "{}: missing field '{}'", file_, join(where, key));
+    return *it;
+  }
+  int64_t integer(const json& obj, const std::string& key, const std::string& where = "") const {
+    const json& v = at(obj, key, where);
+    TESSERA_EXPECTS(v.is_number_integer(), ValueError, "{}: field '{}' must be an integer, got {}",
+                    file_, join(where, key), v.dump());
+    return v.get<int64_t>();
+  }
+  std::string string(const json& obj, const std::string& key, const std::string& where = "") const {
+    const json& v = at(obj, key, where);
+    TESSERA_EXPECTS(v.is_string(), ValueError, "{}: field '{}' must be a string, got {}", file_,
+                    join(where, key), v.dump());
+    return v.get<std::string>();
+  }
+  bool boolean(const json& obj, const std::string& key, const std::string& where = "") const {
+    const json& v = at(obj, key, where);
+    TESSERA_EXPECTS(v.is_boolean(), ValueError, "{}: field '{}' must be true or false, got {}",
+                    file_, join(where, key), v.dump());
+    return v.get<bool>();
+  }
+  std::vector<int64_t> shape(const json& v, const std::string& where) const {
+    TESSERA_EXPECTS(v.is_array(), ValueError, "{}: field '{}' must be a list of integers", file_,
+                    where);
+    std::vector<int64_t> out;
+    for (const auto& x : v) {
+      TESSERA_EXPECTS(x.is_number_integer() && x.get<int64_t>() >= 0, ValueError,
+                      "{}: field '{}' must be a list of non-negative integers, got {}", file_,
+                      where, v.dump());
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
+  // [[s, e], ...] -> offsets (size P + 1); ranges must be contiguous from 0 to `total`.
+  std::vector<int64_t> ranges(const json& v, const std::string& where, int64_t parts,
+                              int64_t total) const {
+    TESSERA_EXPECTS(v.is_array() && static_cast<int64_t>(v.size()) == parts, ValueError,
+                    "{}: field '{}' must list {} [start, end) ranges, got {}", file_, where, parts,
+                    v.is_array() ? std::to_string(v.size()) : v.dump());
+    std::vector<int64_t> off{0};
+    for (int64_t p = 0; p < parts; ++p) {
+      const json& r = v[p];
+      TESSERA_EXPECTS(
+          r.is_array() && r.size() == 2 && r[0].is_number_integer() && r[1].is_number_integer(),
+          ValueError, "{}: {}[{}] must be [start, end], got {}", file_, where, p, r.dump());
+      const int64_t s = r[0].get<int64_t>(), e = r[1].get<int64_t>();
+      TESSERA_EXPECTS(s == off.back() && e >= s, ValueError,
+                      "{}: {}[{}] = [{}, {}] does not continue the previous range (expected start "
+                      "{} and end >= start)",
+                      file_, where, p, s, e, off.back());
+      off.push_back(e);
+    }
+    TESSERA_EXPECTS(off.back() == total, ValueError, "{}: {} end at {} but there are {}", file_,
+                    where, off.back(), total);
+    return off;
+  }
+
+ private:
+  static std::string join(const std::string& where, const std::string& key) {
+    return where.empty() ? key : where + "." + key;
+  }
+  std::string file_;
+};
+
+json ranges_json(const std::vector<int64_t>& off) {
+  json r = json::array();
+  for (size_t p = 0; p + 1 < off.size(); ++p)
+    r.push_back({off[p], off[p + 1]});
+  return r;
+}
+
+json schema_json(const std::vector<ArraySchema>& v) {
+  json o = json::object();
+  for (const auto& s : v)
+    o[s.name] = {{"dtype", dtype_name(s.dtype)}, {"shape", s.shape}, {"file", s.file}};
+  return o;
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+const PartFile* PartInfo::file(const std::string& name) const {
+  for (const auto& f : files)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+const std::vector<std::string>& partition_graph_files() {
+  static const std::vector<std::string> files = {"indptr.npy",   "indices.npy",    "eid.npy",
+                                                 "nid.npy",      "inner_node.npy", "inner_edge.npy",
+                                                 "orig_nid.npy", "orig_eid.npy"};
+  return files;
+}
+
+json config_to_json(const PartitionConfig& c) {
+  json j = c.json.is_object() ? c.json : json::object();
+  j["format_version"] = c.format_version;
+  j["graph_name"] = c.graph_name;
+  j["num_nodes"] = c.num_nodes;
+  j["num_edges"] = c.num_edges;
+  j["num_input_edges"] = c.num_input_edges;
+  j["num_parts"] = c.num_parts;
+  j["part_method"] = c.part_method;
+  j["halo_hops"] = c.halo_hops;
+  j["local_indices"] = c.local_indices;
+  j["build"] = {{"symmetrize", c.build.symmetrize},
+                {"drop_self_loops", c.build.drop_self_loops},
+                {"deduplicate", c.build.deduplicate}};
+  j["node_ranges"] = ranges_json(c.node_offsets);
+  j["edge_ranges"] = ranges_json(c.edge_offsets);
+  j["node_map"] = {{"_N", j["node_ranges"]}};
+  j["edge_map"] = {{"_E", j["edge_ranges"]}};
+  j["ndata_schema"] = schema_json(c.ndata);
+  j["edata_schema"] = schema_json(c.edata);
+  json parts = json::array();
+  for (const auto& p : c.parts) {
+    json files = json::object();
+    for (const auto& f : p.files)
+      files[f.name] = {{"bytes", f.bytes},
+                       {"crc32", crc32_hex(f.crc32)},
+                       {"dtype", dtype_name(f.dtype)},
+                       {"shape", f.shape}};
+    parts.push_back({{"dir", p.dir},
+                     {"num_nodes", p.num_nodes},
+                     {"num_inner_nodes", p.num_inner_nodes},
+                     {"num_edges", p.num_edges},
+                     {"num_inner_edges", p.num_inner_edges},
+                     {"files", files}});
+  }
+  j["partitions"] = parts;
+  return j;
+}
+
+PartitionConfig load_partition_config(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  TESSERA_EXPECTS(std::filesystem::is_regular_file(path), IOError, "{}: partition config not found",
+                  file);
+  std::ifstream in(path);
+  TESSERA_EXPECTS(in.good(), IOError, "{}: cannot open partition config", file);
+  PartitionConfig c;
+  c.path = path;
+  c.dir = path.parent_path();
+  try {
+    c.json = json::parse(in);
+  } catch (const json::exception& e) {
+    TESSERA_FAIL(ValueError, "{}: malformed JSON: {}", file, e.what());
+  }
+  const Fields f(file);
+  const json& j = c.json;
+  TESSERA_EXPECTS(j.is_object(), ValueError, "{}: expected a JSON object", file);
+  c.format_version = static_cast<int>(f.integer(j, "format_version"));
+  TESSERA_EXPECTS(c.format_version == kPartitionFormatVersion, ValueError,
+                  "{}: format_version {} is not supported (this build reads {})", file,
+                  c.format_version, kPartitionFormatVersion);
+  c.graph_name = f.string(j, "graph_name");
+  c.num_nodes = f.integer(j, "num_nodes");
+  c.num_edges = f.integer(j, "num_edges");
+  c.num_input_edges = f.integer(j, "num_input_edges");
+  c.num_parts = f.integer(j, "num_parts");
+  TESSERA_EXPECTS(c.num_nodes >= 0 && c.num_edges >= 0 && c.num_input_edges >= 0, ValueError,
+                  "{}: negative num_nodes/num_edges/num_input_edges", file);
+  TESSERA_EXPECTS(c.num_parts >= 1, ValueError, "{}: num_parts must be >= 1, got {}", file,
+                  c.num_parts);
+  c.part_method = f.string(j, "part_method");
+  c.halo_hops = static_cast<int>(f.integer(j, "halo_hops"));
+  TESSERA_EXPECTS(c.halo_hops >= 0, ValueError, "{}: halo_hops must be >= 0, got {}", file,
+                  c.halo_hops);
+  c.local_indices = f.boolean(j, "local_indices");
+  const json& b = f.at(j, "build", "");
+  c.build.symmetrize = f.boolean(b, "symmetrize", "build");
+  c.build.drop_self_loops = f.boolean(b, "drop_self_loops", "build");
+  c.build.deduplicate = f.boolean(b, "deduplicate", "build");
+  c.node_offsets = f.ranges(f.at(j, "node_ranges", ""), "node_ranges", c.num_parts, c.num_nodes);
+  c.edge_offsets = f.ranges(f.at(j, "edge_ranges", ""), "edge_ranges", c.num_parts, c.num_edges);
+  for (const char* key : {"ndata_schema", "edata_schema"}) {
+    const json& s = f.at(j, key, "");
+    TESSERA_EXPECTS(s.is_object(), ValueError, "{}: '{}' must be an object", file, key);
+    auto& out = std::string(key) == "ndata_schema" ? c.ndata : c.edata;
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string where = std::string(key) + "." + it.key();
+      ArraySchema a;
+      a.name = it.key();
+      a.dtype = parse_dtype(f.string(it.value(), "dtype", where), file + ": " + where + ".dtype");
+      a.shape = f.shape(f.at(it.value(), "shape", where), where + ".shape");
+      TESSERA_EXPECTS(!a.shape.empty(), ValueError, "{}: {}.shape must not be empty", file, where);
+      a.file = f.string(it.value(), "file", where);
+      out.push_back(std::move(a));
+    }
+  }
+  for (const auto& a : c.ndata)
+    TESSERA_EXPECTS(a.shape[0] == c.num_nodes, ValueError,
+                    "{}: ndata_schema.{}.shape[0] is {}, expected num_nodes = {}", file, a.name,
+                    a.shape[0], c.num_nodes);
+  const json& parts = f.at(j, "partitions", "");
+  TESSERA_EXPECTS(parts.is_array() && static_cast<int64_t>(parts.size()) == c.num_parts, ValueError,
+                  "{}: 'partitions' must list {} partitions", file, c.num_parts);
+  for (int64_t p = 0; p < c.num_parts; ++p) {
+    const std::string where = fmt::format("partitions[{}]", p);
+    const json& pj = parts[p];
+    PartInfo info;
+    info.dir = f.string(pj, "dir", where);
+    TESSERA_EXPECTS(
+        !info.dir.empty() && info.dir.find("..") == std::string::npos && info.dir[0] != '/',
+        ValueError, "{}: {}.dir '{}' must be a folder name relative to the config", file, where,
+        info.dir);
+    info.num_nodes = f.integer(pj, "num_nodes", where);
+    info.num_inner_nodes = f.integer(pj, "num_inner_nodes", where);
+    info.num_edges = f.integer(pj, "num_edges", where);
+    info.num_inner_edges = f.integer(pj, "num_inner_edges", where);
+    TESSERA_EXPECTS(info.num_inner_nodes == c.node_offsets[p + 1] - c.node_offsets[p], ValueError,
+                    "{}: {}.num_inner_nodes is {} but node_ranges[{}] holds {}", file, where,
+                    info.num_inner_nodes, p, c.node_offsets[p + 1] - c.node_offsets[p]);
+    TESSERA_EXPECTS(info.num_inner_edges == c.edge_offsets[p + 1] - c.edge_offsets[p], ValueError,
+                    "{}: {}.num_inner_edges is {} but edge_ranges[{}] holds {}", file, where,
+                    info.num_inner_edges, p, c.edge_offsets[p + 1] - c.edge_offsets[p]);
+    const json& files = f.at(pj, "files", where);
+    TESSERA_EXPECTS(files.is_object(), ValueError, "{}: {}.files must be an object", file, where);
+    for (auto it = files.begin(); it != files.end(); ++it) {
+      const std::string fw = where + ".files." + it.key();
+      PartFile pf;
+      pf.name = it.key();
+      pf.bytes = f.integer(it.value(), "bytes", fw);
+      const std::string crc = f.string(it.value(), "crc32", fw);
+      TESSERA_EXPECTS(
+          crc.size() == 8 && crc.find_first_not_of("0123456789abcdef") == std::string::npos,
+          ValueError, "{}: {}.crc32 '{}' is not 8 hex digits", file, fw, crc);
+      pf.crc32 = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
+      pf.dtype = parse_dtype(f.string(it.value(), "dtype", fw), file + ": " + fw + ".dtype");
+      pf.shape = f.shape(f.at(it.value(), "shape", fw), fw + ".shape");
+      info.files.push_back(std::move(pf));
+    }
+    c.parts.push_back(std::move(info));
+  }
+  return c;
+}
+
+LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOptions& opts) {
+  TESSERA_EXPECTS(p >= 0 && p < c.num_parts, IndexError, "{}: partition {} outside [0, {})",
+                  c.path.string(), p, c.num_parts);
+  const PartInfo& info = c.parts[p];
+  const std::filesystem::path dir = c.dir / info.dir;
+  TESSERA_EXPECTS(std::filesystem::is_directory(dir), IOError,
+                  "partition {}: folder {} is missing (config {})", p, dir.string(),
+                  c.path.string());
+  auto load = [&](const std::string& name) {
+    const PartFile* pf = info.file(name);
+    TESSERA_EXPECTS(pf != nullptr, ValueError, "{}: partition {} does not list file {}",
+                    c.path.string(), p, name);
+    const std::filesystem::path fp = dir / name;
+    TESSERA_EXPECTS(std::filesystem::is_regular_file(fp), IOError,
+                    "partition {}: file {} is missing", p, fp.string());
+    if (opts.verify_checksums) {
+      const auto bytes = static_cast<int64_t>(std::filesystem::file_size(fp));
+      TESSERA_EXPECTS(bytes == pf->bytes, ValueError,
+                      "partition {}: {} has {} bytes but the config lists {} (corrupted, or from "
+                      "another partitioning)",
+                      p, fp.string(), bytes, pf->bytes);
+      const uint32_t crc = file_crc32(fp);
+      TESSERA_EXPECTS(crc == pf->crc32, ValueError,
+                      "partition {}: {} has checksum {} but the config lists {} (corrupted, or "
+                      "from another partitioning)",
+                      p, fp.string(), crc32_hex(crc), crc32_hex(pf->crc32));
+    }
+    Array a = opts.mmap ? mmap_npy(fp) : read_npy(fp);
+    TESSERA_EXPECTS(a.dtype() == pf->dtype && a.shape() == pf->shape, ValueError,
+                    "partition {}: {} is {} {} but the config lists {} {}", p, fp.string(),
+                    dtype_name(a.dtype()), a.shape_str(), dtype_name(pf->dtype),
+                    shape_string(pf->shape));
+    return a;
+  };
+  LocalPartition L;
+  L.part_id = p;
+  L.num_inner_nodes = info.num_inner_nodes;
+  L.num_inner_edges = info.num_inner_edges;
+  L.indptr = load("indptr.npy");
+  L.indices = load("indices.npy");
+  L.eid = load("eid.npy");
+  L.nid = load("nid.npy");
+  L.inner_node = load("inner_node.npy");
+  L.inner_edge = load("inner_edge.npy");
+  L.orig_nid = load("orig_nid.npy");
+  L.orig_eid = load("orig_eid.npy");
+  for (const auto& s : c.ndata)
+    L.ndata[s.name] = load(s.file);
+  for (const auto& s : c.edata)
+    L.edata[s.name] = load(s.file);
+  return L;
+}
+
+}  // namespace tessera

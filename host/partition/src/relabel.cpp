@@ -1,0 +1,170 @@
+// Relabelling (contiguous ID ranges per partition) and per-partition local graphs with halo.
+#include <algorithm>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/partition/partition.hpp"
+
+namespace tessera {
+
+Relabelled relabel(const Graph& csc, const Assignment& a) {
+  const int64_t n = csc.num_nodes, P = a.num_parts;
+  TESSERA_ASSERT(static_cast<int64_t>(a.part.size()) == n, "assignment has {} nodes, graph {}",
+                 a.part.size(), n);
+  Relabelled r;
+  r.num_parts = P;
+  r.node_offsets.assign(static_cast<size_t>(P) + 1, 0);
+  for (int32_t p : a.part) {
+    TESSERA_ASSERT(p >= 0 && p < P, "partition {} outside [0, {})", p, P);
+    ++r.node_offsets[p + 1];
+  }
+  for (int64_t p = 0; p < P; ++p)
+    r.node_offsets[p + 1] += r.node_offsets[p];
+  // Counting sort by partition; visiting old IDs in order keeps the relative order (stable).
+  r.new_nid.resize(static_cast<size_t>(n));
+  r.orig_nid.resize(static_cast<size_t>(n));
+  {
+    std::vector<int64_t> pos(r.node_offsets.begin(), r.node_offsets.end() - 1);
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t nv = pos[a.part[v]]++;
+      r.new_nid[v] = nv;
+      r.orig_nid[nv] = v;
+    }
+  }
+  Graph& g = r.csc;
+  g.num_nodes = n;
+  g.indptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int64_t nv = 0; nv < n; ++nv)
+    g.indptr[nv + 1] = g.indptr[nv] + csc.degree(r.orig_nid[nv]);
+  const int64_t m = g.indptr[n];
+  g.indices.resize(static_cast<size_t>(m));
+  g.eids.resize(static_cast<size_t>(m));
+  parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<std::pair<int64_t, int64_t>> row;
+    for (int64_t nv = lo; nv < hi; ++nv) {
+      const int64_t ov = r.orig_nid[nv];
+      row.clear();
+      for (int64_t k = csc.indptr[ov]; k < csc.indptr[ov + 1]; ++k)
+        row.emplace_back(r.new_nid[csc.indices[k]], csc.eid(k));
+      std::sort(row.begin(), row.end());
+      int64_t w = g.indptr[nv];
+      for (const auto& [s, e] : row) {
+        g.indices[w] = s;
+        g.eids[w] = e;
+        ++w;
+      }
+    }
+  });
+  r.edge_offsets.resize(static_cast<size_t>(P) + 1);
+  for (int64_t p = 0; p <= P; ++p)
+    r.edge_offsets[p] = g.indptr[r.node_offsets[p]];
+  return r;
+}
+
+LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
+  TESSERA_EXPECTS(p >= 0 && p < r.num_parts, IndexError, "partition {} outside [0, {})", p,
+                  r.num_parts);
+  TESSERA_EXPECTS(halo_hops >= 0, ValueError, "halo_hops must be >= 0, got {}", halo_hops);
+  const Graph& g = r.csc;
+  const int64_t s = r.node_offsets[p], e = r.node_offsets[p + 1];
+  LocalGraph L;
+  L.part_id = p;
+  L.num_inner_nodes = e - s;
+  L.num_inner_edges = r.edge_offsets[p + 1] - r.edge_offsets[p];
+
+  // Halo: breadth-first over in-edges from the owned nodes, up to halo_hops hops.
+  std::vector<int64_t> halo;
+  std::vector<int32_t> dist;  // hop distance of halo nodes, parallel to `halo` after sorting
+  if (halo_hops > 0) {
+    std::vector<int32_t> d(static_cast<size_t>(g.num_nodes), -1);
+    for (int64_t v = s; v < e; ++v)
+      d[v] = 0;
+    std::vector<int64_t> frontier, next;
+    for (int hop = 1; hop <= halo_hops; ++hop) {
+      next.clear();
+      auto expand = [&](int64_t v) {
+        for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
+          const int64_t u = g.indices[k];
+          if (d[u] < 0) {
+            d[u] = hop;
+            next.push_back(u);
+          }
+        }
+      };
+      if (hop == 1) {
+        for (int64_t v = s; v < e; ++v)
+          expand(v);
+      } else {
+        for (int64_t v : frontier)
+          expand(v);
+      }
+      halo.insert(halo.end(), next.begin(), next.end());
+      frontier.swap(next);
+      if (frontier.empty()) break;
+    }
+    std::sort(halo.begin(), halo.end());
+    dist.resize(halo.size());
+    for (size_t i = 0; i < halo.size(); ++i)
+      dist[i] = d[halo[i]];
+  }
+  const int64_t nh = static_cast<int64_t>(halo.size());
+  const int64_t nl = L.num_inner_nodes + nh;
+  L.nid.resize(static_cast<size_t>(nl));
+  L.inner_node.assign(static_cast<size_t>(nl), 0);
+  for (int64_t i = 0; i < L.num_inner_nodes; ++i) {
+    L.nid[i] = s + i;
+    L.inner_node[i] = 1;
+  }
+  for (int64_t i = 0; i < nh; ++i)
+    L.nid[L.num_inner_nodes + i] = halo[i];
+  L.orig_nid.resize(static_cast<size_t>(nl));
+  for (int64_t i = 0; i < nl; ++i)
+    L.orig_nid[i] = r.orig_nid[L.nid[i]];
+
+  const bool local_ids = halo_hops > 0;
+  auto to_local = [&](int64_t gid) -> int64_t {
+    if (!local_ids) return gid;
+    if (gid >= s && gid < e) return gid - s;
+    auto it = std::lower_bound(halo.begin(), halo.end(), gid);
+    TESSERA_ASSERT(it != halo.end() && *it == gid, "source {} of partition {} is not local", gid,
+                   p);
+    return L.num_inner_nodes + (it - halo.begin());
+  };
+  // Rows: every in-edge of inner nodes; in-edges of halo nodes within halo_hops - 1 hops.
+  L.indptr.assign(static_cast<size_t>(nl) + 1, 0);
+  for (int64_t i = 0; i < nl; ++i) {
+    int64_t deg = 0;
+    if (i < L.num_inner_nodes)
+      deg = g.degree(s + i);
+    else if (dist[i - L.num_inner_nodes] <= halo_hops - 1)
+      deg = g.degree(halo[i - L.num_inner_nodes]);
+    L.indptr[i + 1] = L.indptr[i] + deg;
+  }
+  const int64_t ml = L.indptr[nl];
+  L.indices.resize(static_cast<size_t>(ml));
+  L.eid.resize(static_cast<size_t>(ml));
+  L.orig_eid.resize(static_cast<size_t>(ml));
+  L.inner_edge.assign(static_cast<size_t>(ml), 0);
+  parallel_for(0, nl, 1024, [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<std::pair<int64_t, int64_t>> row;
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t b = L.indptr[i], deg = L.indptr[i + 1] - b;
+      if (deg == 0) continue;
+      const int64_t v = L.nid[i];
+      row.clear();
+      for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+        row.emplace_back(to_local(g.indices[k]), k);
+      if (local_ids) std::sort(row.begin(), row.end());
+      const uint8_t inner = i < L.num_inner_nodes;
+      for (int64_t j = 0; j < deg; ++j) {
+        L.indices[b + j] = row[j].first;
+        L.eid[b + j] = row[j].second;
+        L.orig_eid[b + j] = g.eids[row[j].second];
+        L.inner_edge[b + j] = inner;
+      }
+    }
+  });
+  return L;
+}
+
+}  // namespace tessera

@@ -1,0 +1,322 @@
+// partition_dataset: assignment, relabelling, halo, and the atomic write of the on-disk format.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <numeric>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
+#include "tessera/partition/format.hpp"
+#include "tessera/partition/partition.hpp"
+
+namespace tessera {
+
+namespace {
+
+bool valid_name(const std::string& s) {
+  if (s.empty() || s == "." || s == "..") return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
+  });
+}
+
+PartFile write_file(const std::filesystem::path& dir, const std::string& name, DType t,
+                    std::vector<int64_t> shape, const void* data) {
+  const std::filesystem::path path = dir / name;
+  write_npy(path, t, shape, data);
+  PartFile f;
+  f.name = name;
+  f.bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  f.crc32 = file_crc32(path);
+  f.dtype = t;
+  f.shape = std::move(shape);
+  return f;
+}
+
+PartFile write_i64(const std::filesystem::path& dir, const std::string& name,
+                   const std::vector<int64_t>& v) {
+  return write_file(dir, name, DType::kInt64, {static_cast<int64_t>(v.size())}, v.data());
+}
+
+PartFile write_bool(const std::filesystem::path& dir, const std::string& name,
+                    const std::vector<uint8_t>& v) {
+  return write_file(dir, name, DType::kBool, {static_cast<int64_t>(v.size())}, v.data());
+}
+
+double max_over_mean(const std::vector<double>& v) {
+  if (v.empty()) return 1.0;
+  const double sum = std::accumulate(v.begin(), v.end(), 0.0);
+  if (sum <= 0) return 1.0;
+  return *std::max_element(v.begin(), v.end()) / (sum / static_cast<double>(v.size()));
+}
+
+}  // namespace
+
+double PartitionStats::node_balance() const {
+  std::vector<double> v;
+  for (const auto& p : parts)
+    v.push_back(static_cast<double>(p.inner_nodes));
+  return max_over_mean(v);
+}
+
+double PartitionStats::edge_balance() const {
+  std::vector<double> v;
+  for (const auto& p : parts)
+    v.push_back(static_cast<double>(p.inner_edges));
+  return max_over_mean(v);
+}
+
+double PartitionStats::constraint_balance(size_t c) const {
+  std::vector<double> v;
+  for (const auto& p : parts)
+    v.push_back(c < p.constraint_weights.size() ? static_cast<double>(p.constraint_weights[c])
+                                                : 0.0);
+  return max_over_mean(v);
+}
+
+nlohmann::json PartitionStats::to_json() const {
+  using json = nlohmann::json;
+  json j;
+  j["graph_name"] = graph_name;
+  j["method"] = method;
+  j["num_nodes"] = num_nodes;
+  j["num_edges"] = num_edges;
+  j["num_parts"] = num_parts;
+  j["halo_hops"] = halo_hops;
+  json ph = json::array();
+  double total = 0;
+  for (const auto& p : phases) {
+    ph.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss_bytes", p.peak_rss}});
+    total += p.seconds;
+  }
+  j["phases"] = ph;
+  j["total_seconds"] = total;
+  j["peak_rss_bytes"] = peak_rss_bytes;
+  j["edge_cut"] = edge_cut;
+  j["undirected_edges"] = undirected_edges;
+  j["edge_cut_fraction"] =
+      undirected_edges > 0 ? static_cast<double>(edge_cut) / static_cast<double>(undirected_edges)
+                           : 0.0;
+  j["cut_edges"] = cut_edges;
+  j["cut_edges_fraction"] =
+      num_edges > 0 ? static_cast<double>(cut_edges) / static_cast<double>(num_edges) : 0.0;
+  j["metis_objval"] = metis_objval;
+  j["constraints"] = constraints;
+  json parts_j = json::array();
+  for (const auto& p : parts) {
+    json pj = {{"inner_nodes", p.inner_nodes},
+               {"inner_edges", p.inner_edges},
+               {"halo_nodes", p.halo_nodes},
+               {"local_edges", p.local_edges}};
+    json cw = json::object();
+    for (size_t c = 0; c < constraints.size() && c < p.constraint_weights.size(); ++c)
+      cw[constraints[c]] = p.constraint_weights[c];
+    pj["constraint_weights"] = cw;
+    parts_j.push_back(pj);
+  }
+  j["parts"] = parts_j;
+  json bal = {{"nodes", node_balance()}, {"edges", edge_balance()}};
+  for (size_t c = 0; c < constraints.size(); ++c)
+    bal[constraints[c]] = constraint_balance(c);
+  j["balance"] = bal;
+  j["warnings"] = warnings;
+  j["config"] = config_path.string();
+  return j;
+}
+
+std::string PartitionStats::summary() const {
+  std::string s = fmt::format("partitioned {}: {} nodes, {} edges into {} parts ({}, halo {})\n",
+                              graph_name, num_nodes, num_edges, num_parts, method, halo_hops);
+  s += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12}", "part", "nodes", "edges", "halo nodes",
+                   "local edges");
+  for (const auto& c : constraints)
+    s += fmt::format(" {:>12}", c.size() > 12 ? c.substr(0, 12) : c);
+  s += "\n";
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const auto& q = parts[p];
+    s += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12}", p, q.inner_nodes, q.inner_edges,
+                     q.halo_nodes, q.local_edges);
+    for (size_t c = 0; c < constraints.size(); ++c)
+      s += fmt::format(" {:>12}", c < q.constraint_weights.size() ? q.constraint_weights[c] : 0);
+    s += "\n";
+  }
+  const double frac = undirected_edges > 0 ? 100.0 * static_cast<double>(edge_cut) /
+                                                 static_cast<double>(undirected_edges)
+                                           : 0.0;
+  s += fmt::format("edge cut: {} of {} undirected edges ({:.2f}%)", edge_cut, undirected_edges,
+                   frac);
+  if (metis_objval >= 0) s += fmt::format("; METIS objective {}", metis_objval);
+  s += fmt::format("; stored edges crossing partitions: {} of {}\n", cut_edges, num_edges);
+  s +=
+      fmt::format("balance (max/mean): nodes {:.3f}, edges {:.3f}", node_balance(), edge_balance());
+  for (size_t c = 0; c < constraints.size(); ++c)
+    s += fmt::format(", {} {:.3f}", constraints[c], constraint_balance(c));
+  s += "\n";
+  for (const auto& w : warnings)
+    s += fmt::format("warning: {}\n", w);
+  if (!config_path.empty()) s += fmt::format("config: {}\n", config_path.string());
+  return s;
+}
+
+PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts,
+                                 const WriteOptions& out, PhaseTimer& timer) {
+  TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
+  TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
+                  "--parts must be in [1, 2^31), got {}", opts.num_parts);
+  TESSERA_EXPECTS(opts.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}",
+                  opts.halo_hops);
+  TESSERA_EXPECTS(valid_name(out.name), ValueError,
+                  "--name '{}': use letters, digits, '_', '-' and '.' only", out.name);
+  TESSERA_EXPECTS(!out.out_dir.empty(), ValueError, "--out: empty output folder");
+  for (const auto& [k, a] : ds.ndata)
+    TESSERA_EXPECTS(valid_name(k), ValueError, "{}: node array name '{}' cannot be a file name",
+                    ds.name, k);
+  for (const auto& [k, a] : ds.edata)
+    TESSERA_EXPECTS(valid_name(k), ValueError, "{}: edge array name '{}' cannot be a file name",
+                    ds.name, k);
+  const Graph& g = ds.graph;
+  const int64_t n = ds.num_nodes, P = opts.num_parts;
+  TESSERA_EXPECTS(g.num_nodes == n, ValueError, "{}: graph has {} nodes but the dataset says {}",
+                  ds.name, g.num_nodes, n);
+
+  // Fails now (before any work) if the output exists and --overwrite was not given.
+  AtomicDir dir(out.out_dir, out.overwrite);
+
+  PartitionStats st;
+  st.graph_name = ds.name;
+  st.method = part_method_name(opts.method);
+  st.num_nodes = n;
+  st.num_edges = g.num_edges();
+  st.num_parts = P;
+  st.halo_hops = opts.halo_hops;
+
+  timer.begin(opts.method == PartMethod::kMetis ? "METIS" : "random partition");
+  std::vector<std::string> cnames;
+  const std::vector<int32_t> w = balance_weights(ds, opts, &cnames);
+  const auto ncon = static_cast<int64_t>(cnames.size());
+  Assignment a = opts.method == PartMethod::kMetis
+                     ? assign_metis(g, P, w, static_cast<int>(ncon), opts)
+                     : assign_random(n, P, static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
+  a.constraints = cnames;
+  st.constraints = cnames;
+  st.metis_objval = a.metis_objval;
+  st.warnings = a.warnings;
+
+  timer.begin("edge cut");
+  st.edge_cut = symmetric_edge_cut(g, a.part);
+  st.cut_edges = directed_edge_cut(g, a.part);
+  {
+    std::vector<int32_t> distinct(static_cast<size_t>(n));
+    for (int64_t v = 0; v < n; ++v)
+      distinct[v] = static_cast<int32_t>(v & 0x7fffffff);
+    st.undirected_edges = n < INT32_MAX ? symmetric_edge_cut(g, distinct) : -1;
+  }
+  st.parts.resize(static_cast<size_t>(P));
+  for (auto& p : st.parts)
+    p.constraint_weights.assign(static_cast<size_t>(ncon), 0);
+  for (int64_t v = 0; v < n && ncon > 0; ++v)
+    for (int64_t c = 0; c < ncon; ++c)
+      st.parts[a.part[v]].constraint_weights[c] += w[v * ncon + c];
+
+  timer.begin("relabel");
+  const Relabelled r = relabel(g, a);
+  std::vector<int32_t>().swap(a.part);
+
+  timer.begin("halo + write");
+  PartitionConfig c;
+  c.graph_name = ds.name;
+  c.num_nodes = n;
+  c.num_edges = g.num_edges();
+  c.num_input_edges = ds.num_input_edges;
+  c.num_parts = P;
+  c.part_method = part_method_name(opts.method);
+  c.halo_hops = opts.halo_hops;
+  c.local_indices = opts.halo_hops > 0;
+  c.build = ds.build;
+  c.node_offsets = r.node_offsets;
+  c.edge_offsets = r.edge_offsets;
+  for (const auto& [k, arr] : ds.ndata)
+    c.ndata.push_back({k, arr.dtype(), arr.shape(), "node_" + k + ".npy"});
+  for (const auto& [k, arr] : ds.edata) {
+    std::vector<int64_t> shape = arr.shape();
+    shape[0] = c.num_edges;  // one row per (possibly symmetrized) edge of the partitioned graph
+    c.edata.push_back({k, arr.dtype(), shape, "edge_" + k + ".npy"});
+  }
+  Progress progress("writing partitions", P, "parts");
+  for (int64_t p = 0; p < P; ++p) {
+    LocalGraph L = build_local(r, p, opts.halo_hops);
+    PartInfo info;
+    info.dir = fmt::format("part{}", p);
+    const std::filesystem::path pd = dir.path() / info.dir;
+    std::filesystem::create_directory(pd);
+    info.num_nodes = static_cast<int64_t>(L.nid.size());
+    info.num_inner_nodes = L.num_inner_nodes;
+    info.num_edges = static_cast<int64_t>(L.eid.size());
+    info.num_inner_edges = L.num_inner_edges;
+    info.files.push_back(write_i64(pd, "indptr.npy", L.indptr));
+    info.files.push_back(write_i64(pd, "indices.npy", L.indices));
+    info.files.push_back(write_i64(pd, "eid.npy", L.eid));
+    info.files.push_back(write_i64(pd, "nid.npy", L.nid));
+    info.files.push_back(write_bool(pd, "inner_node.npy", L.inner_node));
+    info.files.push_back(write_bool(pd, "inner_edge.npy", L.inner_edge));
+    info.files.push_back(write_i64(pd, "orig_nid.npy", L.orig_nid));
+    info.files.push_back(write_i64(pd, "orig_eid.npy", L.orig_eid));
+    auto& ps = st.parts[p];
+    ps.inner_nodes = L.num_inner_nodes;
+    ps.inner_edges = L.num_inner_edges;
+    ps.halo_nodes = info.num_nodes - L.num_inner_nodes;
+    ps.local_edges = info.num_edges;
+    L = LocalGraph();  // free before gathering features
+    const int64_t s = r.node_offsets[p], e = r.node_offsets[p + 1];
+    for (const auto& sch : c.ndata) {
+      const Array rows = ds.ndata.at(sch.name).take_rows(r.orig_nid.data() + s, e - s);
+      info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
+    }
+    if (!c.edata.empty()) {
+      const int64_t es = r.edge_offsets[p], ee = r.edge_offsets[p + 1];
+      std::vector<int64_t> idx(static_cast<size_t>(ee - es));
+      for (int64_t k = es; k < ee; ++k)
+        idx[k - es] = r.csc.eids[k] % ds.num_input_edges;  // reverse edge E + i takes row i
+      for (const auto& sch : c.edata) {
+        const Array rows = ds.edata.at(sch.name).take_rows(idx.data(), ee - es);
+        info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
+      }
+    }
+    c.parts.push_back(std::move(info));
+    progress.update(p + 1);
+  }
+  progress.done();
+
+  nlohmann::json extra = nlohmann::json::object();
+  extra["source"] = {{"path", out.source_path}, {"format", ds.format}};
+  nlohmann::json po = {{"num_parts", opts.num_parts},
+                       {"method", part_method_name(opts.method)},
+                       {"balance_masks", opts.balance_masks},
+                       {"balance_edges", opts.balance_edges},
+                       {"halo_hops", opts.halo_hops},
+                       {"seed", opts.seed},
+                       {"ufactor", opts.ufactor},
+                       {"constraints", cnames}};
+  extra["partition_options"] = po;
+  extra["edge_cut"] = st.edge_cut;
+  extra["cut_edges"] = st.cut_edges;
+  c.json = extra;
+  const std::string config_name = out.name + ".json";
+  {
+    std::ofstream f(dir.path() / config_name);
+    f << config_to_json(c).dump(1) << "\n";
+    f.close();
+    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed (disk full?)",
+                    (dir.path() / config_name).string());
+  }
+  dir.commit();
+  timer.end();
+  st.config_path = dir.final_path() / config_name;
+  st.phases = timer.phases();
+  st.peak_rss_bytes = peak_rss_bytes();
+  return st;
+}
+
+}  // namespace tessera

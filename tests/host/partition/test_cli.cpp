@@ -1,0 +1,117 @@
+// The `tessera partition` and `tessera validate` commands (skipped if the tool is not built).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+
+namespace tessera::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int rc;
+  std::string out;
+};
+
+CmdResult run(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_TOOL) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  CmdResult r{-1, ""};
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
+    r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(TESSERA_TOOL)) GTEST_SKIP() << "tessera tool not built: " << TESSERA_TOOL;
+  }
+};
+
+TEST_F(Cli, PartitionCoraThenValidate) {
+  TempDir tmp;
+  const std::string cora = dataset("cora").string();
+  const fs::path out = tmp / "out";
+  CmdResult r =
+      run(fmt::format("partition --input {} --parts 4 --method metis --balance-mask train_mask "
+                      "--halo-hops 1 --out {} --name cora --stats-json {}",
+                      cora, out.string(), (tmp / "stats.json").string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("symmetrizing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("edge cut:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("METIS"), std::string::npos) << r.out;  // phase line on stderr
+  nlohmann::json st;
+  std::ifstream(tmp / "stats.json") >> st;
+  EXPECT_EQ(st["num_parts"], 4);
+  EXPECT_EQ(st["num_edges"], 10556);
+  EXPECT_GT(st["edge_cut"].get<int64_t>(), 0);
+  EXPECT_EQ(st["parts"].size(), 4u);
+  EXPECT_TRUE(st["balance"].contains("train_mask"));
+  EXPECT_GT(st["peak_rss_bytes"].get<int64_t>(), 0);
+  bool has_metis = false;
+  for (const auto& ph : st["phases"])
+    has_metis |= ph["name"] == "METIS";
+  EXPECT_TRUE(has_metis);
+
+  r = run(fmt::format("validate {} --dataset {}", (out / "cora.json").string(), cora));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.rfind("OK", 0), 0u) << r.out;
+
+  // Exists without --overwrite: refused, output untouched.
+  r = run(fmt::format("partition -i {} -k 2 --out {} --name cora -q", cora, out.string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+
+  // A corrupted file: validate exits non-zero naming the partition and file.
+  {
+    std::fstream io(out / "part2" / "nid.npy", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-1, std::ios::end);
+    io.put('\x55');
+  }
+  r = run(fmt::format("validate {}", (out / "cora.json").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("part2/nid.npy has checksum"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, BadArguments) {
+  TempDir tmp;
+  const std::string cora = dataset("cora").string();
+  CmdResult r =
+      run(fmt::format("partition -i {} --parts 0 --out {} -q", cora, (tmp / "o").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--parts must be >= 1, got 0"), std::string::npos) << r.out;
+  r = run(fmt::format("partition -i {} --parts 2 --method random --balance-edges --out {} -q", cora,
+                      (tmp / "o").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("need --method metis"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o"));
+  r = run(fmt::format("validate {}", (tmp / "missing.json").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("partition config not found"), std::string::npos) << r.out;
+  // Random with --no-symmetrize keeps the 5278 stored edges.
+  r =
+      run(fmt::format("partition -i {} -k 3 --method random --no-symmetrize --halo-hops 0 --out {} "
+                      "--name c -q",
+                      cora, (tmp / "o").string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("2708 nodes, 5278 edges into 3 parts (random, halo 0)"), std::string::npos)
+      << r.out;
+  r = run(fmt::format("validate {} --dataset {}", (tmp / "o" / "c.json").string(), cora));
+  EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+}  // namespace
+}  // namespace tessera::test

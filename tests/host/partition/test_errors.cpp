@@ -1,0 +1,239 @@
+// Bad input: clear errors naming the partition, file and field; nothing left behind.
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
+
+namespace tessera::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+Dataset toy() {
+  std::vector<std::pair<int64_t, int64_t>> e;
+  for (int64_t v = 0; v < 60; ++v) {
+    e.push_back({v, (v + 1) % 60});
+    e.push_back({v, (v * 7) % 60});
+  }
+  return make_dataset(60, e, {true});
+}
+
+std::string all_errors(const ValidationReport& r) {
+  std::string s;
+  for (const auto& e : r.errors)
+    s += e + "\n";
+  return s;
+}
+
+void expect_only_outputs(const fs::path& dir, std::vector<std::string> names) {
+  std::vector<std::string> have;
+  for (const auto& e : fs::directory_iterator(dir))
+    have.push_back(e.path().filename().string());
+  std::sort(have.begin(), have.end());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(have, names);
+}
+
+PartitionStats write(const Dataset& ds, const fs::path& out, int64_t P, bool overwrite = true,
+                     PartitionOptions po = {}) {
+  set_quiet(true);
+  po.num_parts = P;
+  PhaseTimer t;
+  WriteOptions wo;
+  wo.out_dir = out;
+  wo.name = "g";
+  wo.overwrite = overwrite;
+  return partition_dataset(ds, po, wo, t);
+}
+
+// Rewrites one file's size/checksum in the config so that only the contract checks can catch a
+// tampered file (a buggy writer rather than a corrupted disk).
+void reseal(const fs::path& config, int p, const std::string& file) {
+  nlohmann::json j;
+  {
+    std::ifstream in(config);
+    in >> j;
+  }
+  const fs::path fp = config.parent_path() / fmt::format("part{}", p) / file;
+  auto& f = j["partitions"][p]["files"][file];
+  f["bytes"] = fs::file_size(fp);
+  f["crc32"] = crc32_hex(file_crc32(fp));
+  std::ofstream(config) << j.dump(1);
+}
+
+template <typename T>
+void poke(const fs::path& npy, int64_t index, T value) {
+  Array a = read_npy(npy);
+  a.mut_data<T>()[index] = value;
+  write_npy(npy, a);
+}
+
+TEST(Errors, BadPartsAndHalo) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", 0), ValueError, "--parts must be");
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", -3), ValueError, "got -3");
+  PartitionOptions po;
+  po.halo_hops = -1;
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", 2, true, po), ValueError, "--halo-hops");
+  TESSERA_EXPECT_THROW_MSG(parse_part_method("kahip"), ValueError, "unknown partition method");
+  expect_only_outputs(tmp.path(), {});
+}
+
+TEST(Errors, FailureLeavesNothingBehindAndKeepsOldOutput) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  PartitionOptions po;
+  po.balance_masks = {"no_such_mask"};
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", 2, true, po), ValueError, "no_such_mask");
+  expect_only_outputs(tmp.path(), {});  // no output, no temporary folder
+  write(ds, tmp / "out", 2);
+  // Existing output without --overwrite: refused; a failing overwrite keeps the old output.
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", 3, false), ValueError, "--overwrite");
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "out", 3, true, po), ValueError, "no_such_mask");
+  expect_only_outputs(tmp.path(), {"out"});
+  EXPECT_TRUE(validate_partitions(tmp / "out" / "g.json", &ds).ok());
+  EXPECT_EQ(load_partition_config(tmp / "out" / "g.json").num_parts, 2);
+}
+
+TEST(Errors, MissingPartitionFile) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  write(ds, tmp / "out", 3);
+  fs::remove(tmp / "out" / "part1" / "indices.npy");
+  const ValidationReport r = validate_partitions(tmp / "out" / "g.json", &ds);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all_errors(r).find("partition 1: file part1/indices.npy is missing"), std::string::npos)
+      << all_errors(r);
+  const PartitionConfig c = load_partition_config(tmp / "out" / "g.json");
+  TESSERA_EXPECT_THROW_MSG(load_partition(c, 1), IOError, "indices.npy is missing");
+  fs::remove_all(tmp / "out" / "part2");
+  const ValidationReport r2 = validate_partitions(tmp / "out" / "g.json");
+  EXPECT_NE(all_errors(r2).find("partition 2: folder"), std::string::npos) << all_errors(r2);
+  TESSERA_EXPECT_THROW_MSG(validate_partitions(tmp / "nope.json"), IOError,
+                           "partition config not found");
+}
+
+TEST(Errors, CorruptedFileFailsChecksum) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  write(ds, tmp / "out", 2);
+  const fs::path f = tmp / "out" / "part0" / "node_feat.npy";
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(-3, std::ios::end);
+    io.put('\x7f');
+  }
+  const ValidationReport r = validate_partitions(tmp / "out" / "g.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all_errors(r).find("partition 0: part0/node_feat.npy has checksum"), std::string::npos)
+      << all_errors(r);
+  const PartitionConfig c = load_partition_config(tmp / "out" / "g.json");
+  TESSERA_EXPECT_THROW_MSG(load_partition(c, 0, {true, true}), ValueError, "checksum");
+  // A truncated file is caught by its size.
+  fs::resize_file(tmp / "out" / "part1" / "eid.npy", 100);
+  const ValidationReport r2 = validate_partitions(tmp / "out" / "g.json");
+  EXPECT_NE(all_errors(r2).find("part1/eid.npy has 100 bytes"), std::string::npos)
+      << all_errors(r2);
+}
+
+TEST(Errors, ConfigOfAnotherPartitioning) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  write(ds, tmp / "a", 2);
+  PartitionOptions po;
+  po.method = PartMethod::kRandom;
+  write(ds, tmp / "b", 2, true, po);
+  fs::copy_file(tmp / "b" / "g.json", tmp / "a" / "g.json", fs::copy_options::overwrite_existing);
+  const ValidationReport r = validate_partitions(tmp / "a" / "g.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(all_errors(r).find("from another partitioning"), std::string::npos) << all_errors(r);
+  // The config of another graph against this dataset.
+  const Dataset other = make_dataset(61, {{0, 1}});
+  const ValidationReport r2 = validate_partitions(tmp / "b" / "g.json", &other);
+  EXPECT_NE(all_errors(r2).find("has 61 nodes but the config says 60"), std::string::npos)
+      << all_errors(r2);
+}
+
+TEST(Errors, MalformedConfig) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  write(ds, tmp / "out", 2);
+  const fs::path cfg = tmp / "out" / "g.json";
+  nlohmann::json j;
+  {
+    std::ifstream in(cfg);
+    in >> j;
+  }
+  auto with = [&](auto edit) {
+    nlohmann::json k = j;
+    edit(k);
+    std::ofstream(tmp / "bad.json") << k.dump();
+    return tmp / "bad.json";
+  };
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) { k.erase("num_nodes"); })),
+                           ValueError, "missing field 'num_nodes'");
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) { k["node_ranges"][1][0] = 5; })),
+                           ValueError, "node_ranges[1]");
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) { k["format_version"] = 99; })),
+                           ValueError, "format_version 99");
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) {
+                             k["partitions"][0]["files"]["nid.npy"]["crc32"] = "xyz";
+                           })),
+                           ValueError, "partitions[0].files.nid.npy.crc32");
+  std::ofstream(tmp / "bad.json") << "{ not json";
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(tmp / "bad.json"), ValueError, "malformed JSON");
+}
+
+TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  auto fresh = [&] {
+    PartitionOptions po;
+    po.halo_hops = 2;
+    write(ds, tmp / "out", 3, true, po);
+    return tmp / "out" / "g.json";
+  };
+  auto errors_after = [&](int p, const std::string& file, auto edit) {
+    const fs::path cfg = fresh();
+    edit(tmp / "out" / fmt::format("part{}", p) / file);
+    reseal(cfg, p, file);
+    const ValidationReport r = validate_partitions(cfg, &ds);
+    EXPECT_FALSE(r.ok()) << file;
+    return all_errors(r);
+  };
+  // A feature row that did not move with its node.
+  EXPECT_NE(errors_after(0, "node_feat.npy", [](const fs::path& f) { poke<float>(f, 2, 1234.5f); })
+                .find("part0/node_feat.npy row 1"),
+            std::string::npos);
+  // A label swapped.
+  EXPECT_NE(errors_after(1, "node_label.npy", [](const fs::path& f) { poke<int64_t>(f, 0, 99); })
+                .find("node_label.npy row 0"),
+            std::string::npos);
+  // orig_nid no longer a bijection.
+  EXPECT_NE(errors_after(2, "orig_nid.npy",
+                         [&](const fs::path& f) {
+                           const Array a = read_npy(tmp / "out" / "part0" / "orig_nid.npy");
+                           poke<int64_t>(f, 0, a.data<int64_t>()[0]);
+                         })
+                .find("not a bijection"),
+            std::string::npos);
+  // An edge rewired to another source.
+  const std::string rewired = errors_after(0, "indices.npy", [](const fs::path& f) {
+    const Array a = read_npy(f);
+    poke<int64_t>(f, 0, (a.data<int64_t>()[0] + 1) % 3);
+  });
+  EXPECT_TRUE(rewired.find("the dataset's edge") != std::string::npos ||
+              rewired.find("halo") != std::string::npos)
+      << rewired;
+  // A halo node dropped from the list (nid entry of a halo node changed to an owned node).
+  const std::string halo =
+      errors_after(1, "inner_edge.npy", [](const fs::path& f) { poke<uint8_t>(f, 0, 0); });
+  EXPECT_NE(halo.find("inner_edge.npy[0] is false"), std::string::npos) << halo;
+}
+
+}  // namespace
+}  // namespace tessera::test
