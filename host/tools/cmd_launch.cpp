@@ -1,6 +1,39 @@
+// `tessera launch`: start the local ranks of a job (see tessera/transport/launch.hpp).
+#include <cstdlib>
+
 #include "commands.hpp"
+#include "tessera/transport/launch.hpp"
 
 namespace tessera::tools {
-// Placeholder until the launch command lands.
-void register_launch(CLI::App& app) { (void)app; }
+
+void register_launch(CLI::App& app) {
+  auto opts = std::make_shared<transport::LaunchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "launch",
+      "Start --nproc-per-node ranks of CMD on this node with RANK, WORLD_SIZE, LOCAL_RANK, "
+      "MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set; prefix their output with the rank; "
+      "when one fails, stop the others and return its exit code");
+  sub->add_option("--nproc-per-node", opts->nproc_per_node, "Ranks to start on this node")
+      ->required();
+  sub->add_option("--nnodes", opts->nnodes, "Number of nodes in the job")->capture_default_str();
+  sub->add_option("--node-rank", opts->node_rank, "This node's index in [0, nnodes)")
+      ->capture_default_str();
+  sub->add_option("--master-addr", opts->master_addr, "Host of rank 0 (the rendezvous store)")
+      ->capture_default_str();
+  sub->add_option("--master-port", opts->master_port,
+                  "Port of the rendezvous store (default: a free port on one node, 29500 on "
+                  "several)");
+  sub->add_option("--token", opts->job_token,
+                  "Job token (default: TESSERA_JOB_TOKEN, else a random one on a single node)");
+  sub->add_option("--grace", opts->grace_s, "Seconds between SIGTERM and SIGKILL when stopping")
+      ->capture_default_str();
+  sub->add_flag("--no-prefix{false}", opts->prefix_output, "Do not prefix output lines");
+  sub->add_option("command", opts->command, "The command to run for every rank (after --)")
+      ->required();
+  sub->callback([opts] {
+    const int code = transport::launch(*opts);
+    if (code != 0) std::exit(code);
+  });
+}
+
 }  // namespace tessera::tools

@@ -1,0 +1,122 @@
+// `tessera launch`: environment, output prefixes, failure propagation, and an end-to-end job.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "tessera_test.hpp"
+
+namespace tessera::test {
+namespace {
+
+struct ToolRun {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+  double seconds = 0;
+};
+
+ToolRun run(const std::string& cmd) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ToolRun r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t k;
+  while ((k = std::fread(buf, 1, sizeof buf, p)) > 0)
+    r.out.append(buf, k);
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string tool() {
+  return std::string("env -u TESSERA_JOB_TOKEN ") + TESSERA_TOOL;
+}
+
+TEST(Launch, SetsTheEnvironmentAndPrefixesOutput) {
+  const ToolRun r = run(tool() +
+                        " launch --nproc-per-node 3 -- sh -c 'echo \"r=$RANK w=$WORLD_SIZE "
+                        "l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE a=$MASTER_ADDR p=$MASTER_PORT "
+                        "t=$TESSERA_JOB_TOKEN\"; echo to-stderr >&2'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::set<std::string> ports, tokens;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::regex line("\\[rank " + std::to_string(rank) + "\\] r=" + std::to_string(rank) +
+                          " w=3 l=" + std::to_string(rank) +
+                          " lw=3 a=127\\.0\\.0\\.1 p=([0-9]+) t=([0-9a-f]{32})\\n");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, line)) << "rank " << rank << " in:\n" << r.out;
+    ports.insert(m[1]);
+    tokens.insert(m[2]);
+    EXPECT_NE(r.out.find("[rank " + std::to_string(rank) + "] to-stderr\n"), std::string::npos)
+        << r.out;
+  }
+  EXPECT_EQ(ports.size(), 1u) << "every rank must get the same MASTER_PORT";
+  EXPECT_EQ(tokens.size(), 1u) << "every rank must get the same job token";
+}
+
+TEST(Launch, FailingRankStopsTheOthersAndItsCodePropagates) {
+  const ToolRun r = run(tool() +
+                        " launch --nproc-per-node 3 --grace 2 -- sh -c 'if [ \"$RANK\" = 1 ]; then "
+                        "echo failing; exit 7; fi; sleep 60; echo survived'");
+  EXPECT_EQ(r.code, 7) << r.out;
+  EXPECT_LT(r.seconds, 15) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] failing"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 exited with code 7"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("survived"), std::string::npos) << r.out;
+}
+
+TEST(Launch, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  const ToolRun r = run(tool() +
+                        " launch --nproc-per-node 2 --grace 1 -- sh -c 'if [ \"$RANK\" = 0 ]; then "
+                        "exit 5; fi; trap \"\" TERM; sleep 30'");
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_LT(r.seconds, 10) << r.out;
+  EXPECT_NE(r.out.find("SIGKILL"), std::string::npos) << r.out;
+}
+
+TEST(Launch, MissingCommandAndBadOptionsAreRefused) {
+  ToolRun r = run(tool() + " launch --nproc-per-node 0 -- true");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--nproc-per-node must be >= 1"), std::string::npos) << r.out;
+  r = run(tool() + " launch --nproc-per-node 2 --nnodes 2 --node-rank 2 -- true");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("--node-rank 2"), std::string::npos) << r.out;
+  r = run(tool() + " launch --nproc-per-node 1 -- /nonexistent/program");
+  EXPECT_EQ(r.code, 127) << r.out;
+  EXPECT_NE(r.out.find("cannot run '/nonexistent/program'"), std::string::npos) << r.out;
+}
+
+#ifdef TESSERA_WITH_UCX
+TEST(Launch, EndToEndUcxJob) {
+  const ToolRun r = run(std::string("UCX_TLS=tcp TESSERA_TRANSPORT=ucx ") + tool() +
+                        " launch --nproc-per-node 3 -- " + TESSERA_TRANSPORT_WORKER + " allreduce");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (int rank = 0; rank < 3; ++rank)
+    EXPECT_NE(r.out.find("[rank " + std::to_string(rank) +
+                         "] transport=ucx rank=" + std::to_string(rank) + " world=3 sum=3"),
+              std::string::npos)
+        << r.out;
+}
+
+TEST(Launch, KilledRankFailsTheJobWithinTheContract) {
+  const ToolRun r =
+      run(std::string("UCX_TLS=tcp TESSERA_TRANSPORT=ucx ") + tool() +
+          " launch --nproc-per-node 3 --grace 5 -- " + TESSERA_TRANSPORT_WORKER + " die 1");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_LT(r.seconds, 30) << r.out;
+  EXPECT_NE(r.out.find("rank 1 exited with code 137"), std::string::npos) << r.out;
+  // The survivors report who was lost (they may be stopped before printing, so accept either).
+  const bool named = r.out.find("rank 1 was lost") != std::string::npos;
+  const bool stopped = r.out.find("stopping the other ranks") != std::string::npos;
+  EXPECT_TRUE(named || stopped) << r.out;
+}
+#endif
+
+}  // namespace
+}  // namespace tessera::test

@@ -1,0 +1,39 @@
+// `tessera launch`: start this node's ranks with the rendezvous environment set, prefix their
+// output with the rank, and stop them all when one fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::transport {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  /// 0: a free port on a single node; 29500 when nnodes > 1.
+  int master_port = 0;
+  /// Empty: TESSERA_JOB_TOKEN from the environment, else a fresh random token (single node only;
+  /// with several nodes every node must be given the same token).
+  std::string job_token;
+  /// Seconds between SIGTERM and SIGKILL when stopping the ranks.
+  double grace_s = 5;
+  /// Prefix each output line with "[rank R] ".
+  bool prefix_output = true;
+  /// The command and its arguments, run once per local rank.
+  std::vector<std::string> command;
+};
+
+/// Runs `command` as ranks node_rank*nproc_per_node ... +nproc_per_node-1 with RANK, WORLD_SIZE,
+/// LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set.
+/// When a rank exits non-zero (or is killed), the others get SIGTERM, then SIGKILL after grace_s,
+/// and its exit code (128+signal when killed) is returned. SIGINT/SIGTERM sent to the launcher
+/// are forwarded to every rank. Returns 0 when every rank succeeded. Throws ValueError for bad
+/// options.
+int launch(const LaunchOptions& options);
+
+/// A TCP port that was free a moment ago (bind to port 0, read it, close).
+int pick_free_port();
+
+}  // namespace tessera::transport

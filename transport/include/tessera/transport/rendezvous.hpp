@@ -1,0 +1,111 @@
+// Who am I in this job (from the launcher's environment), and a small TCP key-value store,
+// hosted by rank 0, for exchanging UCX worker addresses, remote keys and the NCCL unique id.
+// The store also watches every rank's connection: a rank whose connection closes without a
+// goodbye is reported lost to every other rank.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "tessera/transport/transport.hpp"
+
+namespace tessera::transport {
+
+/// This process's place in the job.
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  /// Per-job secret every store message must carry (TESSERA_JOB_TOKEN; see detect_launch_env).
+  std::string job_token;
+  /// Which launcher's variables were used: "tessera/torchrun", "slurm", "openmpi" or "none".
+  std::string source = "none";
+};
+
+/// Reads the environment, in order: RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE (tessera
+/// launch, torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NTASKS_PER_NODE (srun),
+/// OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE (mpirun); none of them: a world of one.
+/// MASTER_ADDR/MASTER_PORT name the store (Slurm: first host of SLURM_JOB_NODELIST and a port
+/// derived from SLURM_JOB_ID when unset). The token is TESSERA_JOB_TOKEN, else one derived from
+/// the launcher's job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE).
+/// Throws ValueError naming the variable for malformed values or a missing token when
+/// world_size > 1.
+LaunchEnv detect_launch_env();
+
+/// A random 128-bit token as 32 hex characters (what `tessera launch` puts in TESSERA_JOB_TOKEN).
+std::string generate_job_token();
+
+/// The store's server. Rank 0 runs one for the lifetime of its transport.
+class StoreServer {
+ public:
+  /// Listens on `port` on every interface (port 0: any free port, see port()). `world_size`
+  /// ranks are expected; every connection must present `token`.
+  StoreServer(int port, int world_size, std::string token);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+  int port() const { return port_; }
+  /// Stops accepting and closes every connection (the destructor does it too).
+  void stop();
+
+  struct Impl;
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Called from the watch thread when the store reports a rank lost (or the store itself died,
+/// which is reported as rank 0).
+using LostCallback = std::function<void(int rank, const std::string& reason)>;
+
+/// One rank's connection to the store.
+class StoreClient {
+ public:
+  /// Connects (retrying until `timeout_s`) and says hello with the token; throws TimeoutError
+  /// naming the address when no store answers, ValueError when the store refuses the token or
+  /// rank, IOError when the server is not a Tessera store.
+  StoreClient(const std::string& host, int port, int rank, int world_size, const std::string& token,
+              double timeout_s);
+  ~StoreClient();
+  StoreClient(const StoreClient&) = delete;
+  StoreClient& operator=(const StoreClient&) = delete;
+
+  void set(const std::string& key, ByteView value);
+  /// Waits until `key` exists (at most timeout_s) and returns its value. On timeout throws
+  /// TimeoutError whose message includes `waiting_for` (e.g. "rank 2's UCX address") and `peer`.
+  Bytes get(const std::string& key, double timeout_s, const std::string& waiting_for = "",
+            int peer = -1);
+
+  /// Opens a second connection on which the store pushes "rank r lost" notices; `on_lost` is
+  /// called from a background thread. Call once.
+  void watch(LostCallback on_lost);
+  /// Goodbye: tells the store this rank is finishing cleanly and waits (at most timeout_s) until
+  /// every rank has said goodbye or was lost, so nobody tears down while a peer still needs it.
+  /// Returns false on timeout. After this, connection loss is no longer reported.
+  bool finish(double timeout_s);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Rendezvous of one rank: starts the store on rank 0, connects, and watches for lost ranks.
+struct Rendezvous {
+  LaunchEnv env;
+  std::unique_ptr<StoreServer> server;  // rank 0 only
+  std::unique_ptr<StoreClient> client;
+};
+/// Sets up the rendezvous for `env` with `timeout_s` as connect deadline.
+Rendezvous rendezvous(const LaunchEnv& env, double timeout_s);
+
+}  // namespace tessera::transport

@@ -1,0 +1,102 @@
+// Blocking TCP helpers with deadlines (internal to transport/).
+#pragma once
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "tessera/transport/transport.hpp"
+
+namespace tessera::transport::detail {
+
+using Clock = std::chrono::steady_clock;
+
+inline Clock::duration seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+inline int ms_until(Clock::time_point deadline) {
+  if (deadline == Clock::time_point::max()) return -1;
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+inline void send_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    TESSERA_EXPECTS(k > 0, IOError, "send on socket failed: {}", std::strerror(errno));
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+/// Reads exactly n bytes. Returns false on EOF before the first byte when eof_ok; throws
+/// IOError on EOF mid-message or socket errors and TimeoutError at the deadline.
+inline bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, bool eof_ok) {
+  char* p = static_cast<char*>(data);
+  size_t got = 0;
+  while (got < n) {
+    pollfd pfd{fd, POLLIN, 0};
+    const int r = ::poll(&pfd, 1, ms_until(deadline));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) throw TimeoutError("timed out waiting for data on a rendezvous socket", -1);
+    const ssize_t k = ::recv(fd, p + got, n - got, 0);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (k == 0 && got == 0 && eof_ok) return false;
+    if (k == 0) TESSERA_FAIL(IOError, "connection closed in the middle of a message");
+    TESSERA_EXPECTS(k > 0, IOError, "recv on socket failed: {}", std::strerror(errno));
+    got += static_cast<size_t>(k);
+  }
+  return true;
+}
+
+/// Connects to host:port, retrying (the server may not be up yet) until the deadline; throws
+/// TimeoutError naming `what` and `peer`.
+inline int connect_retry(const std::string& host, int port, Clock::time_point deadline,
+                         const std::string& what, int peer) {
+  std::string last = "no attempt";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port_s = std::to_string(port);
+    const int gai = ::getaddrinfo(host.c_str(), port_s.c_str(), &hints, &res);
+    if (gai != 0) {
+      last = ::gai_strerror(gai);
+    } else {
+      for (addrinfo* a = res; a; a = a->ai_next) {
+        const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          ::freeaddrinfo(res);
+          int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+          return fd;
+        }
+        last = std::strerror(errno);
+        ::close(fd);
+      }
+      ::freeaddrinfo(res);
+    }
+    if (Clock::now() >= deadline)
+      throw TimeoutError(fmt::format("could not connect to {} before the deadline: {}", what, last),
+                         peer);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace tessera::transport::detail

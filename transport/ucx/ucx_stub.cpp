@@ -1,0 +1,16 @@
+// The 'ucx' transport when UCX was not found at build time: says so instead of failing to link.
+#include "../src/backends.hpp"
+
+namespace tessera::transport::detail {
+
+bool ucx_compiled() {
+  return false;
+}
+
+std::unique_ptr<Transport> make_ucx(const LaunchEnv&, const Options&) {
+  TESSERA_FAIL(NotCompiledError,
+               "the 'ucx' transport was not compiled into this build (UCX was not found; install "
+               "libucx-dev and reconfigure with -DTESSERA_WITH_UCX=ON)");
+}
+
+}  // namespace tessera::transport::detail
