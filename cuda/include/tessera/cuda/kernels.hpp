@@ -1,0 +1,108 @@
+// CUDA twins of host/ops (gather, scatter, SpMM). Plain C++ declarations over raw pointers and
+// opaque streams: host/ops validates arguments once and dispatches here when the data lives on
+// the GPU. Every function only enqueues work on `stream`; none synchronizes the device.
+// In a CPU-only build each throws NotCompiledError (not_compiled_with_cuda).
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/cuda/memory.hpp"
+
+namespace tessera::cuda {
+
+/// Element type of an index vector.
+enum class IndexType : uint8_t { kInt32, kInt64 };
+
+/// Sentinel in a "first bad position" flag: no out-of-range index was seen.
+inline constexpr unsigned long long kNoBadIndex = ~0ull;
+
+/// out[i] = src[idx[i]] for i in [0, n), each row `row_bytes` bytes (any width; 16-byte vector
+/// accesses when row_bytes and both base addresses allow, else 8/4/2/1). `src` is device memory
+/// or a UVA pointer of pinned host memory; `out` is device memory (or UVA). An index outside
+/// [0, src_rows) zero-fills its output row and, when `d_first_bad` (device memory, preset to
+/// kNoBadIndex) is non-null, atomically lowers it to that position i.
+void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
+                      IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
+                      StreamHandle stream);
+
+/// dst[idx[i]] = src[i] for i in [0, n). With duplicate indices, which source row lands is
+/// unspecified (the CPU twin keeps the last). An index outside [0, dst_rows) writes nothing and
+/// lowers `*d_first_bad` as in gather_rows_impl.
+void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void* idx,
+                       IndexType idx_type, void* dst, int64_t dst_rows,
+                       unsigned long long* d_first_bad, StreamHandle stream);
+
+/// Gather through a GPU cache of hot rows: row r is read from `cache` slot d_slot_of[r] when
+/// that is >= 0, else from `src` (typically UVA). Same output as gather_rows_impl. When
+/// `d_hits` is non-null, the number of cached reads is atomically added to it.
+void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_bytes,
+                             const void* cache, const int64_t* d_slot_of, const void* idx,
+                             IndexType idx_type, int64_t n, void* out, unsigned long long* d_hits,
+                             unsigned long long* d_first_bad, StreamHandle stream);
+
+/// Aggregation of an SpMM.
+enum class Reduce : uint8_t { kSum, kMean };
+
+/// C = op(A) * B through cuSPARSE, float32. A is a num_rows x num_cols CSR pattern (indptr of
+/// num_rows + 1 and indices of nnz entries, both `idx_type`, in device memory) whose values
+/// are 1 (kSum) or 1 / deg(row) (kMean; a row of degree 0 yields zeros). Without `transpose`,
+/// B is num_cols x feat and C num_rows x feat; with it, op(A) = A^T, B is num_rows x feat and
+/// C num_cols x feat (the backward of the forward aggregation). Row-major, device memory.
+/// Scratch (edge values, cuSPARSE workspace) comes from scratch_allocator() on `stream`.
+void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int64_t num_rows,
+               int64_t num_cols, int64_t nnz, const float* B, int64_t feat, float* C, Reduce reduce,
+               bool transpose, StreamHandle stream);
+
+/// A GPU cache of hot feature rows in front of a (typically pinned, UVA) source matrix.
+/// Owns the cached rows and the slot map in device memory.
+class FeatureCache {
+ public:
+  /// Copies rows `hot_rows` of `src` (src_rows x row_bytes, readable by the GPU) into a device
+  /// buffer and uploads the slot map (slot_of has src_rows entries, -1 = not cached). The copy
+  /// is enqueued on `stream`; the cache is usable by later work on that stream.
+  FeatureCache(const void* src, int64_t src_rows, int64_t row_bytes, const int64_t* hot_rows,
+               int64_t num_hot, const int64_t* slot_of, StreamHandle stream);
+  ~FeatureCache();
+  FeatureCache(const FeatureCache&) = delete;
+  FeatureCache& operator=(const FeatureCache&) = delete;
+
+  const void* src() const { return src_; }
+  int64_t src_rows() const { return src_rows_; }
+  int64_t row_bytes() const { return row_bytes_; }
+  int64_t capacity_rows() const { return num_hot_; }
+  const void* cache() const { return cache_.data(); }
+  const int64_t* slot_of() const { return static_cast<const int64_t*>(slot_.data()); }
+  /// Device counters: [0] lookups, [1] hits (accumulated by gathers that pass them).
+  unsigned long long* d_counters() const { return static_cast<unsigned long long*>(cnt_.data()); }
+  /// Reads the counters back (synchronizes `stream`: call between epochs, not per batch).
+  void read_counters(StreamHandle stream, int64_t* lookups, int64_t* hits) const;
+  /// Zeroes the counters on `stream`.
+  void reset_counters(StreamHandle stream);
+
+ private:
+  const void* src_;
+  int64_t src_rows_, row_bytes_, num_hot_;
+  DeviceBuffer cache_, slot_, cnt_;
+};
+
+/// One measurement of the gather benchmark on the GPU.
+struct GatherBenchResult {
+  /// Payload (n * row_bytes) per second / 1e9 of the gather; median over the timed runs.
+  /// (HBM traffic of a device gather is about twice the payload: every byte read and written.)
+  double gather_gbps = 0;
+  /// The same for the bound: a D2D or pinned H2D cudaMemcpyAsync of the same payload.
+  double bound_gbps = 0;
+  double gather_ms = 0;  ///< median milliseconds of one gather
+  double bound_ms = 0;   ///< median milliseconds of the bound copy of the same payload
+  int iterations = 0;
+};
+
+/// Times gather_rows_impl of `n` random rows (uniform in [0, src_rows), int64 indices, fixed
+/// `seed`) of `row_bytes` each from `src` into a device buffer with CUDA events: `warmup`
+/// untimed runs, then `iters` timed runs each preceded by an L2 flush; reports medians. The
+/// bound is cudaMemcpyAsync of the same payload bytes: device-to-device when `src` is device
+/// memory (`uva` false), pinned host-to-device when `uva`. Synchronizes (it is a benchmark).
+GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
+                                      int64_t n, bool uva, int warmup, int iters, uint64_t seed);
+
+}  // namespace tessera::cuda

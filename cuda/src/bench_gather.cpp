@@ -1,0 +1,92 @@
+// The GPU side of `tessera bench gather`: CUDA events around each run, warm-up, an L2 flush
+// before every timed run, medians; the bound is a cudaMemcpyAsync of the same payload measured
+// in the same process (D2D for HBM, pinned H2D for UVA).
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "tessera/cuda/check.cuh"
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/runtime.hpp"
+
+namespace tessera::cuda {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
+                                      int64_t n, bool uva, int warmup, int iters, uint64_t seed) {
+  require_cuda("bench gather");
+  TESSERA_EXPECTS(src_rows > 0 && row_bytes > 0 && n > 0 && iters > 0, ValueError,
+                  "bench gather: need rows, row bytes, batch and iterations > 0 (got {}, {}, "
+                  "{}, {})",
+                  src_rows, row_bytes, n, iters);
+  Stream stream;
+  const size_t payload = static_cast<size_t>(n) * static_cast<size_t>(row_bytes);
+
+  std::vector<int64_t> h_idx(static_cast<size_t>(n));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> pick(0, src_rows - 1);
+  for (auto& x : h_idx)
+    x = pick(rng);
+  DeviceBuffer idx(h_idx.size() * sizeof(int64_t));
+  copy_async(idx.data(), h_idx.data(), idx.size(), stream.get());
+  DeviceBuffer out(payload);
+  // Flushing twice the L2 size through a memset evicts the gathered rows between runs.
+  DeviceBuffer flush(2 * l2_cache_bytes());
+  // The bound's source: the first `payload` bytes of a contiguous buffer of the same kind.
+  DeviceBuffer bound_dev;
+  PinnedBuffer bound_host;
+  const void* bound_src = nullptr;
+  if (uva) {
+    bound_host = PinnedBuffer(payload);
+    std::fill_n(static_cast<unsigned char*>(bound_host.data()), payload, 0x5a);
+    bound_src = bound_host.data();
+  } else {
+    bound_dev = DeviceBuffer(payload);
+    memset_async(bound_dev.data(), 0x5a, payload, stream.get());
+    bound_src = bound_dev.data();
+  }
+
+  Event start, stop;
+  auto time_one = [&](auto&& body) {
+    memset_async(flush.data(), 0, flush.size(), stream.get());
+    start.record(stream.get());
+    body();
+    stop.record(stream.get());
+    stop.synchronize();
+    return static_cast<double>(stop.elapsed_ms_since(start));
+  };
+  auto gather = [&] {
+    gather_rows_impl(src, src_rows, row_bytes, idx.data(), IndexType::kInt64, n, out.data(),
+                     nullptr, stream.get());
+  };
+  auto bound = [&] { copy_async(out.data(), bound_src, payload, stream.get()); };
+
+  for (int i = 0; i < warmup; ++i) {
+    gather();
+    bound();
+  }
+  stream.synchronize();
+  std::vector<double> tg, tb;
+  for (int i = 0; i < iters; ++i) {
+    tg.push_back(time_one(gather));
+    tb.push_back(time_one(bound));
+  }
+  GatherBenchResult r;
+  r.iterations = iters;
+  r.gather_ms = median(tg);
+  r.bound_ms = median(tb);
+  r.gather_gbps = r.gather_ms > 0 ? payload / (r.gather_ms * 1e6) : 0;
+  r.bound_gbps = r.bound_ms > 0 ? payload / (r.bound_ms * 1e6) : 0;
+  return r;
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,115 @@
+// Dispatch of the gather/scatter twins by index type, and the GPU feature cache. C++ only: the
+// kernels live in gather_i32.cu / gather_i64.cu.
+#include <cstdint>
+#include <vector>
+
+#include "gather_launch.hpp"
+#include "tessera/cuda/check.cuh"
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/runtime.hpp"
+
+namespace tessera::cuda {
+namespace detail {
+
+int vector_bytes(int64_t row_bytes, const void* a, const void* b, const void* c) {
+  const uintptr_t m = static_cast<uintptr_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) |
+                      reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c);
+  for (int v = 16; v > 1; v >>= 1)
+    if (m % static_cast<uintptr_t>(v) == 0) return v;
+  return 1;
+}
+
+int64_t max_resident_threads() {
+  static const int64_t n = [] {
+    int dev = 0, sms = 0, per_sm = 0;
+    TESSERA_CUDA_TRY(cudaGetDevice(&dev));
+    TESSERA_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    TESSERA_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev));
+    return static_cast<int64_t>(sms) * per_sm;
+  }();
+  return n;
+}
+
+}  // namespace detail
+
+void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
+                      IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
+                      StreamHandle stream) {
+  if (idx_type == IndexType::kInt32)
+    detail::launch_gather(src, src_rows, row_bytes, nullptr, nullptr,
+                          static_cast<const int32_t*>(idx), n, out, d_first_bad, nullptr, stream);
+  else
+    detail::launch_gather(src, src_rows, row_bytes, nullptr, nullptr,
+                          static_cast<const int64_t*>(idx), n, out, d_first_bad, nullptr, stream);
+}
+
+void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void* idx,
+                       IndexType idx_type, void* dst, int64_t dst_rows,
+                       unsigned long long* d_first_bad, StreamHandle stream) {
+  if (idx_type == IndexType::kInt32)
+    detail::launch_scatter(src, n, row_bytes, static_cast<const int32_t*>(idx), dst, dst_rows,
+                           d_first_bad, stream);
+  else
+    detail::launch_scatter(src, n, row_bytes, static_cast<const int64_t*>(idx), dst, dst_rows,
+                           d_first_bad, stream);
+}
+
+void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_bytes,
+                             const void* cache, const int64_t* d_slot_of, const void* idx,
+                             IndexType idx_type, int64_t n, void* out,
+                             unsigned long long* d_counters, unsigned long long* d_first_bad,
+                             StreamHandle stream) {
+  TESSERA_ASSERT(cache != nullptr && d_slot_of != nullptr, "cached gather without a cache");
+  if (idx_type == IndexType::kInt32)
+    detail::launch_gather(src, src_rows, row_bytes, cache, d_slot_of,
+                          static_cast<const int32_t*>(idx), n, out, d_first_bad, d_counters,
+                          stream);
+  else
+    detail::launch_gather(src, src_rows, row_bytes, cache, d_slot_of,
+                          static_cast<const int64_t*>(idx), n, out, d_first_bad, d_counters,
+                          stream);
+}
+
+FeatureCache::FeatureCache(const void* src, int64_t src_rows, int64_t row_bytes,
+                           const int64_t* hot_rows, int64_t num_hot, const int64_t* slot_of,
+                           StreamHandle stream)
+    : src_(src),
+      src_rows_(src_rows),
+      row_bytes_(row_bytes),
+      num_hot_(num_hot),
+      cache_(static_cast<size_t>(num_hot * row_bytes)),
+      slot_(static_cast<size_t>(src_rows) * sizeof(int64_t)),
+      cnt_(2 * sizeof(unsigned long long)) {
+  require_cuda("FeatureCache");
+  TESSERA_EXPECTS(num_hot >= 0 && num_hot <= src_rows && row_bytes > 0, ValueError,
+                  "FeatureCache: {} hot rows of {} bytes for a source of {} rows", num_hot,
+                  row_bytes, src_rows);
+  copy_async(slot_.data(), slot_of, slot_.size(), stream);
+  memset_async(cnt_.data(), 0, cnt_.size(), stream);
+  if (num_hot > 0) {
+    // Fill the cache with the gather kernel itself: one launch, reads the source in place.
+    DeviceBuffer hot(static_cast<size_t>(num_hot) * sizeof(int64_t));
+    copy_async(hot.data(), hot_rows, hot.size(), stream);
+    gather_rows_impl(src, src_rows, row_bytes, hot.data(), IndexType::kInt64, num_hot,
+                     cache_.data(), nullptr, stream);
+    // `hot` is freed (cudaFree synchronizes the device) only after the fill was enqueued; the
+    // constructor is a setup step, not the hot path.
+  }
+}
+
+FeatureCache::~FeatureCache() = default;
+
+void FeatureCache::read_counters(StreamHandle stream, int64_t* lookups, int64_t* hits) const {
+  unsigned long long h[2] = {0, 0};
+  TESSERA_CUDA_TRY(cudaMemcpyAsync(h, cnt_.data(), sizeof h, cudaMemcpyDeviceToHost,
+                                   static_cast<cudaStream_t>(stream)));
+  TESSERA_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  if (lookups) *lookups = static_cast<int64_t>(h[0]);
+  if (hits) *hits = static_cast<int64_t>(h[1]);
+}
+
+void FeatureCache::reset_counters(StreamHandle stream) {
+  memset_async(cnt_.data(), 0, cnt_.size(), stream);
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,128 @@
+// CPU-only build: memory, streams and kernels exist and raise not_compiled_with_cuda.
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/runtime.hpp"
+
+namespace tessera::cuda {
+
+Stream::Stream() {
+  require_cuda("Stream");
+}
+Stream::~Stream() = default;
+Stream& Stream::operator=(Stream&& o) noexcept {
+  std::swap(s_, o.s_);
+  return *this;
+}
+void Stream::synchronize() const {
+  require_cuda("Stream::synchronize");
+}
+Event::Event() {
+  require_cuda("Event");
+}
+Event::~Event() = default;
+void Event::record(StreamHandle) {
+  require_cuda("Event::record");
+}
+void Event::make_wait(StreamHandle) const {
+  require_cuda("Event::make_wait");
+}
+void Event::synchronize() const {
+  require_cuda("Event::synchronize");
+}
+float Event::elapsed_ms_since(const Event&) const {
+  require_cuda("Event::elapsed_ms_since");
+  return 0;
+}
+DeviceBuffer::DeviceBuffer(size_t) {
+  require_cuda("DeviceBuffer");
+}
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(n_, o.n_);
+  return *this;
+}
+PinnedBuffer::PinnedBuffer(size_t) {
+  require_cuda("PinnedBuffer");
+}
+PinnedBuffer::~PinnedBuffer() = default;
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  std::swap(p_, o.p_);
+  std::swap(n_, o.n_);
+  return *this;
+}
+HostRegistration::HostRegistration(const void*, size_t, bool) {
+  require_cuda("HostRegistration");
+}
+HostRegistration::~HostRegistration() = default;
+void copy_async(void*, const void*, size_t, StreamHandle) {
+  require_cuda("copy_async");
+}
+void memset_async(void*, int, size_t, StreamHandle) {
+  require_cuda("memset_async");
+}
+void synchronize(StreamHandle) {
+  require_cuda("synchronize");
+}
+bool is_device_accessible(const void*) {
+  return false;
+}
+int multiprocessor_count() {
+  require_cuda("multiprocessor_count");
+  return 0;
+}
+size_t l2_cache_bytes() {
+  require_cuda("l2_cache_bytes");
+  return 0;
+}
+
+namespace {
+class NoDeviceUpstream final : public Upstream {
+ public:
+  void* allocate(size_t) override {
+    require_cuda("scratch allocation");
+    return nullptr;
+  }
+  void deallocate(void*, size_t) override {}
+};
+}  // namespace
+Upstream& device_upstream() {
+  static NoDeviceUpstream up;
+  return up;
+}
+
+void gather_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, int64_t, void*,
+                      unsigned long long*, StreamHandle) {
+  require_cuda("gather_rows");
+}
+void scatter_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, void*, int64_t,
+                       unsigned long long*, StreamHandle) {
+  require_cuda("scatter_rows");
+}
+void gather_rows_cached_impl(const void*, int64_t, int64_t, const void*, const int64_t*,
+                             const void*, IndexType, int64_t, void*, unsigned long long*,
+                             unsigned long long*, StreamHandle) {
+  require_cuda("gather_rows_cached");
+}
+void spmm_impl(const void*, const void*, IndexType, int64_t, int64_t, int64_t, const float*,
+               int64_t, float*, Reduce, bool, StreamHandle) {
+  require_cuda("spmm");
+}
+FeatureCache::FeatureCache(const void*, int64_t, int64_t, const int64_t*, int64_t, const int64_t*,
+                           StreamHandle) {
+  require_cuda("FeatureCache");
+}
+FeatureCache::~FeatureCache() = default;
+void FeatureCache::read_counters(StreamHandle, int64_t*, int64_t*) const {
+  require_cuda("FeatureCache::read_counters");
+}
+void FeatureCache::reset_counters(StreamHandle) {
+  require_cuda("FeatureCache::reset_counters");
+}
+GatherBenchResult bench_gather_device(const void*, int64_t, int64_t, int64_t, bool, int, int,
+                                      uint64_t) {
+  require_cuda("bench gather");
+  return {};
+}
+
+}  // namespace tessera::cuda
