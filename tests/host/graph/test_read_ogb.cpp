@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "tessera/core/error.hpp"
 #include "tessera/graph/dataset.hpp"
@@ -175,6 +177,56 @@ TEST(ReadOgb, RejectsMalformedFiles) {
   fs::remove(d / "split" / "time" / "valid.csv.gz");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), IOError, "missing valid.csv.gz");
   restore();
+}
+
+TEST(ReadOgb, FeatureParsingMatchesStrtod) {
+  // Decimal forms OGB files use (plain, scientific, many digits, signs, extremes): every value
+  // must equal strtod's correctly rounded double, narrowed to float32.
+  test::TempDir tmp;
+  const fs::path d = make_ogb(tmp);
+  std::vector<std::string> toks = {"0",
+                                   "-0",
+                                   "1",
+                                   "0.1",
+                                   "-2.5",
+                                   "1e-45",
+                                   "3.4028235e38",
+                                   "1.17549435e-38",
+                                   "123456789012345678901234567890",
+                                   "0.30000000000000004",
+                                   "9007199254740993",
+                                   "-1.5E+10",
+                                   "+7",
+                                   "1.",
+                                   ".5",
+                                   "2e-320",
+                                   "1e400"};
+  uint64_t x = 88172645463325252ULL;
+  while (toks.size() < 4 * 64) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const int digits = 1 + static_cast<int>(x % 19), point = static_cast<int>((x >> 8) % 21);
+    const int exp = static_cast<int>((x >> 16) % 61) - 30;
+    std::string t = (x >> 40) & 1 ? "-" : "";
+    std::string m = std::to_string(x >> 3).substr(0, static_cast<size_t>(digits));
+    if (point < static_cast<int>(m.size())) m.insert(static_cast<size_t>(point), ".");
+    t += m;
+    if ((x >> 41) & 1) t += "e" + std::to_string(exp);
+    toks.push_back(t);
+  }
+  std::string text;
+  for (size_t i = 0; i < toks.size(); ++i)
+    text += toks[i] + ((i + 1) % 64 ? "," : "\n");
+  test::write_gz(d / "raw" / "node-feat.csv.gz", text);
+  Dataset ds = read_ogb_dir(d, {});
+  const Array& f = ds.ndata.at("feat");
+  ASSERT_EQ(f.shape(), (std::vector<int64_t>{4, 64}));
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const float want = static_cast<float>(std::strtod(toks[i].c_str(), nullptr));
+    EXPECT_EQ(std::memcmp(&f.data<float>()[i], &want, sizeof(float)), 0)
+        << toks[i] << ": got " << f.data<float>()[i] << " want " << want;
+  }
 }
 
 TEST(ReadOgb, RejectsTruncatedGzip) {
