@@ -5,6 +5,7 @@
 //   raw/node-feat.csv.gz       N lines of F comma-separated floats (optional)
 //   raw/node-label.csv.gz      N lines of C labels; empty or NaN means unlabelled (-> -1)
 //   raw/edge-feat.csv.gz       E lines of floats (optional) -> edata["feat"]
+//   raw/node_<key>.csv.gz      other per-node values (optional; e.g. node_year) -> ndata[key]
 //   split/<name>/{train,valid,test}.csv.gz   node IDs, one a line
 // Files may also be plain .csv. Every file is streamed through zlib in chunks and parsed in
 // place into arrays sized from the counts (N, E, and F from the first row); no file's text is
@@ -166,6 +167,36 @@ Array read_labels(const fs::path& path, int64_t rows) {
   return Array::from_vector(std::move(data), {rows, cols});
 }
 
+// Any other per-node file (e.g. ogbn-arxiv's node_year.csv.gz) -> int64 if every value is an
+// integer, else float32; [N] for one column, [N, C] otherwise.
+Array read_extra_node_array(const fs::path& path, int64_t rows) {
+  std::vector<double> data;
+  int64_t cols = 0;
+  bool integral = true;
+  read_csv(
+      path, rows,
+      [&](int64_t c) {
+        cols = c;
+        data.resize(static_cast<size_t>(rows * c));
+      },
+      [&](TextReader& in, int64_t r, int64_t c, std::string_view tok) {
+        double v = 0;
+        TESSERA_EXPECTS(detail::parse_double(tok, v), ValueError,
+                        "{}:{}: field {} is not a number: {}", in.name(), in.line_no(), c + 1,
+                        detail::show_token(tok));
+        integral = integral && std::floor(v) == v && std::fabs(v) < 9.0e15;
+        data[static_cast<size_t>(r * cols + c)] = v;
+      });
+  std::vector<int64_t> shape = {rows};
+  if (cols != 1) shape.push_back(cols);
+  if (integral) {
+    std::vector<int64_t> out(data.begin(), data.end());
+    return Array::from_vector(std::move(out), shape);
+  }
+  std::vector<float> out(data.begin(), data.end());
+  return Array::from_vector(std::move(out), shape);
+}
+
 Array read_split(const fs::path& path, int64_t n) {
   Array mask = Array::zeros(DType::kBool, {n});
   auto* m = mask.mut_data<uint8_t>();
@@ -231,6 +262,13 @@ Dataset read_ogb_dir(const fs::path& dir, const ReadOptions& opts) {
                     opts.ogb_split);
   }
 
+  TESSERA_EXPECTS(!fs::exists(raw / "data.npz") || !find_csv(raw, "edge").empty(), ValueError,
+                  "{}: holds data.npz, OGB's binary layout (ogbn-papers100M); convert it to an npy "
+                  "folder (edge_index.npy, feat.npy, ...) and read that instead",
+                  raw.string());
+  TESSERA_EXPECTS(!fs::is_directory(raw / "relations"), ValueError,
+                  "{}: heterogeneous OGB dataset (raw/relations/, e.g. ogbn-mag) is not supported",
+                  raw.string());
   const fs::path nodes_file = need_csv(raw, "num-node-list");
   const fs::path edges_count_file = need_csv(raw, "num-edge-list");
   const fs::path edge_file = need_csv(raw, "edge");
@@ -266,6 +304,28 @@ Dataset read_ogb_dir(const fs::path& dir, const ReadOptions& opts) {
     ds.ndata["label"] = read_labels(p, n);
   if (const fs::path p = find_csv(raw, "edge-feat"); !p.empty())
     ds.edata["feat"] = read_float_matrix(p, e);
+  // Other per-node files, named node_<key> or node-<key> (e.g. node_year -> ndata["year"]).
+  std::vector<fs::path> extras;
+  for (const auto& ent : fs::directory_iterator(raw)) {
+    std::string nm = ent.path().filename().string();
+    for (const char* ext : {".csv.gz", ".csv"}) {
+      const std::string x(ext);
+      if (nm.size() > x.size() && nm.compare(nm.size() - x.size(), x.size(), x) == 0) {
+        nm.resize(nm.size() - x.size());
+        if (nm.size() > 5 && (nm.rfind("node_", 0) == 0 || nm.rfind("node-", 0) == 0) &&
+            nm != "node-feat" && nm != "node-label")
+          extras.push_back(ent.path());
+        break;
+      }
+    }
+  }
+  std::sort(extras.begin(), extras.end());
+  for (const auto& p : extras) {
+    std::string key = p.filename().string().substr(5);
+    key.resize(key.find(".csv"));
+    if (ds.ndata.count(key)) continue;  // node_x.csv.gz and node_x.csv: the first wins
+    ds.ndata[key] = read_extra_node_array(p, n);
+  }
 
   if (!split_dir.empty()) {
     const std::pair<const char*, const char*> parts[] = {

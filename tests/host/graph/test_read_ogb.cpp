@@ -108,7 +108,14 @@ TEST(ReadOgb, OptionalFilesAndMultiColumnLabels) {
   fs::remove(d / "raw" / "node-feat.csv.gz");
   test::write_gz(d / "raw" / "node-label.csv.gz", "1,0\n0,1\n1,1\nNaN,0\n");
   test::write_gz(d / "raw" / "edge-feat.csv.gz", "1\n2\n3\n");
+  test::write_gz(d / "raw" / "node_year.csv.gz", "2011\n2019\n2020\n1999\n");
+  test::write_text(d / "raw" / "node-score.csv", "0.5,1\n1,1\n2,2\n3,3\n");
   Dataset ds = read_dataset(d, Format::kOgb, {});
+  EXPECT_EQ(ds.ndata.at("year").dtype(), DType::kInt64);
+  EXPECT_EQ(ds.ndata.at("year").to_int64_vector("y"),
+            (std::vector<int64_t>{2011, 2019, 2020, 1999}));
+  EXPECT_EQ(ds.ndata.at("score").dtype(), DType::kFloat32);
+  EXPECT_EQ(ds.ndata.at("score").shape(), (std::vector<int64_t>{4, 2}));
   EXPECT_FALSE(ds.ndata.count("feat"));
   EXPECT_FALSE(ds.ndata.count("train_mask"));
   EXPECT_EQ(ds.ndata.at("label").shape(), (std::vector<int64_t>{4, 2}));
@@ -173,6 +180,9 @@ TEST(ReadOgb, RejectsMalformedFiles) {
 
   fs::remove(d / "raw" / "edge.csv.gz");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), IOError, "missing edge.csv.gz");
+  test::write_text(d / "raw" / "data.npz", "PK");
+  TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError, "data.npz, OGB's binary layout");
+  fs::remove(d / "raw" / "data.npz");
   restore();
   fs::remove(d / "split" / "time" / "valid.csv.gz");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), IOError, "missing valid.csv.gz");
