@@ -55,8 +55,9 @@ bool TextReader::fill() {
                    name_, line_no_);
     if (errnum == Z_ERRNO)
       TESSERA_FAIL(IOError, "{}: read failed: {}", name_, std::strerror(errno));
-    TESSERA_FAIL(ValueError, "{}: corrupt gzip data after line {}: {}", name_, line_no_,
-                 msg ? msg : "unknown zlib error");
+    std::string what = msg ? msg : "unknown zlib error";
+    if (what.rfind(name_ + ": ", 0) == 0) what.erase(0, name_.size() + 2);  // zlib adds the path
+    TESSERA_FAIL(ValueError, "{}: corrupt gzip data after line {}: {}", name_, line_no_, what);
   }
   if (n == 0) {
     eof_ = true;
@@ -163,7 +164,6 @@ bool parse_double(std::string_view tok, double& out) {
   }
   if (any) {
     int exp10 = 0;
-    bool ok = true;
     if (q < e && (*q == 'e' || *q == 'E')) {
       ++q;
       bool eneg = false;
@@ -178,7 +178,7 @@ bool parse_double(std::string_view tok, double& out) {
     }
     if (q != e) return false;  // trailing garbage
     const int k = exp10 - frac;
-    if (digits <= 15 && mant < (uint64_t{1} << 53) && k >= -22 && k <= 22 && ok) {
+    if (digits <= 15 && k >= -22 && k <= 22) {
       double v = static_cast<double>(mant);
       v = k < 0 ? v / kPow10[-k] : v * kPow10[k];
       out = neg ? -v : v;

@@ -1,6 +1,7 @@
 #include <numeric>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera_test.hpp"
 #include "text_files.hpp"
@@ -30,6 +31,16 @@ TEST(ReadSnap, EgoTwitter) {
   // First data line is "0\t1": node 1 has node 0 as an in-neighbor.
   const Graph& g = ds.graph;
   EXPECT_EQ(g.indices[g.indptr[1]], 0);
+}
+
+TEST(ReadSnap, PeakMemoryWithinThreeTimesTheCsr) {
+  // The memory contract: reading and building stay within about 3x the final CSR.
+  if (!reset_peak_rss()) GTEST_SKIP() << "cannot reset the peak-RSS counter here";
+  const int64_t before = current_rss_bytes();
+  Dataset ds = read_dataset(test::dataset("snap/ego-Twitter.txt.gz"), Format::kSnap, {});
+  const int64_t grew = peak_rss_bytes() - before;
+  EXPECT_LT(grew, 3 * ds.graph.nbytes())
+      << "peak grew by " << grew << " B for a CSR of " << ds.graph.nbytes() << " B";
 }
 
 TEST(ReadSnap, SlashdotSymmetrized) {
