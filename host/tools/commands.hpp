@@ -10,6 +10,8 @@ void register_partition(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_validate(CLI::App& app);
 void register_bench(CLI::App& app);
+/// `tessera bench gather` (bench_gather.cpp), added to the `bench` group by register_bench.
+void register_bench_gather(CLI::App& bench);
 void register_launch(CLI::App& app);
 
 }  // namespace tessera::tools

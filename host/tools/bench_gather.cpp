@@ -1,0 +1,260 @@
+// `tessera bench gather`: feature-row gather bandwidth next to the bound it is measured against
+// in the same run. cuda: the gather kernel from HBM (--placement gpu) or from pinned host memory
+// through UVA (--placement uva) against a device-to-device or pinned host-to-device
+// cudaMemcpy of the same payload (CUDA events, warm-up, L2 flush, medians). cpu: the CPU twin
+// against a parallel memcpy of the same payload.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/placement.hpp"
+#include "tessera/cuda/runtime.hpp"
+#include "tessera/ops/gather.hpp"
+
+namespace tessera::tools {
+namespace {
+
+struct GatherArgs {
+  std::string device = "cpu";
+  std::string placement = "gpu";
+  std::string row_bytes = "128..4096";
+  int64_t rows = 0;   // 0: about 1 GiB of source on cuda, 256 MiB on cpu
+  int64_t batch = 0;  // 0: about 64 MiB of payload (at least 1024 rows)
+  int warmup = 3;
+  int iters = 20;
+  uint64_t seed = 1;
+  std::string json;
+};
+
+// "128..4096" (doubling), "128,256,1000" or "512".
+std::vector<int64_t> parse_row_bytes(const std::string& s) {
+  std::vector<int64_t> out;
+  auto num = [&](const std::string& t) {
+    size_t used = 0;
+    int64_t v = -1;
+    try {
+      v = std::stoll(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    TESSERA_EXPECTS(used == t.size() && v > 0, ValueError,
+                    "--row-bytes: '{}' is not a positive integer (in '{}')", t, s);
+    return v;
+  };
+  const size_t dots = s.find("..");
+  if (dots != std::string::npos) {
+    const int64_t lo = num(s.substr(0, dots)), hi = num(s.substr(dots + 2));
+    TESSERA_EXPECTS(lo <= hi, ValueError, "--row-bytes: empty range '{}'", s);
+    for (int64_t v = lo; v <= hi; v *= 2)
+      out.push_back(v);
+    return out;
+  }
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const size_t comma = std::min(s.find(',', pos), s.size());
+    out.push_back(num(s.substr(pos, comma - pos)));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::string capture(const char* cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd, "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p))
+      out += buf;
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
+  return out;
+}
+
+struct Row {
+  int64_t row_bytes, rows, batch;
+  double gather_ms, bound_ms, gather_gbps, bound_gbps;
+};
+
+Row run_cpu(int64_t rb, int64_t rows, int64_t n, const GatherArgs& a) {
+  std::vector<unsigned char> src(static_cast<size_t>(rows * rb), 0x5a);
+  std::vector<unsigned char> out(static_cast<size_t>(n * rb)), copy_src(out.size(), 0xa5);
+  std::mt19937_64 rng(a.seed);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (auto& x : idx)
+    x = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  const ops::MatrixRef s{src.data(), DType::kUInt8, rows, rb};
+  const ops::MatrixRef o{out.data(), DType::kUInt8, n, rb};
+  const ops::IndexRef ix = ops::IndexRef::of(idx.data(), n);
+  auto gather = [&] { ops::gather_rows(s, ix, o); };
+  auto bound = [&] {
+    const size_t total = out.size();
+    parallel_for(0, static_cast<int64_t>(total), int64_t{1} << 20,
+                 [&](int64_t lo, int64_t hi, int64_t) {
+                   std::memcpy(out.data() + lo, copy_src.data() + lo, static_cast<size_t>(hi - lo));
+                 });
+  };
+  for (int i = 0; i < a.warmup; ++i) {
+    gather();
+    bound();
+  }
+  std::vector<double> tg, tb;
+  for (int i = 0; i < a.iters; ++i) {
+    double t0 = now_seconds();
+    gather();
+    tg.push_back((now_seconds() - t0) * 1e3);
+    t0 = now_seconds();
+    bound();
+    tb.push_back((now_seconds() - t0) * 1e3);
+  }
+  Row r{rb, rows, n, median(tg), median(tb), 0, 0};
+  const double payload = static_cast<double>(n) * static_cast<double>(rb);
+  r.gather_gbps = r.gather_ms > 0 ? payload / (r.gather_ms * 1e6) : 0;
+  r.bound_gbps = r.bound_ms > 0 ? payload / (r.bound_ms * 1e6) : 0;
+  return r;
+}
+
+Row run_cuda(int64_t rb, int64_t rows, int64_t n, bool uva, const GatherArgs& a) {
+  const size_t bytes = static_cast<size_t>(rows * rb);
+  cuda::DeviceBuffer dev;
+  cuda::PinnedBuffer pinned;
+  const void* src = nullptr;
+  if (uva) {
+    pinned = cuda::PinnedBuffer(bytes);
+    std::memset(pinned.data(), 0x5a, bytes);
+    src = pinned.data();
+  } else {
+    dev = cuda::DeviceBuffer(bytes);
+    cuda::memset_async(dev.data(), 0x5a, bytes, nullptr);
+    cuda::synchronize(nullptr);
+    src = dev.data();
+  }
+  const cuda::GatherBenchResult g =
+      cuda::bench_gather_device(src, rows, rb, n, uva, a.warmup, a.iters, a.seed);
+  return {rb, rows, n, g.gather_ms, g.bound_ms, g.gather_gbps, g.bound_gbps};
+}
+
+void run(const GatherArgs& a, const std::string& cmdline) {
+  TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
+                  "--device: expected cpu or cuda, got '{}'", a.device);
+  const cuda::Placement placement = cuda::parse_placement(a.placement, "--placement");
+  const bool on_gpu = a.device == "cuda";
+  TESSERA_EXPECTS(!on_gpu || placement != cuda::Placement::kHost, ValueError,
+                  "--placement host: the GPU gather reads gpu or uva (pinned) memory only");
+  TESSERA_EXPECTS(a.iters > 0 && a.warmup >= 0, ValueError,
+                  "--iters must be > 0 and --warmup >= 0 (got {}, {})", a.iters, a.warmup);
+  TESSERA_EXPECTS(a.rows >= 0 && a.batch >= 0, ValueError,
+                  "--rows and --batch must be >= 0 (got {}, {})", a.rows, a.batch);
+  if (on_gpu) cuda::require_cuda("bench gather --device cuda");
+  const bool uva = placement == cuda::Placement::kPinnedHost;
+  const std::string bound_name =
+      on_gpu ? (uva ? "pinned H2D cudaMemcpy" : "D2D cudaMemcpy") : "parallel memcpy";
+  fmt::print("gather on {} from {}: bound = {} of the same payload (median of {} runs)\n", a.device,
+             on_gpu ? cuda::placement_name(placement) : "host", bound_name, a.iters);
+  fmt::print("{:>9} {:>10} {:>9} {:>11} {:>11} {:>11} {:>7}\n", "row_bytes", "rows", "batch",
+             "gather_ms", "gather_GB/s", "bound_GB/s", "ratio");
+  std::vector<Row> results;
+  for (int64_t rb : parse_row_bytes(a.row_bytes)) {
+    const int64_t src_target = on_gpu ? (int64_t{1} << 30) : (int64_t{256} << 20);
+    const int64_t rows = a.rows ? a.rows : std::max<int64_t>(1, src_target / rb);
+    const int64_t n = a.batch ? a.batch : std::max<int64_t>(1024, (int64_t{64} << 20) / rb);
+    const Row r = on_gpu ? run_cuda(rb, rows, n, uva, a) : run_cpu(rb, rows, n, a);
+    fmt::print("{:>9} {:>10} {:>9} {:>11.4f} {:>11.1f} {:>11.1f} {:>6.0f}%\n", r.row_bytes, r.rows,
+               r.batch, r.gather_ms, r.gather_gbps, r.bound_gbps,
+               r.bound_gbps > 0 ? 100.0 * r.gather_gbps / r.bound_gbps : 0.0);
+    std::fflush(stdout);
+    results.push_back(r);
+  }
+  if (a.json.empty()) return;
+  nlohmann::json j;
+  j["benchmark"] = "gather";
+  j["command"] = cmdline;
+  std::string commit = capture("git rev-parse --short HEAD 2>/dev/null");
+  if (commit.empty()) commit = "unknown";
+  if (!capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
+    commit += "+dirty";
+  j["commit"] = commit;
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  j["machine"] = {{"hostname", host},
+                  {"hardware_threads", std::thread::hardware_concurrency()},
+                  {"cuda", cuda::describe()}};
+  j["device"] = a.device;
+  j["placement"] = on_gpu ? cuda::placement_name(placement) : "host";
+  j["bound"] = bound_name;
+  j["units"] = "GB/s of payload (batch x row_bytes) per second, 1 GB = 1e9 bytes";
+  j["iterations"] = a.iters;
+  j["warmup"] = a.warmup;
+  j["results"] = nlohmann::json::array();
+  for (const Row& r : results)
+    j["results"].push_back(
+        {{"row_bytes", r.row_bytes},
+         {"rows", r.rows},
+         {"batch", r.batch},
+         {"gather_ms", r.gather_ms},
+         {"bound_ms", r.bound_ms},
+         {"gather_gbps", r.gather_gbps},
+         {"bound_gbps", r.bound_gbps},
+         {"fraction_of_bound", r.bound_gbps > 0 ? r.gather_gbps / r.bound_gbps : 0.0}});
+  std::ofstream f(a.json);
+  TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
+  f << j.dump(2) << "\n";
+  TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", a.json);
+  fmt::print("wrote {}\n", a.json);
+}
+
+}  // namespace
+
+void register_bench_gather(CLI::App& bench) {
+  auto a = std::make_shared<GatherArgs>();
+  auto* cmd = bench.add_subcommand(
+      "gather", "Feature-row gather bandwidth against a memcpy bound measured in the same run");
+  cmd->add_option("--device", a->device, "cpu (the CPU twin) or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--placement", a->placement,
+                  "cuda: where the source rows live: gpu (HBM) or uva (pinned host)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gpu", "uva", "pinned"}));
+  cmd->add_option("--row-bytes", a->row_bytes,
+                  "row widths in bytes: A..B (doubling), a list a,b,c, or one value")
+      ->capture_default_str();
+  cmd->add_option("--rows", a->rows, "source rows (0: ~1 GiB on cuda, ~256 MiB on cpu)")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "rows gathered per run (0: ~64 MiB of payload)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "untimed runs")->capture_default_str();
+  cmd->add_option("--iters", a->iters, "timed runs (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->seed, "seed of the random row indices")->capture_default_str();
+  cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  cmd->callback([a, cmd] {
+    std::string line = "tessera bench gather";
+    for (const auto* opt : cmd->get_options())
+      if (opt->count() && !opt->get_lnames().empty())
+        line += fmt::format(" --{} {}", opt->get_lnames()[0], opt->as<std::string>());
+    run(*a, line);
+  });
+}
+
+}  // namespace tessera::tools
