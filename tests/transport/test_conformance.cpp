@@ -406,7 +406,7 @@ TEST_P(Conformance, LargeMessages) {
 TEST_P(Conformance, PeerThatNeverShowsUpTimesOut) {
   if (!multi()) GTEST_SKIP() << "needs two ranks";
   JobSpec s = spec(30);
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "2";
+  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   const int missing = s.world - 1;
   s.absent = {missing};
   auto res = run_ranks(s, [&](int) {
@@ -427,7 +427,7 @@ TEST_P(Conformance, PeerThatNeverShowsUpTimesOut) {
 TEST_P(Conformance, MissingRankZeroTimesOut) {
   if (!multi()) GTEST_SKIP() << "needs two ranks";
   JobSpec s = spec(30);
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "2";
+  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   s.absent = {0};
   auto res = run_ranks(s, [&](int) {
     auto t = transport::create_transport();
@@ -489,7 +489,7 @@ TEST_P(Conformance, KilledRankZeroIsNamedByEveryOtherRank) {
 TEST_P(Conformance, WrongTokenIsRefused) {
   if (!multi()) GTEST_SKIP() << "needs two ranks";
   JobSpec s = spec(30);
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "2";
+  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   s.token_of[1] = "a-token-of-another-job";
   auto res = run_ranks(s, [&](int) {
     auto t = transport::create_transport();

@@ -74,7 +74,7 @@ TEST(Launch, FailingRankStopsTheOthersAndItsCodePropagates) {
 TEST(Launch, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   const ToolRun r = run(tool() +
                         " launch --nproc-per-node 2 --grace 1 -- sh -c 'if [ \"$RANK\" = 0 ]; then "
-                        "exit 5; fi; trap \"\" TERM; sleep 30'");
+                        "sleep 0.5; exit 5; fi; trap \"\" TERM; sleep 30'");
   EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_LT(r.seconds, 10) << r.out;
   EXPECT_NE(r.out.find("SIGKILL"), std::string::npos) << r.out;

@@ -176,7 +176,8 @@ TEST(Store, LostRankIsReportedToTheOthers) {
     std::lock_guard<std::mutex> lk(mu);
     ASSERT_EQ(seen.size(), 1u);
     EXPECT_EQ(seen[0].first, 2);
-    EXPECT_NE(seen[0].second.find("rank 2 was lost"), std::string::npos) << seen[0].second;
+    EXPECT_NE(seen[0].second.find("connection to the rendezvous store closed"), std::string::npos)
+        << seen[0].second;
   }
   EXPECT_TRUE(c0->finish(5));  // rank 1 said goodbye and rank 2 is lost: everyone is accounted for
   bye.join();

@@ -152,7 +152,7 @@ std::string generate_job_token() {
   std::random_device rd;
   std::string s;
   static const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 4; ++i) {
     uint32_t x = rd();
     for (int k = 0; k < 4; ++k) {
       s += hex[(x >> (8 * k + 4)) & 15];
@@ -316,7 +316,7 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
   impl_->acceptor = std::thread([im] {
     while (!im->stopping.load()) {
       pollfd p{im->listen_fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
+      if (::poll(&p, 1, 20) <= 0) continue;
       sockaddr_in peer{};
       socklen_t pl = sizeof peer;
       const int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_CLOEXEC);
@@ -498,9 +498,8 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   watch_fd[rank] = -1;
   if (bye[rank] || all_done_sent) return;
   lost[rank] = 1;
-  const std::string text = fmt::format("rank {} was lost: {}", rank, reason);
   for (int r = 0; r < world; ++r)
-    if (r != rank) send_to_watcher(r, kLost, rank, text);
+    if (r != rank) send_to_watcher(r, kLost, rank, reason);
   maybe_all_done();
 }
 
@@ -645,7 +644,7 @@ void StoreClient::watch(LostCallback on_lost) {
       report = !im->finishing;
       im->wcv.notify_all();
     }
-    if (report && im->rank != 0) on_lost(0, "rank 0 was lost: " + why);
+    if (report && im->rank != 0) on_lost(0, why);
   });
 }
 

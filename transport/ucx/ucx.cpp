@@ -9,6 +9,7 @@
 // mbox_cv_ with a deadline and check the lost-peer table. Lock order: worker_mu_ -> mbox_mu_.
 #include <sys/eventfd.h>
 #include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
 
 #include <condition_variable>
 #include <cstdlib>
@@ -141,6 +142,7 @@ class UcxTransport final : public Transport {
   std::string fabric_;
   std::vector<ucp_ep_h> eps_;
   std::vector<std::unique_ptr<PeerCtx>> peer_ctx_;
+  bool peer_failure_by_ucx_ = true;  // false: only the store's watch detects lost ranks
   int efd_ = -1, wake_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread progress_thread_;
@@ -246,7 +248,21 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
     peer_ctx_.push_back(std::make_unique<PeerCtx>(PeerCtx{this, p}));
     ep.err_handler.arg = peer_ctx_.back().get();
     std::lock_guard<std::mutex> lk(worker_mu_);
-    const ucs_status_t es = ucp_ep_create(worker_, &ep, &eps_[p]);
+    ucs_status_t es = UCS_ERR_UNREACHABLE;
+    if (peer_failure_by_ucx_) {
+      // Probe quietly: UCX logs an ERROR line when no transport supports the PEER mode.
+      const ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+      ucs_global_opts.log_component.log_level = UCS_LOG_LEVEL_FATAL;
+      es = ucp_ep_create(worker_, &ep, &eps_[p]);
+      ucs_global_opts.log_component.log_level = saved;
+    }
+    if (es == UCS_ERR_UNREACHABLE) {
+      // Transports without peer-failure support (UCX 1.13 shared memory) refuse the PEER error
+      // mode; connect without it and rely on the rendezvous store's watch to detect lost ranks.
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      es = ucp_ep_create(worker_, &ep, &eps_[p]);
+      if (es == UCS_OK) peer_failure_by_ucx_ = false;
+    }
     TESSERA_EXPECTS(es == UCS_OK, Error, "rank {}: creating the UCX endpoint to rank {} failed: {}",
                     rank_, p, ucs_status_string(es));
   }
