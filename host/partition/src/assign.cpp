@@ -85,10 +85,41 @@ void check_metis_limits(int64_t num_nodes, int64_t adj_entries) {
                   adj_entries, kMax - 1);
 }
 
+namespace {
+
+// The symmetric neighbors of v (u != v, once each) in the order METIS's own graph files list
+// them: first v's in-neighbors by edge ID (for a METIS .graph input, read_metis makes line v's
+// entries the in-edges of v, so this is the file's line), then out-neighbors that are not also
+// in-neighbors, by edge ID. Adjacency order steers METIS's
+// matching, so keeping the file order makes results agree with gpmetis on the same file.
+void ordered_sym_row(const Graph& csc, const Graph& csr, int64_t v, int64_t eid_space,
+                     std::vector<std::pair<int64_t, int64_t>>& buf, std::vector<int64_t>& out) {
+  buf.clear();
+  for (int64_t k = csc.indptr[v]; k < csc.indptr[v + 1]; ++k)
+    if (csc.indices[k] != v) buf.emplace_back(csc.indices[k], csc.eid(k));
+  for (int64_t k = csr.indptr[v]; k < csr.indptr[v + 1]; ++k)
+    if (csr.indices[k] != v) buf.emplace_back(csr.indices[k], eid_space + csr.eid(k));
+  std::sort(buf.begin(), buf.end());
+  size_t w = 0;
+  for (size_t i = 0; i < buf.size(); ++i)
+    if (i == 0 || buf[i].first != buf[i - 1].first) buf[w++] = buf[i];
+  buf.resize(w);
+  std::sort(buf.begin(), buf.end(),
+            [](const auto& a, const auto& b) { return a.second < b.second; });
+  out.clear();
+  for (const auto& [u, key] : buf)
+    out.push_back(u);
+}
+
+}  // namespace
+
 SymAdjacency symmetric_adjacency(const Graph& csc) {
   const int64_t n = csc.num_nodes;
   check_metis_limits(n, 0);
-  const Graph csr = out_adjacency(csc);
+  const Graph csr = transpose(csc);
+  int64_t eid_space = 0;
+  for (int64_t k = 0; k < csc.num_edges(); ++k)
+    eid_space = std::max(eid_space, csc.eid(k) + 1);
   std::vector<int64_t> deg(static_cast<size_t>(n) + 1, 0);
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
     for (int64_t v = lo; v < hi; ++v) {
@@ -106,10 +137,14 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
     adj.xadj[v] = static_cast<int32_t>(deg[v]);
   adj.adjncy.resize(static_cast<size_t>(deg[n]));
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<std::pair<int64_t, int64_t>> buf;
+    std::vector<int64_t> row;
     for (int64_t v = lo; v < hi; ++v) {
-      int64_t k = deg[v];
-      for_each_sym_neighbor(csc, csr, v,
-                            [&](int64_t u) { adj.adjncy[k++] = static_cast<int32_t>(u); });
+      ordered_sym_row(csc, csr, v, eid_space, buf, row);
+      TESSERA_ASSERT(static_cast<int64_t>(row.size()) == deg[v + 1] - deg[v],
+                     "row {}: {} neighbors, counted {}", v, row.size(), deg[v + 1] - deg[v]);
+      for (size_t i = 0; i < row.size(); ++i)
+        adj.adjncy[deg[v] + static_cast<int64_t>(i)] = static_cast<int32_t>(row[i]);
     }
   });
   return adj;
@@ -203,6 +238,29 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
     }
     cols.push_back(std::move(w));
     col_names.push_back("in_degree");
+  }
+  if (cols.empty()) {
+    // Vertex weights from the input (a METIS .graph file with fmt 1x): used as they are, as
+    // gpmetis would, unless other balance constraints were asked for.
+    auto it = ds.ndata.find("node_weight");
+    if (it != ds.ndata.end() && dtype_is_integer(it->second.dtype()) &&
+        (it->second.ndim() == 1 || it->second.ndim() == 2)) {
+      const Array& a = it->second;
+      const int64_t nc = a.ndim() == 2 ? a.dim(1) : 1;
+      const std::vector<int64_t> vals = a.to_int64_vector("node_weight");
+      for (int64_t c = 0; c < nc; ++c) {
+        std::vector<int32_t> w(static_cast<size_t>(n));
+        for (int64_t v = 0; v < n; ++v) {
+          const int64_t x = vals[v * nc + c];
+          TESSERA_EXPECTS(x >= 0 && x < INT32_MAX, ValueError,
+                          "node_weight[{}, {}] = {} is not a METIS vertex weight (0 <= w < 2^31)",
+                          v, c, x);
+          w[v] = static_cast<int32_t>(x);
+        }
+        cols.push_back(std::move(w));
+        col_names.push_back(nc == 1 ? "node_weight" : fmt::format("node_weight:{}", c));
+      }
+    }
   }
   // METIS divides by each constraint's total: drop constraints nobody carries.
   std::vector<size_t> keep;

@@ -160,6 +160,66 @@ TEST(EdgeCut, MetisFarBelowRandomOnCora) {
   }
 }
 
+// Debian's gpmetis on the same .graph file and the same (default) options finds the same cut:
+// the METIS adjacency keeps the file's neighbor order.
+TEST(EdgeCut, AgreesWithGpmetis) {
+  if (!std::filesystem::exists("/usr/bin/gpmetis")) GTEST_SKIP() << "gpmetis not installed";
+  ReadOptions ro;
+  Dataset ds;
+  try {
+    ds = read_dataset(dataset("metis/4elt.graph"), Format::kMetis, ro);
+  } catch (const NotCompiledError&) {
+    GTEST_SKIP() << "METIS reader not compiled in";
+  }
+  TempDir tmp;
+  std::filesystem::copy_file(dataset("metis/4elt.graph"), tmp / "4elt.graph");
+  for (int64_t P : {3, 8}) {
+    const std::string cmd =
+        fmt::format("/usr/bin/gpmetis {} {} 2>&1", (tmp / "4elt.graph").string(), P);
+    FILE* f = ::popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+      out.append(buf, n);
+    ::pclose(f);
+    const auto at = out.find("Edgecut: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const int64_t want = std::stoll(out.substr(at + 9));
+    PartitionOptions po;
+    po.num_parts = P;
+    const Assignment a = assign_parts(ds, po);
+    EXPECT_EQ(a.metis_objval, want) << "P=" << P;
+    EXPECT_EQ(symmetric_edge_cut(ds.graph, a.part), want) << "P=" << P;
+  }
+}
+
+TEST(Balance, InputVertexWeightsUsedLikeGpmetis) {
+  // Two heavy nodes (weight 50) among 100 unit nodes on a ring: the part holding them has far
+  // fewer nodes than the other (by node count alone METIS would split 51 / 51).
+  std::vector<std::pair<int64_t, int64_t>> ring;
+  for (int64_t v = 0; v < 102; ++v)
+    ring.push_back({v, (v + 1) % 102});
+  Dataset ds = make_dataset(102, ring, {true});
+  std::vector<int64_t> w(102, 1);
+  w[0] = w[1] = 50;
+  ds.ndata["node_weight"] = Array::from_vector(std::move(w));
+  PartitionOptions po;
+  po.num_parts = 2;
+  std::vector<std::string> names;
+  EXPECT_EQ(balance_weights(ds, po, &names).size(), 102u);
+  EXPECT_EQ(names, (std::vector<std::string>{"node_weight"}));
+  const Assignment a = assign_parts(ds, po);
+  int64_t with_heavy = 0;
+  for (int64_t v = 0; v < 102; ++v)
+    with_heavy += a.part[v] == a.part[0];
+  EXPECT_LT(with_heavy, 60);
+  TempDir tmp;
+  const PartitionStats st = partition_checked(ds, po, tmp / "out");
+  EXPECT_LE(st.constraint_balance(0), 1.05);
+}
+
 // Datasets read by the other readers (OGB, SNAP, METIS graph files): run once each; skipped
 // while the reader is not compiled in.
 Dataset read_or_skip(const std::string& rel, bool symmetrize, bool* skipped) {

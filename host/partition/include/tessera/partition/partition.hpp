@@ -55,8 +55,9 @@ struct Assignment {
   std::vector<std::string> warnings;
 };
 
-/// Symmetric adjacency in METIS's CSR form (32-bit idx_t): no self loops, no duplicates,
-/// neighbors sorted. Row v holds every u with an edge u->v or v->u in the input.
+/// Symmetric adjacency in METIS's CSR form (32-bit idx_t): no self loops, no duplicates.
+/// Row v holds every u with an edge u->v or v->u in the input: in-neighbors first in edge-ID
+/// order (a METIS .graph file's own line order), then the remaining out-neighbors.
 struct SymAdjacency {
   std::vector<int32_t> xadj;    ///< size N + 1
   std::vector<int32_t> adjncy;  ///< size xadj[N] (twice the undirected edge count)
@@ -77,8 +78,10 @@ int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
 int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
 
 /// METIS vertex weights for the balance constraints of `opts`, row-major [N, ncon]; `names`
-/// receives the constraint names. Constraints with zero total weight are dropped (METIS cannot
-/// balance them). Returns an empty vector (ncon = 1, node count) when nothing is balanced.
+/// receives the constraint names. Without masks or balance_edges, the dataset's own vertex
+/// weights (ndata "node_weight", e.g. from a METIS .graph file) are used, as gpmetis would.
+/// Constraints with zero total weight are dropped (METIS cannot balance them). Returns an empty
+/// vector (ncon = 1, node count) when nothing is balanced.
 std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& opts,
                                      std::vector<std::string>* names);
 
