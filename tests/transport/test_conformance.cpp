@@ -33,6 +33,10 @@ struct Config {
   }
 };
 
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.label();
+}
+
 class Conformance : public ::testing::TestWithParam<Config> {
  protected:
   JobSpec spec(double deadline_s = 60) const {

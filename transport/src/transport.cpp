@@ -96,6 +96,10 @@ void Transport::unsupported(const char* what) const {
       fmt::format("the '{}' transport does not support {} (see capabilities())", name(), what));
 }
 
+void Transport::set_stream(void*) {
+  unsupported("CUDA streams");
+}
+
 void Transport::register_handler(MessageId, Handler) {
   unsupported("request/response");
 }

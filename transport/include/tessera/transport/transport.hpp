@@ -163,9 +163,12 @@ class PendingResponse {
 
 /// A group of `world_size()` processes that can talk to each other. Created collectively by
 /// every rank (see create_transport); collectives must be called by every rank in the same
-/// order. Collective buffers are host memory unless capabilities().device_memory (NCCL: device
-/// memory on the transport's stream). Thread safety: request/get may be called from any thread;
-/// collectives from one thread at a time.
+/// order. Collective buffers are host memory unless capabilities().device_memory: then they are
+/// CUDA device memory and the collectives are enqueued on stream() and return at once (call
+/// synchronize() before reading the result on the host), as NCCL does. Thread safety:
+/// request/get may be called from any thread; collectives from one thread at a time. Destroying
+/// a transport waits (bounded) until every rank has finished or was lost; MemoryRegion and
+/// RemoteMemory objects must be destroyed before their transport.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -181,8 +184,20 @@ class Transport {
   /// Changes the deadline of subsequent operations (seconds, > 0).
   void set_op_timeout(double seconds);
 
+  // Device streams (device-memory backends) --------------------------------------------------
+  /// The CUDA stream (a cudaStream_t) that device-memory collectives are enqueued on; nullptr for
+  /// host backends, whose collectives complete before they return.
+  virtual void* stream() const { return nullptr; }
+  /// Enqueues subsequent collectives on `cuda_stream` (a cudaStream_t of this rank's device).
+  /// UnsupportedError for host backends.
+  virtual void set_stream(void* cuda_stream);
+  /// Waits (with the op deadline) until every enqueued collective has finished; throws
+  /// TimeoutError / PeerLostError naming the rank, or Error with the library's message. No-op
+  /// for host backends.
+  virtual void synchronize() {}
+
   // Collectives ------------------------------------------------------------------------------
-  /// Returns once every rank has entered the barrier.
+  /// Returns once every rank has entered the barrier (device backends: synchronizes too).
   virtual void barrier() = 0;
   /// In-place reduction of `count` elements of `dtype` at `data` across all ranks; every rank
   /// gets the same bits (reduction in rank order).
