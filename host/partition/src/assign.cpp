@@ -150,17 +150,29 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
   return adj;
 }
 
-int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
+SymmetricCut symmetric_cut(const Graph& csc, const std::vector<int32_t>& part) {
   const int64_t n = csc.num_nodes;
   const Graph csr = out_adjacency(csc);
-  std::vector<int64_t> partial(static_cast<size_t>(std::max(1, num_threads())), 0);
+  const auto chunks = static_cast<size_t>(std::max(1, num_threads()));
+  std::vector<int64_t> cut_part(chunks, 0), all_part(chunks, 0);
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t c) {
-    int64_t cut = 0;
+    int64_t cut = 0, all = 0;
     for (int64_t v = lo; v < hi; ++v)
-      for_each_sym_neighbor(csc, csr, v, [&](int64_t u) { cut += part[u] != part[v]; });
-    partial[c] = cut;
+      for_each_sym_neighbor(csc, csr, v, [&](int64_t u) {
+        cut += part[u] != part[v];
+        ++all;
+      });
+    cut_part[c] = cut;
+    all_part[c] = all;
   });
-  return std::accumulate(partial.begin(), partial.end(), int64_t{0}) / 2;
+  SymmetricCut r;
+  r.cut = std::accumulate(cut_part.begin(), cut_part.end(), int64_t{0}) / 2;
+  r.undirected_edges = std::accumulate(all_part.begin(), all_part.end(), int64_t{0}) / 2;
+  return r;
+}
+
+int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
+  return symmetric_cut(csc, part).cut;
 }
 
 int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
@@ -310,7 +322,7 @@ Assignment assign_random(int64_t num_nodes, int64_t num_parts, uint64_t seed) {
 }
 
 Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<int32_t>& vwgt,
-                        int ncon, const PartitionOptions& opts) {
+                        int ncon, const PartitionOptions& opts, PhaseTimer* timer) {
   const int64_t n = csc.num_nodes;
   TESSERA_EXPECTS(num_parts >= 1 && num_parts < INT32_MAX, ValueError,
                   "number of partitions must be in [1, 2^31), got {}", num_parts);
@@ -331,6 +343,7 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
     return a;
   }
   SymAdjacency adj = symmetric_adjacency(csc);
+  if (timer != nullptr) timer->begin("METIS");
   if (adj.adjncy.empty()) adj.adjncy.push_back(0);  // METIS reads the pointer even when unused
   TESSERA_ASSERT(vwgt.empty() || static_cast<int64_t>(vwgt.size()) == n * ncon,
                  "vertex weights: {} entries for {} nodes x {} constraints", vwgt.size(), n, ncon);

@@ -158,6 +158,72 @@ json config_to_json(const PartitionConfig& c) {
   return j;
 }
 
+std::string config_to_string(const PartitionConfig& c) {
+  // Indented, but arrays of numbers or strings (ranges, shapes) on one line.
+  const std::string in = config_to_json(c).dump(1);
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const char ch = in[i];
+    if (ch == '"') {  // copy a string literal verbatim
+      size_t j = i + 1;
+      while (j < in.size() && in[j] != '"')
+        j += in[j] == '\\' ? 2 : 1;
+      out.append(in, i, j - i + 1);
+      i = j;
+      continue;
+    }
+    if (ch != '[') {
+      out.push_back(ch);
+      continue;
+    }
+    // Find the matching ']' if no nested container comes first.
+    size_t j = i + 1;
+    bool flat = true, quoted = false;
+    for (; j < in.size(); ++j) {
+      if (quoted) {
+        if (in[j] == '\\')
+          ++j;
+        else if (in[j] == '"')
+          quoted = false;
+      } else if (in[j] == '"') {
+        quoted = true;
+      } else if (in[j] == '[' || in[j] == '{') {
+        flat = false;
+        break;
+      } else if (in[j] == ']') {
+        break;
+      }
+    }
+    if (!flat || j >= in.size()) {
+      out.push_back(ch);
+      continue;
+    }
+    out.push_back('[');
+    quoted = false;
+    for (size_t k = i + 1; k < j; ++k) {
+      const char x = in[k];
+      if (quoted) {
+        out.push_back(x);
+        if (x == '\\')
+          out.push_back(in[++k]);
+        else if (x == '"')
+          quoted = false;
+      } else if (x == '"') {
+        quoted = true;
+        out.push_back(x);
+      } else if (x == ',') {
+        out += ", ";
+      } else if (x != ' ' && x != '\n') {
+        out.push_back(x);
+      }
+    }
+    out.push_back(']');
+    i = j;
+  }
+  return out;
+}
+
 PartitionConfig load_partition_config(const std::filesystem::path& path) {
   const std::string file = path.string();
   TESSERA_EXPECTS(std::filesystem::is_regular_file(path), IOError, "{}: partition config not found",

@@ -192,12 +192,12 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   st.num_parts = P;
   st.halo_hops = opts.halo_hops;
 
-  timer.begin(opts.method == PartMethod::kMetis ? "METIS" : "random partition");
+  timer.begin(opts.method == PartMethod::kMetis ? "METIS adjacency" : "random partition");
   std::vector<std::string> cnames;
   const std::vector<int32_t> w = balance_weights(ds, opts, &cnames);
   const auto ncon = static_cast<int64_t>(cnames.size());
   Assignment a = opts.method == PartMethod::kMetis
-                     ? assign_metis(g, P, w, static_cast<int>(ncon), opts)
+                     ? assign_metis(g, P, w, static_cast<int>(ncon), opts, &timer)
                      : assign_random(n, P, static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
   a.constraints = cnames;
   st.constraints = cnames;
@@ -205,14 +205,10 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   st.warnings = a.warnings;
 
   timer.begin("edge cut");
-  st.edge_cut = symmetric_edge_cut(g, a.part);
+  const SymmetricCut cut = symmetric_cut(g, a.part);
+  st.edge_cut = cut.cut;
+  st.undirected_edges = cut.undirected_edges;
   st.cut_edges = directed_edge_cut(g, a.part);
-  {
-    std::vector<int32_t> distinct(static_cast<size_t>(n));
-    for (int64_t v = 0; v < n; ++v)
-      distinct[v] = static_cast<int32_t>(v & 0x7fffffff);
-    st.undirected_edges = n < INT32_MAX ? symmetric_edge_cut(g, distinct) : -1;
-  }
   st.parts.resize(static_cast<size_t>(P));
   for (auto& p : st.parts)
     p.constraint_weights.assign(static_cast<size_t>(ncon), 0);
@@ -306,7 +302,7 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   const std::string config_name = out.name + ".json";
   {
     std::ofstream f(dir.path() / config_name);
-    f << config_to_json(c).dump(1) << "\n";
+    f << config_to_string(c) << "\n";
     f.close();
     TESSERA_EXPECTS(f.good(), IOError, "{}: write failed (disk full?)",
                     (dir.path() / config_name).string());

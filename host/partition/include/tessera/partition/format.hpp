@@ -69,6 +69,8 @@ struct PartitionConfig {
 PartitionConfig load_partition_config(const std::filesystem::path& path);
 /// Serializes a config (the inverse of load_partition_config, plus `json`'s extra fields).
 nlohmann::json config_to_json(const PartitionConfig& c);
+/// config_to_json as indented text with short arrays (ranges, shapes) kept on one line.
+std::string config_to_string(const PartitionConfig& c);
 
 /// One partition loaded from disk (arrays memory-mapped read-only, or read into memory).
 struct LocalPartition {

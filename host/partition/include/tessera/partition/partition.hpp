@@ -74,6 +74,11 @@ SymAdjacency symmetric_adjacency(const Graph& csc);
 /// Edge cut of an assignment in METIS's sense: undirected pairs {u, v}, u != v, with an edge
 /// in either direction and endpoints in different partitions.
 int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
+/// The METIS-sense cut and the number of undirected pairs it is out of, in one pass.
+struct SymmetricCut {
+  int64_t cut = 0, undirected_edges = 0;
+};
+SymmetricCut symmetric_cut(const Graph& csc, const std::vector<int32_t>& part);
 /// Stored (directed) edges whose source and destination are in different partitions.
 int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
 
@@ -90,9 +95,10 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
 Assignment assign_random(int64_t num_nodes, int64_t num_parts, uint64_t seed);
 /// METIS k-way on the symmetric adjacency of `csc` with vertex weights `vwgt` ([N, ncon], may
 /// be empty). num_parts = 1 skips METIS; num_parts >= N puts node v in part v (warning);
-/// partitions METIS leaves empty are reported as warnings.
+/// partitions METIS leaves empty are reported as warnings. With `timer`, a "METIS" phase begins
+/// after the adjacency is built, so the caller can time METIS's own work apart.
 Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<int32_t>& vwgt,
-                        int ncon, const PartitionOptions& opts);
+                        int ncon, const PartitionOptions& opts, PhaseTimer* timer = nullptr);
 /// Validates `opts` against the dataset and runs the chosen method.
 Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts);
 
