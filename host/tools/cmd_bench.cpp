@@ -1,8 +1,501 @@
+// `tessera bench <what>`: benchmark harness. Each benchmark is one `add_bench_*` function
+// registered in kBenches below; adding a benchmark is adding one function and one line.
+#include <fmt/format.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
 #include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/philox.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/graph/dataset.hpp"
+#include "tessera/graph/rmat.hpp"
+#include "tessera/ops/loader.hpp"
 
 namespace tessera::tools {
-// Placeholder until the bench command lands.
-void register_bench(CLI::App& app) {
-  (void)app;
+
+namespace {
+
+using namespace tessera::ops;  // NOLINT(build/namespaces)
+
+// ---- shared helpers for benchmark reports ----------------------------------------------------
+
+std::string run_capture(const char* cmd) {
+  std::string out;
+  if (FILE* p = ::popen(cmd, "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p))
+      out += buf;
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+    out.pop_back();
+  return out;
 }
+
+// The machine a result was measured on.
+nlohmann::json machine_json() {
+  nlohmann::json m;
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  m["hostname"] = host;
+  m["hardware_threads"] = std::thread::hardware_concurrency();
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpu, line))
+    if (line.rfind("model name", 0) == 0) {
+      m["cpu"] = line.substr(line.find(':') + 2);
+      break;
+    }
+  std::ifstream mem("/proc/meminfo");
+  while (std::getline(mem, line))
+    if (line.rfind("MemTotal", 0) == 0) {
+      std::istringstream is(line.substr(9));
+      int64_t kb = 0;
+      is >> kb;
+      m["memory_bytes"] = kb * 1024;
+      break;
+    }
+  m["kernel"] = run_capture("uname -sr 2>/dev/null");
+  return m;
+}
+
+std::string commit_id() {
+  std::string c = run_capture("git rev-parse --short HEAD 2>/dev/null");
+  if (c.empty()) return "unknown";
+  if (!run_capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
+    c += "+dirty";
+  return c;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// ---- bench sample -------------------------------------------------------------------------
+
+struct SampleArgs {
+  std::string graph;
+  std::string fanouts = "15,10,5";
+  int64_t batch_size = 1024;
+  int threads = 1;
+  bool replace = false;
+  bool weighted = false;
+  int64_t batches = 50;
+  int64_t ref_batches = 0;  // 0: min(batches, 10)
+  uint64_t seed = 0;
+  bool no_symmetrize = false;
+  bool no_huge_pages = false;
+  std::string json;
+};
+
+std::vector<int64_t> parse_fanouts(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  std::string tok;
+  while (std::getline(ss, tok, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoll(tok, &used));
+      TESSERA_EXPECTS(used == tok.size(), ValueError, "--fanouts: '{}' is not an integer", tok);
+    } catch (const std::logic_error&) {
+      TESSERA_FAIL(ValueError, "--fanouts: '{}' is not an integer", tok);
+    }
+  }
+  TESSERA_EXPECTS(!out.empty(), ValueError, "--fanouts: no fanouts in '{}'", s);
+  return out;
+}
+
+// The straightforward single-threaded reference: std::mt19937, std::unordered_set per node for
+// draws without replacement, std::discrete_distribution for weights, std::unordered_map for
+// compaction. Written plainly to be obviously correct, not fast.
+struct RefStats {
+  double seconds = 0, sample_seconds = 0, compact_seconds = 0;
+  int64_t edges = 0, seeds = 0;
+};
+
+RefStats reference_sample(const Graph& g, const std::vector<std::vector<int64_t>>& batches,
+                          const std::vector<int64_t>& fanouts, bool replace,
+                          const std::vector<float>& weights, uint64_t seed) {
+  RefStats st;
+  const double t_all = now_seconds();
+  for (size_t b = 0; b < batches.size(); ++b) {
+    std::mt19937 rng(static_cast<uint32_t>(seed * 1000003u + b));
+    std::vector<int64_t> frontier = batches[b];
+    st.seeds += static_cast<int64_t>(frontier.size());
+    for (size_t h = 0; h < fanouts.size(); ++h) {
+      const int64_t fanout = fanouts[fanouts.size() - 1 - h];
+      const double t0 = now_seconds();
+      std::vector<int64_t> src, dst, eid;
+      for (int64_t v : frontier) {
+        const int64_t begin = g.indptr[v], deg = g.degree(v);
+        auto emit = [&](int64_t k) {
+          src.push_back(g.indices[k]);
+          dst.push_back(v);
+          eid.push_back(g.eid(k));
+        };
+        if (deg == 0 || fanout == 0) continue;
+        if (weights.empty()) {
+          if (fanout < 0 || (!replace && deg <= fanout)) {
+            for (int64_t k = begin; k < begin + deg; ++k)
+              emit(k);
+          } else if (replace) {
+            std::uniform_int_distribution<int64_t> pick(0, deg - 1);
+            for (int64_t i = 0; i < fanout; ++i)
+              emit(begin + pick(rng));
+          } else {
+            std::uniform_int_distribution<int64_t> pick(0, deg - 1);
+            std::unordered_set<int64_t> chosen;
+            while (static_cast<int64_t>(chosen.size()) < fanout) {
+              const int64_t p = pick(rng);
+              if (chosen.insert(p).second) emit(begin + p);
+            }
+          }
+        } else {
+          std::vector<double> w(weights.begin() + begin, weights.begin() + begin + deg);
+          int64_t positive = 0;
+          for (double x : w)
+            positive += x > 0;
+          if (positive == 0) continue;
+          if (fanout < 0 || (!replace && positive <= fanout)) {
+            for (int64_t k = 0; k < deg; ++k)
+              if (w[k] > 0) emit(begin + k);
+          } else {
+            std::discrete_distribution<int64_t> pick(w.begin(), w.end());
+            std::unordered_set<int64_t> chosen;
+            int64_t drawn = 0;
+            while (drawn < fanout) {
+              const int64_t p = pick(rng);
+              if (replace || chosen.insert(p).second) {
+                emit(begin + p);
+                ++drawn;
+              }
+            }
+          }
+        }
+      }
+      const double t1 = now_seconds();
+      std::unordered_map<int64_t, int64_t> local;
+      std::vector<int64_t> nodes;
+      for (int64_t v : frontier) {
+        local.emplace(v, static_cast<int64_t>(nodes.size()));
+        nodes.push_back(v);
+      }
+      std::vector<int64_t> lsrc(src.size()), ldst(dst.size());
+      for (size_t i = 0; i < src.size(); ++i) {
+        auto [it, inserted] = local.emplace(src[i], static_cast<int64_t>(nodes.size()));
+        if (inserted) nodes.push_back(src[i]);
+        lsrc[i] = it->second;
+        ldst[i] = local.at(dst[i]);
+      }
+      st.compact_seconds += now_seconds() - t1;
+      st.sample_seconds += t1 - t0;
+      st.edges += static_cast<int64_t>(src.size());
+      frontier = std::move(nodes);
+    }
+  }
+  st.seconds = now_seconds() - t_all;
+  return st;
+}
+
+// Random 8-byte reads from the graph's indices array by `threads` threads: the rate the memory
+// the graph lives in serves independent random accesses (what sampling is bound by).
+double random_read_rate(const Graph& g, int threads, int64_t reads_per_thread) {
+  const int64_t m = g.num_edges();
+  if (m == 0) return 0;
+  std::vector<std::thread> pool;
+  std::vector<int64_t> sink(static_cast<size_t>(threads));
+  const double t0 = now_seconds();
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      RngKey key;
+      key.seed = 99;
+      key.batch = static_cast<uint32_t>(t);
+      uint64_t x = philox_u64(philox_draw(key, 0, 0)) | 1;
+      int64_t acc = 0;
+      for (int64_t i = 0; i < reads_per_thread; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        acc += g.indices[static_cast<size_t>(bounded_u64(x, static_cast<uint64_t>(m)))];
+      }
+      sink[static_cast<size_t>(t)] = acc;
+    });
+  for (auto& th : pool)
+    th.join();
+  return static_cast<double>(reads_per_thread) * threads / (now_seconds() - t0);
+}
+
+void run_bench_sample(const SampleArgs& a) {
+  const auto fanouts = parse_fanouts(a.fanouts);
+  TESSERA_EXPECTS(a.threads >= 1, ValueError, "--threads {} < 1", a.threads);
+  TESSERA_EXPECTS(a.batches >= 1, ValueError, "--batches {} < 1", a.batches);
+  TESSERA_EXPECTS(a.batch_size >= 1, ValueError, "--batch-size {} < 1", a.batch_size);
+  std::string cmd = fmt::format(
+      "tessera bench sample --graph {} --fanouts {} --batch-size {} --threads {} --batches {}{}{}",
+      a.graph, a.fanouts, a.batch_size, a.threads, a.batches, a.replace ? " --replace" : "",
+      a.weighted ? " --weighted" : "");
+  if (a.ref_batches) cmd += fmt::format(" --ref-batches {}", a.ref_batches);
+  if (a.seed) cmd += fmt::format(" --seed {}", a.seed);
+  if (a.no_symmetrize) cmd += " --no-symmetrize";
+  if (a.no_huge_pages) cmd += " --no-huge-pages";
+  if (!a.json.empty()) cmd += fmt::format(" --json {}", a.json);
+
+  PhaseTimer timer("bench sample");
+  timer.begin("load graph");
+  ReadOptions ro;
+  ro.build.symmetrize = !a.no_symmetrize;
+  Dataset ds = read_dataset(a.graph, Format::kAuto, ro);
+  timer.end();
+  int64_t huge = 0;
+  if (!a.no_huge_pages) {
+    timer.begin("huge pages");
+    huge = advise_huge_pages(ds.graph);
+    timer.end();
+  }
+  const Graph& g = ds.graph;
+  fmt::print("graph: {} ({} nodes, {} edges{}, {}, {} in huge pages)\n", a.graph,
+             human_count(g.num_nodes), human_count(g.num_edges()),
+             ro.build.symmetrize ? ", symmetrized" : "",
+             human_bytes(static_cast<double>(g.nbytes())), human_bytes(static_cast<double>(huge)));
+
+  std::vector<float> weights;
+  if (a.weighted) {
+    // Synthetic weights in [0.1, 1.1), a function of the edge ID (Philox).
+    weights.resize(static_cast<size_t>(g.num_edges()));
+    RngKey wk;
+    wk.seed = 12345;
+    for (int64_t k = 0; k < g.num_edges(); ++k)
+      weights[k] = static_cast<float>(
+          0.1 + uniform01(philox_u64(philox_draw(wk, static_cast<uint64_t>(g.eid(k)), 0))));
+  }
+
+  NeighborSamplerOptions so;
+  so.fanouts = fanouts;
+  so.replace = a.replace;
+  so.weights = weights;
+  NeighborSampler sampler(g, so);
+  std::vector<int64_t> all(static_cast<size_t>(g.num_nodes));
+  for (int64_t v = 0; v < g.num_nodes; ++v)
+    all[v] = v;
+  LoaderOptions lo;
+  lo.batch_size = a.batch_size;
+  lo.num_workers = a.threads;
+  lo.prefetch = 2 * a.threads;
+  lo.seed = a.seed;
+  lo.drop_last = true;
+  NodeDataLoader loader(sampler, all, lo);
+  const int64_t batches = std::min(a.batches, loader.num_batches());
+  TESSERA_EXPECTS(batches >= 1, ValueError, "the graph has fewer than --batch-size {} nodes",
+                  a.batch_size);
+
+  // Warm-up: one batch per thread (page faults, workspace growth), not timed.
+  {
+    std::vector<std::thread> warm;
+    for (int t = 0; t < a.threads; ++t)
+      warm.emplace_back([&, t] { loader.sample_batch(1, t % loader.num_batches()); });
+    for (auto& th : warm)
+      th.join();
+  }
+
+  timer.begin("sample (tessera)");
+  SampleStats total;
+  int64_t done = 0;
+  loader.start_epoch(0);
+  double wall = 0, cpu = 0;
+  {
+    Progress progress("sampling", batches, " batches");
+    const double c0 = process_cpu_seconds();
+    const double t0 = now_seconds();
+    NodeMiniBatch mb;
+    while (done < batches && loader.next(mb)) {
+      total.add(mb.stats);
+      ++done;
+      progress.update(done);
+    }
+    wall = now_seconds() - t0;
+    cpu = process_cpu_seconds() - c0;
+    progress.done();
+  }
+  loader.start_epoch(0);  // stops the pipeline (it may have prefetched beyond `batches`)
+  timer.end();
+
+  const int64_t ref_n = std::min<int64_t>(batches, a.ref_batches > 0 ? a.ref_batches : 10);
+  std::vector<std::vector<int64_t>> ref_batches;
+  for (int64_t b = 0; b < ref_n; ++b)
+    ref_batches.push_back(loader.batch_seeds(0, b));
+  // Ratio: each batch is sampled by Tessera (one thread) and then by the reference, in turn, in
+  // this thread; both are timed in thread CPU time, so other load on the machine affects both
+  // alike.
+  timer.begin("tessera vs reference (interleaved, 1 thread)");
+  RefStats ref;
+  double ours_cpu = 0;
+  int64_t ours_edges = 0;
+  {
+    CompactWorkspace ws;
+    Progress progress("reference", ref_n, " batches");
+    for (int64_t b = 0; b < ref_n; ++b) {
+      double c = thread_cpu_seconds();
+      const NodeMiniBatch mb = loader.sample_batch(0, b, &ws);
+      ours_cpu += thread_cpu_seconds() - c;
+      ours_edges += mb.stats.sampled_edges;
+      c = thread_cpu_seconds();
+      const RefStats r = reference_sample(g, {ref_batches[static_cast<size_t>(b)]}, fanouts,
+                                          a.replace, weights, a.seed + static_cast<uint64_t>(b));
+      ref.seconds += thread_cpu_seconds() - c;
+      ref.sample_seconds += r.sample_seconds;
+      ref.compact_seconds += r.compact_seconds;
+      ref.edges += r.edges;
+      ref.seeds += r.seeds;
+      progress.update(b + 1);
+    }
+  }
+  timer.end();
+
+  timer.begin("random reads");
+  const double reads = random_read_rate(g, a.threads, 4'000'000);
+  timer.end();
+
+  const double seeds_s = static_cast<double>(total.seeds) / wall;
+  const double edges_s = static_cast<double>(total.sampled_edges) / wall;
+  const double ref_edges_s = static_cast<double>(ref.edges) / ref.seconds;
+  const double ref_seeds_s = static_cast<double>(ref.seeds) / ref.seconds;
+  const double ours1_edges_s = static_cast<double>(ours_edges) / ours_cpu;
+  const double per_core = edges_s / a.threads;
+  const double per_cpu_s = static_cast<double>(total.sampled_edges) / cpu;
+  const double ratio_core = ours1_edges_s / ref_edges_s;
+  const double busy = total.sample_seconds + total.compact_seconds;
+  fmt::print("tessera:   {} batches x {} seeds, fanouts [{}], {} thread(s), {}{}\n", done,
+             a.batch_size, a.fanouts, a.threads,
+             a.replace ? "with replacement" : "without replacement",
+             a.weighted ? ", weighted" : "");
+  fmt::print("  {:.0f} seeds/s, {} sampled edges/s, {:.1f} edges/seed (wall {:.2f} s)\n", seeds_s,
+             human_count(edges_s), static_cast<double>(total.sampled_edges) / total.seeds, wall);
+  fmt::print(
+      "  per core: {} edges/s by wall time / threads, {} edges per CPU-second "
+      "({:.2f} CPU-s used)\n",
+      human_count(per_core), human_count(per_cpu_s), cpu);
+  fmt::print(
+      "  stages (thread-seconds): sampling {:.3f} s ({:.0f}%), compaction {:.3f} s ({:.0f}%)\n",
+      total.sample_seconds, 100 * total.sample_seconds / busy, total.compact_seconds,
+      100 * total.compact_seconds / busy);
+  fmt::print(
+      "reference: std::mt19937 + hash sets, 1 thread, {} batches interleaved with Tessera "
+      "(1 thread) on the same batches, CPU time:\n",
+      ref_n);
+  fmt::print("  reference {} edges/s ({:.0f} seeds/s; sampling {:.3f} s, compaction {:.3f} s)\n",
+             human_count(ref_edges_s), ref_seeds_s, ref.sample_seconds, ref.compact_seconds);
+  fmt::print("  tessera   {} edges/s\n", human_count(ours1_edges_s));
+  fmt::print(
+      "ratio:     {:.2f}x the reference per core (same batches, CPU time); "
+      "{:.2f}x with {} thread(s) by wall time\n",
+      ratio_core, edges_s / ref_edges_s, a.threads);
+  fmt::print(
+      "limit:     {} random 8-byte reads/s from the graph with {} thread(s) "
+      "(sampled edges per random read: {:.2f})\n",
+      human_count(reads), a.threads, edges_s / reads);
+
+  if (!a.json.empty()) {
+    nlohmann::json j;
+    j["benchmark"] = "sample";
+    j["command"] = cmd;
+    j["commit"] = commit_id();
+    j["machine"] = machine_json();
+    j["graph"] = {{"spec", a.graph},
+                  {"num_nodes", g.num_nodes},
+                  {"num_edges", g.num_edges()},
+                  {"symmetrized", ro.build.symmetrize},
+                  {"huge_page_bytes", huge}};
+    j["params"] = {{"fanouts", fanouts},   {"batch_size", a.batch_size}, {"threads", a.threads},
+                   {"replace", a.replace}, {"weighted", a.weighted},     {"batches", done},
+                   {"seed", a.seed}};
+    j["tessera"] = {{"seconds", wall},
+                    {"seeds", total.seeds},
+                    {"sampled_edges", total.sampled_edges},
+                    {"seeds_per_s", seeds_s},
+                    {"edges_per_s", edges_s},
+                    {"edges_per_s_per_core", per_core},
+                    {"cpu_seconds", cpu},
+                    {"edges_per_cpu_second", per_cpu_s},
+                    {"stage_seconds",
+                     {{"sampling", total.sample_seconds}, {"compaction", total.compact_seconds}}}};
+    j["reference"] = {
+        {"batches", ref_n},
+        {"seconds", ref.seconds},
+        {"seeds", ref.seeds},
+        {"sampled_edges", ref.edges},
+        {"seeds_per_s", ref_seeds_s},
+        {"edges_per_s", ref_edges_s},
+        {"stage_seconds", {{"sampling", ref.sample_seconds}, {"compaction", ref.compact_seconds}}}};
+    j["ratio_per_core"] = ratio_core;
+    j["ratio_total_wall"] = edges_s / ref_edges_s;
+    j["limit"] = {{"random_reads_per_s", reads}, {"threads", a.threads}};
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& p : timer.phases())
+      phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss", p.peak_rss}});
+    j["phases"] = phases;
+    std::ofstream f(a.json);
+    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
+    f << j.dump(2) << "\n";
+    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", a.json);
+    fmt::print("wrote {}\n", a.json);
+  }
+}
+
+void add_bench_sample(CLI::App& bench) {
+  auto args = std::make_shared<SampleArgs>();
+  auto* c = bench.add_subcommand(
+      "sample", "Multi-layer neighbor sampling throughput against a single-threaded reference");
+  c->add_option("--graph", args->graph, "dataset path or rmat:SCALE,EF[,SEED]")->required();
+  c->add_option("--fanouts", args->fanouts, "fanouts per layer, input layer first")
+      ->capture_default_str();
+  c->add_option("--batch-size", args->batch_size, "seed nodes per batch")->capture_default_str();
+  c->add_option("--threads", args->threads, "sampler threads")->capture_default_str();
+  c->add_flag("--replace", args->replace, "sample with replacement");
+  c->add_flag("--weighted", args->weighted, "weighted sampling (synthetic weights in [0.1, 1.1))");
+  c->add_option("--batches", args->batches, "batches to time")->capture_default_str();
+  c->add_option("--ref-batches", args->ref_batches,
+                "batches for the reference (default min(batches, 10))");
+  c->add_option("--seed", args->seed, "RNG seed (< 2^32)")->capture_default_str();
+  c->add_flag("--no-symmetrize", args->no_symmetrize, "do not add reverse edges");
+  c->add_flag("--no-huge-pages", args->no_huge_pages,
+              "keep the graph in ordinary pages (default: advise transparent huge pages)");
+  c->add_option("--json", args->json, "write the results as JSON to this file");
+  c->callback([args] { run_bench_sample(*args); });
+}
+
+// One entry per benchmark; add yours here.
+using AddBench = void (*)(CLI::App&);
+const AddBench kBenches[] = {
+    add_bench_sample,
+};
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Run a benchmark and print (or --json) its figures");
+  bench->require_subcommand(1);
+  for (AddBench add : kBenches)
+    add(*bench);
+}
+
 }  // namespace tessera::tools

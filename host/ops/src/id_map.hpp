@@ -1,4 +1,5 @@
 // Open-addressing hash map from global node IDs (>= 0) to local IDs, with O(used) reset.
+// Key and value share one 16-byte slot, so a lookup touches one cache line.
 #pragma once
 
 #include <algorithm>
@@ -11,31 +12,32 @@ class IdMap {
  public:
   /// Clears the map and makes room for `expected` keys without rehashing.
   void reset(int64_t expected) {
-    if (static_cast<int64_t>(used_.size()) * 4 < static_cast<int64_t>(keys_.size())) {
+    if (static_cast<int64_t>(used_.size()) * 4 < static_cast<int64_t>(slots_.size())) {
       for (uint64_t s : used_)
-        keys_[s] = -1;
+        slots_[s].key = -1;
     } else {
-      std::fill(keys_.begin(), keys_.end(), -1);
+      for (auto& s : slots_)
+        s.key = -1;
     }
     used_.clear();
     size_t cap = 64;
     while (static_cast<int64_t>(cap) < 2 * expected)
       cap <<= 1;
-    if (cap > keys_.size()) allocate(cap);
+    if (cap > slots_.size()) allocate(cap);
   }
   /// Local ID of `key`, inserting `next` if absent; `inserted` tells which.
   int64_t find_or_insert(int64_t key, int64_t next, bool& inserted) {
-    if (static_cast<size_t>(used_.size() + 1) * 2 > keys_.size()) grow();
+    if ((used_.size() + 1) * 2 > slots_.size()) grow();
     uint64_t s = slot(key);
     for (;;) {
-      const int64_t k = keys_[s];
-      if (k == key) {
+      Slot& sl = slots_[s];
+      if (sl.key == key) {
         inserted = false;
-        return vals_[s];
+        return sl.value;
       }
-      if (k < 0) {
-        keys_[s] = key;
-        vals_[s] = next;
+      if (sl.key < 0) {
+        sl.key = key;
+        sl.value = next;
         used_.push_back(s);
         inserted = true;
         return next;
@@ -45,44 +47,46 @@ class IdMap {
   }
   /// Local ID of `key` or -1.
   int64_t find(int64_t key) const {
-    if (keys_.empty()) return -1;
+    if (slots_.empty()) return -1;
     uint64_t s = slot(key);
     for (;;) {
-      const int64_t k = keys_[s];
-      if (k == key) return vals_[s];
-      if (k < 0) return -1;
+      const Slot& sl = slots_[s];
+      if (sl.key == key) return sl.value;
+      if (sl.key < 0) return -1;
       s = (s + 1) & mask_;
     }
   }
   int64_t size() const { return static_cast<int64_t>(used_.size()); }
-  /// Hint the cache about the slot of `key`.
+  /// Hints the cache about the slot of `key`.
   void prefetch(int64_t key) const {
-    if (!keys_.empty()) __builtin_prefetch(&keys_[slot(key)]);
+    if (!slots_.empty()) __builtin_prefetch(&slots_[slot(key)]);
   }
 
  private:
+  struct Slot {
+    int64_t key;
+    int64_t value;
+  };
   uint64_t slot(int64_t key) const {
     return (static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_;
   }
   void allocate(size_t cap) {
-    keys_.assign(cap, -1);
-    vals_.assign(cap, 0);
+    slots_.assign(cap, Slot{-1, 0});
     mask_ = cap - 1;
     shift_ = 64 - __builtin_ctzll(cap);
     used_.clear();
   }
   void grow() {
-    std::vector<int64_t> old_keys, old_vals;
+    std::vector<Slot> old;
+    old.swap(slots_);
     std::vector<uint64_t> old_used;
-    old_keys.swap(keys_);
-    old_vals.swap(vals_);
     old_used.swap(used_);
-    allocate(std::max<size_t>(64, old_keys.size() * 2));
+    allocate(std::max<size_t>(64, old.size() * 2));
     bool ins;
     for (uint64_t s : old_used)
-      find_or_insert(old_keys[s], old_vals[s], ins);
+      find_or_insert(old[s].key, old[s].value, ins);
   }
-  std::vector<int64_t> keys_, vals_;
+  std::vector<Slot> slots_;
   std::vector<uint64_t> used_;
   uint64_t mask_ = 0;
   int shift_ = 64;

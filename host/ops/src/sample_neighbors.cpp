@@ -287,10 +287,96 @@ struct Sampler {
       emit(out, v, at(kv.second));
   }
 
+  // Uniform sampling without exclusions, software-pipelined over windows of kWindow seeds:
+  // (1) read degrees (indptr was prefetched one window earlier), (2) draw every position of the
+  // window and prefetch its neighbor and edge ID, (3) write the edges. Many independent cache
+  // misses are in flight at once instead of one row at a time. Same output as row().
+  void run_uniform(const int64_t* seeds, int64_t n, SampledEdges& out, RowScratch& s) const {
+    constexpr int64_t kWindow = 16;
+    const int64_t fan = o.fanout;
+    int64_t begin[kWindow], count[kWindow];
+    s.pos.resize(static_cast<size_t>(kWindow * std::max<int64_t>(fan, 1)));
+    int64_t floyd_buf[64];
+    for (int64_t i = 0; i < std::min(n, kWindow); ++i)
+      __builtin_prefetch(&indptr[seeds[i]]);
+    for (int64_t w0 = 0; w0 < n; w0 += kWindow) {
+      const int64_t w = std::min(kWindow, n - w0);
+      for (int64_t i = w0 + kWindow; i < std::min(n, w0 + 2 * kWindow); ++i)
+        __builtin_prefetch(&indptr[seeds[i]]);
+      int64_t total = 0;
+      for (int64_t i = 0; i < w; ++i) {
+        const int64_t v = seeds[w0 + i];
+        begin[i] = indptr[v];
+        const int64_t d = indptr[v + 1] - begin[i];
+        count[i] = d == 0 ? 0 : (o.replace ? fan : std::min(d, fan));
+        total += count[i];
+      }
+      // (2) positions
+      int64_t* pos = s.pos.data();
+      int64_t q = 0;
+      for (int64_t i = 0; i < w; ++i) {
+        const int64_t v = seeds[w0 + i], b = begin[i], d = indptr[v + 1] - b;
+        const uint64_t node = static_cast<uint64_t>(v);
+        if (count[i] == 0) continue;
+        if (!o.replace && d <= fan) {
+          for (int64_t j = 0; j < d; ++j)
+            pos[q++] = b + j;
+          for (int64_t j = 0; j < d; j += 8) {
+            __builtin_prefetch(&indices[b + j]);
+            if (eids) __builtin_prefetch(&eids[b + j]);
+          }
+          continue;
+        }
+        if (o.replace) {
+          for (int64_t t = 0; t < fan; ++t)
+            pos[q++] = b + static_cast<int64_t>(bounded_u64(
+                               philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(t))),
+                               static_cast<uint64_t>(d)));
+        } else {
+          int64_t* r = fan <= 64 ? floyd_buf : nullptr;
+          if (!r) {
+            s.allowed.resize(static_cast<size_t>(fan));
+            r = s.allowed.data();
+          }
+          floyd(o.key, node, d, fan, s, r);
+          for (int64_t t = 0; t < fan; ++t)
+            pos[q++] = b + r[t];
+        }
+        for (int64_t t = q - fan; t < q; ++t) {
+          __builtin_prefetch(&indices[pos[t]]);
+          if (eids) __builtin_prefetch(&eids[pos[t]]);
+        }
+      }
+      // (3) edges
+      const size_t o0 = out.src.size();
+      out.src.resize(o0 + static_cast<size_t>(total));
+      out.dst.resize(o0 + static_cast<size_t>(total));
+      out.eid.resize(o0 + static_cast<size_t>(total));
+      int64_t* self = o.dir == EdgeDir::kIn ? out.dst.data() + o0 : out.src.data() + o0;
+      int64_t* other = o.dir == EdgeDir::kIn ? out.src.data() + o0 : out.dst.data() + o0;
+      int64_t* eo = out.eid.data() + o0;
+      q = 0;
+      for (int64_t i = 0; i < w; ++i) {
+        const int64_t v = seeds[w0 + i];
+        for (int64_t j = 0; j < count[i]; ++j, ++q) {
+          const int64_t p = pos[q];
+          self[q] = v;
+          other[q] = indices[p];
+          eo[q] = eids ? eids[p] : p;
+        }
+      }
+    }
+  }
+
   void run(const int64_t* seeds, int64_t n, SampledEdges& out) const {
     RowScratch s;
+    const bool has_exclusions = o.exclude && !o.exclude->empty();
+    if (w == nullptr && !has_exclusions && o.fanout >= 0) {
+      run_uniform(seeds, n, out, s);
+      return;
+    }
     if (o.fanout >= 0) {
-      const size_t cap = static_cast<size_t>(n * o.fanout);
+      const size_t cap = out.src.size() + static_cast<size_t>(n * o.fanout);
       out.src.reserve(cap);
       out.dst.reserve(cap);
       out.eid.reserve(cap);
@@ -311,6 +397,14 @@ struct Sampler {
 
 SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
                                   const SampleOptions& opts) {
+  SampledEdges out;
+  sample_neighbors_cpu_into(graph, seeds, opts, out);
+  return out;
+}
+
+void sample_neighbors_cpu_into(const Graph& graph, Span<const int64_t> seeds,
+                               const SampleOptions& opts, SampledEdges& out) {
+  out.clear();
   SampleOptions o = opts;
   o.key.stream = RngStream::kNeighbor;
   Sampler sampler(graph, o);
@@ -318,10 +412,9 @@ SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
   const int threads = o.num_threads == 0 ? num_threads() : o.num_threads;
   constexpr int64_t kGrain = 256;
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain));
-  SampledEdges out;
   if (chunks == 1) {
     sampler.run(seeds.data(), n, out);
-    return out;
+    return;
   }
   // Chunks are sampled independently and concatenated in seed order, so the output does not
   // depend on the chunking.
@@ -356,7 +449,6 @@ SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
       std::copy(parts[c].eid.begin(), parts[c].eid.end(), out.eid.begin() + offset[c]);
     }
   });
-  return out;
 }
 
 }  // namespace detail
@@ -370,6 +462,17 @@ SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
                  "sample_neighbors: the CUDA twin is not implemented yet; use device=cpu");
   }
   return detail::sample_neighbors_cpu(graph, seeds, opts);
+}
+
+void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
+                           SampledEdges& out) {
+  detail::validate_sample_args(graph, seeds, opts);
+  if (opts.device == Device::kCuda) {
+    cuda::require_cuda("sample_neighbors");
+    TESSERA_FAIL(NotCompiledError,
+                 "sample_neighbors: the CUDA twin is not implemented yet; use device=cpu");
+  }
+  detail::sample_neighbors_cpu_into(graph, seeds, opts, out);
 }
 
 }  // namespace tessera::ops

@@ -43,13 +43,13 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
   SampleStats st;
   st.seeds = seeds.size();
   Span<const int64_t> frontier = seeds;
-  SampledEdges edges;
+  SampledEdges& edges = work.edges();
   for (int64_t h = 0; h < layers; ++h) {
     const int64_t l = layers - 1 - h;  // GNN layer; the output layer samples first
     so.fanout = opts_.fanouts[static_cast<size_t>(l)];
     so.key.layer = static_cast<uint32_t>(h);
     const double t0 = now_seconds();
-    edges = sample_neighbors(graph_, frontier, so);
+    sample_neighbors_into(graph_, frontier, so, edges);
     if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages flow neighbor -> seed
     const double t1 = now_seconds();
     Block& b = blocks[static_cast<size_t>(l)];

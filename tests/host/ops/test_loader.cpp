@@ -263,7 +263,9 @@ TEST(EdgeDataLoader, NegativesExclusionAndDeterminism) {
         for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
           want += !excluded.count(g.eid(k));
       EXPECT_EQ(out.num_edges(), want);
-      if (checked++ == 0) EXPECT_GT(edges, 0);
+      if (checked++ == 0) {
+        EXPECT_GT(edges, 0);
+      }
       std::vector<int64_t> f = b.eids;
       f.insert(f.end(), b.neg_dst.begin(), b.neg_dst.end());
       for (const auto& blk : b.blocks)

@@ -43,9 +43,12 @@ class CompactWorkspace {
   CompactWorkspace(CompactWorkspace&&) noexcept;
   CompactWorkspace& operator=(CompactWorkspace&&) noexcept;
   detail::IdMap& map() { return *map_; }
+  /// Reusable buffer for the sampled edges of one hop.
+  SampledEdges& edges() { return edges_; }
 
  private:
   std::unique_ptr<detail::IdMap> map_;
+  SampledEdges edges_;
 };
 
 /// Compacts sampled edges into a block whose destination side is `dst_nodes` (unique global IDs;

@@ -83,6 +83,10 @@ struct SampleOptions {
 SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
                               const SampleOptions& opts);
 
+/// sample_neighbors writing into `out` (cleared first), reusing its capacity across calls.
+void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
+                           SampledEdges& out);
+
 /// Reorders per-edge-ID values into storage order: out[k] = by_eid[eid(k) mod by_eid.size()]
 /// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
 /// ValueError if by_eid is empty while the graph has edges.
@@ -101,8 +105,20 @@ namespace detail {
 /// The CPU twin (arguments already validated).
 SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
                                   const SampleOptions& opts);
+void sample_neighbors_cpu_into(const Graph& graph, Span<const int64_t> seeds,
+                               const SampleOptions& opts, SampledEdges& out);
 /// The one validator of sample_neighbors.
 void validate_sample_args(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts);
 }  // namespace detail
+
+}  // namespace tessera::ops
+
+namespace tessera::ops {
+
+/// Moves the graph's arrays into memory the kernel backs with transparent huge pages
+/// (madvise(MADV_HUGEPAGE) before first touch), which cuts TLB misses of random neighbor
+/// accesses on large graphs. Copies one array at a time (peak: the largest array twice).
+/// Returns the bytes now advised; 0 where the kernel refuses (the graph is unchanged then).
+int64_t advise_huge_pages(Graph& graph);
 
 }  // namespace tessera::ops

@@ -1,0 +1,33 @@
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tessera/ops/sample.hpp"
+
+namespace tessera::ops {
+
+namespace {
+
+// Reallocates `v` so its pages are advised before they are first touched.
+int64_t rehome(std::vector<int64_t>& v) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const size_t bytes = v.size() * sizeof(int64_t);
+  if (bytes < 4 * kHuge) return 0;  // not worth it
+  std::vector<int64_t> fresh;
+  fresh.reserve(v.size());  // large: fresh mmap'd pages, untouched
+  const auto lo = (reinterpret_cast<uintptr_t>(fresh.data()) + kHuge - 1) & ~(kHuge - 1);
+  const auto hi = (reinterpret_cast<uintptr_t>(fresh.data()) + bytes) & ~(kHuge - 1);
+  if (hi <= lo || ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) != 0) return 0;
+  fresh.assign(v.begin(), v.end());
+  v.swap(fresh);
+  return static_cast<int64_t>(hi - lo);
+}
+
+}  // namespace
+
+int64_t advise_huge_pages(Graph& graph) {
+  return rehome(graph.indices) + rehome(graph.eids) + rehome(graph.indptr);
+}
+
+}  // namespace tessera::ops
