@@ -1,5 +1,6 @@
 // Dispatch of the gather/scatter twins by index type, and the GPU feature cache. C++ only: the
 // kernels live in gather_i32.cu / gather_i64.cu.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -77,14 +78,16 @@ FeatureCache::FeatureCache(const void* src, int64_t src_rows, int64_t row_bytes,
       src_rows_(src_rows),
       row_bytes_(row_bytes),
       num_hot_(num_hot),
-      cache_(static_cast<size_t>(num_hot * row_bytes)),
-      slot_(static_cast<size_t>(src_rows) * sizeof(int64_t)),
+      // At least one byte each, so that an empty cache still has valid (never read) pointers
+      // and the cached kernel still counts lookups.
+      cache_(std::max<size_t>(1, static_cast<size_t>(num_hot * row_bytes))),
+      slot_(std::max<size_t>(1, static_cast<size_t>(src_rows) * sizeof(int64_t))),
       cnt_(2 * sizeof(unsigned long long)) {
   require_cuda("FeatureCache");
   TESSERA_EXPECTS(num_hot >= 0 && num_hot <= src_rows && row_bytes > 0, ValueError,
                   "FeatureCache: {} hot rows of {} bytes for a source of {} rows", num_hot,
                   row_bytes, src_rows);
-  copy_async(slot_.data(), slot_of, slot_.size(), stream);
+  copy_async(slot_.data(), slot_of, static_cast<size_t>(src_rows) * sizeof(int64_t), stream);
   memset_async(cnt_.data(), 0, cnt_.size(), stream);
   if (num_hot > 0) {
     // Fill the cache with the gather kernel itself: one launch, reads the source in place.

@@ -119,6 +119,12 @@ void FeatureCache::read_counters(StreamHandle, int64_t*, int64_t*) const {
 void FeatureCache::reset_counters(StreamHandle) {
   require_cuda("FeatureCache::reset_counters");
 }
+DeviceSample sample_neighbors_uniform_impl(const int64_t*, const int64_t*, const int64_t*,
+                                           const int64_t*, int64_t, int64_t, bool, bool,
+                                           const RngKey&, StreamHandle) {
+  require_cuda("sample_neighbors");
+  return {};
+}
 GatherBenchResult bench_gather_device(const void*, int64_t, int64_t, int64_t, bool, int, int,
                                       uint64_t) {
   require_cuda("bench gather");

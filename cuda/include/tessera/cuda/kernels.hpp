@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <memory>
+
+#include "tessera/core/philox.hpp"
 #include "tessera/cuda/memory.hpp"
 
 namespace tessera::cuda {
@@ -84,6 +87,36 @@ class FeatureCache {
   int64_t src_rows_, row_bytes_, num_hot_;
   DeviceBuffer cache_, slot_, cnt_;
 };
+
+/// Sampled edges in device memory (scratch from scratch_allocator(), returned when destroyed):
+/// edge i is (src[i] -> dst[i]) with edge ID eid[i], the layout of ops::SampledEdges.
+struct DeviceSample {
+  int64_t size = 0;
+  std::unique_ptr<ScratchBuffer> src, dst, eid;
+  const int64_t* src_ptr() const {
+    return src ? static_cast<const int64_t*>(src->data()) : nullptr;
+  }
+  const int64_t* dst_ptr() const {
+    return dst ? static_cast<const int64_t*>(dst->data()) : nullptr;
+  }
+  const int64_t* eid_ptr() const {
+    return eid ? static_cast<const int64_t*>(eid->data()) : nullptr;
+  }
+};
+
+/// CUDA twin of ops::sample_neighbors for UNIFORM sampling without edge exclusion: the same
+/// Philox draws (tessera/core/philox.hpp, stream kNeighbor), the same algorithms (all
+/// neighbors when fanout < 0 or, without replacement, degree <= fanout; `fanout` bounded draws
+/// with replacement; Floyd's sampling of storage positions, sorted, without replacement) and
+/// the same output order (grouped by seed in seed order), so the result is bit-identical to
+/// the CPU twin. indptr (num_nodes + 1), indices and eids (null: identity) are int64 in device
+/// memory or UVA; `seeds` are n int64 IDs in device memory, already validated in range.
+/// `dir_in`: CSC, edges (neighbor -> seed); else CSR, edges (seed -> neighbor). Synchronizes
+/// `stream` once to learn the number of sampled edges (the output size).
+DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t* indices,
+                                           const int64_t* eids, const int64_t* seeds, int64_t n,
+                                           int64_t fanout, bool replace, bool dir_in,
+                                           const RngKey& key, StreamHandle stream);
 
 /// One measurement of the gather benchmark on the GPU.
 struct GatherBenchResult {
