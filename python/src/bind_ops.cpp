@@ -1,0 +1,330 @@
+// Sampling ops, blocks, the neighbor sampler and the node/edge loaders.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "convert.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/ops/block.hpp"
+#include "tessera/ops/gather.hpp"
+#include "tessera/ops/loader.hpp"
+#include "tessera/ops/sample.hpp"
+#include "tessera/ops/sampler.hpp"
+
+namespace tessera::python {
+
+namespace {
+
+using namespace tessera::ops;
+
+Span<const int64_t> span_of(const I64Array& a) {
+  return {a.data(), static_cast<int64_t>(a.shape(0))};
+}
+
+EdgeDir parse_dir(const std::string& s) {
+  if (s == "in") return EdgeDir::kIn;
+  if (s == "out") return EdgeDir::kOut;
+  TESSERA_FAIL(ValueError, "edge_dir must be 'in' or 'out', got '{}'", s);
+}
+
+ExcludeMode parse_exclude(const std::string& s) {
+  if (s.empty() || s == "none") return ExcludeMode::kNone;
+  if (s == "self") return ExcludeMode::kSelf;
+  if (s == "reverse_id") return ExcludeMode::kReverseId;
+  TESSERA_FAIL(ValueError, "exclude must be None, 'self' or 'reverse_id', got '{}'", s);
+}
+
+LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, int num_workers,
+                             int prefetch, int64_t seed) {
+  TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.drop_last = drop_last;
+  o.num_workers = num_workers;
+  o.prefetch = prefetch;
+  o.seed = static_cast<uint64_t>(seed);
+  return o;
+}
+
+nb::list blocks_to_py(std::vector<Block>&& blocks) {
+  nb::list out;
+  for (auto& b : blocks)
+    out.append(nb::cast(std::move(b)));
+  return out;
+}
+
+nb::dict node_batch_to_py(NodeMiniBatch&& b) {
+  nb::dict d;
+  d["epoch"] = b.epoch;
+  d["index"] = b.index;
+  d["seeds"] = vector_to_numpy(std::move(b.seeds));
+  d["input_nodes"] = vector_to_numpy(std::move(b.input_nodes));
+  d["blocks"] = blocks_to_py(std::move(b.blocks));
+  d["sample_seconds"] = b.stats.sample_seconds;
+  d["compact_seconds"] = b.stats.compact_seconds;
+  return d;
+}
+
+nb::dict edge_batch_to_py(EdgeMiniBatch&& b) {
+  nb::dict d;
+  d["epoch"] = b.epoch;
+  d["index"] = b.index;
+  d["eids"] = vector_to_numpy(std::move(b.eids));
+  d["pos_src"] = vector_to_numpy(std::move(b.pos_src));
+  d["pos_dst"] = vector_to_numpy(std::move(b.pos_dst));
+  d["neg_src"] = vector_to_numpy(std::move(b.neg_src));
+  d["neg_dst"] = vector_to_numpy(std::move(b.neg_dst));
+  d["seeds"] = vector_to_numpy(std::move(b.seeds));
+  d["pos_src_local"] = vector_to_numpy(std::move(b.pos_src_local));
+  d["pos_dst_local"] = vector_to_numpy(std::move(b.pos_dst_local));
+  d["neg_src_local"] = vector_to_numpy(std::move(b.neg_src_local));
+  d["neg_dst_local"] = vector_to_numpy(std::move(b.neg_dst_local));
+  d["input_nodes"] = vector_to_numpy(std::move(b.input_nodes));
+  d["blocks"] = blocks_to_py(std::move(b.blocks));
+  return d;
+}
+
+template <typename T>
+nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
+  auto& b = nb::cast<Block&>(self);
+  auto& v = b.*field;
+  return view_numpy(v.data(), v.size(), self);
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  m.def("num_threads", &tessera::num_threads, "Threads Tessera's parallel loops use.");
+  m.def("set_num_threads", &tessera::set_num_threads, nb::arg("n"),
+        "Sets the threads of Tessera's parallel loops (0: all cores).");
+
+  nb::class_<Block>(m, "Block",
+                    "A message-flow graph over local IDs: the first num_dst source nodes are "
+                    "the destination nodes; edge i runs src[i] -> dst[i].")
+      .def_ro("num_dst", &Block::num_dst)
+      .def_prop_ro("num_src", &Block::num_src)
+      .def_prop_ro("num_edges", &Block::num_edges)
+      .def_prop_ro(
+          "src_nodes", [](nb::handle s) { return field_view(s, &Block::src_nodes); },
+          "global IDs of the source nodes (a view; no copy)")
+      .def_prop_ro("dst_nodes",
+                   [](nb::handle s) {
+                     auto& b = nb::cast<Block&>(s);
+                     return view_numpy(b.src_nodes.data(), static_cast<size_t>(b.num_dst), s);
+                   })
+      .def_prop_ro("src", [](nb::handle s) { return field_view(s, &Block::src); })
+      .def_prop_ro("dst", [](nb::handle s) { return field_view(s, &Block::dst); })
+      .def_prop_ro("eids", [](nb::handle s) { return field_view(s, &Block::eids); })
+      .def("__repr__", [](const Block& b) {
+        return "Block(num_src=" + std::to_string(b.num_src()) +
+               ", num_dst=" + std::to_string(b.num_dst) +
+               ", num_edges=" + std::to_string(b.num_edges()) + ")";
+      });
+
+  m.def(
+      "sample_neighbors",
+      [](const Graph& g, const I64Array& seeds, int64_t fanout, bool replace, int64_t seed,
+         int64_t epoch, int64_t batch, int64_t layer, const std::string& edge_dir,
+         int num_threads) {
+        SampleOptions o;
+        o.fanout = fanout;
+        o.replace = replace;
+        o.dir = parse_dir(edge_dir);
+        o.key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, layer);
+        TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+        o.num_threads = num_threads;
+        SampledEdges e;
+        {
+          nb::gil_scoped_release nogil;
+          e = sample_neighbors(g, span_of(seeds), o);
+        }
+        return nb::make_tuple(vector_to_numpy(std::move(e.src)), vector_to_numpy(std::move(e.dst)),
+                              vector_to_numpy(std::move(e.eid)));
+      },
+      nb::arg("graph"), nb::arg("seeds"), nb::arg("fanout"), nb::arg("replace") = false,
+      nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("batch") = 0, nb::arg("layer") = 0,
+      nb::arg("edge_dir") = "in", nb::arg("num_threads") = 0,
+      "Samples up to `fanout` neighbors of every seed (read in place); returns (src, dst, "
+      "eid) arrays. The sample is a function of (seed, epoch, batch, layer, node).");
+
+  m.def(
+      "to_block",
+      [](const I64Array& src, const I64Array& dst, const I64Array& eid, const I64Array& dst_nodes) {
+        SampledEdges e;
+        e.src = span_of(src).to_vector();
+        e.dst = span_of(dst).to_vector();
+        e.eid = span_of(eid).to_vector();
+        TESSERA_EXPECTS(e.src.size() == e.dst.size() && e.src.size() == e.eid.size(), ValueError,
+                        "to_block: src, dst and eid differ in length ({}, {}, {})", e.src.size(),
+                        e.dst.size(), e.eid.size());
+        return to_block(e, span_of(dst_nodes));
+      },
+      nb::arg("src"), nb::arg("dst"), nb::arg("eid"), nb::arg("dst_nodes"),
+      "Compacts sampled edges into a Block whose destination nodes are `dst_nodes`.");
+
+  m.def(
+      "philox_permutation",
+      [](int64_t n, int64_t seed, int64_t epoch) {
+        auto k = make_rng_key(static_cast<uint64_t>(seed), epoch, 0, 0);
+        return vector_to_numpy(philox_permutation(n, k.seed, k.epoch));
+      },
+      nb::arg("n"), nb::arg("seed"), nb::arg("epoch"),
+      "The loaders' shuffle: a permutation of 0..n-1 keyed by (seed, epoch).");
+
+  m.def(
+      "gather_rows",
+      [](const AnyArray& src, const I64Array& idx) {
+        const DType dt = from_dlpack(src.dtype(), "src");
+        std::vector<int64_t> shape(src.ndim());
+        for (size_t i = 0; i < src.ndim(); ++i)
+          shape[i] = static_cast<int64_t>(src.shape(i));
+        TESSERA_EXPECTS(!shape.empty(), ValueError, "gather_rows: src must have >= 1 dimension");
+        Array s = Array::wrap(dt, shape, const_cast<void*>(src.data()), nullptr, false);
+        Array i = Array::wrap(DType::kInt64, {static_cast<int64_t>(idx.shape(0))},
+                              const_cast<int64_t*>(idx.data()), nullptr, false);
+        Array out;
+        {
+          nb::gil_scoped_release nogil;
+          out = ops::gather_rows(s, i);
+        }
+        return to_numpy(out);
+      },
+      nb::arg("src"), nb::arg("idx"),
+      "out[i] = src[idx[i]] (rows of a host matrix, read in place); IndexError out of range.");
+
+  nb::class_<NeighborSampler>(m, "NeighborSampler")
+      .def(
+          "__init__",
+          [](NeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
+             const std::string& edge_dir, int num_threads) {
+            NeighborSamplerOptions o;
+            o.fanouts = std::move(fanouts);
+            o.replace = replace;
+            o.dir = parse_dir(edge_dir);
+            o.num_threads = num_threads;
+            new (s) NeighborSampler(g, std::move(o));
+          },
+          nb::arg("graph"), nb::arg("fanouts"), nb::arg("replace") = false,
+          nb::arg("edge_dir") = "in", nb::arg("num_threads") = 1, nb::keep_alive<1, 2>())
+      .def_prop_ro("fanouts", [](const NeighborSampler& s) { return s.options().fanouts; })
+      .def(
+          "sample_blocks",
+          [](const NeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
+             int64_t batch) {
+            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+            const RngKey key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, 0);
+            std::vector<Block> blocks;
+            {
+              nb::gil_scoped_release nogil;
+              blocks = s.sample_blocks(span_of(seeds), key);
+            }
+            return blocks_to_py(std::move(blocks));
+          },
+          nb::arg("seeds"), nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("batch") = 0,
+          "The blocks of one mini-batch, input layer first.");
+
+  nb::class_<NodeDataLoader>(m, "NodeDataLoader")
+      .def(
+          "__init__",
+          [](NodeDataLoader* l, const NeighborSampler& s, const AnyArray& seeds, int64_t batch_size,
+             bool shuffle, bool drop_last, int num_workers, int prefetch, int64_t seed) {
+            new (l) NodeDataLoader(
+                s, int64_vector(seeds, "seed nodes"),
+                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed));
+          },
+          nb::arg("sampler"), nb::arg("seeds"), nb::arg("batch_size") = 1024,
+          nb::arg("shuffle") = true, nb::arg("drop_last") = false, nb::arg("num_workers") = 1,
+          nb::arg("prefetch") = 4, nb::arg("seed") = 0, nb::keep_alive<1, 2>())
+      .def_prop_ro("num_batches", &NodeDataLoader::num_batches)
+      .def(
+          "batch_seeds",
+          [](const NodeDataLoader& l, int64_t epoch, int64_t b) {
+            return vector_to_numpy(l.batch_seeds(epoch, b));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def(
+          "sample_batch",
+          [](const NodeDataLoader& l, int64_t epoch, int64_t b) {
+            NodeMiniBatch mb;
+            {
+              nb::gil_scoped_release nogil;
+              mb = l.sample_batch(epoch, b);
+            }
+            return node_batch_to_py(std::move(mb));
+          },
+          nb::arg("epoch"), nb::arg("batch"), "Samples batch `batch` of `epoch` synchronously.")
+      .def(
+          "start_epoch",
+          [](NodeDataLoader& l, int64_t epoch) {
+            nb::gil_scoped_release nogil;
+            l.start_epoch(epoch);
+          },
+          nb::arg("epoch"))
+      .def("next", [](NodeDataLoader& l) -> nb::object {
+        NodeMiniBatch mb;
+        bool ok;
+        {
+          nb::gil_scoped_release nogil;
+          ok = l.next(mb);
+        }
+        if (!ok) return nb::none();
+        return node_batch_to_py(std::move(mb));
+      });
+
+  m.def("symmetrized_reverse_eids",
+        [](int64_t n) { return vector_to_numpy(symmetrized_reverse_eids(n)); });
+
+  nb::class_<EdgeDataLoader>(m, "EdgeDataLoader")
+      .def(
+          "__init__",
+          [](EdgeDataLoader* l, const NeighborSampler& s, const AnyArray& seed_eids,
+             int64_t batch_size, bool shuffle, bool drop_last, int num_workers, int prefetch,
+             int64_t seed, int64_t negatives, const std::string& exclude, nb::object reverse_eids) {
+            EdgeLoaderOptions eo;
+            eo.negatives = negatives;
+            eo.exclude = parse_exclude(exclude);
+            if (!reverse_eids.is_none())
+              eo.reverse_eids = int64_vector(nb::cast<AnyArray>(reverse_eids), "reverse_eids");
+            new (l) EdgeDataLoader(
+                s, int64_vector(seed_eids, "seed edges"),
+                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed),
+                std::move(eo));
+          },
+          nb::arg("sampler"), nb::arg("seed_eids"), nb::arg("batch_size") = 1024,
+          nb::arg("shuffle") = true, nb::arg("drop_last") = false, nb::arg("num_workers") = 1,
+          nb::arg("prefetch") = 4, nb::arg("seed") = 0, nb::arg("negatives") = 0,
+          nb::arg("exclude") = "none", nb::arg("reverse_eids") = nb::none(), nb::keep_alive<1, 2>())
+      .def_prop_ro("num_batches", &EdgeDataLoader::num_batches)
+      .def(
+          "sample_batch",
+          [](const EdgeDataLoader& l, int64_t epoch, int64_t b) {
+            EdgeMiniBatch mb;
+            {
+              nb::gil_scoped_release nogil;
+              mb = l.sample_batch(epoch, b);
+            }
+            return edge_batch_to_py(std::move(mb));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def(
+          "start_epoch",
+          [](EdgeDataLoader& l, int64_t epoch) {
+            nb::gil_scoped_release nogil;
+            l.start_epoch(epoch);
+          },
+          nb::arg("epoch"))
+      .def("next", [](EdgeDataLoader& l) -> nb::object {
+        EdgeMiniBatch mb;
+        bool ok;
+        {
+          nb::gil_scoped_release nogil;
+          ok = l.next(mb);
+        }
+        if (!ok) return nb::none();
+        return edge_batch_to_py(std::move(mb));
+      });
+}
+
+}  // namespace tessera::python

@@ -1,0 +1,55 @@
+// Conversions between Tessera's host arrays and Python buffers (DLPack through nanobind).
+// Outputs are zero-copy NumPy views whose owner keeps the C++ memory alive; inputs are read in
+// place (any C-contiguous CPU buffer that speaks DLPack or the buffer protocol: NumPy, torch).
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/graph/npy.hpp"
+
+namespace tessera::python {
+
+namespace nb = nanobind;
+
+/// Any read-only, C-contiguous host buffer (dtype checked at run time).
+using AnyArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+/// A 1-D int64 host buffer, read in place (NumPy arrays of other integer types are converted).
+using I64Array = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// DLPack dtype of a Tessera dtype (bool as DLPack's bool, 8 bits).
+nb::dlpack::dtype to_dlpack(DType t);
+/// Tessera dtype of a DLPack dtype; TypeError naming `what` when Tessera has no such dtype.
+DType from_dlpack(nb::dlpack::dtype t, const std::string& what);
+
+/// A NumPy view of `a` (no copy); the view owns a reference to the array's storage, so it
+/// stays valid after `a` is gone. Memory-mapped (read-only) arrays give read-only views.
+nb::object to_numpy(const Array& a);
+
+/// A NumPy view of `n` elements at `data` kept alive by `owner` (a Python object).
+template <typename T>
+nb::object view_numpy(const T* data, size_t n, nb::handle owner) {
+  size_t shape[1] = {n};
+  nb::ndarray<nb::numpy, T> arr(const_cast<T*>(data), 1, shape, owner);
+  return nb::cast(arr, nb::rv_policy::reference);
+}
+
+/// Moves a vector into a NumPy array without copying its elements.
+template <typename T>
+nb::object vector_to_numpy(std::vector<T>&& v) {
+  auto* holder = new std::vector<T>(std::move(v));
+  nb::capsule owner(holder, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return view_numpy(holder->data(), holder->size(), owner);
+}
+
+/// A deep copy of a Python buffer as an owned Array (for data that C++ keeps, e.g. ndata).
+Array array_from_buffer(const AnyArray& a, const std::string& what);
+/// An int64 vector from a 1-D buffer (copy; any integer dtype). TypeError otherwise.
+std::vector<int64_t> int64_vector(const AnyArray& a, const std::string& what);
+
+}  // namespace tessera::python
