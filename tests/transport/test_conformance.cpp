@@ -490,6 +490,26 @@ TEST_P(Conformance, KilledRankZeroIsNamedByEveryOtherRank) {
   killed_rank_case(spec(40), 0);
 }
 
+TEST_P(Conformance, RankThatLeavesEarlyIsNamed) {
+  if (!multi()) GTEST_SKIP() << "needs two ranks";
+  // Rank 1 fails with an ordinary exception right after joining (its transport says goodbye);
+  // the others must not wait for it until the op deadline (30 s here).
+  auto res = run_ranks(spec(40), [&](int) {
+    auto t = transport::create_transport();
+    if (t->rank() == 1) throw ValueError("rank 1's own bug");
+    int64_t x = 1;
+    t->all_reduce(&x, 1, DType::i64, ReduceOp::sum);
+    return std::string("unreachable");
+  });
+  EXPECT_NE(res[1].message.find("rank 1's own bug"), std::string::npos) << describe(res);
+  for (int r = 0; r < GetParam().world; ++r) {
+    if (r == 1) continue;
+    EXPECT_EQ(res[r].exit_code, 1) << describe(res);
+    EXPECT_NE(res[r].message.find("rank 1 left the job"), std::string::npos) << describe(res);
+    EXPECT_LT(res[r].seconds, 15) << describe(res);
+  }
+}
+
 TEST_P(Conformance, WrongTokenIsRefused) {
   if (!multi()) GTEST_SKIP() << "needs two ranks";
   JobSpec s = spec(30);

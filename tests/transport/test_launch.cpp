@@ -80,6 +80,18 @@ TEST(Launch, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_NE(r.out.find("SIGKILL"), std::string::npos) << r.out;
 }
 
+TEST(Launch, ForwardsSigintToEveryRank) {
+  // The ranks print when SIGINT reaches them; the launcher exits with 128+SIGINT.
+  const ToolRun r = run("sh -c '" + std::string(TESSERA_TOOL) +
+                        " launch --nproc-per-node 2 --grace 5 -- sh -c \"trap \\\"echo "
+                        "got-int; exit 9\\\" INT; sleep 30 & wait\" & pid=$!; sleep 0.5; "
+                        "kill -INT $pid; wait $pid; echo launcher-code=$?'");
+  EXPECT_NE(r.out.find("launcher-code=130"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 0] got-int"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] got-int"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 10) << r.out;
+}
+
 TEST(Launch, MissingCommandAndBadOptionsAreRefused) {
   ToolRun r = run(tool() + " launch --nproc-per-node 0 -- true");
   EXPECT_NE(r.code, 0);

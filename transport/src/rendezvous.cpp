@@ -180,6 +180,7 @@ enum Op : uint8_t {
   kLost = 6,    // rank = lost rank, value = reason
   kBye = 7,     // finishing cleanly
   kAllBye = 8,  // every rank finished or was lost
+  kLeft = 9,    // rank = a rank that said goodbye (others stop waiting for it after a grace)
 };
 enum Role : uint8_t { kRoleClient = 0, kRoleWatch = 1 };
 
@@ -228,7 +229,7 @@ bool read_frame(int fd, Frame& f, Clock::time_point deadline, const std::string&
   TESSERA_EXPECTS(h.version == kVersion, ValueError,
                   "malformed message from {}: protocol version {} (expected {})", who, h.version,
                   kVersion);
-  TESSERA_EXPECTS(h.op >= kHello && h.op <= kAllBye, ValueError,
+  TESSERA_EXPECTS(h.op >= kHello && h.op <= kLeft, ValueError,
                   "malformed message from {}: unknown operation {}", who, h.op);
   TESSERA_EXPECTS(h.key_len <= kMaxKey && h.val_len <= kMaxValue, ValueError,
                   "malformed message from {}: key of {} bytes / value of {} bytes exceeds the "
@@ -482,6 +483,8 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
       if (f.op == kBye) {
         std::lock_guard<std::mutex> lk(mu);
         bye[rank] = 1;
+        for (int r = 0; r < world; ++r)
+          if (r != rank && !bye[r]) send_to_watcher(r, kLeft, rank, "");
         maybe_all_done();
         continue;
       }
@@ -616,11 +619,11 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
                msg);
 }
 
-void StoreClient::watch(LostCallback on_lost) {
+void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
   TESSERA_ASSERT(impl_->watch_fd < 0, "watch() called twice");
   impl_->watch_fd = impl_->connect_and_hello(kRoleWatch, 60);
   Impl* im = impl_.get();
-  impl_->watcher = std::thread([im, on_lost] {
+  impl_->watcher = std::thread([im, on_lost, on_left] {
     std::string why = "the rendezvous store (hosted by rank 0) closed its connection";
     try {
       for (;;) {
@@ -628,6 +631,8 @@ void StoreClient::watch(LostCallback on_lost) {
         if (!read_frame(im->watch_fd, f, Clock::time_point::max(), "the rendezvous store")) break;
         if (f.op == kLost) {
           on_lost(f.rank, text_of(f.value));
+        } else if (f.op == kLeft) {
+          if (on_left) on_left(f.rank, "");
         } else if (f.op == kAllBye) {
           std::lock_guard<std::mutex> lk(im->wmu);
           im->all_bye = true;

@@ -119,6 +119,7 @@ class UcxTransport final : public Transport {
   void deliver(uint64_t tag, Bytes&& data);
   void complete(Op* op, ucs_status_t st);
   void mark_lost(int peer, const std::string& reason);
+  void mark_left(int peer);
 
   std::mutex worker_mu_;
   ucp_context_h ctx_ = nullptr;
@@ -132,6 +133,7 @@ class UcxTransport final : public Transport {
   void wait_op(const std::shared_ptr<Op>& op, Clock::time_point deadline, const std::string& what);
   void check_peer(int peer, const char* what) const;
   [[noreturn]] void throw_lost(int peer, const std::string& what);  // mbox_mu_ held
+  bool gone(int peer) const;                                        // mbox_mu_ held
   void wake();
   void progress_loop();
   void handler_loop();
@@ -152,6 +154,8 @@ class UcxTransport final : public Transport {
   std::unordered_map<uint64_t, Bytes> mailbox_;
   std::vector<char> lost_;
   std::vector<std::string> lost_reason_;
+  std::vector<Clock::time_point> left_at_;  // when a rank said goodbye (max: still here)
+  static constexpr std::chrono::seconds kLeftGrace{3};
   bool finishing_ = false;
 
   HandlerTable handlers_;
@@ -204,9 +208,11 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   fabric_ = (tls && *tls) ? tls : "auto";
   lost_.assign(world_, 0);
   lost_reason_.assign(world_, "");
+  left_at_.assign(world_, Clock::time_point::max());
 
   rv_ = rendezvous(env, options_.rendezvous_timeout_s);
-  rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); });
+  rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); },
+                    [this](int r, const std::string&) { mark_left(r); });
 
   ucp_config_t* config = nullptr;
   TESSERA_UCX_TRY(ucp_config_read(nullptr, nullptr, &config));
@@ -400,6 +406,19 @@ void UcxTransport::mark_lost(int peer, const std::string& reason) {
   mbox_cv_.notify_all();
 }
 
+void UcxTransport::mark_left(int peer) {
+  if (peer < 0 || peer >= world_) return;
+  std::lock_guard<std::mutex> lk(mbox_mu_);
+  if (left_at_[peer] == Clock::time_point::max()) left_at_[peer] = Clock::now();
+  mbox_cv_.notify_all();
+}
+
+bool UcxTransport::gone(int peer) const {
+  // A rank that left cleanly may still have messages in flight to us: give them a grace period.
+  return lost_[peer] || (left_at_[peer] != Clock::time_point::max() &&
+                         Clock::now() >= left_at_[peer] + kLeftGrace);
+}
+
 void UcxTransport::handler_loop() {
   for (;;) {
     Incoming in;
@@ -444,6 +463,12 @@ void UcxTransport::check_peer(int peer, const char* what) const {
 }
 
 void UcxTransport::throw_lost(int peer, const std::string& what) {
+  if (!lost_[peer])
+    throw PeerLostError(fmt::format("rank {}: {} failed because rank {} left the job (it finished, "
+                                    "possibly early because of an error) without sending what "
+                                    "rank {} waited for",
+                                    rank_, what, peer, rank_),
+                        peer);
   throw PeerLostError(fmt::format("rank {}: {} failed because rank {} was lost ({})", rank_, what,
                                   peer, lost_reason_[peer]),
                       peer);
@@ -489,12 +514,12 @@ Bytes UcxTransport::take(uint64_t key, int peer, Clock::time_point deadline,
       mailbox_.erase(it);
       return out;
     }
-    if (lost_[peer]) throw_lost(peer, what);
+    if (gone(peer)) throw_lost(peer, what);
     if (Clock::now() >= deadline)
       throw TimeoutError(fmt::format("rank {}: {} timed out after {:.1f} s waiting for rank {}",
                                      rank_, what, options_.op_timeout_s, peer),
                          peer);
-    mbox_cv_.wait_until(lk, deadline);
+    mbox_cv_.wait_until(lk, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
   }
 }
 
@@ -502,12 +527,12 @@ void UcxTransport::wait_op(const std::shared_ptr<Op>& op, Clock::time_point dead
                            const std::string& what) {
   std::unique_lock<std::mutex> lk(mbox_mu_);
   while (!op->done) {
-    if (lost_[op->peer]) throw_lost(op->peer, what);
+    if (gone(op->peer)) throw_lost(op->peer, what);
     if (Clock::now() >= deadline)
       throw TimeoutError(fmt::format("rank {}: {} timed out after {:.1f} s waiting for rank {}",
                                      rank_, what, options_.op_timeout_s, op->peer),
                          op->peer);
-    mbox_cv_.wait_until(lk, deadline);
+    mbox_cv_.wait_until(lk, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
   }
   if (op->status != UCS_OK) {
     if (lost_[op->peer]) throw_lost(op->peer, what);

@@ -85,9 +85,11 @@ class StoreClient {
   Bytes get(const std::string& key, double timeout_s, const std::string& waiting_for = "",
             int peer = -1);
 
-  /// Opens a second connection on which the store pushes "rank r lost" notices; `on_lost` is
-  /// called from a background thread. Call once.
-  void watch(LostCallback on_lost);
+  /// Opens a second connection on which the store pushes notices, handled on a background
+  /// thread: `on_lost(r, reason)` when rank r's connection closed without a goodbye (or, as rank
+  /// 0, when the store itself went away), `on_left(r, "")` when rank r said goodbye (finished,
+  /// possibly early because of an error). Call once.
+  void watch(LostCallback on_lost, LostCallback on_left = nullptr);
   /// Goodbye: tells the store this rank is finishing cleanly and waits (at most timeout_s) until
   /// every rank has said goodbye or was lost, so nobody tears down while a peer still needs it.
   /// Returns false on timeout. After this, connection loss is no longer reported.
