@@ -93,22 +93,27 @@ namespace {
 // in-neighbors, by edge ID. Adjacency order steers METIS's
 // matching, so keeping the file order makes results agree with gpmetis on the same file.
 void ordered_sym_row(const Graph& csc, const Graph& csr, int64_t v, int64_t eid_space,
-                     std::vector<std::pair<int64_t, int64_t>>& buf, std::vector<int64_t>& out) {
+                     std::vector<std::pair<int64_t, int64_t>>& buf) {
+  // Merge the two rows (both sorted by (neighbor, edge ID)); the first copy of each neighbor
+  // carries its smallest key (in-edges win ties), then order by key.
   buf.clear();
-  for (int64_t k = csc.indptr[v]; k < csc.indptr[v + 1]; ++k)
-    if (csc.indices[k] != v) buf.emplace_back(csc.indices[k], csc.eid(k));
-  for (int64_t k = csr.indptr[v]; k < csr.indptr[v + 1]; ++k)
-    if (csr.indices[k] != v) buf.emplace_back(csr.indices[k], eid_space + csr.eid(k));
-  std::sort(buf.begin(), buf.end());
-  size_t w = 0;
-  for (size_t i = 0; i < buf.size(); ++i)
-    if (i == 0 || buf[i].first != buf[i - 1].first) buf[w++] = buf[i];
-  buf.resize(w);
-  std::sort(buf.begin(), buf.end(),
-            [](const auto& a, const auto& b) { return a.second < b.second; });
-  out.clear();
-  for (const auto& [u, key] : buf)
-    out.push_back(u);
+  int64_t a = csc.indptr[v], ae = csc.indptr[v + 1];
+  int64_t b = csr.indptr[v], be = csr.indptr[v + 1];
+  int64_t last = -1;
+  while (a < ae || b < be) {
+    int64_t u, key;
+    if (b >= be || (a < ae && csc.indices[a] <= csr.indices[b])) {
+      u = csc.indices[a];
+      key = csc.eid(a++);
+    } else {
+      u = csr.indices[b];
+      key = eid_space + csr.eid(b++);
+    }
+    if (u == v || u == last) continue;
+    last = u;
+    buf.emplace_back(key, u);
+  }
+  if (!std::is_sorted(buf.begin(), buf.end())) std::sort(buf.begin(), buf.end());
 }
 
 }  // namespace
@@ -138,13 +143,12 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
   adj.adjncy.resize(static_cast<size_t>(deg[n]));
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
     std::vector<std::pair<int64_t, int64_t>> buf;
-    std::vector<int64_t> row;
     for (int64_t v = lo; v < hi; ++v) {
-      ordered_sym_row(csc, csr, v, eid_space, buf, row);
-      TESSERA_ASSERT(static_cast<int64_t>(row.size()) == deg[v + 1] - deg[v],
-                     "row {}: {} neighbors, counted {}", v, row.size(), deg[v + 1] - deg[v]);
-      for (size_t i = 0; i < row.size(); ++i)
-        adj.adjncy[deg[v] + static_cast<int64_t>(i)] = static_cast<int32_t>(row[i]);
+      ordered_sym_row(csc, csr, v, eid_space, buf);
+      TESSERA_ASSERT(static_cast<int64_t>(buf.size()) == deg[v + 1] - deg[v],
+                     "row {}: {} neighbors, counted {}", v, buf.size(), deg[v + 1] - deg[v]);
+      for (size_t i = 0; i < buf.size(); ++i)
+        adj.adjncy[deg[v] + static_cast<int64_t>(i)] = static_cast<int32_t>(buf[i].second);
     }
   });
   return adj;
@@ -374,6 +378,7 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
     a.part[v] = part[v];
   }
   a.metis_objval = objval;
+  a.metis_adj_entries = adj.xadj[n];
   note_empty_parts(a);
   return a;
 }

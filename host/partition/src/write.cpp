@@ -205,9 +205,16 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   st.warnings = a.warnings;
 
   timer.begin("edge cut");
-  const SymmetricCut cut = symmetric_cut(g, a.part);
-  st.edge_cut = cut.cut;
-  st.undirected_edges = cut.undirected_edges;
+  if (a.metis_objval >= 0) {
+    // METIS's objective is the cut of the symmetric simple graph it was given (checked against
+    // symmetric_cut in the tests); no need to walk the graph again.
+    st.edge_cut = a.metis_objval;
+    st.undirected_edges = a.metis_adj_entries / 2;
+  } else {
+    const SymmetricCut cut = symmetric_cut(g, a.part);
+    st.edge_cut = cut.cut;
+    st.undirected_edges = cut.undirected_edges;
+  }
   st.cut_edges = directed_edge_cut(g, a.part);
   st.parts.resize(static_cast<size_t>(P));
   for (auto& p : st.parts)

@@ -49,6 +49,8 @@ struct Assignment {
   std::vector<int32_t> part;  ///< size N, values in [0, num_parts)
   /// Edge cut METIS reported (-1 when METIS did not run).
   int64_t metis_objval = -1;
+  /// Entries of the symmetric adjacency METIS partitioned (2x undirected edges; -1 if none).
+  int64_t metis_adj_entries = -1;
   /// Names of the balance constraints METIS used (empty: node count only).
   std::vector<std::string> constraints;
   /// Non-fatal notes for the user (fallbacks, empty partitions).
@@ -145,9 +147,11 @@ struct PartitionStats {
   int halo_hops = 0;
   std::vector<PhaseRecord> phases;
   int64_t peak_rss_bytes = 0;
-  int64_t edge_cut = 0;          ///< symmetric_edge_cut (comparable with gpmetis)
-  int64_t cut_edges = 0;         ///< directed_edge_cut
-  int64_t metis_objval = -1;     ///< what METIS reported, -1 if it did not run
+  int64_t edge_cut = 0;   ///< symmetric_edge_cut (comparable with gpmetis)
+  int64_t cut_edges = 0;  ///< directed_edge_cut
+  int64_t metis_objval = -1;
+  /// Entries of the symmetric adjacency METIS partitioned (2x undirected edges; -1 if none).
+  int64_t metis_adj_entries = -1;  ///< what METIS reported, -1 if it did not run
   int64_t undirected_edges = 0;  ///< edges of the symmetric simple graph (denominator of edge_cut)
   std::vector<std::string> constraints;
   std::vector<PartStats> parts;
