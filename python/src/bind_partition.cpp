@@ -1,4 +1,5 @@
 // Partitioning, the partition config and book, loading one partition, the validator.
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>

@@ -1,2 +1,36 @@
-"""Tessera: a GPU-first distributed GNN engine with DGL's distributed API."""
-from . import _C  # noqa: F401
+"""Tessera: a GPU-first distributed GNN engine with DGL's distributed API.
+
+Importing tessera needs only NumPy; ``tessera.nn`` and tensors from the loaders need PyTorch.
+"""
+from . import _C
+from ._C import Block as _CBlock  # noqa: F401
+from ._C import NotCompiledError, PartitionBook, set_num_threads, num_threads
+from ._runtime import exit_client, get_rank, get_world_size, initialize, is_initialized
+from .dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBook,
+                   NodePartitionPolicy, edge_split, node_split)
+from .partition import (graph_from_arrays, load_dataset, load_partition_config,
+                        partition_graph, validate_partitions)
+from . import dataloading
+from .dataloading import (Block, DistEdgeDataLoader, DistNodeDataLoader, EdgeDataLoader,
+                          NeighborSampler, NodeDataLoader)
+
+__version__ = _C.__version__
+
+__all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_client",
+           "partition_graph", "load_dataset", "graph_from_arrays", "validate_partitions",
+           "load_partition_config", "DistGraph", "DistTensor", "GraphPartitionBook",
+           "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split",
+           "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
+           "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
+           "set_num_threads", "num_threads", "dataloading", "nn", "convert"]
+
+
+def __getattr__(name):
+    # tessera.nn needs torch: import it only when asked for.
+    if name in ("nn", "convert"):
+        import importlib
+
+        mod = importlib.import_module(f".{name}", __name__)
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")

@@ -1,0 +1,327 @@
+"""Neighbor sampling and mini-batch loaders (DGL's ``dgl.dataloading``).
+
+A loader yields ``(input_nodes, seeds, blocks)`` for node classification and
+``(input_nodes, pos_graph, neg_graph, blocks)`` for link prediction, like DGL. Sampling runs
+in C++ threads (``num_workers``) and is keyed by (seed, epoch, batch, layer, node) with a
+counter-based RNG: the same seed gives the same batches for any thread count.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import _C
+from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
+
+__all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeDataLoader",
+           "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader", "negative_sampler",
+           "as_edge_prediction_sampler"]
+
+
+def _graph_of(g) -> "_C.Graph":
+    if isinstance(g, _C.Graph):
+        return g
+    if isinstance(g, _C.Dataset):
+        return g.graph
+    if hasattr(g, "local_graph"):  # DistGraph
+        return g.local_graph
+    raise TypeError(f"expected a DistGraph, a tessera Dataset or Graph, got {type(g).__name__}")
+
+
+class Block:
+    """A message-flow graph (DGL's block): ``num_src_nodes()`` sources, the first
+    ``num_dst_nodes()`` of which are the destinations; edge i runs ``src[i] -> dst[i]``
+    (local IDs). Arrays are torch tensors (NumPy without torch) sharing the C++ memory."""
+
+    __slots__ = ("_b", "_cache")
+
+    def __init__(self, block: "_C.Block"):
+        self._b = block
+        self._cache = {}
+
+    def _get(self, name):
+        t = self._cache.get(name)
+        if t is None:
+            t = self._cache[name] = as_tensor(getattr(self._b, name))
+        return t
+
+    @property
+    def src(self):
+        return self._get("src")
+
+    @property
+    def dst(self):
+        return self._get("dst")
+
+    @property
+    def srcnodes(self):
+        """Global IDs of the source nodes (destinations first)."""
+        return self._get("src_nodes")
+
+    @property
+    def dstnodes(self):
+        """Global IDs of the destination nodes."""
+        return self._get("dst_nodes")
+
+    @property
+    def eids(self):
+        """Global edge IDs of the block's edges."""
+        return self._get("eids")
+
+    @property
+    def num_src(self) -> int:
+        return int(self._b.num_src)
+
+    @property
+    def num_dst(self) -> int:
+        return int(self._b.num_dst)
+
+    def num_src_nodes(self) -> int:
+        return int(self._b.num_src)
+
+    def num_dst_nodes(self) -> int:
+        return int(self._b.num_dst)
+
+    def num_edges(self) -> int:
+        return int(self._b.num_edges)
+
+    def edges(self):
+        """(src, dst) local IDs, like DGL's ``block.edges()``."""
+        return self.src, self.dst
+
+    def in_degrees(self):
+        """In-degree of every destination node (torch int64)."""
+        d = np.bincount(np.asarray(self._b.dst), minlength=self.num_dst)
+        return as_tensor(d.astype(np.int64))
+
+    def to(self, device):
+        """Moves the edge arrays to ``device`` (returns a new Block-like view)."""
+        out = Block(self._b)
+        for name in ("src", "dst", "src_nodes", "dst_nodes", "eids"):
+            out._cache[name] = self._get(name).to(device)
+        return out
+
+    @property
+    def raw(self) -> "_C.Block":
+        return self._b
+
+    def __repr__(self) -> str:
+        return (f"Block(num_src_nodes={self.num_src}, num_dst_nodes={self.num_dst}, "
+                f"num_edges={self.num_edges()})")
+
+
+class PairGraph:
+    """The positive or negative pair graph of a link-prediction batch: edges between the
+    batch's output nodes (local IDs into ``blocks[-1].dstnodes``)."""
+
+    def __init__(self, src, dst, num_nodes: int, eids=None):
+        self.src, self.dst, self._n = as_tensor(src), as_tensor(dst), int(num_nodes)
+        self.eids = None if eids is None else as_tensor(eids)
+
+    def edges(self):
+        return self.src, self.dst
+
+    def num_nodes(self) -> int:
+        return self._n
+
+    def num_edges(self) -> int:
+        return int(len(self.src))
+
+    def __repr__(self) -> str:
+        return f"PairGraph(num_nodes={self._n}, num_edges={self.num_edges()})"
+
+
+class NeighborSampler:
+    """Multi-layer neighbor sampler (DGL's ``dgl.dataloading.NeighborSampler``).
+
+    ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all.
+    """
+
+    def __init__(self, fanouts: Sequence[int], edge_dir: str = "in", prob=None,
+                 replace: bool = False, num_threads: int = 1):
+        if prob is not None:
+            raise ValueError("NeighborSampler: weighted sampling (prob) is not exposed yet")
+        self.fanouts = [int(f) for f in fanouts]
+        self.edge_dir = edge_dir
+        self.replace = bool(replace)
+        self.num_threads = int(num_threads)
+        self._bound = {}
+
+    def bind(self, g) -> "_C.NeighborSampler":
+        """The C++ sampler over ``g``'s graph (cached per graph)."""
+        graph = _graph_of(g)
+        s = self._bound.get(id(graph))
+        if s is None:
+            s = _C.NeighborSampler(graph, self.fanouts, self.replace, self.edge_dir,
+                                   self.num_threads)
+            self._bound[id(graph)] = s
+        return s
+
+    def sample_blocks(self, g, seed_nodes, seed: int = 0, epoch: int = 0, batch: int = 0):
+        """Blocks of one batch of ``seed_nodes`` (unique IDs), input layer first."""
+        ids = to_numpy_ids(seed_nodes, "seed_nodes")
+        blocks = self.bind(g).sample_blocks(ids, seed, epoch, batch)
+        return as_tensor(np.asarray(blocks[0].src_nodes)), as_tensor(ids), \
+            [Block(b) for b in blocks]
+
+
+class _Uniform:
+    """Uniform negative sampler: ``k`` negatives (src, random node) per positive edge."""
+
+    def __init__(self, k: int):
+        if k < 1:
+            raise ValueError(f"negative_sampler.Uniform: k must be >= 1, got {k}")
+        self.k = int(k)
+
+
+class negative_sampler:  # noqa: N801 - mirrors dgl.dataloading.negative_sampler
+    Uniform = _Uniform
+
+
+def as_edge_prediction_sampler(sampler: NeighborSampler, exclude=None, reverse_eids=None,
+                               negative_sampler=None):
+    """DGL's wrapper: a NeighborSampler configured for link prediction."""
+    sampler._edge_pred = {"exclude": exclude, "reverse_eids": reverse_eids,
+                          "negative_sampler": negative_sampler}
+    return sampler
+
+
+class _LoaderBase:
+    def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, num_workers: int,
+                 seed: Optional[int], device):
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self.num_workers = int(num_workers)
+        if seed is None:
+            seed = int(np.random.default_rng().integers(0, 2**31))
+        self.seed = int(seed)
+        self.device = device
+        self.epoch = 0  # the epoch the next __iter__ runs
+        self._start_batch = 0  # resume position within that epoch
+        self.batch_index = 0  # batches of the current epoch handed out
+
+    def __len__(self) -> int:
+        return int(self._loader.num_batches)
+
+    def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
+        """The epoch the next iteration runs (and the batch it starts at, for resuming)."""
+        self.epoch, self._start_batch = int(epoch), int(start_batch)
+
+    def state_dict(self) -> dict:
+        """Loader position: resume with ``load_state_dict`` to continue the same sequence."""
+        return {"seed": self.seed, "epoch": self.epoch, "batch": self._start_batch}
+
+    def load_state_dict(self, state: dict) -> None:
+        if int(state["seed"]) != self.seed:
+            raise ValueError(f"loader state has seed {state['seed']}, this loader {self.seed}")
+        self.set_epoch(state["epoch"], state.get("batch", 0))
+
+    def _batches(self):
+        epoch, start = self.epoch, self._start_batch
+        n = len(self)
+        if start == 0:
+            self._loader.start_epoch(epoch)
+            it = iter(self._loader.next, None)
+        else:  # resume mid-epoch: the same batches, sampled synchronously from `start` on
+            it = (self._loader.sample_batch(epoch, b) for b in range(start, n))
+        self.batch_index = start
+        for mb in it:
+            self.batch_index += 1
+            # Position after this batch: a checkpoint taken now resumes at the next one.
+            if self.batch_index >= n:
+                self.epoch, self._start_batch = epoch + 1, 0
+            else:
+                self.epoch, self._start_batch = epoch, self.batch_index
+            yield mb
+        self.epoch, self._start_batch = epoch + 1, 0
+
+    def _to(self, t):
+        if self.device is None or not HAVE_TORCH:
+            return t
+        return t.to(self.device)
+
+
+class NodeDataLoader(_LoaderBase):
+    """Mini-batches of seed nodes with their sampled blocks (DGL's ``NodeDataLoader`` /
+    ``DistNodeDataLoader``). Iterating runs one epoch and moves to the next; yields
+    ``(input_nodes, seeds, blocks)``.
+    """
+
+    def __init__(self, g, nids, graph_sampler: NeighborSampler, batch_size: int = 1024,
+                 shuffle: bool = True, drop_last: bool = False, num_workers: int = 1,
+                 seed: Optional[int] = 0, device=None, prefetch: int = 4, **kwargs):
+        super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
+        self.g = g
+        self.graph_sampler = graph_sampler
+        self.nids = to_numpy_ids(nids, "nids")
+        self._sampler = graph_sampler.bind(g)
+        self._loader = _C.NodeDataLoader(self._sampler, self.nids, self.batch_size,
+                                         self.shuffle, self.drop_last, self.num_workers,
+                                         int(prefetch), self.seed)
+
+    def batch_seeds(self, epoch: int, batch: int) -> np.ndarray:
+        return self._loader.batch_seeds(epoch, batch)
+
+    def __iter__(self):
+        for mb in self._batches():
+            blocks = [Block(b) for b in mb["blocks"]]
+            if self.device is not None:
+                blocks = [b.to(self.device) for b in blocks]
+            yield self._to(as_tensor(mb["input_nodes"])), self._to(as_tensor(mb["seeds"])), blocks
+
+
+DistNodeDataLoader = NodeDataLoader
+DataLoader = NodeDataLoader
+
+
+class EdgeDataLoader(_LoaderBase):
+    """Link-prediction mini-batches over edge IDs (DGL's ``EdgeDataLoader`` /
+    ``DistEdgeDataLoader``): yields ``(input_nodes, pos_graph, neg_graph, blocks)``; with no
+    negative sampler, ``(input_nodes, pos_graph, blocks)``.
+
+    ``exclude`` is None, "self" or "reverse_id" (with ``reverse_eids``); for a graph built
+    with ``symmetrize`` from E input edges, ``reverse_eids`` is
+    ``tessera.dataloading.symmetrized_reverse_eids(E)``.
+    """
+
+    def __init__(self, g, eids, graph_sampler: NeighborSampler, batch_size: int = 1024,
+                 shuffle: bool = True, drop_last: bool = False, num_workers: int = 1,
+                 seed: Optional[int] = 0, device=None, negative_sampler=None, exclude=None,
+                 reverse_eids=None, prefetch: int = 4, **kwargs):
+        super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
+        ep = getattr(graph_sampler, "_edge_pred", {})
+        negative_sampler = negative_sampler or ep.get("negative_sampler")
+        exclude = exclude if exclude is not None else ep.get("exclude")
+        reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")
+        self.g = g
+        self.graph_sampler = graph_sampler
+        self.eids = to_numpy_ids(eids, "eids")
+        self.negatives = negative_sampler.k if negative_sampler is not None else 0
+        rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
+        self._sampler = graph_sampler.bind(g)
+        self._loader = _C.EdgeDataLoader(self._sampler, self.eids, self.batch_size,
+                                         self.shuffle, self.drop_last, self.num_workers,
+                                         int(prefetch), self.seed, self.negatives,
+                                         exclude or "none", rev)
+
+    def __iter__(self):
+        for mb in self._batches():
+            blocks = [Block(b) for b in mb["blocks"]]
+            n = len(mb["seeds"])
+            pos = PairGraph(mb["pos_src_local"], mb["pos_dst_local"], n, mb["eids"])
+            input_nodes = self._to(as_tensor(mb["input_nodes"]))
+            if self.negatives:
+                neg = PairGraph(mb["neg_src_local"], mb["neg_dst_local"], n)
+                yield input_nodes, pos, neg, blocks
+            else:
+                yield input_nodes, pos, blocks
+
+
+DistEdgeDataLoader = EdgeDataLoader
+
+
+def symmetrized_reverse_eids(num_input_edges: int) -> np.ndarray:
+    """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other."""
+    return _C.symmetrized_reverse_eids(int(num_input_edges))

@@ -1,0 +1,469 @@
+"""DistGraph, DistTensor, the partition book and node_split (DGL's ``dgl.distributed``).
+
+Standalone mode: one process serves every partition of the graph. Node and edge data stay
+in the partition files (memory-mapped); a DistTensor routes each ID to the partition that
+owns it through the partition book and reads the rows there. Sampling runs on the union of
+the partitions' inner edges, which *is* the relabelled global graph (every edge is stored
+exactly once, in the partition of its destination), so a sample equals the standalone one.
+The distributed runtime (issue 4) keeps these classes and their signatures: a rank then loads
+only its own partition and fetches remote rows through the transport.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+
+from . import _C, _runtime
+from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
+
+__all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
+           "EdgePartitionPolicy", "node_split", "edge_split"]
+
+
+class GraphPartitionBook:
+    """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook)."""
+
+    def __init__(self, book: "_C.PartitionBook", part_id: int = 0):
+        self._book = book
+        self._part_id = part_id
+
+    @property
+    def partid(self) -> int:
+        """The partition this process serves (0 in standalone mode)."""
+        return self._part_id
+
+    def num_partitions(self) -> int:
+        return int(self._book.num_parts)
+
+    def nid2partid(self, nids):
+        return as_tensor(self._book.nid2part(to_numpy_ids(nids, "nids")).astype(np.int64))
+
+    def eid2partid(self, eids):
+        return as_tensor(self._book.eid2part(to_numpy_ids(eids, "eids")).astype(np.int64))
+
+    def partid2nids(self, partid: int):
+        lo, hi = self._book.node_range(partid)
+        return as_tensor(np.arange(lo, hi, dtype=np.int64))
+
+    def partid2eids(self, partid: int):
+        lo, hi = self._book.edge_range(partid)
+        return as_tensor(np.arange(lo, hi, dtype=np.int64))
+
+    def node_range(self, partid: int) -> tuple[int, int]:
+        return tuple(self._book.node_range(partid))
+
+    def edge_range(self, partid: int) -> tuple[int, int]:
+        return tuple(self._book.edge_range(partid))
+
+    def nid2localnid(self, nids, partid: int):
+        ids = to_numpy_ids(nids, "nids")
+        lo, hi = self._book.node_range(partid)
+        if ids.size and (ids.min() < lo or ids.max() >= hi):
+            raise IndexError(f"nid2localnid: some IDs are not owned by partition {partid} "
+                             f"[{lo}, {hi})")
+        return as_tensor(ids - lo)
+
+    def metadata(self) -> list[dict]:
+        out = []
+        for p in range(self.num_partitions()):
+            nlo, nhi = self._book.node_range(p)
+            elo, ehi = self._book.edge_range(p)
+            out.append({"machine_id": p, "num_nodes": nhi - nlo, "num_edges": ehi - elo})
+        return out
+
+    @property
+    def node_offsets(self) -> np.ndarray:
+        return np.asarray(self._book.node_offsets, dtype=np.int64)
+
+    @property
+    def edge_offsets(self) -> np.ndarray:
+        return np.asarray(self._book.edge_offsets, dtype=np.int64)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self._book.num_nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self._book.num_edges)
+
+
+class _PartitionPolicy:
+    kind = ""
+
+    def __init__(self, partition_book: GraphPartitionBook):
+        self.partition_book = partition_book
+
+    @property
+    def policy_str(self) -> str:
+        return f"{self.kind}~_{self.kind[0].upper()}"
+
+    def offsets(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def get_size(self) -> int:
+        return int(self.offsets()[-1])
+
+
+class NodePartitionPolicy(_PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the node."""
+
+    kind = "node"
+
+    def offsets(self) -> np.ndarray:
+        return self.partition_book.node_offsets
+
+
+class EdgePartitionPolicy(_PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the edge."""
+
+    kind = "edge"
+
+    def offsets(self) -> np.ndarray:
+        return self.partition_book.edge_offsets
+
+
+class DistTensor:
+    """A tensor whose rows are spread over the partitions (DGL's ``DistTensor``).
+
+    Indexed by global (relabelled) IDs: ``t[ids]`` gathers rows (a torch tensor when torch
+    is installed, else NumPy) and ``t[ids] = values`` writes them. In standalone mode the rows
+    live in this process (the partition files, memory-mapped, or memory it allocated);
+    memory-mapped rows are copied on first write, never written back to the files.
+    """
+
+    def __init__(self, shape: Sequence[int], dtype, name: Optional[str] = None,
+                 init_func: Optional[Callable] = None, part_policy: Optional[_PartitionPolicy] = None,
+                 persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
+                 _parts: Optional[list] = None):
+        if part_policy is None:
+            raise ValueError("DistTensor needs part_policy (e.g. NodePartitionPolicy(g.get_"
+                             "partition_book()) or g.get_node_partition_policy())")
+        self._policy = part_policy
+        self._offsets = part_policy.offsets()
+        self._shape = tuple(int(s) for s in shape)
+        if self._shape[0] != int(self._offsets[-1]):
+            raise ValueError(f"DistTensor {name!r}: {self._shape[0]} rows, but the partition "
+                             f"policy covers {int(self._offsets[-1])} IDs")
+        self._name = name or f"tensor{id(self):x}"
+        self.persistent = persistent
+        if _parts is not None:
+            self._parts = list(_parts)
+            self._dtype = self._parts[0].dtype if self._parts else np.dtype(np.float32)
+        else:
+            np_dtype = _to_numpy_dtype(dtype)
+            self._dtype = np_dtype
+            self._parts = []
+            for p in range(len(self._offsets) - 1):
+                rows = int(self._offsets[p + 1] - self._offsets[p])
+                pshape = (rows,) + self._shape[1:]
+                if init_func is None:
+                    arr = np.zeros(pshape, dtype=np_dtype)
+                else:
+                    v = init_func(pshape, dtype)
+                    arr = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+                        else np.asarray(v)
+                    arr = np.ascontiguousarray(arr, dtype=np_dtype)
+                self._parts.append(arr)
+
+    # --- DGL's interface -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self):
+        """The element type (a torch dtype when torch is installed, else NumPy's)."""
+        if HAVE_TORCH:
+            return _TORCH_DTYPES.get(np.dtype(self._dtype), None) or self._dtype
+        return self._dtype
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def part_policy(self) -> _PartitionPolicy:
+        return self._policy
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        return f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype})"
+
+    def __getitem__(self, ids):
+        return as_tensor(self.gather(ids))
+
+    def __setitem__(self, ids, values) -> None:
+        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        self._check_range(idx)
+        vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
+            else np.asarray(values)
+        vals = np.broadcast_to(vals.astype(self._dtype, copy=False), (idx.size,) + self._shape[1:])
+        owner = self._owner(idx)
+        for p in np.unique(owner):
+            sel = owner == p
+            if not self._parts[p].flags.writeable:  # memory-mapped: copy on first write
+                self._parts[p] = np.array(self._parts[p])
+            self._parts[p][idx[sel] - self._offsets[p]] = vals[sel]
+
+    # --- Tessera extras ----------------------------------------------------------------------
+    def gather(self, ids) -> np.ndarray:
+        """Rows ``ids`` as a new NumPy array (the CPU gather op; IndexError when out of range)."""
+        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        self._check_range(idx)
+        if len(self._parts) == 1:
+            return self._take(self._parts[0], idx)
+        out = np.empty((idx.size,) + self._shape[1:], dtype=self._dtype)
+        owner = self._owner(idx)
+        for p in np.unique(owner):
+            sel = np.nonzero(owner == p)[0]
+            out[sel] = self._take(self._parts[p], idx[sel] - self._offsets[p])
+        return out
+
+    def local_partition(self, part: int = 0) -> np.ndarray:
+        """The rows partition ``part`` owns (a view of the stored array)."""
+        return self._parts[part]
+
+    def numpy(self) -> np.ndarray:
+        """All rows, in global ID order (a copy when there are several partitions)."""
+        return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+
+    def _owner(self, idx: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._offsets, idx, side="right") - 1
+
+    def _check_range(self, idx: np.ndarray) -> None:
+        if idx.size and (idx.min() < 0 or idx.max() >= self._shape[0]):
+            bad = idx[(idx < 0) | (idx >= self._shape[0])][0]
+            raise IndexError(f"DistTensor {self._name!r}: ID {int(bad)} outside "
+                             f"[0, {self._shape[0]})")
+
+    @staticmethod
+    def _take(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        if arr.ndim <= 2 and arr.flags.c_contiguous and arr.dtype != np.bool_:
+            return _C.gather_rows(arr, idx)  # the CPU twin of the gather op
+        return arr[idx]
+
+
+_TORCH_DTYPES = {}
+if HAVE_TORCH:
+    _TORCH_DTYPES = {np.dtype(k): v for k, v in {
+        np.float32: torch.float32, np.float64: torch.float64, np.float16: torch.float16,
+        np.int64: torch.int64, np.int32: torch.int32, np.int16: torch.int16,
+        np.int8: torch.int8, np.uint8: torch.uint8, np.bool_: torch.bool}.items()}
+
+
+def _to_numpy_dtype(dtype) -> np.dtype:
+    if HAVE_TORCH and isinstance(dtype, torch.dtype):
+        return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
+    return np.dtype(dtype)
+
+
+class _DataView(dict):
+    """g.ndata / g.edata: name -> DistTensor; assigning a DistTensor registers it."""
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, DistTensor):
+            raise TypeError(f"{key}: assign a DistTensor (DGL semantics), got {type(value)}")
+        super().__setitem__(key, value)
+
+
+class DistGraph:
+    """A partitioned graph (DGL's ``DistGraph``), standalone mode.
+
+    ``DistGraph(graph_name, part_config=config_json)``: loads the partitions the process
+    serves (in standalone mode, every partition), the partition book, and the node and edge
+    data as DistTensors. IDs are the relabelled ones: partition p owns nodes
+    ``get_partition_book().node_range(p)``.
+    """
+
+    def __init__(self, graph_name: str, gpb=None, part_config: Optional[str] = None,
+                 mmap: bool = True, verify_checksums: bool = False):
+        if part_config is None:
+            raise ValueError("DistGraph: standalone mode needs part_config (the partition "
+                             "config JSON written by partition_graph)")
+        if not _runtime.is_initialized():
+            _runtime.initialize()
+        self._config_path = os.fspath(part_config)
+        self.config = json.loads(_C.load_partition_config(self._config_path))
+        if graph_name and self.config["graph_name"] != graph_name:
+            raise ValueError(f"DistGraph: {self._config_path} holds graph "
+                             f"{self.config['graph_name']!r}, not {graph_name!r}")
+        self.graph_name = self.config["graph_name"]
+        self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path),
+                                        _runtime.get_rank())
+        nparts = self._book.num_partitions()
+        # Standalone: this process serves every partition.
+        self.local_parts = list(range(nparts))
+        self._parts = [_C.load_partition(self._config_path, p, mmap, verify_checksums)
+                       for p in self.local_parts]
+        self._graph = self._assemble_graph()
+        npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
+        self.ndata = _DataView()
+        for name, schema in self.config.get("ndata_schema", {}).items():
+            parts = [lp.ndata[name] for lp in self._parts]
+            dict.__setitem__(self.ndata, name, DistTensor(
+                schema["shape"], schema["dtype"], name, part_policy=npol, _parts=parts))
+        self.edata = _DataView()
+        for name, schema in self.config.get("edata_schema", {}).items():
+            parts = [lp.edata[name] for lp in self._parts]
+            dict.__setitem__(self.edata, name, DistTensor(
+                schema["shape"], schema["dtype"], name, part_policy=epol, _parts=parts))
+
+    def _assemble_graph(self) -> "_C.Graph":
+        """CSC over global (relabelled) IDs from the partitions' inner nodes' in-edges.
+
+        The relabelled graph stores edge ``e`` at position ``e`` of its CSC, so placing every
+        inner edge at its global edge ID rebuilds it exactly, neighbor order included."""
+        n, e = int(self.config["num_nodes"]), int(self.config["num_edges"])
+        local_indices = bool(self.config.get("local_indices", True))
+        deg = np.zeros(n, dtype=np.int64)
+        indices = np.full(e, -1, dtype=np.int64)
+        for lp in self._parts:
+            k = int(lp.num_inner_nodes)
+            indptr = np.asarray(lp.indptr)
+            nid = np.asarray(lp.nid)
+            deg[nid[:k]] = np.diff(indptr[: k + 1])
+            lo, hi = int(indptr[0]), int(indptr[k])
+            src = np.asarray(lp.indices[lo:hi])
+            indices[np.asarray(lp.eid[lo:hi])] = nid[src] if local_indices else src
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        if (indices < 0).any():
+            raise ValueError(f"{self._config_path}: the partitions' inner edges do not cover "
+                             f"edge IDs [0, {e})")
+        return _C.Graph(indptr, indices)
+
+    # --- DGL's interface -------------------------------------------------------------------
+    def num_nodes(self, ntype=None) -> int:
+        return int(self.config["num_nodes"])
+
+    def num_edges(self, etype=None) -> int:
+        return int(self.config["num_edges"])
+
+    number_of_nodes = num_nodes
+    number_of_edges = num_edges
+
+    def get_partition_book(self) -> GraphPartitionBook:
+        return self._book
+
+    def get_node_partition_policy(self, ntype: str = "_N") -> NodePartitionPolicy:
+        return NodePartitionPolicy(self._book)
+
+    def get_edge_partition_policy(self, etype: str = "_E") -> EdgePartitionPolicy:
+        return EdgePartitionPolicy(self._book)
+
+    def rank(self) -> int:
+        return _runtime.get_rank()
+
+    @property
+    def ntypes(self) -> list[str]:
+        return ["_N"]
+
+    @property
+    def etypes(self) -> list[str]:
+        return ["_E"]
+
+    def node_attr_schemes(self) -> Dict[str, tuple]:
+        return {k: (v.shape[1:], v.dtype) for k, v in self.ndata.items()}
+
+    def edge_attr_schemes(self) -> Dict[str, tuple]:
+        return {k: (v.shape[1:], v.dtype) for k, v in self.edata.items()}
+
+    def local_partition(self, part: Optional[int] = None) -> "_C.LocalPartition":
+        """The partition files of ``part`` (default: this rank's) as stored on disk."""
+        return self._parts[self._book.partid if part is None else part]
+
+    @property
+    def local_graph(self) -> "_C.Graph":
+        """The CSC (global relabelled IDs) the sampler draws from."""
+        return self._graph
+
+    def in_degrees(self, v=None):
+        deg = np.diff(np.asarray(self._graph.indptr))
+        return as_tensor(deg if v is None else deg[to_numpy_ids(v)])
+
+    def orig_nids(self) -> np.ndarray:
+        """For every new (relabelled) node ID, its ID in the input graph."""
+        out = np.empty(self.num_nodes(), dtype=np.int64)
+        for lp in self._parts:
+            k = int(lp.num_inner_nodes)
+            out[np.asarray(lp.nid[:k])] = np.asarray(lp.orig_nid[:k])
+        return out
+
+    def barrier(self) -> None:
+        """DGL compatibility: synchronizes the trainers (nothing to wait for standalone)."""
+
+    def __repr__(self) -> str:
+        return (f"DistGraph(name={self.graph_name!r}, num_nodes={self.num_nodes()}, "
+                f"num_edges={self.num_edges()}, num_parts={self._book.num_partitions()}, "
+                f"mode=standalone)")
+
+
+def _split_even(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
+    chunks = np.array_split(ids, world)
+    return chunks[rank]
+
+
+def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank, world,
+           what: str):
+    rank = _runtime.get_rank() if rank is None else int(rank)
+    world = _runtime.get_world_size() if world is None else int(world)
+    if not 0 <= rank < world:
+        raise ValueError(f"{what}: rank {rank} outside [0, {world})")
+    a = mask_or_ids
+    if isinstance(a, DistTensor):
+        a = a.numpy()
+    if HAVE_TORCH and isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    if a.dtype == np.bool_ or (a.ndim == 1 and a.shape[0] == total and
+                               not np.issubdtype(a.dtype, np.integer)):
+        if a.shape[0] != total:
+            raise ValueError(f"{what}: a mask needs {total} entries, got {a.shape[0]}")
+        ids = np.nonzero(a)[0].astype(np.int64)
+    else:
+        ids = np.unique(to_numpy_ids(a, what))
+        if ids.size and (ids[0] < 0 or ids[-1] >= total):
+            raise IndexError(f"{what}: ID outside [0, {total})")
+    if world == 1:
+        return as_tensor(ids)
+    if force_even:
+        return as_tensor(_split_even(ids, rank, world))
+    nparts = len(offsets) - 1
+    if nparts != world:
+        raise ValueError(f"{what}: force_even=False needs one partition per trainer "
+                         f"({nparts} partitions, {world} trainers)")
+    lo, hi = offsets[rank], offsets[rank + 1]
+    return as_tensor(ids[(ids >= lo) & (ids < hi)])
+
+
+def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
+               rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
+               world_size: Optional[int] = None):
+    """This trainer's share of ``nodes`` (a boolean mask over all nodes, or node IDs).
+
+    DGL semantics: with ``force_even`` the selected IDs (sorted, so mostly grouped by owner)
+    are split into ``world_size`` nearly equal contiguous chunks; otherwise each trainer
+    gets the selected nodes its partition owns. At world size 1 that is every selected node.
+    ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
+    computes another trainer's share, e.g. to simulate ranks in one process.
+    """
+    if partition_book is None:
+        raise ValueError("node_split needs the partition book (g.get_partition_book())")
+    return _split(nodes, partition_book.node_offsets, partition_book.num_nodes, force_even,
+                  rank, world_size, "node_split")
+
+
+def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype: str = "_E",
+               rank: Optional[int] = None, force_even: bool = True, edge_trainer_ids=None, *,
+               world_size: Optional[int] = None):
+    """``node_split`` for edges (a boolean mask over all edges, or edge IDs)."""
+    if partition_book is None:
+        raise ValueError("edge_split needs the partition book (g.get_partition_book())")
+    return _split(edges, partition_book.edge_offsets, partition_book.num_edges, force_even,
+                  rank, world_size, "edge_split")

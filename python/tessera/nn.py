@@ -1,0 +1,125 @@
+"""GNN layers in plain PyTorch over Tessera's blocks (DGL's ``dgl.nn.SAGEConv``)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ._tensor import require_torch
+
+torch = require_torch("tessera.nn")
+from torch import nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+__all__ = ["SAGEConv", "GraphSAGE", "mean_aggregate", "block_edges"]
+
+
+def block_edges(block):
+    """(src, dst, num_src, num_dst) of a Tessera Block, a DGL block, or a tuple
+    ``(edge_index [2, E], (num_src, num_dst))`` in PyG's bipartite convention."""
+    if isinstance(block, tuple):
+        edge_index, (ns, nd) = block
+        return edge_index[0], edge_index[1], int(ns), int(nd)
+    if hasattr(block, "num_src_nodes"):
+        src, dst = block.edges()
+        return src, dst, int(block.num_src_nodes()), int(block.num_dst_nodes())
+    raise TypeError(f"expected a block, got {type(block).__name__}")
+
+
+def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor",
+                   num_dst: int) -> "torch.Tensor":
+    """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
+
+    index_add_ on the CPU adds in edge order, so the result is deterministic."""
+    src = src.to(h_src.device, torch.int64)
+    dst = dst.to(h_src.device, torch.int64)
+    out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
+    out.index_add_(0, dst, h_src.index_select(0, src))
+    deg = torch.bincount(dst, minlength=num_dst).clamp_(min=1).to(h_src.dtype)
+    return out / deg.view(-1, *([1] * (h_src.dim() - 1)))
+
+
+class SAGEConv(nn.Module):
+    """GraphSAGE layer with the mean aggregator (DGL semantics):
+
+        h_dst' = fc_self(h_dst) + fc_neigh(mean_{u -> v} h_src[u]) + bias
+
+    ``feat`` is the source-node features of the block (the first ``num_dst`` rows are the
+    destination nodes), or a pair ``(h_src, h_dst)``. As DGL does, when ``in_feats >
+    out_feats`` the neighbor projection runs before aggregation (same result, fewer FLOPs).
+    """
+
+    def __init__(self, in_feats: int, out_feats: int, aggregator_type: str = "mean",
+                 feat_drop: float = 0.0, bias: bool = True, norm=None, activation=None):
+        super().__init__()
+        if aggregator_type != "mean":
+            raise ValueError(f"SAGEConv: only the 'mean' aggregator is implemented, got "
+                             f"{aggregator_type!r}")
+        self.in_feats, self.out_feats = int(in_feats), int(out_feats)
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.fc_self = nn.Linear(in_feats, out_feats, bias=False)
+        self.fc_neigh = nn.Linear(in_feats, out_feats, bias=False)
+        self.bias = nn.Parameter(torch.zeros(out_feats)) if bias else None
+        self.norm, self.activation = norm, activation
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        gain = nn.init.calculate_gain("relu")
+        nn.init.xavier_uniform_(self.fc_self.weight, gain=gain)
+        nn.init.xavier_uniform_(self.fc_neigh.weight, gain=gain)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, block, feat) -> "torch.Tensor":
+        src, dst, num_src, num_dst = block_edges(block)
+        if isinstance(feat, tuple):
+            h_src, h_dst = feat
+        else:
+            h_src, h_dst = feat, feat[:num_dst]
+        if h_src.shape[0] != num_src:
+            raise ValueError(f"SAGEConv: {h_src.shape[0]} source features for a block with "
+                             f"{num_src} source nodes")
+        h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
+        if self.in_feats > self.out_feats:
+            h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst)
+        else:
+            h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst))
+        rst = self.fc_self(h_dst) + h_neigh
+        if self.bias is not None:
+            rst = rst + self.bias
+        if self.activation is not None:
+            rst = self.activation(rst)
+        if self.norm is not None:
+            rst = self.norm(rst)
+        return rst
+
+
+class GraphSAGE(nn.Module):
+    """A stack of mean-aggregator SAGEConv layers for mini-batch training on blocks.
+
+    ``forward(blocks, x)``: ``x`` holds the features of ``blocks[0]``'s source nodes; returns
+    the outputs of ``blocks[-1]``'s destination nodes. ReLU, optional layer norm and dropout
+    between layers (not after the last)."""
+
+    def __init__(self, in_feats: int, hidden: int, out_feats: int, num_layers: int = 2,
+                 dropout: float = 0.5, input_dropout: float = 0.0, norm: Optional[str] = None):
+        super().__init__()
+        dims = [in_feats] + [hidden] * (num_layers - 1) + [out_feats]
+        self.layers = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
+        self.norms = nn.ModuleList(
+            (nn.LayerNorm(hidden) if norm == "layer" else nn.Identity())
+            for _ in range(num_layers - 1))
+        self.dropout = nn.Dropout(dropout)
+        self.input_dropout = nn.Dropout(input_dropout)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def forward(self, blocks: Sequence, x: "torch.Tensor") -> "torch.Tensor":
+        if len(blocks) != len(self.layers):
+            raise ValueError(f"GraphSAGE: {len(self.layers)} layers but {len(blocks)} blocks")
+        h = self.input_dropout(x)
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(block, h)
+            if i < len(self.layers) - 1:
+                h = self.dropout(F.relu(self.norms[i](h)))
+        return h

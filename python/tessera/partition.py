@@ -1,0 +1,148 @@
+"""Offline partitioning (DGL: ``dgl.distributed.partition_graph``)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from . import _C
+from ._tensor import HAVE_TORCH, torch
+
+__all__ = ["partition_graph", "load_dataset", "graph_from_arrays", "validate_partitions",
+           "load_partition_config"]
+
+
+def _np(a) -> np.ndarray:
+    if HAVE_TORCH and isinstance(a, torch.Tensor):
+        return a.detach().cpu().numpy()
+    return np.asarray(a)
+
+
+def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool = False,
+                 drop_self_loops: bool = False, deduplicate: bool = False,
+                 ogb_split: str = "") -> "_C.Dataset":
+    """Reads a dataset (npy folder, OGB folder, SNAP, METIS, Matrix Market or ``rmat:`` spec)
+    and builds its CSC. Masks of S fixed splits come back as [N, S]."""
+    return _C.read_dataset(os.fspath(path), format, symmetrize, drop_self_loops, deduplicate,
+                           ogb_split)
+
+
+def graph_from_arrays(edge_index, num_nodes: int | None = None,
+                      ndata: Mapping[str, Any] | None = None,
+                      edata: Mapping[str, Any] | None = None, name: str = "graph",
+                      symmetrize: bool = False, drop_self_loops: bool = False,
+                      deduplicate: bool = False) -> "_C.Dataset":
+    """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
+    or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied)."""
+    if isinstance(edge_index, (tuple, list)) and len(edge_index) == 2:
+        src, dst = _np(edge_index[0]), _np(edge_index[1])
+    else:
+        ei = _np(edge_index)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index: expected shape [2, E], got {list(ei.shape)}")
+        src, dst = ei[0], ei[1]
+    src = np.ascontiguousarray(src, dtype=np.int64)
+    dst = np.ascontiguousarray(dst, dtype=np.int64)
+    nd = {k: np.ascontiguousarray(_np(v)) for k, v in (ndata or {}).items()}
+    ed = {k: np.ascontiguousarray(_np(v)) for k, v in (edata or {}).items()}
+    if num_nodes is None:
+        sizes = [int(v.shape[0]) for v in nd.values()]
+        num_nodes = sizes[0] if sizes else (int(max(src.max(initial=-1), dst.max(initial=-1))) + 1)
+    return _C.dataset_from_arrays(src, dst, int(num_nodes), nd, ed, name, symmetrize,
+                                  drop_self_loops, deduplicate)
+
+
+def _as_dataset(g, symmetrize: bool) -> "_C.Dataset":
+    if isinstance(g, _C.Dataset):
+        return g
+    if isinstance(g, (str, os.PathLike)):
+        return load_dataset(g, symmetrize=symmetrize)
+    if isinstance(g, Mapping):
+        return graph_from_arrays(g["edge_index"], g.get("num_nodes"), g.get("ndata"),
+                                 g.get("edata"), g.get("name", "graph"), symmetrize=symmetrize)
+    from . import convert  # PyG Data / DGLGraph, when those libraries are installed
+
+    d = convert.to_arrays(g)
+    return graph_from_arrays(d["edge_index"], d["num_nodes"], d["ndata"], d["edata"],
+                             symmetrize=symmetrize)
+
+
+def _balance_masks(ds: "_C.Dataset", balance_ntypes) -> tuple["_C.Dataset", list[str]]:
+    """Maps DGL's ``balance_ntypes`` onto Tessera's balance masks (names of ndata masks).
+
+    Accepts mask names ("train_mask", "train_mask:3" for column 3 of [N, S]), a
+    {name: bool mask} mapping, or DGL's array of per-node types, where every non-zero type
+    value v becomes one constraint (type 0, like DGL's unlabelled nodes, is the "in none"
+    constraint Tessera adds itself). Arrays are added to ndata as balance_<name>."""
+    if balance_ntypes is None:
+        return ds, []
+    if isinstance(balance_ntypes, str):
+        return ds, [balance_ntypes]
+    if isinstance(balance_ntypes, Sequence) and all(isinstance(x, str) for x in balance_ntypes):
+        return ds, list(balance_ntypes)
+    if isinstance(balance_ntypes, Mapping):
+        masks = {f"balance_{k}": _np(v).astype(bool) for k, v in balance_ntypes.items()}
+    else:
+        types = _np(balance_ntypes)
+        if types.shape[0] != ds.num_nodes:
+            raise ValueError(f"balance_ntypes: expected {ds.num_nodes} entries (one per node), "
+                             f"got {types.shape[0]}")
+        masks = {f"balance_ntype{int(v)}": types == v for v in np.unique(types) if v != 0}
+    nd = dict(ds.ndata)
+    nd.update(masks)
+    g = ds.graph
+    # Rebuild the dataset with the extra masks (CSC rows -> edge list keeps every edge).
+    dst = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
+    ds2 = _C.dataset_from_arrays(np.asarray(g.indices), dst, ds.num_nodes, nd, {}, ds.name)
+    return ds2, sorted(masks)
+
+
+def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathLike,
+                    num_hops: int = 1, part_method: str = "metis", balance_ntypes=None,
+                    balance_edges: bool = False, return_mapping: bool = False,
+                    num_trainers_per_machine: int = 1, symmetrize: bool = False,
+                    seed: int = -1, overwrite: bool = True):
+    """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
+
+    ``g`` is a dataset path (read with ``symmetrize``), a ``tessera.load_dataset`` result, a
+    mapping {"edge_index", "num_nodes", "ndata", "edata"}, or a PyG ``Data`` / DGLGraph when
+    those libraries are installed. Writes ``<out_path>/<graph_name>.json`` and
+    ``part<p>/`` atomically. Returns the config path, or with ``return_mapping`` the pair
+    (orig_nids, orig_eids): for every new (relabelled) node / edge ID, its ID in the input.
+    """
+    if num_trainers_per_machine != 1:
+        raise ValueError("num_trainers_per_machine > 1 is not supported yet")
+    ds = _as_dataset(g, symmetrize)
+    ds, masks = _balance_masks(ds, balance_ntypes)
+    out_path = os.fspath(out_path)
+    source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
+    _C.partition_dataset(ds, out_path, graph_name, int(num_parts), part_method, masks,
+                         bool(balance_edges), int(num_hops), int(seed), -1, overwrite, source)
+    config = os.path.join(out_path, f"{graph_name}.json")
+    if not return_mapping:
+        return config
+    book = _C.PartitionBook.load(config)
+    orig_nids = np.empty(book.num_nodes, dtype=np.int64)
+    orig_eids = np.empty(book.num_edges, dtype=np.int64)
+    for p in range(int(num_parts)):
+        lp = _C.load_partition(config, p)
+        inner_n = np.asarray(lp.inner_node, dtype=bool)
+        orig_nids[np.asarray(lp.nid)[inner_n]] = np.asarray(lp.orig_nid)[inner_n]
+        inner_e = np.asarray(lp.inner_edge, dtype=bool)
+        orig_eids[np.asarray(lp.eid)[inner_e]] = np.asarray(lp.orig_eid)[inner_e]
+    return orig_nids, orig_eids
+
+
+def validate_partitions(config: str | os.PathLike, original=None,
+                        verify_checksums: bool = True) -> dict:
+    """Runs every partition-format check (``tessera validate``); returns
+    {'ok', 'errors', 'num_errors', 'summary'}. ``original`` is the dataset that was
+    partitioned (read with the same build options) to also check features and labels."""
+    return _C.validate_partitions(os.fspath(config), original, verify_checksums)
+
+
+def load_partition_config(config: str | os.PathLike) -> dict:
+    """The partition config as a dict (checked by the C++ loader)."""
+    return json.loads(_C.load_partition_config(os.fspath(config)))
