@@ -218,7 +218,15 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   TESSERA_UCX_TRY(ucp_config_read(nullptr, nullptr, &config));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // TESSERA_UCX_PROGRESS=wakeup sleeps on the worker's event fd when idle; =poll (default)
+  // does not ask UCX for wakeups, which keeps transports without events (cma, the zero-copy
+  // shared-memory RMA) eligible, and spins briefly after activity then naps 200 us at a time.
+  const char* pm = std::getenv("TESSERA_UCX_PROGRESS");
+  const std::string progress_mode = (pm && *pm) ? pm : "poll";
+  TESSERA_EXPECTS(progress_mode == "poll" || progress_mode == "wakeup", ValueError,
+                  "TESSERA_UCX_PROGRESS='{}' must be 'poll' or 'wakeup'", progress_mode);
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
+  if (progress_mode == "wakeup") params.features |= UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   const ucs_status_t st = ucp_init(&params, config, &ctx_);
   ucp_config_release(config);
@@ -229,7 +237,7 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   TESSERA_UCX_TRY(ucp_worker_create(ctx_, &wp, &worker_));
-  if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
+  if (progress_mode == "wakeup" && ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   TESSERA_EXPECTS(wake_fd_ >= 0, IOError, "eventfd failed: {}", std::strerror(errno));
 
@@ -340,8 +348,13 @@ void UcxTransport::wake() {
   [[maybe_unused]] ssize_t k = ::write(wake_fd_, &one, sizeof one);
 }
 
+constexpr timespec kNap{0, 200 * 1000};
+
 void UcxTransport::progress_loop() {
+  auto last_active = Clock::now();
+  const auto spin = std::chrono::microseconds(efd_ >= 0 ? 50 : 2000);
   while (!stop_.load()) {
+    bool sleep = false;
     {
       std::lock_guard<std::mutex> lk(worker_mu_);
       int events = 0;
@@ -366,14 +379,25 @@ void UcxTransport::progress_loop() {
           delete rx;
         }
       }
-      if (events) continue;
-      if (efd_ >= 0 && ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
+      const auto now = Clock::now();
+      if (events) last_active = now;
+      // Spin for a moment after activity (replies tend to follow requests), then sleep.
+      sleep = events == 0 && now - last_active >= spin &&
+              (efd_ < 0 || ucp_worker_arm(worker_) != UCS_ERR_BUSY);
+    }
+    if (!sleep) {
+      std::this_thread::yield();  // lets threads that post operations take the lock
+      continue;
     }
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {efd_, POLLIN, 0}};
-    ::poll(fds, efd_ >= 0 ? 2 : 1, efd_ >= 0 ? 100 : 1);
+    if (efd_ >= 0)
+      ::poll(fds, 2, 100);
+    else
+      ::ppoll(fds, 1, &kNap, nullptr);
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t k = ::read(wake_fd_, &v, sizeof v);
+      last_active = Clock::now();
     }
   }
 }
