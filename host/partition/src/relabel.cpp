@@ -151,10 +151,17 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
       const int64_t b = L.indptr[i], deg = L.indptr[i + 1] - b;
       if (deg == 0) continue;
       const int64_t v = L.nid[i];
+      // Global rows are sorted by (source, edge ID) and the local ID is increasing within the
+      // inner range and within the halo list, so putting inner sources before halo sources
+      // (stably) sorts the row by (local source, edge ID) without a comparison sort.
       row.clear();
       for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
-        row.emplace_back(to_local(g.indices[k]), k);
-      if (local_ids) std::sort(row.begin(), row.end());
+        if (!local_ids || (g.indices[k] >= s && g.indices[k] < e))
+          row.emplace_back(to_local(g.indices[k]), k);
+      if (local_ids)
+        for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
+          if (g.indices[k] < s || g.indices[k] >= e) row.emplace_back(to_local(g.indices[k]), k);
+      TESSERA_DEBUG_ASSERT(std::is_sorted(row.begin(), row.end()), "row {} not sorted", i);
       const uint8_t inner = i < L.num_inner_nodes;
       for (int64_t j = 0; j < deg; ++j) {
         L.indices[b + j] = row[j].first;

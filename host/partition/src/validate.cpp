@@ -219,6 +219,14 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
         R.add("partition {}: {}/indices.npy[{}] = {} outside [0, {})", p, pd, k, indices[k], bound);
         break;
       }
+    // Rows sorted by (source, edge ID), as the format promises.
+    for (int64_t i = 0; i < nl && R.count() == before; ++i)
+      for (int64_t k = indptr[i] + 1; k < indptr[i + 1]; ++k)
+        if (indices[k - 1] > indices[k] || (indices[k - 1] == indices[k] && eid[k - 1] >= eid[k])) {
+          R.add("partition {}: {}/indices.npy row {} is not sorted by (source, edge ID) at {}", p,
+                pd, i, k);
+          break;
+        }
     // Owned nodes: the first ni local nodes are exactly node_ranges[p], marked inner.
     for (int64_t i = 0; i < nl; ++i) {
       const bool inner = i < ni;
