@@ -125,6 +125,11 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t*, const int64_t*, const
   require_cuda("sample_neighbors");
   return {};
 }
+DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t*, int64_t,
+                          StreamHandle) {
+  require_cuda("to_block");
+  return {};
+}
 GatherBenchResult bench_gather_device(const void*, int64_t, int64_t, int64_t, bool, int, int,
                                       uint64_t) {
   require_cuda("bench gather");

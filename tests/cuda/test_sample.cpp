@@ -6,13 +6,17 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <tuple>
 
+#include "tessera/core/error.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/graph/graph.hpp"
+#include "tessera/ops/block.hpp"
 #include "tessera/ops/sample.hpp"
+#include "tessera_test.hpp"
 #include "twin_support.hpp"
 
 namespace tessera::test {
@@ -98,6 +102,64 @@ INSTANTIATE_TEST_SUITE_P(Uniform, SampleTwin,
                                               std::get<1>(info.param) ? "replace" : "noreplace",
                                               std::get<2>(info.param) ? "in" : "out");
                          });
+
+// Block compaction: the CUDA twin's src_nodes / src / dst equal the CPU twin's on sampled
+// edges (several hops' worth of repeated sources), including no edges and no destinations.
+class BlockTwin : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(BlockTwin, ToBlockMatchesCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU twin is tested in tests/host/ops";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const int64_t num_seeds = GetParam();
+  static const Graph g = test_graph();
+  std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
+  for (int64_t i = 0; i < g.num_nodes; ++i)
+    perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(8));
+  std::vector<int64_t> seeds(perm.begin(), perm.begin() + num_seeds);  // unique
+  ops::SampleOptions o;
+  o.fanout = 10;
+  o.key = ops::make_rng_key(1, 0, 3, 0);
+  const ops::SampledEdges e = ops::sample_neighbors(g, seeds, o);
+  const ops::Block cpu = ops::to_block(e, seeds);
+
+  cuda::Stream stream;
+  DeviceCopy es(e.src.data(), e.src.size() * 8, 0, false);
+  DeviceCopy ed(e.dst.data(), e.dst.size() * 8, 0, false);
+  DeviceCopy ds(seeds.data(), seeds.size() * 8, 0, false);
+  auto p = [](const DeviceCopy& c) { return static_cast<const int64_t*>(c.data()); };
+  const cuda::DeviceBlock b =
+      cuda::to_block_impl(p(es), p(ed), e.size(), p(ds), num_seeds, stream.get());
+  ASSERT_EQ(b.num_dst, cpu.num_dst);
+  ASSERT_EQ(b.num_src, cpu.num_src());
+  ASSERT_EQ(b.num_edges, cpu.num_edges());
+  auto download = [&](const int64_t* d, int64_t n) {
+    std::vector<int64_t> h(static_cast<size_t>(n));
+    if (n) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
+    stream.synchronize();
+    return h;
+  };
+  EXPECT_EQ(download(b.src_nodes_ptr(), b.num_src), cpu.src_nodes);
+  EXPECT_EQ(download(b.src_ptr(), b.num_edges), cpu.src);
+  EXPECT_EQ(download(b.dst_ptr(), b.num_edges), cpu.dst);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, BlockTwin, ::testing::Values(0, 1, 17, 1024, 3000),
+                         [](const auto& info) {
+                           return fmt::format("{}_seeds{}", backend_name(kBackend), info.param);
+                         });
+
+TEST(BlockTwinErrors, SameMessagesAsCpu) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "CUDA twin errors";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  std::vector<int64_t> src = {5, 6, 7}, dst = {1, 2, 9}, dn = {1, 2, 1};
+  DeviceCopy s(src.data(), 24, 0, false), d(dst.data(), 24, 0, false), n(dn.data(), 24, 0, false);
+  auto p = [](const DeviceCopy& c) { return static_cast<const int64_t*>(c.data()); };
+  TESSERA_EXPECT_THROW_MSG(cuda::to_block_impl(p(s), p(d), 3, p(n), 3, nullptr), ValueError,
+                           "destination node 1 is listed twice");
+  TESSERA_EXPECT_THROW_MSG(cuda::to_block_impl(p(s), p(d), 3, p(n), 2, nullptr), ValueError,
+                           "edge 2 (7 -> 9) ends at a node that is not a destination node");
+}
 
 }  // namespace
 }  // namespace tessera::test

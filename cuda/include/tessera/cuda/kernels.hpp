@@ -118,6 +118,36 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t*
                                            int64_t fanout, bool replace, bool dir_in,
                                            const RngKey& key, StreamHandle stream);
 
+/// A block (message-flow graph) in device memory: local source IDs index src_nodes, whose
+/// first num_dst entries are the destination nodes; the layout of ops::Block (without eids,
+/// which keep the order of the input edges and are not copied).
+struct DeviceBlock {
+  int64_t num_dst = 0;
+  int64_t num_src = 0;
+  int64_t num_edges = 0;
+  std::unique_ptr<ScratchBuffer> src_nodes, src, dst;
+  const int64_t* src_nodes_ptr() const {
+    return src_nodes ? static_cast<const int64_t*>(src_nodes->data()) : nullptr;
+  }
+  const int64_t* src_ptr() const {
+    return src ? static_cast<const int64_t*>(src->data()) : nullptr;
+  }
+  const int64_t* dst_ptr() const {
+    return dst ? static_cast<const int64_t*>(dst->data()) : nullptr;
+  }
+};
+
+/// CUDA twin of ops::to_block: compacts m edges (edge_src, edge_dst: int64 global IDs in device
+/// memory) onto local IDs, the destination nodes (nd unique IDs >= 0, device memory) first and
+/// then the new source nodes in order of first appearance in the edge list, exactly as the CPU
+/// twin. A GPU hash table keeps, for every node, the smallest position at which it appears
+/// (atomicMin); a node is new at the edge where that position is reached, and a scan over those
+/// edges numbers the new nodes in first-appearance order. Synchronizes `stream` once (to learn
+/// the number of source nodes and check errors). Throws ValueError, with the CPU twin's
+/// message, for a destination node listed twice or an edge whose dst is not a destination node.
+DeviceBlock to_block_impl(const int64_t* edge_src, const int64_t* edge_dst, int64_t m,
+                          const int64_t* dst_nodes, int64_t nd, StreamHandle stream);
+
 /// One measurement of the gather benchmark on the GPU.
 struct GatherBenchResult {
   /// Payload (n * row_bytes) per second / 1e9 of the gather; median over the timed runs.
