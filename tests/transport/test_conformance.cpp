@@ -354,6 +354,21 @@ TEST_P(Conformance, OneSidedGet) {
       }
       RANK_CHECK(threw, "out-of-range get was not refused");
     }
+    // Memory the transport allocates (and owns) reads the same way.
+    auto owned = t.allocate_memory(64 << 10);
+    auto* o = static_cast<uint8_t*>(owned->data());
+    for (size_t i = 0; i < owned->size(); ++i)
+      RANK_CHECK(o[i] == 0, "allocated memory is not zero-filled at {}", i);
+    for (size_t i = 0; i < owned->size(); ++i)
+      o[i] = pattern(me, 10, i);
+    auto owned_remotes = t.exchange_regions(*owned);
+    for (int p = 0; p < n; ++p) {
+      Bytes got(4096);
+      const size_t off = (p * 4099) % (owned->size() - got.size());
+      t.get(*owned_remotes[p], off, got.data(), got.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        RANK_CHECK(got[i] == pattern(p, 10, off + i), "allocated region of rank {} byte {}", p, i);
+    }
     // A blob claimed for the wrong owner, or corrupted, is refused.
     Bytes key = region->remote_key();
     bool threw = false;
@@ -371,8 +386,9 @@ TEST_P(Conformance, OneSidedGet) {
       threw = std::string(e.what()).find("malformed") != std::string::npos;
     }
     RANK_CHECK(threw, "a corrupted remote key was accepted");
-    t.barrier();  // peers may still be reading our region
+    t.barrier();  // peers may still be reading our regions
     remotes.clear();
+    owned_remotes.clear();
     return std::string();
   });
 }

@@ -35,8 +35,10 @@ int main(int argc, char** argv) {
     if (mode == "bench" && t->world_size() >= 2) {
       // Rough figures for rank 0 talking to rank 1: request round trip, one-sided 4 KB row reads.
       t->register_handler(1, [](int, ByteView p) { return Bytes(p.bytes(), p.bytes() + p.size); });
-      Bytes region(64 << 20, 7);
-      auto mine = t->register_memory(region.data(), region.size());
+      const bool alloc = argc > 2 && std::string(argv[2]) == "alloc";
+      Bytes region(alloc ? 0 : 64 << 20, 7);
+      auto mine =
+          alloc ? t->allocate_memory(64 << 20) : t->register_memory(region.data(), region.size());
       auto remotes = t->exchange_regions(*mine);
       t->barrier();
       if (t->rank() == 0) {

@@ -10,9 +10,15 @@ namespace {
 class LocalRegion final : public MemoryRegion {
  public:
   LocalRegion(void* data, size_t size) : MemoryRegion(data, size) {}
+  explicit LocalRegion(size_t size) : MemoryRegion(nullptr, size), owned_(size, 0) {
+    data_ = owned_.data();
+  }
   Bytes remote_key() const override {
     return pack_region_key(0, reinterpret_cast<uint64_t>(data_), size_, ByteView());
   }
+
+ private:
+  Bytes owned_;
 };
 
 class LocalRemote final : public RemoteMemory {
@@ -59,6 +65,9 @@ class LocalTransport final : public Transport {
   std::unique_ptr<MemoryRegion> register_memory(void* data, size_t bytes) override {
     TESSERA_EXPECTS(data != nullptr || bytes == 0, ValueError, "register_memory: null pointer");
     return std::make_unique<LocalRegion>(data, bytes);
+  }
+  std::unique_ptr<MemoryRegion> allocate_memory(size_t bytes) override {
+    return std::make_unique<LocalRegion>(bytes);
   }
   std::unique_ptr<RemoteMemory> attach(int owner, ByteView key) override {
     TESSERA_EXPECTS(owner == 0, IndexError, "attach: rank {} is outside the world of 1 rank",

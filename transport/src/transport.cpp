@@ -112,6 +112,9 @@ Bytes Transport::request(int peer, MessageId id, ByteView payload) {
 std::unique_ptr<MemoryRegion> Transport::register_memory(void*, size_t) {
   unsupported("one-sided reads of registered memory");
 }
+std::unique_ptr<MemoryRegion> Transport::allocate_memory(size_t) {
+  unsupported("one-sided reads of registered memory");
+}
 std::unique_ptr<RemoteMemory> Transport::attach(int, ByteView) {
   unsupported("one-sided reads of registered memory");
 }

@@ -112,6 +112,7 @@ class UcxTransport final : public Transport {
   PendingResponse request_async(int peer, MessageId id, ByteView payload) override;
 
   std::unique_ptr<MemoryRegion> register_memory(void* data, size_t bytes) override;
+  std::unique_ptr<MemoryRegion> allocate_memory(size_t bytes) override;
   std::unique_ptr<RemoteMemory> attach(int owner, ByteView key) override;
   void get(const RemoteMemory& remote, const GetRange* ranges, size_t n) override;
 
@@ -662,6 +663,7 @@ PendingResponse UcxTransport::request_async(int peer, MessageId id, ByteView pay
 
 class UcxRegion final : public MemoryRegion {
  public:
+  /// Registers [data, data+size), or with data == nullptr lets UCX allocate `size` bytes.
   UcxRegion(UcxTransport* t, void* data, size_t size) : MemoryRegion(data, size), t_(t) {
     Bytes packed;
     if (size > 0) {
@@ -669,8 +671,24 @@ class UcxRegion final : public MemoryRegion {
       mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
       mp.address = data;
       mp.length = size;
+      if (!data) {
+        mp.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+        mp.flags = UCP_MEM_MAP_ALLOCATE;
+      }
       std::lock_guard<std::mutex> lk(t_->worker_mu_);
       TESSERA_UCX_TRY(ucp_mem_map(t_->ctx_, &mp, &memh_));
+      if (!data) {
+        ucp_mem_attr_t attr{};
+        attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+        const ucs_status_t qs = ucp_mem_query(memh_, &attr);
+        if (qs != UCS_OK || attr.length < size) {
+          ucp_mem_unmap(t_->ctx_, memh_);
+          TESSERA_FAIL(Error, "ucx: allocating {} registered bytes failed ({})", size,
+                       qs != UCS_OK ? ucs_status_string(qs) : "short allocation");
+        }
+        data_ = attr.address;
+        std::memset(data_, 0, size);
+      }
       void* buf = nullptr;
       size_t len = 0;
       const ucs_status_t st = ucp_rkey_pack(t_->ctx_, memh_, &buf, &len);
@@ -681,7 +699,7 @@ class UcxRegion final : public MemoryRegion {
       packed.assign(static_cast<uint8_t*>(buf), static_cast<uint8_t*>(buf) + len);
       ucp_rkey_buffer_release(buf);
     }
-    key_ = pack_region_key(t->rank(), reinterpret_cast<uint64_t>(data), size, packed);
+    key_ = pack_region_key(t->rank(), reinterpret_cast<uint64_t>(data_), size, packed);
   }
   ~UcxRegion() override {
     if (!memh_ || !t_->ctx_) return;
@@ -713,6 +731,10 @@ class UcxRemote final : public RemoteMemory {
 std::unique_ptr<MemoryRegion> UcxTransport::register_memory(void* data, size_t bytes) {
   TESSERA_EXPECTS(data != nullptr || bytes == 0, ValueError, "register_memory: null pointer");
   return std::make_unique<UcxRegion>(this, data, bytes);
+}
+
+std::unique_ptr<MemoryRegion> UcxTransport::allocate_memory(size_t bytes) {
+  return std::make_unique<UcxRegion>(this, nullptr, bytes);
 }
 
 std::unique_ptr<RemoteMemory> UcxTransport::attach(int owner, ByteView key) {

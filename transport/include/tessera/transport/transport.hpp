@@ -230,6 +230,11 @@ class Transport {
   // One-sided reads --------------------------------------------------------------------------
   /// Registers host memory [data, data+bytes) for one-sided reads by peers.
   virtual std::unique_ptr<MemoryRegion> register_memory(void* data, size_t bytes);
+  /// Allocates `bytes` of zero-filled host memory owned by the returned region (freed with it)
+  /// and registered for one-sided reads. Prefer this for data peers read often: a backend may
+  /// place it where peers read it fastest (UCX: its own allocator, e.g. shared memory that
+  /// peers on the same node read without a system call per read).
+  virtual std::unique_ptr<MemoryRegion> allocate_memory(size_t bytes);
   /// Prepares reads of a peer's region from the blob its MemoryRegion::remote_key() returned.
   /// Throws ValueError on a malformed blob or one that is not from `owner`.
   virtual std::unique_ptr<RemoteMemory> attach(int owner, ByteView remote_key);
