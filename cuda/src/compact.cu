@@ -54,6 +54,7 @@ __global__ void insert_kernel(const int64_t* __restrict__ ids, int64_t n, int64_
                               unsigned long long* keys, unsigned long long* vals,
                               unsigned long long mask) {
   TESSERA_GRID_STRIDE(i, n) {
+    if (ids[i] < 0) continue;  // never a key (its bits would be the empty marker); flagged later
     const unsigned long long slot = insert(keys, mask, static_cast<unsigned long long>(ids[i]));
     atomicMin(&vals[slot], static_cast<unsigned long long>(base + i));
   }
@@ -68,11 +69,16 @@ __global__ void mark_kernel(const int64_t* __restrict__ dst_nodes, int64_t nd,
                             unsigned long long* flags) {
   TESSERA_GRID_STRIDE(i, nd + m + 1) {
     if (i < nd) {
+      if (dst_nodes[i] < 0) continue;  // the ops validator rejects these; never read vals[-1]
       const long long s = find(keys, mask, static_cast<unsigned long long>(dst_nodes[i]));
       if (vals[s] != static_cast<unsigned long long>(i))
         atomicMin(&flags[0], static_cast<unsigned long long>(i));
     } else if (i < nd + m) {
       const int64_t j = i - nd;
+      if (edge_src[j] < 0) {
+        is_new[j] = 0;
+        continue;
+      }
       const long long s = find(keys, mask, static_cast<unsigned long long>(edge_src[j]));
       is_new[j] = vals[s] == static_cast<unsigned long long>(i) ? 1 : 0;
     } else {
@@ -102,6 +108,11 @@ __global__ void relabel_kernel(const int64_t* __restrict__ edge_src,
                                unsigned long long mask, int64_t* __restrict__ src,
                                int64_t* __restrict__ dst, unsigned long long* flags) {
   TESSERA_GRID_STRIDE(j, m) {
+    if (edge_src[j] < 0 || edge_dst[j] < 0) {  // not a node ID: reported as a bad edge
+      atomicMin(&flags[1], static_cast<unsigned long long>(j));
+      src[j] = dst[j] = -1;
+      continue;
+    }
     src[j] =
         static_cast<int64_t>(vals[find(keys, mask, static_cast<unsigned long long>(edge_src[j]))]);
     const long long s = find(keys, mask, static_cast<unsigned long long>(edge_dst[j]));

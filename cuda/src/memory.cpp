@@ -105,7 +105,16 @@ HostRegistration::HostRegistration(const void* data, size_t bytes, bool read_onl
   const uintptr_t lo = reinterpret_cast<uintptr_t>(data) & ~(page - 1);
   const uintptr_t hi = (reinterpret_cast<uintptr_t>(data) + bytes + page - 1) & ~(page - 1);
   unsigned flags = cudaHostRegisterPortable | cudaHostRegisterMapped;
-  if (read_only) flags |= cudaHostRegisterReadOnly;
+  if (read_only) {
+    int ro = 0;
+    TESSERA_CUDA_TRY(cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, dev));
+    TESSERA_EXPECTS(ro != 0, ValueError,
+                    "HostRegistration: device {} cannot register read-only host memory "
+                    "(cudaDevAttrHostRegisterReadOnlySupported = 0); copy the array into a "
+                    "PinnedBuffer instead",
+                    dev);
+    flags |= cudaHostRegisterReadOnly;
+  }
   void* base = reinterpret_cast<void*>(lo);
   TESSERA_CUDA_TRY(cudaHostRegister(base, hi - lo, flags));
   base_ = base;
