@@ -222,13 +222,29 @@ TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {
                 .find("not a bijection"),
             std::string::npos);
   // An edge rewired to another source.
-  const std::string rewired = errors_after(0, "indices.npy", [](const fs::path& f) {
-    const Array a = read_npy(f);
-    poke<int64_t>(f, 0, (a.data<int64_t>()[0] + 1) % 3);
+  const std::string rewired = errors_after(0, "indices.npy", [&](const fs::path& f) {
+    // Rewire the last in-edge of some node to the last local node (the row stays sorted).
+    const Array ptr = read_npy(tmp / "out" / "part0" / "indptr.npy");
+    const Array idx = read_npy(f);
+    const auto* q = ptr.data<int64_t>();
+    const int64_t last_node = ptr.rows() - 2;
+    for (int64_t i = 0; i + 1 < ptr.rows(); ++i)
+      if (q[i + 1] > q[i] && idx.data<int64_t>()[q[i + 1] - 1] < last_node) {
+        poke<int64_t>(f, q[i + 1] - 1, last_node);
+        return;
+      }
+    FAIL() << "no row to rewire";
   });
   EXPECT_TRUE(rewired.find("the dataset's edge") != std::string::npos ||
               rewired.find("halo") != std::string::npos)
       << rewired;
+  // A row out of order.
+  const std::string unsorted = errors_after(2, "indices.npy", [](const fs::path& f) {
+    const Array a = read_npy(f);  // row 0 has in-edges from two distinct sources
+    poke<int64_t>(f, 0, a.data<int64_t>()[1]);
+    poke<int64_t>(f, 1, a.data<int64_t>()[0]);
+  });
+  EXPECT_NE(unsorted.find("not sorted by (source, edge ID)"), std::string::npos) << unsorted;
   // A halo node dropped from the list (nid entry of a halo node changed to an owned node).
   const std::string halo =
       errors_after(1, "inner_edge.npy", [](const fs::path& f) { poke<uint8_t>(f, 0, 0); });
