@@ -27,6 +27,27 @@ __global__ void edge_values_kernel(const I* __restrict__ indptr, int64_t num_row
   }
 }
 
+// Fallback for C = A^T B: one warp per row r of A scatters values[e] * B[r] into C[col(e)].
+template <typename I>
+__global__ void spmm_transpose_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
+                                      const float* __restrict__ values, int64_t num_rows,
+                                      const float* __restrict__ B, int64_t feat,
+                                      float* __restrict__ C) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5);
+       r < num_rows; r += warps) {
+    const float* g = B + r * feat;
+    for (int64_t e = static_cast<int64_t>(indptr[r]); e < static_cast<int64_t>(indptr[r + 1]);
+         ++e) {
+      float* out = C + static_cast<int64_t>(indices[e]) * feat;
+      const float w = values[e];
+      for (int64_t f = lane; f < feat; f += 32)
+        atomicAdd(out + f, w * g[f]);
+    }
+  }
+}
+
 // One cuSPARSE handle per thread (handles are not thread-safe); destroyed at thread exit.
 struct Handle {
   cusparseHandle_t h = nullptr;
@@ -103,8 +124,25 @@ void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int6
       transpose ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
   const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
   size_t ws = 0;
-  TESSERA_CUSPARSE_TRY(cusparseSpMM_bufferSize(h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d,
-                                               b.d, &beta, c.d, CUDA_R_32F, alg, &ws));
+  const cusparseStatus_t st = cusparseSpMM_bufferSize(
+      h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, b.d, &beta, c.d, CUDA_R_32F, alg, &ws);
+  if (transpose && st == CUSPARSE_STATUS_NOT_SUPPORTED) {
+    // Some cuSPARSE versions refuse op(A) = A^T with row-major dense operands; the transposed
+    // product is then our own kernel (atomics, as cuSPARSE's transpose).
+    memset_async(C, 0, static_cast<size_t>(out_rows * feat) * sizeof(float), s);
+    const int64_t wblocks = (num_rows + 7) / 8;  // 8 warps per block, one row per warp
+    const unsigned wgrid = static_cast<unsigned>(wblocks < 65535 ? wblocks : 65535);
+    if (idx_type == IndexType::kInt32)
+      TESSERA_KERNEL_CALL(spmm_transpose_kernel<int32_t>, wgrid, 256, 0, s,
+                          static_cast<const int32_t*>(indptr), static_cast<const int32_t*>(indices),
+                          vals, num_rows, B, feat, C);
+    else
+      TESSERA_KERNEL_CALL(spmm_transpose_kernel<int64_t>, wgrid, 256, 0, s,
+                          static_cast<const int64_t*>(indptr), static_cast<const int64_t*>(indices),
+                          vals, num_rows, B, feat, C);
+    return;
+  }
+  TESSERA_CUSPARSE_TRY(st);
   ScratchBuffer work(alloc, ws, stream);
   TESSERA_CUSPARSE_TRY(cusparseSpMM(h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, b.d,
                                     &beta, c.d, CUDA_R_32F, alg, work.data()));
