@@ -105,6 +105,7 @@ struct SampleArgs {
   uint64_t seed = 0;
   bool no_symmetrize = false;
   bool no_huge_pages = false;
+  bool no_interleave = false;
   std::string json;
 };
 
@@ -258,6 +259,7 @@ void run_bench_sample(const SampleArgs& a) {
   if (a.seed) cmd += fmt::format(" --seed {}", a.seed);
   if (a.no_symmetrize) cmd += " --no-symmetrize";
   if (a.no_huge_pages) cmd += " --no-huge-pages";
+  if (a.no_interleave) cmd += " --no-interleave";
   if (!a.json.empty()) cmd += fmt::format(" --json {}", a.json);
 
   PhaseTimer timer("bench sample");
@@ -293,7 +295,10 @@ void run_bench_sample(const SampleArgs& a) {
   so.fanouts = fanouts;
   so.replace = a.replace;
   so.weights = weights;
+  so.interleave = !a.no_interleave;
+  timer.begin("sampler setup");
   NeighborSampler sampler(g, so);
+  timer.end();
   std::vector<int64_t> all(static_cast<size_t>(g.num_nodes));
   for (int64_t v = 0; v < g.num_nodes; ++v)
     all[v] = v;
@@ -424,7 +429,8 @@ void run_bench_sample(const SampleArgs& a) {
                   {"num_nodes", g.num_nodes},
                   {"num_edges", g.num_edges()},
                   {"symmetrized", ro.build.symmetrize},
-                  {"huge_page_bytes", huge}};
+                  {"huge_page_bytes", huge},
+                  {"interleaved_adjacency", !a.no_interleave}};
     j["params"] = {{"fanouts", fanouts},   {"batch_size", a.batch_size}, {"threads", a.threads},
                    {"replace", a.replace}, {"weighted", a.weighted},     {"batches", done},
                    {"seed", a.seed}};
@@ -477,6 +483,8 @@ void add_bench_sample(CLI::App& bench) {
                 "batches for the reference (default min(batches, 10))");
   c->add_option("--seed", args->seed, "RNG seed (< 2^32)")->capture_default_str();
   c->add_flag("--no-symmetrize", args->no_symmetrize, "do not add reverse edges");
+  c->add_flag("--no-interleave", args->no_interleave,
+              "sample from indices/eids as stored (default: an interleaved copy, +16 B/edge)");
   c->add_flag("--no-huge-pages", args->no_huge_pages,
               "keep the graph in ordinary pages (default: advise transparent huge pages)");
   c->add_option("--json", args->json, "write the results as JSON to this file");
@@ -496,6 +504,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   for (AddBench add : kBenches)
     add(*bench);
+  register_bench_gather(*bench);  // bench_gather.cpp
 }
 
 }  // namespace tessera::tools

@@ -9,6 +9,14 @@ namespace tessera::ops {
 
 namespace {
 
+// Advises the whole 2 MiB pages inside [p, p + bytes); false if refused.
+bool advise(const void* p, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+  const auto hi = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHuge - 1);
+  return hi > lo && ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) == 0;
+}
+
 // Reallocates `v` so its pages are advised before they are first touched.
 int64_t rehome(std::vector<int64_t>& v) {
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
@@ -25,6 +33,19 @@ int64_t rehome(std::vector<int64_t>& v) {
 }
 
 }  // namespace
+
+std::vector<int64_t> interleave_adjacency(const Graph& graph) {
+  const int64_t m = graph.num_edges();
+  std::vector<int64_t> pairs;
+  pairs.reserve(static_cast<size_t>(2 * m));
+  advise(pairs.data(), static_cast<size_t>(2 * m) * sizeof(int64_t));  // before first touch
+  pairs.resize(static_cast<size_t>(2 * m));
+  for (int64_t k = 0; k < m; ++k) {
+    pairs[2 * k] = graph.indices[k];
+    pairs[2 * k + 1] = graph.eid(k);
+  }
+  return pairs;
+}
 
 int64_t advise_huge_pages(Graph& graph) {
   return rehome(graph.indices) + rehome(graph.eids) + rehome(graph.indptr);

@@ -20,14 +20,16 @@ class IdMap {
         s.key = -1;
     }
     used_.clear();
+    // expected is an upper bound (edges + destinations); distinct keys are usually far fewer, so
+    // size for 80% load at the bound: a smaller table stays in cache. grow() keeps it correct.
     size_t cap = 64;
-    while (static_cast<int64_t>(cap) < 2 * expected)
+    while (static_cast<int64_t>(cap) * 4 < 5 * expected)
       cap <<= 1;
     if (cap > slots_.size()) allocate(cap);
   }
   /// Local ID of `key`, inserting `next` if absent; `inserted` tells which.
   int64_t find_or_insert(int64_t key, int64_t next, bool& inserted) {
-    if ((used_.size() + 1) * 2 > slots_.size()) grow();
+    if ((used_.size() + 1) * 4 > slots_.size() * 3) grow();
     uint64_t s = slot(key);
     for (;;) {
       Slot& sl = slots_[s];

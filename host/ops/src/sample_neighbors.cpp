@@ -104,6 +104,10 @@ void validate_sample_args(const Graph& graph, Span<const int64_t> seeds,
                   "sample_neighbors: {} weights for a graph with {} edges (one per edge, in "
                   "storage order)",
                   opts.weights.size(), graph.num_edges());
+  TESSERA_EXPECTS(
+      opts.adjacency_pairs.empty() || opts.adjacency_pairs.size() == 2 * graph.num_edges(),
+      ValueError, "sample_neighbors: adjacency_pairs has {} entries, expected 2 * num_edges = {}",
+      opts.adjacency_pairs.size(), 2 * graph.num_edges());
   for (int64_t i = 0; i < seeds.size(); ++i) {
     const int64_t v = seeds[i];
     if (v < 0 || v >= n)
@@ -173,8 +177,9 @@ struct Sampler {
   const SampleOptions& o;
   const int64_t* indptr;
   const int64_t* indices;
-  const int64_t* eids;  // null: identity
-  const float* w;       // null: uniform
+  const int64_t* eids;   // null: identity
+  const float* w;        // null: uniform
+  const int64_t* pairs;  // null, or (neighbor, edge ID) interleaved in storage order
 
   Sampler(const Graph& graph, const SampleOptions& opts)
       : g(graph),
@@ -182,12 +187,22 @@ struct Sampler {
         indptr(graph.indptr.data()),
         indices(graph.indices.data()),
         eids(graph.eids.empty() ? nullptr : graph.eids.data()),
-        w(opts.weights.empty() ? nullptr : opts.weights.data()) {}
+        w(opts.weights.empty() ? nullptr : opts.weights.data()),
+        pairs(opts.adjacency_pairs.empty() ? nullptr : opts.adjacency_pairs.data()) {}
 
-  int64_t eid(int64_t k) const { return eids ? eids[k] : k; }
+  int64_t eid(int64_t k) const { return pairs ? pairs[2 * k + 1] : eids ? eids[k] : k; }
+  int64_t neighbor(int64_t k) const { return pairs ? pairs[2 * k] : indices[k]; }
+  void prefetch_edge(int64_t k) const {
+    if (pairs) {
+      __builtin_prefetch(&pairs[2 * k]);
+    } else {
+      __builtin_prefetch(&indices[k]);
+      if (eids) __builtin_prefetch(&eids[k]);
+    }
+  }
 
   void emit(SampledEdges& out, int64_t v, int64_t k) const {
-    const int64_t u = indices[k];
+    const int64_t u = neighbor(k);
     if (o.dir == EdgeDir::kIn) {
       out.src.push_back(u);
       out.dst.push_back(v);
@@ -321,10 +336,8 @@ struct Sampler {
         if (!o.replace && d <= fan) {
           for (int64_t j = 0; j < d; ++j)
             pos[q++] = b + j;
-          for (int64_t j = 0; j < d; j += 8) {
-            __builtin_prefetch(&indices[b + j]);
-            if (eids) __builtin_prefetch(&eids[b + j]);
-          }
+          for (int64_t j = 0; j < d; j += pairs ? 4 : 8)
+            prefetch_edge(b + j);
           continue;
         }
         if (o.replace) {
@@ -342,10 +355,8 @@ struct Sampler {
           for (int64_t t = 0; t < fan; ++t)
             pos[q++] = b + r[t];
         }
-        for (int64_t t = q - fan; t < q; ++t) {
-          __builtin_prefetch(&indices[pos[t]]);
-          if (eids) __builtin_prefetch(&eids[pos[t]]);
-        }
+        for (int64_t t = q - fan; t < q; ++t)
+          prefetch_edge(pos[t]);
       }
       // (3) edges
       const size_t o0 = out.src.size();
@@ -361,8 +372,8 @@ struct Sampler {
         for (int64_t j = 0; j < count[i]; ++j, ++q) {
           const int64_t p = pos[q];
           self[q] = v;
-          other[q] = indices[p];
-          eo[q] = eids ? eids[p] : p;
+          other[q] = neighbor(p);
+          eo[q] = eid(p);
         }
       }
     }
@@ -386,7 +397,7 @@ struct Sampler {
       if (i + kAhead < n) __builtin_prefetch(&indptr[seeds[i + kAhead]]);
       if (i + kAhead / 2 < n) {
         const int64_t u = seeds[i + kAhead / 2];
-        __builtin_prefetch(&indices[indptr[u]]);
+        prefetch_edge(indptr[u]);
       }
       row(seeds[i], out, s);
     }

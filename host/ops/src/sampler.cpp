@@ -23,6 +23,7 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
                   "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
                   graph_.num_nodes);
   if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
+  if (opts_.interleave) pairs_ = interleave_adjacency(graph_);
 }
 
 std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
@@ -35,6 +36,7 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
   SampleOptions so;
   so.replace = opts_.replace;
   so.weights = opts_.weights;
+  so.adjacency_pairs = pairs_;
   so.dir = opts_.dir;
   so.exclude = exclude;
   so.num_threads = opts_.num_threads;

@@ -67,6 +67,10 @@ struct SampleOptions {
   EdgeDir dir = EdgeDir::kIn;
   /// (seed, epoch, batch, layer) of the Philox key; the stream is always kNeighbor.
   RngKey key;
+  /// Optional copy of the adjacency as (neighbor, edge ID) pairs in storage order (size
+  /// 2 * num_edges; see interleave_adjacency). A sampled edge then costs one cache miss instead
+  /// of two (indices and eids). Same output either way. Not owned.
+  Span<const int64_t> adjacency_pairs;
   /// Edges to leave out (not owned; may be null).
   const ExcludeEdges* exclude = nullptr;
   /// Threads for this call: 0 = tessera::num_threads(), 1 = run in the caller's thread (what the
@@ -91,6 +95,10 @@ void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const 
 /// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
 /// ValueError if by_eid is empty while the graph has edges.
 std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid);
+
+/// (indices[k], eid(k)) for every stored edge k, interleaved: the layout of
+/// SampleOptions::adjacency_pairs (16 bytes per edge).
+std::vector<int64_t> interleave_adjacency(const Graph& graph);
 
 /// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
 /// ValueError naming `what` and the first bad position. sample_neighbors checks only the length
