@@ -27,10 +27,12 @@ void register_launch(CLI::App& app) {
                   "Job token (default: TESSERA_JOB_TOKEN, else a random one on a single node)");
   sub->add_option("--grace", opts->grace_s, "Seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
-  sub->add_flag("--no-prefix{false}", opts->prefix_output, "Do not prefix output lines");
+  auto no_prefix = std::make_shared<bool>(false);
+  sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with [rank R]");
   sub->add_option("command", opts->command, "The command to run for every rank (after --)")
       ->required();
-  sub->callback([opts] {
+  sub->callback([opts, no_prefix] {
+    opts->prefix_output = !*no_prefix;
     const int code = transport::launch(*opts);
     if (code != 0) std::exit(code);
   });
