@@ -25,8 +25,9 @@ struct PartitionArgs {
   int ufactor = -1;
 };
 
-// npy datasets whose meta.json says each undirected edge is stored once (all of
-// ../shared/datasets) are symmetrized unless --no-symmetrize is given.
+// Inputs that say they are undirected with each edge stored once are symmetrized unless
+// --no-symmetrize is given: npy datasets whose meta.json says so (all of ../shared/datasets),
+// and SNAP files whose header says "Undirected" (the reader sets meta "directed": false).
 bool meta_says_undirected(const Dataset& ds) {
   if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean())
     return !ds.meta["directed"].get<bool>();
@@ -89,11 +90,12 @@ void run_partition(const PartitionArgs& a) {
   }
   BuildOptions bo;
   bo.symmetrize = a.symmetrize;
-  if (!a.symmetrize && !a.no_symmetrize && ds.format == "npy" && meta_says_undirected(ds)) {
+  if (!a.symmetrize && !a.no_symmetrize && (ds.format == "npy" || ds.format == "snap") &&
+      meta_says_undirected(ds)) {
     bo.symmetrize = true;
     if (!quiet())
       fmt::print(stderr,
-                 "[tessera] {}: meta.json says edges are stored once per undirected pair: "
+                 "[tessera] {}: the input says its edges are undirected, stored once per pair: "
                  "symmetrizing (--no-symmetrize to keep them directed)\n",
                  ds.name);
   }

@@ -99,6 +99,20 @@ TEST(Errors, FailureLeavesNothingBehindAndKeepsOldOutput) {
   EXPECT_EQ(load_partition_config(tmp / "out" / "g.json").num_parts, 2);
 }
 
+TEST(Errors, OverwriteRefusesAFolderThatIsNotPartitionOutput) {
+  TempDir tmp;
+  const Dataset ds = toy();
+  fs::create_directories(tmp / "home" / "docs");
+  std::ofstream(tmp / "home" / "notes.txt") << "precious";
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "home", 2), ValueError, "refusing to overwrite");
+  EXPECT_TRUE(fs::exists(tmp / "home" / "notes.txt"));
+  std::ofstream(tmp / "file") << "x";
+  TESSERA_EXPECT_THROW_MSG(write(ds, tmp / "file", 2), ValueError, "not a folder");
+  write(ds, tmp / "out", 3);
+  write(ds, tmp / "out", 2);  // replacing earlier partition output is fine
+  EXPECT_FALSE(fs::exists(tmp / "out" / "part2"));
+}
+
 TEST(Errors, MissingPartitionFile) {
   TempDir tmp;
   const Dataset ds = toy();
