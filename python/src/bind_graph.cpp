@@ -111,7 +111,7 @@ void bind_graph(nb::module_& m) {
       "CSC of the edges src[i] -> dst[i]; IndexError for an ID outside [0, num_nodes).");
 
   nb::class_<Dataset>(m, "Dataset", "A graph with node and edge arrays (finalized: CSC built).")
-      .def_ro("name", &Dataset::name)
+      .def_rw("name", &Dataset::name)
       .def_ro("format", &Dataset::format)
       .def_ro("num_nodes", &Dataset::num_nodes)
       .def_ro("num_input_edges", &Dataset::num_input_edges)

@@ -118,8 +118,14 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     ds, masks = _balance_masks(ds, balance_ntypes)
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
-    _C.partition_dataset(ds, out_path, graph_name, int(num_parts), part_method, masks,
-                         bool(balance_edges), int(num_hops), int(seed), -1, overwrite, source)
+    # The config's graph_name is the dataset's name: make it the name asked for.
+    saved_name, ds.name = ds.name, graph_name
+    try:
+        _C.partition_dataset(ds, out_path, graph_name, int(num_parts), part_method, masks,
+                             bool(balance_edges), int(num_hops), int(seed), -1, overwrite,
+                             source)
+    finally:
+        ds.name = saved_name
     config = os.path.join(out_path, f"{graph_name}.json")
     if not return_mapping:
         return config

@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""Trains GraphSAGE with mini-batch neighbor sampling on a partitioned graph.
+
+    python python/examples/train_sage.py --dataset data/cora --parts 1
+    python python/examples/train_sage.py --dataset ../shared/datasets/tolokers --split all
+
+The script is the one DGL users know (partition_graph, initialize, DistGraph, node_split,
+DistNodeDataLoader, SAGEConv). It partitions the dataset (or reuses a partitioning), trains,
+prints the loss and validation metric per epoch, the test metric of the epoch with the best
+validation metric, and draws the loss curve. ``--checkpoint`` saves model, optimizer, RNG and
+loader position after every epoch; ``--resume`` continues from it, and reaches bitwise the
+same parameters as an uninterrupted run (with ``--threads 1``).
+
+With ``--parts P > 1`` this build runs the P trainers *in one process*: the distributed
+runtime is not built yet. Trainer r takes its share of the training nodes from
+``node_split(..., rank=r, world_size=P)``, samples and reads features through the same
+DistGraph, and the P losses are averaged before one optimizer step, as synchronous data
+parallelism (DDP's gradient all-reduce) would do.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+try:
+    import tessera
+except ImportError:  # running from a source tree without `pip install .`
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    import tessera
+
+import torch
+import torch.nn.functional as F
+
+from tessera.nn import GraphSAGE
+
+
+# --- small utilities -------------------------------------------------------------------------
+class Progress:
+    """tqdm when installed, else a single rewritten status line."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.total, self.desc, self.n, self.enabled = total, desc, 0, enabled
+        self._bar = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
+            except ImportError:
+                pass
+        self.t0 = time.time()
+
+    def update(self, loss: float) -> None:
+        self.n += 1
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix(loss=f"{loss:.4f}")
+        elif sys.stderr.isatty() or self.n == self.total:
+            sys.stderr.write(f"\r{self.desc}: {self.n}/{self.total} batches, loss {loss:.4f}, "
+                             f"{time.time() - self.t0:.1f}s")
+            if self.n == self.total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """ROC-AUC of binary labels (Mann-Whitney U with average ranks for ties)."""
+    labels = labels.astype(bool)
+    npos, nneg = int(labels.sum()), int((~labels).sum())
+    if npos == 0 or nneg == 0:
+        return float("nan")
+    order = np.argsort(scores, kind="mergesort")
+    s = scores[order]
+    ranks = np.empty(len(s), dtype=np.float64)
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and s[j + 1] == s[i]:
+            j += 1
+        ranks[i:j + 1] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    r = np.empty_like(ranks)
+    r[order] = ranks
+    return float((r[labels].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
+
+
+def param_digest(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def atomic_save(obj, path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# --- data ------------------------------------------------------------------------------------
+def dataset_meta(path: str) -> dict:
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def prepare_partitions(args) -> str:
+    name = os.path.basename(os.path.normpath(args.dataset))
+    out = args.part_dir or os.path.join("out", "partitions", f"{name}-{args.part_method}-p{args.parts}")
+    config = os.path.join(out, f"{name}.json")
+    if os.path.exists(config) and not args.repartition:
+        print(f"[train] reusing partitions {config}", flush=True)
+        return config
+    t0 = time.time()
+    balance = ["train_mask"] if args.parts > 1 and args.part_method == "metis" else None
+    tessera.partition_graph(args.dataset, name, args.parts, out, num_hops=1,
+                            part_method=args.part_method, balance_ntypes=balance,
+                            balance_edges=args.parts > 1, symmetrize=not args.no_symmetrize,
+                            seed=args.seed)
+    print(f"[train] partitioned {args.dataset} into {args.parts} part(s) in "
+          f"{time.time() - t0:.2f}s: {config}", flush=True)
+    return config
+
+
+class Features:
+    """Reads input features through the DistTensor and applies the chosen normalization."""
+
+    def __init__(self, g, mode: str):
+        self.t = g.ndata["feat"]
+        self.mode = mode
+        if mode == "standard":
+            x = self.t.numpy().astype(np.float64)
+            self.mean = torch.from_numpy(x.mean(0).astype(np.float32))
+            self.std = torch.from_numpy(np.maximum(x.std(0), 1e-6).astype(np.float32))
+
+    @property
+    def dim(self) -> int:
+        return int(self.t.shape[1])
+
+    def __call__(self, ids) -> torch.Tensor:
+        x = self.t[ids].to(torch.float32)
+        if self.mode == "row":
+            x = x / x.abs().sum(1, keepdim=True).clamp(min=1e-12)
+        elif self.mode == "standard":
+            x = (x - self.mean) / self.std
+        return x
+
+
+def mask_column(t, split: int) -> np.ndarray:
+    m = t.numpy()
+    if m.ndim == 2:
+        return np.ascontiguousarray(m[:, split])
+    return m
+
+
+# --- model evaluation --------------------------------------------------------------------------
+@torch.no_grad()
+def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int) -> torch.Tensor:
+    """Outputs of every node with full neighborhoods, one layer at a time (DGL's inference)."""
+    model.eval()
+    n = g.num_nodes()
+    all_nodes = np.arange(n, dtype=np.int64)
+    sampler = tessera.NeighborSampler([-1])
+    loader = tessera.NodeDataLoader(g, all_nodes, sampler, batch_size=batch_size, shuffle=False,
+                                    num_workers=1, seed=0)
+    h = None
+    for i, layer in enumerate(model.layers):
+        out = None
+        for input_nodes, seeds, blocks in loader:
+            x = feats(input_nodes) if i == 0 else h[input_nodes]
+            y = layer(blocks[0], x)
+            if i < model.num_layers - 1:
+                y = F.relu(model.norms[i](y))
+            if out is None:
+                out = torch.empty((n, y.shape[1]), dtype=y.dtype)
+            out[seeds] = y
+        h = out
+    return h
+
+
+def metric_of(logits: torch.Tensor, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> float:
+    idx = torch.from_numpy(nodes)
+    if kind == "rocauc":
+        scores = torch.softmax(logits[idx], 1)[:, 1].numpy()
+        return roc_auc(scores, labels[idx].numpy()) * 100.0
+    return float((logits[idx].argmax(1) == labels[idx]).float().mean()) * 100.0
+
+
+# --- training ------------------------------------------------------------------------------------
+def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str) -> dict:
+    book = g.get_partition_book()
+    train_mask = mask_column(g.ndata["train_mask"], split)
+    val_nodes = np.nonzero(mask_column(g.ndata["val_mask"], split))[0]
+    test_nodes = np.nonzero(mask_column(g.ndata["test_mask"], split))[0]
+    world = args.parts  # trainers; > 1 runs them in this process (see the module docstring)
+    sampler = tessera.NeighborSampler(args.fanouts)
+    loaders = []
+    for r in range(world):
+        nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
+        loaders.append(tessera.DistNodeDataLoader(
+            g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
+            num_workers=args.num_workers, seed=args.seed + 1000 * split))
+
+    torch.manual_seed(args.seed + split)
+    num_classes = int(labels.max()) + 1
+    model = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
+                      dropout=args.dropout, input_dropout=args.input_dropout,
+                      norm="layer" if args.layer_norm else None)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
+             "test_at_best": float("nan")}
+
+    ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and args.split == "all" \
+        else args.checkpoint
+    if ckpt and args.resume and os.path.exists(ckpt):
+        c = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(c["model"])
+        opt.load_state_dict(c["optimizer"])
+        for dl, s in zip(loaders, c["loaders"]):
+            dl.load_state_dict(s)
+        torch.set_rng_state(c["torch_rng"])
+        state = c["state"]
+        print(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}", flush=True)
+
+    while state["epoch"] < args.epochs:
+        epoch = state["epoch"]
+        model.train()
+        t0 = time.time()
+        iters = [iter(dl) for dl in loaders]
+        steps = max(len(dl) for dl in loaders)
+        bar = Progress(steps, f"split {split} epoch {epoch:3d}", enabled=not args.quiet)
+        total, count = 0.0, 0
+        for _ in range(steps):
+            opt.zero_grad()
+            losses = []
+            for it in iters:  # the trainers of one synchronous step
+                batch = next(it, None)
+                if batch is None:
+                    continue
+                input_nodes, seeds, blocks = batch
+                logits = model(blocks, feats(input_nodes))
+                losses.append(F.cross_entropy(logits, labels[seeds]))
+            loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
+            loss.backward()
+            opt.step()
+            total += loss.item()
+            count += 1
+            bar.update(loss.item())
+        bar.close()
+        for it in iters:  # finish the generators so every loader advances to the next epoch
+            for _ in it:
+                pass
+        train_loss = total / max(count, 1)
+        logits = layerwise_inference(model, g, feats, args.eval_batch_size)
+        val = metric_of(logits, labels, val_nodes, metric)
+        if val > state["best_val"]:
+            state.update(best_val=val, best_epoch=epoch,
+                         test_at_best=metric_of(logits, labels, test_nodes, metric))
+        state["history"].append({"epoch": epoch, "loss": train_loss, "val": val,
+                                 "seconds": time.time() - t0})
+        state["epoch"] = epoch + 1
+        if not args.quiet or epoch == args.epochs - 1:
+            print(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
+                  f"{val:6.2f}  ({time.time() - t0:.2f}s)", flush=True)
+        if ckpt:
+            atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                         "loaders": [dl.state_dict() for dl in loaders],
+                         "torch_rng": torch.get_rng_state(), "state": state,
+                         "args": vars(args)}, ckpt)
+        if args.stop_after is not None and state["epoch"] >= args.stop_after \
+                and state["epoch"] < args.epochs:
+            print(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)",
+                  flush=True)
+            return {"stopped": True, **state}
+
+    logits = layerwise_inference(model, g, feats, args.eval_batch_size)
+    final_test = metric_of(logits, labels, test_nodes, metric)
+    digest = param_digest(model)
+    print(f"split {split}: best val {metric} {state['best_val']:.2f} at epoch "
+          f"{state['best_epoch']}, test {metric} {state['test_at_best']:.2f} "
+          f"(last epoch: {final_test:.2f}); parameters {digest}", flush=True)
+    return {"stopped": False, "final_test": final_test, "digest": digest, **state}
+
+
+def plot(results: dict, path: str, metric: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[train] matplotlib is not installed; no plot", flush=True)
+        return
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for split, r in results.items():
+        ep = [h["epoch"] for h in r["history"]]
+        a1.plot(ep, [h["loss"] for h in r["history"]], label=f"split {split}")
+        a2.plot(ep, [h["val"] for h in r["history"]], label=f"split {split}")
+    a1.set_xlabel("epoch"), a1.set_ylabel("training loss"), a1.set_title("loss")
+    a2.set_xlabel("epoch"), a2.set_ylabel(f"validation {metric}"), a2.set_title("validation")
+    if len(results) <= 10:
+        a1.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"[train] loss curve: {path}", flush=True)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True, help="dataset folder (npy layout) or path")
+    p.add_argument("--parts", type=int, default=1, help="partitions = trainers (P)")
+    p.add_argument("--part-method", default="metis", choices=["metis", "random"])
+    p.add_argument("--part-dir", default=None, help="where the partitions go (reused)")
+    p.add_argument("--repartition", action="store_true")
+    p.add_argument("--no-symmetrize", action="store_true",
+                   help="keep edges directed (the shipped datasets store each pair once)")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--fanouts", default=None, help="per layer, input layer first: 10,25")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--eval-batch-size", type=int, default=4096)
+    p.add_argument("--hidden", type=int, default=None)
+    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument("--input-dropout", type=float, default=None)
+    p.add_argument("--layer-norm", action="store_true", default=None)
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--weight-decay", type=float, default=None)
+    p.add_argument("--feat-norm", default=None, choices=["none", "row", "standard"])
+    p.add_argument("--metric", default="auto", choices=["auto", "acc", "rocauc"])
+    p.add_argument("--split", default="0", help="split index for [N, S] masks, or 'all'")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-workers", type=int, default=1, help="sampler threads per loader")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--checkpoint", default=None, help="checkpoint file (saved every epoch)")
+    p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    p.add_argument("--stop-after", type=int, default=None,
+                   help="stop after this many epochs (to test --resume)")
+    p.add_argument("--plot", default=None, help="loss-curve PNG (default out/<name>-loss.png)")
+    p.add_argument("--results", default=None, help="write the results as JSON here")
+    p.add_argument("--quiet", action="store_true", help="one line per split, no progress bar")
+    return p.parse_args(argv)
+
+
+# Defaults per task: GraphSAGE settings that reach the published figures.
+PRESETS = {
+    "acc": dict(epochs=100, fanouts="10,25", batch_size=64, hidden=64, dropout=0.5,
+                input_dropout=0.0, layer_norm=False, lr=0.01, weight_decay=5e-4,
+                feat_norm="row"),
+    "rocauc": dict(epochs=60, fanouts="15,10", batch_size=512, hidden=128, dropout=0.2,
+                   input_dropout=0.0, layer_norm=True, lr=0.003, weight_decay=0.0,
+                   feat_norm="standard"),
+}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    meta = dataset_meta(args.dataset)
+    metric = args.metric
+    if metric == "auto":
+        metric = "rocauc" if "ROC" in str(meta.get("metric", "")).upper() else "acc"
+    for k, v in PRESETS[metric].items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    args.fanouts = [int(f) for f in str(args.fanouts).split(",")]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.parts > 1:
+        print(f"[train] P = {args.parts}: the {args.parts} trainers run in this process "
+              "(distributed runtime not built yet); gradients are averaged per step",
+              flush=True)
+
+    tessera.initialize()
+    config = prepare_partitions(args)
+    name = os.path.basename(os.path.normpath(args.dataset))
+    g = tessera.DistGraph(name, part_config=config)
+    feats = Features(g, args.feat_norm)
+    labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64))
+    tm = g.ndata["train_mask"]
+    nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
+    splits = list(range(nsplits)) if args.split == "all" else [int(args.split)]
+    print(f"[train] {g}; {metric}; splits {splits}; fanouts {args.fanouts}, batch "
+          f"{args.batch_size}, hidden {args.hidden}, lr {args.lr}, epochs {args.epochs}",
+          flush=True)
+
+    results = {}
+    t0 = time.time()
+    for s in splits:
+        r = train_split(args, g, feats, labels, s, metric)
+        if r["stopped"]:
+            return 0
+        results[s] = r
+    tests = np.array([r["test_at_best"] for r in results.values()])
+    print(f"[train] test {metric} (at best validation): {tests.mean():.2f} +- "
+          f"{tests.std():.2f} over {len(tests)} split(s) "
+          f"[{', '.join(f'{t:.2f}' for t in tests)}]; {time.time() - t0:.1f}s", flush=True)
+    plot(results, args.plot or os.path.join("out", f"{name}-p{args.parts}-loss.png"), metric)
+    if args.results:
+        with open(args.results, "w") as f:
+            json.dump({"dataset": args.dataset, "parts": args.parts, "metric": metric,
+                       "mean": float(tests.mean()), "std": float(tests.std()),
+                       "splits": {str(k): {kk: v for kk, v in r.items() if kk != "history"}
+                                  for k, r in results.items()},
+                       "args": vars(args)}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Shared fixtures: the shipped Cora, the shared datasets, a partitioned Cora."""
+import os
+
+import numpy as np
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DATASETS = os.environ.get("TESSERA_DATASETS",
+                          os.path.abspath(os.path.join(REPO, "..", "shared", "datasets")))
+CORA = os.path.join(REPO, "data", "cora")  # shipped with the repository
+
+tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip install .)")
+
+
+def shared_dataset(name: str) -> str:
+    path = os.path.join(DATASETS, name)
+    if not os.path.isdir(path):
+        pytest.skip(f"{path} is not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def cora():
+    """Cora read with symmetrized edges (the way it is partitioned)."""
+    return tessera.load_dataset(CORA, symmetrize=True)
+
+
+@pytest.fixture(scope="session")
+def cora_parts(tmp_path_factory):
+    """Cora partitioned into 2 parts with METIS, and the (orig_nids, orig_eids) mapping."""
+    out = tmp_path_factory.mktemp("cora2")
+    orig_nids, orig_eids = tessera.partition_graph(CORA, "cora", 2, out, symmetrize=True,
+                                                   return_mapping=True)
+    return str(out / "cora.json"), orig_nids, orig_eids
+
+
+@pytest.fixture(scope="session")
+def cora_one(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cora1")
+    return tessera.partition_graph(CORA, "cora", 1, out, symmetrize=True)
+
+
+def in_neighbors(graph, v):
+    ip = np.asarray(graph.indptr)
+    return np.asarray(graph.indices[ip[v]:ip[v + 1]])

