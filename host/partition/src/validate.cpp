@@ -120,6 +120,10 @@ bool check_files(const PartitionConfig& c, int64_t p, const ValidateOptions& opt
       ok = false;
     }
   }
+  for (const auto& ent : std::filesystem::directory_iterator(dir))
+    if (!info.file(ent.path().filename().string()))
+      R.add("{}: {} is not listed in the config (from another partitioning?)", pn,
+            (std::filesystem::path(info.dir) / ent.path().filename()).string());
   for (const auto& f : info.files)
     if (!wanted.count(f.name))
       R.add("{}: the config lists {} which is not part of the format or the schema", pn,

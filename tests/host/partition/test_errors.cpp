@@ -118,9 +118,12 @@ TEST(Errors, MissingPartitionFile) {
   const Dataset ds = toy();
   write(ds, tmp / "out", 3);
   fs::remove(tmp / "out" / "part1" / "indices.npy");
+  std::ofstream(tmp / "out" / "part0" / "stray.npy") << "x";
   const ValidationReport r = validate_partitions(tmp / "out" / "g.json", &ds);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(all_errors(r).find("partition 1: file part1/indices.npy is missing"), std::string::npos)
+      << all_errors(r);
+  EXPECT_NE(all_errors(r).find("partition 0: part0/stray.npy is not listed"), std::string::npos)
       << all_errors(r);
   const PartitionConfig c = load_partition_config(tmp / "out" / "g.json");
   TESSERA_EXPECT_THROW_MSG(load_partition(c, 1), IOError, "indices.npy is missing");
