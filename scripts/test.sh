@@ -16,3 +16,13 @@ cmake --build "$build" -j"$jobs"
 echo "[test] running ctest ..." >&2
 cd "$build"
 ctest --output-on-failure -j"$jobs" --timeout 600
+# --- Python package (nanobind module built by scikit-build-core) and its pytest suite ---------
+cd "$OLDPWD"
+bash scripts/setup-python.sh
+echo "[test] building and installing the Python package ..." >&2
+python3 -m pip install . --no-build-isolation -q
+echo "[test] running pytest ..." >&2
+pytest_rc=0
+python3 -m pytest tests/python -q || pytest_rc=$?
+# pytest exits 5 when it collected no test: not a failure.
+[ "$pytest_rc" -eq 0 ] || [ "$pytest_rc" -eq 5 ] || exit "$pytest_rc"
