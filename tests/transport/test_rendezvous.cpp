@@ -329,6 +329,12 @@ TEST(Registry, ListsBackendsAndRefusesUnknownNames) {
   EXPECT_EQ(t->name(), "local");
 #ifndef TESSERA_WITH_NCCL
   TESSERA_EXPECT_THROW_MSG(create_transport("nccl"), NotCompiledError, "not compiled");
+#else
+  EXPECT_TRUE(backends[1].compiled);
+  if (!backends[1].available) {
+    EXPECT_FALSE(backends[1].reason.empty());
+    TESSERA_EXPECT_THROW_MSG(create_transport("nccl"), ValueError, "cannot run here");
+  }
 #endif
 }
 
