@@ -10,7 +10,7 @@ from .dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBoo
                    NodePartitionPolicy, edge_split, node_split)
 from .partition import (graph_from_arrays, load_dataset, load_partition_config,
                         partition_graph, validate_partitions)
-from . import dataloading
+from . import dataloading, distributed
 from .dataloading import (Block, DistEdgeDataLoader, DistNodeDataLoader, EdgeDataLoader,
                           NeighborSampler, NodeDataLoader)
 
@@ -22,7 +22,7 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split",
            "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
-           "set_num_threads", "num_threads", "dataloading", "nn", "convert"]
+           "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert"]
 
 
 def __getattr__(name):
