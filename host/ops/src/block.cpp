@@ -26,6 +26,17 @@ void validate_to_block_args(const SampledEdges& edges, Span<const int64_t> dst_n
                     dst_nodes[i], i);
 }
 
+void validate_induced_subgraph_args(const Graph& graph, Span<const int64_t> nodes) {
+  const int64_t n = graph.num_nodes;
+  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == n + 1, ValueError,
+                  "induced_subgraph: graph indptr has {} entries for {} nodes", graph.indptr.size(),
+                  n);
+  for (int64_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i] < 0 || nodes[i] >= n)
+      TESSERA_FAIL(IndexError, "induced_subgraph: node {} at position {} outside [0, {})", nodes[i],
+                   i, n);
+}
+
 void to_block_cpu(const SampledEdges& edges, Span<const int64_t> dst_nodes, IdMap& map,
                   Block& out) {
   const int64_t nd = dst_nodes.size(), m = edges.size();
@@ -81,18 +92,12 @@ Block to_block(const SampledEdges& edges, Span<const int64_t> dst_nodes, Compact
 
 Subgraph induced_subgraph(const Graph& graph, Span<const int64_t> nodes, int num_threads_arg,
                           Device device) {
-  const int64_t n = graph.num_nodes, k = nodes.size();
-  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == n + 1, ValueError,
-                  "induced_subgraph: graph indptr has {} entries for {} nodes", graph.indptr.size(),
-                  n);
-  for (int64_t i = 0; i < k; ++i)
-    if (nodes[i] < 0 || nodes[i] >= n)
-      TESSERA_FAIL(IndexError, "induced_subgraph: node {} at position {} outside [0, {})", nodes[i],
-                   i, n);
+  detail::validate_induced_subgraph_args(graph, nodes);
   if (device == Device::kCuda) {
     cuda::require_cuda("induced_subgraph");
     TESSERA_FAIL(NotCompiledError, "induced_subgraph: the CUDA twin is not implemented yet");
   }
+  const int64_t k = nodes.size();
   detail::IdMap map;
   map.reset(k);
   bool inserted;

@@ -308,6 +308,42 @@ TEST(SampleNeighbors, SampleOfANodeDoesNotDependOnTheBatch) {
   EXPECT_NE(by_dst(sample_neighbors(g, seeds, o)), m);
 }
 
+TEST(SampleNeighbors, RmatGraphAllModes) {
+  // A skewed R-MAT graph (hubs and many low-degree nodes), symmetrized like the benchmark's.
+  ReadOptions ro;
+  ro.build.symmetrize = true;
+  const Dataset ds = read_dataset("rmat:12,8", Format::kAuto, ro);
+  const Graph& g = ds.graph;
+  const auto seeds = all_nodes(g);
+  const auto w = weights_in_storage_order(g, std::vector<float>{1.0f, 0.25f, 3.0f, 0.0f});
+  for (int mode = 0; mode < 4; ++mode) {
+    SampleOptions o;
+    o.fanout = 12;
+    o.replace = mode & 1;
+    if (mode & 2) o.weights = w;
+    o.key = key_of(21, 0, 5, 1);
+    o.num_threads = 1;
+    const auto e = sample_neighbors(g, seeds, o);
+    o.num_threads = 2;
+    expect_same(e, sample_neighbors(g, seeds, o));
+    auto m = by_dst(e);
+    for (int64_t v = 0; v < g.num_nodes; v += 7) {
+      const auto& got = m[v];
+      if (!o.replace) {
+        std::set<int64_t> s;
+        for (auto& p : got)
+          s.insert(p.second);
+        EXPECT_EQ(s.size(), got.size()) << "repeat at node " << v;
+        if (!(mode & 2)) {
+          EXPECT_EQ(static_cast<int64_t>(got.size()), std::min<int64_t>(g.degree(v), 12));
+        }
+      } else if (!(mode & 2)) {
+        EXPECT_EQ(static_cast<int64_t>(got.size()), g.degree(v) ? 12 : 0);
+      }
+    }
+  }
+}
+
 TEST(SampleNeighbors, OutEdgesOnCsr) {
   const Graph g = test::random_graph(500, 6, 3, /*symmetrize=*/false);
   const Graph csr = transpose(g);

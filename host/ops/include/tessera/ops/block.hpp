@@ -71,7 +71,10 @@ Subgraph induced_subgraph(const Graph& graph, Span<const int64_t> nodes, int num
                           Device device = Device::kCpu);
 
 namespace detail {
+/// The validators of to_block and induced_subgraph (the checks that need the ID map, repeated
+/// nodes and edges outside the destination set, are made while compacting).
 void validate_to_block_args(const SampledEdges& edges, Span<const int64_t> dst_nodes);
+void validate_induced_subgraph_args(const Graph& graph, Span<const int64_t> nodes);
 void to_block_cpu(const SampledEdges& edges, Span<const int64_t> dst_nodes, IdMap& map, Block& out);
 }  // namespace detail
 
