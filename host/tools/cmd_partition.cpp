@@ -29,10 +29,12 @@ struct PartitionArgs {
 // --no-symmetrize is given: npy datasets whose meta.json says so (all of ../shared/datasets),
 // and SNAP files whose header says "Undirected" (the reader sets meta "directed": false).
 bool meta_says_undirected(const Dataset& ds) {
-  if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean())
+  if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean()) {
     return !ds.meta["directed"].get<bool>();
-  if (ds.meta.contains("undirected") && ds.meta["undirected"].is_boolean())
+  }
+  if (ds.meta.contains("undirected") && ds.meta["undirected"].is_boolean()) {
     return ds.meta["undirected"].get<bool>();
+  }
   if (ds.meta.contains("edges") && ds.meta["edges"].is_string()) {
     const std::string s = ds.meta["edges"].get<std::string>();
     return s.find("undirected edge is stored once") != std::string::npos ||
@@ -66,7 +68,9 @@ void run_partition(const PartitionArgs& a) {
     ds = generate_rmat(parse_rmat_spec(a.input));
   } else {
     Format f = parse_format(a.format);
-    if (f == Format::kAuto) f = detect_format(a.input);
+    if (f == Format::kAuto) {
+      f = detect_format(a.input);
+    }
     ReadOptions ro;
     switch (f) {
       case Format::kNpy:
@@ -93,22 +97,24 @@ void run_partition(const PartitionArgs& a) {
   if (!a.symmetrize && !a.no_symmetrize && (ds.format == "npy" || ds.format == "snap") &&
       meta_says_undirected(ds)) {
     bo.symmetrize = true;
-    if (!quiet())
+    if (!quiet()) {
       fmt::print(stderr,
                  "[tessera] {}: the input says its edges are undirected, stored once per pair: "
                  "symmetrizing (--no-symmetrize to keep them directed)\n",
                  ds.name);
+    }
   }
   bo.drop_self_loops = a.drop_self_loops;
   bo.deduplicate = a.dedup;
   timer.begin("build CSR");
   finalize(ds, bo);
-  if (!quiet())
+  if (!quiet()) {
     fmt::print(stderr,
                "[tessera] {}: {} nodes, {} edges (symmetrize={}, drop_self_loops={}, "
                "dedup={})\n",
                ds.name, ds.num_nodes, ds.graph.num_edges(), bo.symmetrize, bo.drop_self_loops,
                bo.deduplicate);
+  }
 
   WriteOptions wo;
   wo.out_dir = a.out;

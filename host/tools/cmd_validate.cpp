@@ -51,11 +51,13 @@ void register_validate(CLI::App& app) {
       return;
     }
     fmt::print(stderr, "INVALID: {} violation(s) in {}\n", r.num_errors, args->config);
-    for (const auto& e : r.errors)
+    for (const auto& e : r.errors) {
       fmt::print(stderr, "  {}\n", e);
-    if (r.num_errors > static_cast<int64_t>(r.errors.size()))
+    }
+    if (r.num_errors > static_cast<int64_t>(r.errors.size())) {
       fmt::print(stderr, "  ... and {} more\n",
                  r.num_errors - static_cast<int64_t>(r.errors.size()));
+    }
     throw CLI::RuntimeError(2);
   });
 }

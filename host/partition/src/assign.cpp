@@ -15,8 +15,12 @@ static_assert(sizeof(idx_t) == sizeof(int32_t),
               "Tessera is built against METIS with 32-bit idx_t (Debian's libmetis)");
 
 PartMethod parse_part_method(const std::string& s) {
-  if (s == "metis") return PartMethod::kMetis;
-  if (s == "random") return PartMethod::kRandom;
+  if (s == "metis") {
+    return PartMethod::kMetis;
+  }
+  if (s == "random") {
+    return PartMethod::kRandom;
+  }
   TESSERA_FAIL(ValueError, "unknown partition method '{}' (expected metis or random)", s);
 }
 
@@ -35,11 +39,14 @@ void for_each_sym_neighbor(const Graph& csc, const Graph& csr, int64_t v, F&& f)
   int64_t last = -1;
   while (a < ae || b < be) {
     int64_t u;
-    if (b >= be || (a < ae && csc.indices[a] <= csr.indices[b]))
+    if (b >= be || (a < ae && csc.indices[a] <= csr.indices[b])) {
       u = csc.indices[a++];
-    else
+    } else {
       u = csr.indices[b++];
-    if (u == v || u == last) continue;
+    }
+    if (u == v || u == last) {
+      continue;
+    }
     last = u;
     f(u);
   }
@@ -61,14 +68,17 @@ uint64_t splitmix64(uint64_t& x) {
 
 void note_empty_parts(Assignment& a) {
   std::vector<int64_t> cnt(static_cast<size_t>(a.num_parts), 0);
-  for (int32_t p : a.part)
+  for (int32_t p : a.part) {
     ++cnt[p];
+  }
   int64_t empty = 0;
-  for (int64_t c : cnt)
+  for (int64_t c : cnt) {
     empty += c == 0;
-  if (empty > 0)
+  }
+  if (empty > 0) {
     a.warnings.push_back(
         fmt::format("{} of {} partitions are empty ({} nodes)", empty, a.num_parts, a.part.size()));
+  }
 }
 
 }  // namespace
@@ -109,11 +119,15 @@ void ordered_sym_row(const Graph& csc, const Graph& csr, int64_t v, int64_t eid_
       u = csr.indices[b];
       key = eid_space + csr.eid(b++);
     }
-    if (u == v || u == last) continue;
+    if (u == v || u == last) {
+      continue;
+    }
     last = u;
     buf.emplace_back(key, u);
   }
-  if (!std::is_sorted(buf.begin(), buf.end())) std::sort(buf.begin(), buf.end());
+  if (!std::is_sorted(buf.begin(), buf.end())) {
+    std::sort(buf.begin(), buf.end());
+  }
 }
 
 }  // namespace
@@ -123,8 +137,9 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
   check_metis_limits(n, 0);
   const Graph csr = transpose(csc);
   int64_t eid_space = 0;
-  for (int64_t k = 0; k < csc.num_edges(); ++k)
+  for (int64_t k = 0; k < csc.num_edges(); ++k) {
     eid_space = std::max(eid_space, csc.eid(k) + 1);
+  }
   std::vector<int64_t> deg(static_cast<size_t>(n) + 1, 0);
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
     for (int64_t v = lo; v < hi; ++v) {
@@ -133,13 +148,15 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
       deg[v + 1] = d;
     }
   });
-  for (int64_t v = 0; v < n; ++v)
+  for (int64_t v = 0; v < n; ++v) {
     deg[v + 1] += deg[v];
+  }
   check_metis_limits(n, deg[n]);
   SymAdjacency adj;
   adj.xadj.resize(static_cast<size_t>(n) + 1);
-  for (int64_t v = 0; v <= n; ++v)
+  for (int64_t v = 0; v <= n; ++v) {
     adj.xadj[v] = static_cast<int32_t>(deg[v]);
+  }
   adj.adjncy.resize(static_cast<size_t>(deg[n]));
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
     std::vector<std::pair<int64_t, int64_t>> buf;
@@ -147,8 +164,9 @@ SymAdjacency symmetric_adjacency(const Graph& csc) {
       ordered_sym_row(csc, csr, v, eid_space, buf);
       TESSERA_ASSERT(static_cast<int64_t>(buf.size()) == deg[v + 1] - deg[v],
                      "row {}: {} neighbors, counted {}", v, buf.size(), deg[v + 1] - deg[v]);
-      for (size_t i = 0; i < buf.size(); ++i)
+      for (size_t i = 0; i < buf.size(); ++i) {
         adj.adjncy[deg[v] + static_cast<int64_t>(i)] = static_cast<int32_t>(buf[i].second);
+      }
     }
   });
   return adj;
@@ -161,11 +179,12 @@ SymmetricCut symmetric_cut(const Graph& csc, const std::vector<int32_t>& part) {
   std::vector<int64_t> cut_part(chunks, 0), all_part(chunks, 0);
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t c) {
     int64_t cut = 0, all = 0;
-    for (int64_t v = lo; v < hi; ++v)
+    for (int64_t v = lo; v < hi; ++v) {
       for_each_sym_neighbor(csc, csr, v, [&](int64_t u) {
         cut += part[u] != part[v];
         ++all;
       });
+    }
     cut_part[c] = cut;
     all_part[c] = all;
   });
@@ -181,9 +200,11 @@ int64_t symmetric_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
 
 int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part) {
   int64_t cut = 0;
-  for (int64_t v = 0; v < csc.num_nodes; ++v)
-    for (int64_t k = csc.indptr[v]; k < csc.indptr[v + 1]; ++k)
+  for (int64_t v = 0; v < csc.num_nodes; ++v) {
+    for (int64_t k = csc.indptr[v]; k < csc.indptr[v + 1]; ++k) {
       cut += part[csc.indices[k]] != part[v];
+    }
+  }
   return cut;
 }
 
@@ -201,8 +222,9 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
       if (colon != std::string::npos) {
         name = spec.substr(0, colon);
         bool ok = colon + 1 < spec.size();
-        for (size_t i = colon + 1; i < spec.size(); ++i)
+        for (size_t i = colon + 1; i < spec.size(); ++i) {
           ok = ok && spec[i] >= '0' && spec[i] <= '9';
+        }
         TESSERA_EXPECTS(ok && spec.size() - colon - 1 < 10, ValueError,
                         "--balance-mask '{}': expected NAME or NAME:COLUMN", spec);
         col = std::stoll(spec.substr(colon + 1));
@@ -210,8 +232,9 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
       auto it = ds.ndata.find(name);
       if (it == ds.ndata.end()) {
         std::string have;
-        for (const auto& [k, a] : ds.ndata)
+        for (const auto& [k, a] : ds.ndata) {
           have += (have.empty() ? "" : ", ") + k;
+        }
         TESSERA_FAIL(ValueError,
                      "--balance-mask '{}': the dataset has no node array '{}' (it has: {})", spec,
                      name, have.empty() ? "none" : have);
@@ -237,8 +260,9 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
       col_names.push_back(spec);
     }
     std::vector<int32_t> rest(static_cast<size_t>(n));
-    for (int64_t v = 0; v < n; ++v)
+    for (int64_t v = 0; v < n; ++v) {
       rest[v] = !in_any[v];
+    }
     cols.push_back(std::move(rest));
     col_names.push_back("(no mask)");
   }
@@ -282,23 +306,29 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
   std::vector<size_t> keep;
   for (size_t c = 0; c < cols.size(); ++c) {
     int64_t total = 0;
-    for (int32_t x : cols[c])
+    for (int32_t x : cols[c]) {
       total += x;
+    }
     TESSERA_EXPECTS(total < INT32_MAX, ValueError,
                     "balance constraint '{}' sums to {}, beyond METIS's 32-bit weights; use "
                     "--method random",
                     col_names[c], total);
-    if (total > 0) keep.push_back(c);
+    if (total > 0) {
+      keep.push_back(c);
+    }
   }
   names->clear();
-  if (keep.empty()) return {};
+  if (keep.empty()) {
+    return {};
+  }
   const size_t ncon = keep.size();
   std::vector<int32_t> out(static_cast<size_t>(n) * ncon);
   for (size_t j = 0; j < ncon; ++j) {
     names->push_back(col_names[keep[j]]);
     const auto& col = cols[keep[j]];
-    for (int64_t v = 0; v < n; ++v)
+    for (int64_t v = 0; v < n; ++v) {
       out[v * ncon + j] = col[v];
+    }
   }
   return out;
 }
@@ -319,8 +349,9 @@ Assignment assign_random(int64_t num_nodes, int64_t num_parts, uint64_t seed) {
         (static_cast<unsigned __int128>(r) * static_cast<uint64_t>(i + 1)) >> 64);
     std::swap(perm[i], perm[j]);
   }
-  for (int64_t i = 0; i < num_nodes; ++i)
+  for (int64_t i = 0; i < num_nodes; ++i) {
     a.part[perm[i]] = static_cast<int32_t>(i % num_parts);
+  }
   note_empty_parts(a);
   return a;
 }
@@ -334,21 +365,28 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
   a.num_parts = num_parts;
   a.part.assign(static_cast<size_t>(n), 0);
   if (num_parts == 1 || n == 0) {
-    if (n == 0 && num_parts > 1) note_empty_parts(a);
+    if (n == 0 && num_parts > 1) {
+      note_empty_parts(a);
+    }
     return a;
   }
   if (num_parts >= n) {
     // METIS cannot split N nodes into more than N non-empty parts (and may misbehave trying).
-    for (int64_t v = 0; v < n; ++v)
+    for (int64_t v = 0; v < n; ++v) {
       a.part[v] = static_cast<int32_t>(v);
+    }
     a.warnings.push_back(fmt::format(
         "{} partitions for {} nodes: METIS skipped, node v goes to partition v", num_parts, n));
     note_empty_parts(a);
     return a;
   }
   SymAdjacency adj = symmetric_adjacency(csc);
-  if (timer != nullptr) timer->begin("METIS");
-  if (adj.adjncy.empty()) adj.adjncy.push_back(0);  // METIS reads the pointer even when unused
+  if (timer != nullptr) {
+    timer->begin("METIS");
+  }
+  if (adj.adjncy.empty()) {
+    adj.adjncy.push_back(0);  // METIS reads the pointer even when unused
+  }
   TESSERA_ASSERT(vwgt.empty() || static_cast<int64_t>(vwgt.size()) == n * ncon,
                  "vertex weights: {} entries for {} nodes x {} constraints", vwgt.size(), n, ncon);
   idx_t nvtxs = static_cast<idx_t>(n);
@@ -358,8 +396,12 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
   idx_t options[METIS_NOPTIONS];
   METIS_SetDefaultOptions(options);
   options[METIS_OPTION_NUMBERING] = 0;
-  if (opts.seed >= 0) options[METIS_OPTION_SEED] = static_cast<idx_t>(opts.seed);
-  if (opts.ufactor >= 0) options[METIS_OPTION_UFACTOR] = opts.ufactor;
+  if (opts.seed >= 0) {
+    options[METIS_OPTION_SEED] = static_cast<idx_t>(opts.seed);
+  }
+  if (opts.ufactor >= 0) {
+    options[METIS_OPTION_UFACTOR] = opts.ufactor;
+  }
   std::vector<idx_t> w(vwgt.begin(), vwgt.end());
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
   const int rc = METIS_PartGraphKway(&nvtxs, &nc, adj.xadj.data(), adj.adjncy.data(),
@@ -389,9 +431,10 @@ Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {
                   "--parts must be in [1, 2^31), got {}", opts.num_parts);
   TESSERA_EXPECTS(opts.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}",
                   opts.halo_hops);
-  if (opts.method == PartMethod::kRandom)
+  if (opts.method == PartMethod::kRandom) {
     return assign_random(ds.num_nodes, opts.num_parts,
                          static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
+  }
   std::vector<std::string> names;
   const std::vector<int32_t> w = balance_weights(ds, opts, &names);
   Assignment a = assign_metis(ds.graph, opts.num_parts, w, static_cast<int>(names.size()), opts);

@@ -14,10 +14,11 @@ void check_offsets(const std::vector<int64_t>& off, const char* what) {
                   what);
   TESSERA_EXPECTS(off[0] == 0, ValueError, "partition book: {} offsets start at {}, not 0", what,
                   off[0]);
-  for (size_t p = 0; p + 1 < off.size(); ++p)
+  for (size_t p = 0; p + 1 < off.size(); ++p) {
     TESSERA_EXPECTS(off[p] <= off[p + 1], ValueError,
                     "partition book: {} offsets decrease at partition {} ({} > {})", what, p,
                     off[p], off[p + 1]);
+  }
 }
 
 // The partition p with off[p] <= id < off[p+1]: the last offset <= id; empty partitions have
@@ -78,8 +79,9 @@ std::pair<int32_t, int64_t> PartitionBook::eid2local(int64_t eid) const {
 }
 
 void PartitionBook::nid2part(const int64_t* ids, int64_t n, int32_t* out) const {
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) {
     out[i] = find(node_offsets_, ids[i], "node");
+  }
 }
 
 }  // namespace tessera

@@ -85,15 +85,17 @@ class Fields {
 
 json ranges_json(const std::vector<int64_t>& off) {
   json r = json::array();
-  for (size_t p = 0; p + 1 < off.size(); ++p)
+  for (size_t p = 0; p + 1 < off.size(); ++p) {
     r.push_back({off[p], off[p + 1]});
+  }
   return r;
 }
 
 json schema_json(const std::vector<ArraySchema>& v) {
   json o = json::object();
-  for (const auto& s : v)
+  for (const auto& s : v) {
     o[s.name] = {{"dtype", dtype_name(s.dtype)}, {"shape", s.shape}, {"file", s.file}};
+  }
   return o;
 }
 
@@ -101,14 +103,18 @@ json schema_json(const std::vector<ArraySchema>& v) {
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
+  for (size_t i = 0; i < shape.size(); ++i) {
     s += (i ? ", " : "") + std::to_string(shape[i]);
+  }
   return s + "]";
 }
 
 const PartFile* PartInfo::file(const std::string& name) const {
-  for (const auto& f : files)
-    if (f.name == name) return &f;
+  for (const auto& f : files) {
+    if (f.name == name) {
+      return &f;
+    }
+  }
   return nullptr;
 }
 
@@ -142,11 +148,12 @@ json config_to_json(const PartitionConfig& c) {
   json parts = json::array();
   for (const auto& p : c.parts) {
     json files = json::object();
-    for (const auto& f : p.files)
+    for (const auto& f : p.files) {
       files[f.name] = {{"bytes", f.bytes},
                        {"crc32", crc32_hex(f.crc32)},
                        {"dtype", dtype_name(f.dtype)},
                        {"shape", f.shape}};
+    }
     parts.push_back({{"dir", p.dir},
                      {"num_nodes", p.num_nodes},
                      {"num_inner_nodes", p.num_inner_nodes},
@@ -167,8 +174,9 @@ std::string config_to_string(const PartitionConfig& c) {
     const char ch = in[i];
     if (ch == '"') {  // copy a string literal verbatim
       size_t j = i + 1;
-      while (j < in.size() && in[j] != '"')
+      while (j < in.size() && in[j] != '"') {
         j += in[j] == '\\' ? 2 : 1;
+      }
       out.append(in, i, j - i + 1);
       i = j;
       continue;
@@ -182,10 +190,11 @@ std::string config_to_string(const PartitionConfig& c) {
     bool flat = true, quoted = false;
     for (; j < in.size(); ++j) {
       if (quoted) {
-        if (in[j] == '\\')
+        if (in[j] == '\\') {
           ++j;
-        else if (in[j] == '"')
+        } else if (in[j] == '"') {
           quoted = false;
+        }
       } else if (in[j] == '"') {
         quoted = true;
       } else if (in[j] == '[' || in[j] == '{') {
@@ -205,10 +214,11 @@ std::string config_to_string(const PartitionConfig& c) {
       const char x = in[k];
       if (quoted) {
         out.push_back(x);
-        if (x == '\\')
+        if (x == '\\') {
           out.push_back(in[++k]);
-        else if (x == '"')
+        } else if (x == '"') {
           quoted = false;
+        }
       } else if (x == '"') {
         quoted = true;
         out.push_back(x);
@@ -273,17 +283,19 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
       const std::string where = std::string(key) + "." + it.key();
       ArraySchema a;
       a.name = it.key();
-      a.dtype = parse_dtype(f.string(it.value(), "dtype", where), file + ": " + where + ".dtype");
+      a.dtype = parse_dtype(f.string(it.value(), "dtype", where),
+                            fmt::format("{}: {}.dtype", file, where));
       a.shape = f.shape(f.at(it.value(), "shape", where), where + ".shape");
       TESSERA_EXPECTS(!a.shape.empty(), ValueError, "{}: {}.shape must not be empty", file, where);
       a.file = f.string(it.value(), "file", where);
       out.push_back(std::move(a));
     }
   }
-  for (const auto& a : c.ndata)
+  for (const auto& a : c.ndata) {
     TESSERA_EXPECTS(a.shape[0] == c.num_nodes, ValueError,
                     "{}: ndata_schema.{}.shape[0] is {}, expected num_nodes = {}", file, a.name,
                     a.shape[0], c.num_nodes);
+  }
   const json& parts = f.at(j, "partitions", "");
   TESSERA_EXPECTS(parts.is_array() && static_cast<int64_t>(parts.size()) == c.num_parts, ValueError,
                   "{}: 'partitions' must list {} partitions", file, c.num_parts);
@@ -318,7 +330,8 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
           crc.size() == 8 && crc.find_first_not_of("0123456789abcdef") == std::string::npos,
           ValueError, "{}: {}.crc32 '{}' is not 8 hex digits", file, fw, crc);
       pf.crc32 = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
-      pf.dtype = parse_dtype(f.string(it.value(), "dtype", fw), file + ": " + fw + ".dtype");
+      pf.dtype =
+          parse_dtype(f.string(it.value(), "dtype", fw), fmt::format("{}: {}.dtype", file, fw));
       pf.shape = f.shape(f.at(it.value(), "shape", fw), fw + ".shape");
       info.files.push_back(std::move(pf));
     }
@@ -373,10 +386,12 @@ LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOpt
   L.inner_edge = load("inner_edge.npy");
   L.orig_nid = load("orig_nid.npy");
   L.orig_eid = load("orig_eid.npy");
-  for (const auto& s : c.ndata)
+  for (const auto& s : c.ndata) {
     L.ndata[s.name] = load(s.file);
-  for (const auto& s : c.edata)
+  }
+  for (const auto& s : c.edata) {
     L.edata[s.name] = load(s.file);
+  }
   return L;
 }
 

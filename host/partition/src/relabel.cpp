@@ -18,8 +18,9 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
     TESSERA_ASSERT(p >= 0 && p < P, "partition {} outside [0, {})", p, P);
     ++r.node_offsets[p + 1];
   }
-  for (int64_t p = 0; p < P; ++p)
+  for (int64_t p = 0; p < P; ++p) {
     r.node_offsets[p + 1] += r.node_offsets[p];
+  }
   // Counting sort by partition; visiting old IDs in order keeps the relative order (stable).
   r.new_nid.resize(static_cast<size_t>(n));
   r.orig_nid.resize(static_cast<size_t>(n));
@@ -34,8 +35,9 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
   Graph& g = r.csc;
   g.num_nodes = n;
   g.indptr.assign(static_cast<size_t>(n) + 1, 0);
-  for (int64_t nv = 0; nv < n; ++nv)
+  for (int64_t nv = 0; nv < n; ++nv) {
     g.indptr[nv + 1] = g.indptr[nv] + csc.degree(r.orig_nid[nv]);
+  }
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
@@ -44,8 +46,9 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
     for (int64_t nv = lo; nv < hi; ++nv) {
       const int64_t ov = r.orig_nid[nv];
       row.clear();
-      for (int64_t k = csc.indptr[ov]; k < csc.indptr[ov + 1]; ++k)
+      for (int64_t k = csc.indptr[ov]; k < csc.indptr[ov + 1]; ++k) {
         row.emplace_back(r.new_nid[csc.indices[k]], csc.eid(k));
+      }
       std::sort(row.begin(), row.end());
       int64_t w = g.indptr[nv];
       for (const auto& [s, e] : row) {
@@ -56,8 +59,9 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
     }
   });
   r.edge_offsets.resize(static_cast<size_t>(P) + 1);
-  for (int64_t p = 0; p <= P; ++p)
+  for (int64_t p = 0; p <= P; ++p) {
     r.edge_offsets[p] = g.indptr[r.node_offsets[p]];
+  }
   return r;
 }
 
@@ -77,8 +81,9 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
   std::vector<int32_t> dist;  // hop distance of halo nodes, parallel to `halo` after sorting
   if (halo_hops > 0) {
     std::vector<int32_t> d(static_cast<size_t>(g.num_nodes), -1);
-    for (int64_t v = s; v < e; ++v)
+    for (int64_t v = s; v < e; ++v) {
       d[v] = 0;
+    }
     std::vector<int64_t> frontier, next;
     for (int hop = 1; hop <= halo_hops; ++hop) {
       next.clear();
@@ -92,20 +97,25 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
         }
       };
       if (hop == 1) {
-        for (int64_t v = s; v < e; ++v)
+        for (int64_t v = s; v < e; ++v) {
           expand(v);
+        }
       } else {
-        for (int64_t v : frontier)
+        for (int64_t v : frontier) {
           expand(v);
+        }
       }
       halo.insert(halo.end(), next.begin(), next.end());
       frontier.swap(next);
-      if (frontier.empty()) break;
+      if (frontier.empty()) {
+        break;
+      }
     }
     std::sort(halo.begin(), halo.end());
     dist.resize(halo.size());
-    for (size_t i = 0; i < halo.size(); ++i)
+    for (size_t i = 0; i < halo.size(); ++i) {
       dist[i] = d[halo[i]];
+    }
   }
   const int64_t nh = static_cast<int64_t>(halo.size());
   const int64_t nl = L.num_inner_nodes + nh;
@@ -115,16 +125,22 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
     L.nid[i] = s + i;
     L.inner_node[i] = 1;
   }
-  for (int64_t i = 0; i < nh; ++i)
+  for (int64_t i = 0; i < nh; ++i) {
     L.nid[L.num_inner_nodes + i] = halo[i];
+  }
   L.orig_nid.resize(static_cast<size_t>(nl));
-  for (int64_t i = 0; i < nl; ++i)
+  for (int64_t i = 0; i < nl; ++i) {
     L.orig_nid[i] = r.orig_nid[L.nid[i]];
+  }
 
   const bool local_ids = halo_hops > 0;
   auto to_local = [&](int64_t gid) -> int64_t {
-    if (!local_ids) return gid;
-    if (gid >= s && gid < e) return gid - s;
+    if (!local_ids) {
+      return gid;
+    }
+    if (gid >= s && gid < e) {
+      return gid - s;
+    }
     auto it = std::lower_bound(halo.begin(), halo.end(), gid);
     TESSERA_ASSERT(it != halo.end() && *it == gid, "source {} of partition {} is not local", gid,
                    p);
@@ -134,10 +150,11 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
   L.indptr.assign(static_cast<size_t>(nl) + 1, 0);
   for (int64_t i = 0; i < nl; ++i) {
     int64_t deg = 0;
-    if (i < L.num_inner_nodes)
+    if (i < L.num_inner_nodes) {
       deg = g.degree(s + i);
-    else if (dist[i - L.num_inner_nodes] <= halo_hops - 1)
+    } else if (dist[i - L.num_inner_nodes] <= halo_hops - 1) {
       deg = g.degree(halo[i - L.num_inner_nodes]);
+    }
     L.indptr[i + 1] = L.indptr[i] + deg;
   }
   const int64_t ml = L.indptr[nl];
@@ -149,18 +166,26 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
     std::vector<std::pair<int64_t, int64_t>> row;
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t b = L.indptr[i], deg = L.indptr[i + 1] - b;
-      if (deg == 0) continue;
+      if (deg == 0) {
+        continue;
+      }
       const int64_t v = L.nid[i];
       // Global rows are sorted by (source, edge ID) and the local ID is increasing within the
       // inner range and within the halo list, so putting inner sources before halo sources
       // (stably) sorts the row by (local source, edge ID) without a comparison sort.
       row.clear();
-      for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
-        if (!local_ids || (g.indices[k] >= s && g.indices[k] < e))
+      for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
+        if (!local_ids || (g.indices[k] >= s && g.indices[k] < e)) {
           row.emplace_back(to_local(g.indices[k]), k);
-      if (local_ids)
-        for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k)
-          if (g.indices[k] < s || g.indices[k] >= e) row.emplace_back(to_local(g.indices[k]), k);
+        }
+      }
+      if (local_ids) {
+        for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
+          if (g.indices[k] < s || g.indices[k] >= e) {
+            row.emplace_back(to_local(g.indices[k]), k);
+          }
+        }
+      }
       TESSERA_DEBUG_ASSERT(std::is_sorted(row.begin(), row.end()), "row {} not sorted", i);
       const uint8_t inner = i < L.num_inner_nodes;
       for (int64_t j = 0; j < deg; ++j) {

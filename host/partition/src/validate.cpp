@@ -22,8 +22,9 @@ class Reporter {
   template <typename... Args>
   void add(fmt::format_string<Args...> f, Args&&... args) {
     ++r_.num_errors;
-    if (static_cast<int64_t>(r_.errors.size()) < max_)
+    if (static_cast<int64_t>(r_.errors.size()) < max_) {
       r_.errors.push_back(fmt::format(f, std::forward<Args>(args)...));
+    }
   }
   int64_t count() const { return r_.num_errors; }
 
@@ -120,14 +121,18 @@ bool check_files(const PartitionConfig& c, int64_t p, const ValidateOptions& opt
       ok = false;
     }
   }
-  for (const auto& ent : std::filesystem::directory_iterator(dir))
-    if (!info.file(ent.path().filename().string()))
+  for (const auto& ent : std::filesystem::directory_iterator(dir)) {
+    if (!info.file(ent.path().filename().string())) {
       R.add("{}: {} is not listed in the config (from another partitioning?)", pn,
             (std::filesystem::path(info.dir) / ent.path().filename()).string());
-  for (const auto& f : info.files)
-    if (!wanted.count(f.name))
+    }
+  }
+  for (const auto& f : info.files) {
+    if (!wanted.count(f.name)) {
       R.add("{}: the config lists {} which is not part of the format or the schema", pn,
             (std::filesystem::path(info.dir) / f.name).string());
+    }
+  }
   return ok;
 }
 
@@ -141,28 +146,35 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
   const int64_t N = c.num_nodes, E = c.num_edges, P = c.num_parts, K = c.halo_hops;
 
   // ---- config-level consistency --------------------------------------------------------
-  if (c.local_indices != (K > 0))
+  if (c.local_indices != (K > 0)) {
     R.add("{}: local_indices is {} but halo_hops is {}", c.path.string(), c.local_indices, K);
+  }
   if (c.json.contains("node_map") && c.json["node_map"].contains("_N") &&
-      c.json["node_map"]["_N"] != c.json["node_ranges"])
+      c.json["node_map"]["_N"] != c.json["node_ranges"]) {
     R.add("{}: node_map._N differs from node_ranges", c.path.string());
-  for (const auto& s : c.edata)
-    if (s.shape[0] != E)
+  }
+  for (const auto& s : c.edata) {
+    if (s.shape[0] != E) {
       R.add("{}: edata_schema.{}.shape[0] is {}, expected num_edges = {}", c.path.string(), s.name,
             s.shape[0], E);
+    }
+  }
   if (original != nullptr) {
-    if (original->num_nodes != N)
+    if (original->num_nodes != N) {
       R.add("dataset {} has {} nodes but the config says {} (another graph?)", original->name,
             original->num_nodes, N);
-    if (original->graph.num_edges() != E)
+    }
+    if (original->graph.num_edges() != E) {
       R.add(
           "dataset {} has {} edges but the config says {} (another graph, or other build "
           "options: symmetrize={}, drop_self_loops={}, deduplicate={})",
           original->name, original->graph.num_edges(), E, c.build.symmetrize,
           c.build.drop_self_loops, c.build.deduplicate);
-    if (original->num_input_edges != c.num_input_edges)
+    }
+    if (original->num_input_edges != c.num_input_edges) {
       R.add("dataset {} has {} input edges but the config says {}", original->name,
             original->num_input_edges, c.num_input_edges);
+    }
     if (R.count() > 0) {
       report.summary = "the dataset does not match the config; nothing else checked";
       return report;
@@ -185,7 +197,9 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
   std::vector<bool> part_ok(static_cast<size_t>(P), false);
 
   for (int64_t p = 0; p < P; ++p) {
-    if (!check_files(c, p, opts, R)) continue;
+    if (!check_files(c, p, opts, R)) {
+      continue;
+    }
     LocalPartition L;
     try {
       L = load_partition(c, p, {/*mmap=*/true, /*verify_checksums=*/false});
@@ -208,29 +222,38 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
     const int64_t before = R.count();
 
     // Local CSC shape.
-    if (indptr[0] != 0) R.add("partition {}: {}/indptr.npy[0] is {}, expected 0", p, pd, indptr[0]);
-    for (int64_t i = 0; i < nl; ++i)
+    if (indptr[0] != 0) {
+      R.add("partition {}: {}/indptr.npy[0] is {}, expected 0", p, pd, indptr[0]);
+    }
+    for (int64_t i = 0; i < nl; ++i) {
       if (indptr[i] > indptr[i + 1]) {
         R.add("partition {}: {}/indptr.npy decreases at local node {}", p, pd, i);
         break;
       }
-    if (indptr[nl] != ml)
+    }
+    if (indptr[nl] != ml) {
       R.add("partition {}: {}/indptr.npy ends at {} but there are {} edges", p, pd, indptr[nl], ml);
-    if (R.count() > before) continue;
+    }
+    if (R.count() > before) {
+      continue;
+    }
     const int64_t bound = c.local_indices ? nl : N;
-    for (int64_t k = 0; k < ml; ++k)
+    for (int64_t k = 0; k < ml; ++k) {
       if (indices[k] < 0 || indices[k] >= bound) {
         R.add("partition {}: {}/indices.npy[{}] = {} outside [0, {})", p, pd, k, indices[k], bound);
         break;
       }
+    }
     // Rows sorted by (source, edge ID), as the format promises.
-    for (int64_t i = 0; i < nl && R.count() == before; ++i)
-      for (int64_t k = indptr[i] + 1; k < indptr[i + 1]; ++k)
+    for (int64_t i = 0; i < nl && R.count() == before; ++i) {
+      for (int64_t k = indptr[i] + 1; k < indptr[i + 1]; ++k) {
         if (indices[k - 1] > indices[k] || (indices[k - 1] == indices[k] && eid[k - 1] >= eid[k])) {
           R.add("partition {}: {}/indices.npy row {} is not sorted by (source, edge ID) at {}", p,
                 pd, i, k);
           break;
         }
+      }
+    }
     // Owned nodes: the first ni local nodes are exactly node_ranges[p], marked inner.
     for (int64_t i = 0; i < nl; ++i) {
       const bool inner = i < ni;
@@ -257,7 +280,9 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
         }
       }
     }
-    if (R.count() > before) continue;
+    if (R.count() > before) {
+      continue;
+    }
     // Relabelling: orig_nid of owned nodes.
     for (int64_t i = 0; i < ni; ++i) {
       const int64_t o = onid[i];
@@ -330,10 +355,13 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
         }
       }
     }
-    if (R.count() == before && inner_count != ee - es)
+    if (R.count() == before && inner_count != ee - es) {
       R.add("partition {}: {} inner edges stored but edge_ranges[{}] holds {}", p, inner_count, p,
             ee - es);
-    if (R.count() > before) continue;
+    }
+    if (R.count() > before) {
+      continue;
+    }
 
     // Features and labels moved with their nodes and edges.
     if (original != nullptr) {
@@ -394,27 +422,30 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
 
   // ---- global contracts ------------------------------------------------------------------
   if (all_ok) {
-    for (int64_t v = 0; v < N; ++v)
+    for (int64_t v = 0; v < N; ++v) {
       if (old_of_new[v] < 0) {
         R.add("node {} is owned by no partition (orig_nid has no entry)", v);
         break;
       }
-    for (int64_t g = 0; g < E; ++g)
+    }
+    for (int64_t g = 0; g < E; ++g) {
       if (e_dst[g] < 0) {
         R.add("edge {} is stored in no partition as an inner edge", g);
         break;
       }
+    }
   }
   if (all_ok && R.count() == 0) {
     // Halo nodes carry the orig_nid of their owner; halo edges match the owner's copy.
     for (int64_t p = 0; p < P; ++p) {
-      for (size_t i = 0; i < halo_nodes[p].size(); ++i)
+      for (size_t i = 0; i < halo_nodes[p].size(); ++i) {
         if (old_of_new[halo_nodes[p][i]] != halo_orig[p][i]) {
           R.add("partition {}: halo node {} has orig_nid {} but its owner says {}", p,
                 halo_nodes[p][i], halo_orig[p][i], old_of_new[halo_nodes[p][i]]);
           break;
         }
-      for (const auto& h : halo_edges[p])
+      }
+      for (const auto& h : halo_edges[p]) {
         if (e_src[h.eid] != h.src || e_dst[h.eid] != h.dst || e_orig[h.eid] != h.orig) {
           R.add(
               "partition {}: halo edge {} ({} -> {}, orig {}) differs from its owner's copy ({} "
@@ -422,15 +453,18 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
               p, h.eid, h.src, h.dst, h.orig, e_src[h.eid], e_dst[h.eid], e_orig[h.eid]);
           break;
         }
+      }
     }
     // Halo nodes are exactly the k-hop in-neighbors not owned; halo edges exactly the in-edges
     // of halo nodes within k - 1 hops. Recomputed from the inner edges of all partitions.
     std::vector<int64_t> indptr(static_cast<size_t>(N) + 1, 0), src(static_cast<size_t>(E)),
         eids(static_cast<size_t>(E));
-    for (int64_t g = 0; g < E; ++g)
+    for (int64_t g = 0; g < E; ++g) {
       ++indptr[e_dst[g] + 1];
-    for (int64_t v = 0; v < N; ++v)
+    }
+    for (int64_t v = 0; v < N; ++v) {
       indptr[v + 1] += indptr[v];
+    }
     {
       std::vector<int64_t> pos(indptr.begin(), indptr.end() - 1);
       for (int64_t g = 0; g < E; ++g) {
@@ -443,23 +477,28 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
     for (int64_t p = 0; p < P && K > 0; ++p) {
       const int64_t s = c.node_offsets[p], e = c.node_offsets[p + 1];
       std::vector<int64_t> touched, frontier, next, expect_halo;
-      for (int64_t v = s; v < e; ++v)
+      for (int64_t v = s; v < e; ++v) {
         dist[v] = 0;
+      }
       for (int hop = 1; hop <= K; ++hop) {
         next.clear();
         auto expand = [&](int64_t v) {
-          for (int64_t k = indptr[v]; k < indptr[v + 1]; ++k)
+          for (int64_t k = indptr[v]; k < indptr[v + 1]; ++k) {
             if (dist[src[k]] < 0) {
               dist[src[k]] = hop;
               next.push_back(src[k]);
             }
+          }
         };
-        if (hop == 1)
-          for (int64_t v = s; v < e; ++v)
+        if (hop == 1) {
+          for (int64_t v = s; v < e; ++v) {
             expand(v);
-        else
-          for (int64_t v : frontier)
+          }
+        } else {
+          for (int64_t v : frontier) {
             expand(v);
+          }
+        }
         expect_halo.insert(expect_halo.end(), next.begin(), next.end());
         frontier.swap(next);
       }
@@ -477,30 +516,37 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
             extra.empty() ? -1 : extra[0]);
       }
       std::vector<int64_t> expect_edges, got_edges;
-      for (int64_t h : expect_halo)
-        if (dist[h] <= K - 1)
-          for (int64_t k = indptr[h]; k < indptr[h + 1]; ++k)
+      for (int64_t h : expect_halo) {
+        if (dist[h] <= K - 1) {
+          for (int64_t k = indptr[h]; k < indptr[h + 1]; ++k) {
             expect_edges.push_back(eids[k]);
-      for (const auto& h : halo_edges[p])
+          }
+        }
+      }
+      for (const auto& h : halo_edges[p]) {
         got_edges.push_back(h.eid);
+      }
       std::sort(expect_edges.begin(), expect_edges.end());
       std::sort(got_edges.begin(), got_edges.end());
-      if (expect_edges != got_edges)
+      if (expect_edges != got_edges) {
         R.add(
             "partition {}: halo edges are not the in-edges of halo nodes within {} hops: "
             "expected {}, stored {}",
             p, K - 1, expect_edges.size(), got_edges.size());
-      for (int64_t v = s; v < e; ++v)
+      }
+      for (int64_t v = s; v < e; ++v) {
         dist[v] = -1;
-      for (int64_t h : expect_halo)
+      }
+      for (int64_t h : expect_halo) {
         dist[h] = -1;
+      }
     }
     // With the dataset: every edge keeps its endpoints through the relabelling.
     if (original != nullptr) {
       const Graph& og = original->graph;
       std::vector<int64_t> osrc(static_cast<size_t>(eid_space), -1),
           odst(static_cast<size_t>(eid_space), -1);
-      for (int64_t v = 0; v < og.num_nodes; ++v)
+      for (int64_t v = 0; v < og.num_nodes; ++v) {
         for (int64_t k = og.indptr[v]; k < og.indptr[v + 1]; ++k) {
           const int64_t o = og.eid(k);
           if (o >= 0 && o < eid_space) {
@@ -508,6 +554,7 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
             odst[o] = v;
           }
         }
+      }
       for (int64_t g = 0; g < E; ++g) {
         const int64_t o = e_orig[g];
         if (osrc[o] != old_of_new[e_src[g]] || odst[o] != old_of_new[e_dst[g]]) {
@@ -518,28 +565,35 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
           break;
         }
       }
-      for (const auto& [k, a] : original->ndata) {
+      for (const auto& kv : original->ndata) {
+        const std::string& k = kv.first;
         const bool listed = std::any_of(c.ndata.begin(), c.ndata.end(),
                                         [&](const ArraySchema& s) { return s.name == k; });
-        if (!listed) R.add("dataset node data '{}' is missing from the partitioning", k);
+        if (!listed) {
+          R.add("dataset node data '{}' is missing from the partitioning", k);
+        }
       }
-      for (const auto& [k, a] : original->edata) {
+      for (const auto& kv : original->edata) {
+        const std::string& k = kv.first;
         const bool listed = std::any_of(c.edata.begin(), c.edata.end(),
                                         [&](const ArraySchema& s) { return s.name == k; });
-        if (!listed) R.add("dataset edge data '{}' is missing from the partitioning", k);
+        if (!listed) {
+          R.add("dataset edge data '{}' is missing from the partitioning", k);
+        }
       }
     }
   }
 
   std::string s = fmt::format("{}: {} nodes, {} edges, {} partitions ({}, halo {})\n", c.graph_name,
                               N, E, P, c.part_method, K);
-  for (int64_t p = 0; p < P; ++p)
+  for (int64_t p = 0; p < P; ++p) {
     s += fmt::format(
         "  part {}: {} nodes [{}, {}), {} edges [{}, {}), {} halo nodes, {} local "
         "edges\n",
         p, c.node_offsets[p + 1] - c.node_offsets[p], c.node_offsets[p], c.node_offsets[p + 1],
         c.edge_offsets[p + 1] - c.edge_offsets[p], c.edge_offsets[p], c.edge_offsets[p + 1],
         c.parts[p].num_nodes - c.parts[p].num_inner_nodes, c.parts[p].num_edges);
+  }
   s += fmt::format("checked: files{}, ownership, relabelling, edges, halo{}\n",
                    opts.verify_checksums ? " + checksums" : "",
                    original ? ", structure and features against the dataset" : "");

@@ -15,7 +15,9 @@ namespace tessera {
 namespace {
 
 bool valid_name(const std::string& s) {
-  if (s.empty() || s == "." || s == "..") return false;
+  if (s.empty() || s == "." || s == "..") {
+    return false;
+  }
   return std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
            c == '-' || c == '.';
@@ -46,9 +48,13 @@ PartFile write_bool(const std::filesystem::path& dir, const std::string& name,
 }
 
 double max_over_mean(const std::vector<double>& v) {
-  if (v.empty()) return 1.0;
+  if (v.empty()) {
+    return 1.0;
+  }
   const double sum = std::accumulate(v.begin(), v.end(), 0.0);
-  if (sum <= 0) return 1.0;
+  if (sum <= 0) {
+    return 1.0;
+  }
   return *std::max_element(v.begin(), v.end()) / (sum / static_cast<double>(v.size()));
 }
 
@@ -56,23 +62,26 @@ double max_over_mean(const std::vector<double>& v) {
 
 double PartitionStats::node_balance() const {
   std::vector<double> v;
-  for (const auto& p : parts)
+  for (const auto& p : parts) {
     v.push_back(static_cast<double>(p.inner_nodes));
+  }
   return max_over_mean(v);
 }
 
 double PartitionStats::edge_balance() const {
   std::vector<double> v;
-  for (const auto& p : parts)
+  for (const auto& p : parts) {
     v.push_back(static_cast<double>(p.inner_edges));
+  }
   return max_over_mean(v);
 }
 
 double PartitionStats::constraint_balance(size_t c) const {
   std::vector<double> v;
-  for (const auto& p : parts)
+  for (const auto& p : parts) {
     v.push_back(c < p.constraint_weights.size() ? static_cast<double>(p.constraint_weights[c])
                                                 : 0.0);
+  }
   return max_over_mean(v);
 }
 
@@ -111,15 +120,17 @@ nlohmann::json PartitionStats::to_json() const {
                {"halo_nodes", p.halo_nodes},
                {"local_edges", p.local_edges}};
     json cw = json::object();
-    for (size_t c = 0; c < constraints.size() && c < p.constraint_weights.size(); ++c)
+    for (size_t c = 0; c < constraints.size() && c < p.constraint_weights.size(); ++c) {
       cw[constraints[c]] = p.constraint_weights[c];
+    }
     pj["constraint_weights"] = cw;
     parts_j.push_back(pj);
   }
   j["parts"] = parts_j;
   json bal = {{"nodes", node_balance()}, {"edges", edge_balance()}};
-  for (size_t c = 0; c < constraints.size(); ++c)
+  for (size_t c = 0; c < constraints.size(); ++c) {
     bal[constraints[c]] = constraint_balance(c);
+  }
   j["balance"] = bal;
   j["warnings"] = warnings;
   j["config"] = config_path.string();
@@ -131,15 +142,17 @@ std::string PartitionStats::summary() const {
                               graph_name, num_nodes, num_edges, num_parts, method, halo_hops);
   s += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12}", "part", "nodes", "edges", "halo nodes",
                    "local edges");
-  for (const auto& c : constraints)
+  for (const auto& c : constraints) {
     s += fmt::format(" {:>12}", c.size() > 12 ? c.substr(0, 12) : c);
+  }
   s += "\n";
   for (size_t p = 0; p < parts.size(); ++p) {
     const auto& q = parts[p];
     s += fmt::format("{:>6} {:>12} {:>12} {:>12} {:>12}", p, q.inner_nodes, q.inner_edges,
                      q.halo_nodes, q.local_edges);
-    for (size_t c = 0; c < constraints.size(); ++c)
+    for (size_t c = 0; c < constraints.size(); ++c) {
       s += fmt::format(" {:>12}", c < q.constraint_weights.size() ? q.constraint_weights[c] : 0);
+    }
     s += "\n";
   }
   const double frac = undirected_edges > 0 ? 100.0 * static_cast<double>(edge_cut) /
@@ -147,16 +160,22 @@ std::string PartitionStats::summary() const {
                                            : 0.0;
   s += fmt::format("edge cut: {} of {} undirected edges ({:.2f}%)", edge_cut, undirected_edges,
                    frac);
-  if (metis_objval >= 0) s += fmt::format("; METIS objective {}", metis_objval);
+  if (metis_objval >= 0) {
+    s += fmt::format("; METIS objective {}", metis_objval);
+  }
   s += fmt::format("; stored edges crossing partitions: {} of {}\n", cut_edges, num_edges);
   s +=
       fmt::format("balance (max/mean): nodes {:.3f}, edges {:.3f}", node_balance(), edge_balance());
-  for (size_t c = 0; c < constraints.size(); ++c)
+  for (size_t c = 0; c < constraints.size(); ++c) {
     s += fmt::format(", {} {:.3f}", constraints[c], constraint_balance(c));
+  }
   s += "\n";
-  for (const auto& w : warnings)
+  for (const auto& w : warnings) {
     s += fmt::format("warning: {}\n", w);
-  if (!config_path.empty()) s += fmt::format("config: {}\n", config_path.string());
+  }
+  if (!config_path.empty()) {
+    s += fmt::format("config: {}\n", config_path.string());
+  }
   return s;
 }
 
@@ -170,12 +189,14 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   TESSERA_EXPECTS(valid_name(out.name), ValueError,
                   "--name '{}': use letters, digits, '_', '-' and '.' only", out.name);
   TESSERA_EXPECTS(!out.out_dir.empty(), ValueError, "--out: empty output folder");
-  for (const auto& [k, a] : ds.ndata)
+  for (const auto& [k, a] : ds.ndata) {
     TESSERA_EXPECTS(valid_name(k), ValueError, "{}: node array name '{}' cannot be a file name",
                     ds.name, k);
-  for (const auto& [k, a] : ds.edata)
+  }
+  for (const auto& [k, a] : ds.edata) {
     TESSERA_EXPECTS(valid_name(k), ValueError, "{}: edge array name '{}' cannot be a file name",
                     ds.name, k);
+  }
   const Graph& g = ds.graph;
   const int64_t n = ds.num_nodes, P = opts.num_parts;
   TESSERA_EXPECTS(g.num_nodes == n, ValueError, "{}: graph has {} nodes but the dataset says {}",
@@ -233,11 +254,14 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   }
   st.cut_edges = directed_edge_cut(g, a.part);
   st.parts.resize(static_cast<size_t>(P));
-  for (auto& p : st.parts)
+  for (auto& p : st.parts) {
     p.constraint_weights.assign(static_cast<size_t>(ncon), 0);
-  for (int64_t v = 0; v < n && ncon > 0; ++v)
-    for (int64_t c = 0; c < ncon; ++c)
+  }
+  for (int64_t v = 0; v < n && ncon > 0; ++v) {
+    for (int64_t c = 0; c < ncon; ++c) {
       st.parts[a.part[v]].constraint_weights[c] += w[v * ncon + c];
+    }
+  }
 
   timer.begin("relabel");
   const Relabelled r = relabel(g, a);
@@ -256,8 +280,9 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   c.build = ds.build;
   c.node_offsets = r.node_offsets;
   c.edge_offsets = r.edge_offsets;
-  for (const auto& [k, arr] : ds.ndata)
+  for (const auto& [k, arr] : ds.ndata) {
     c.ndata.push_back({k, arr.dtype(), arr.shape(), "node_" + k + ".npy"});
+  }
   for (const auto& [k, arr] : ds.edata) {
     std::vector<int64_t> shape = arr.shape();
     shape[0] = c.num_edges;  // one row per (possibly symmetrized) edge of the partitioned graph
@@ -296,8 +321,9 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
     if (!c.edata.empty()) {
       const int64_t es = r.edge_offsets[p], ee = r.edge_offsets[p + 1];
       std::vector<int64_t> idx(static_cast<size_t>(ee - es));
-      for (int64_t k = es; k < ee; ++k)
+      for (int64_t k = es; k < ee; ++k) {
         idx[k - es] = r.csc.eids[k] % ds.num_input_edges;  // reverse edge E + i takes row i
+      }
       for (const auto& sch : c.edata) {
         const Array rows = ds.edata.at(sch.name).take_rows(idx.data(), ee - es);
         info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
