@@ -279,27 +279,69 @@ struct Sampler {
       }
       return;
     }
-    // Without replacement: exponential keys (Efraimidis-Spirakis): candidate i gets
-    // -log(u_i) / w_i with u_i from draw i; the `fan` smallest keys win (ties: lower position).
-    s.keyed.clear();
+    // Without replacement: successive sampling, one neighbor at a time with probability
+    // proportional to its weight among those not yet taken. Each step draws from the row's
+    // prefix sums (as with replacement) and redraws when it hits a taken neighbor, which is
+    // exactly proportional among the rest; after kRetries redraws a step draws from the
+    // remaining weight directly (walking the row), so heavy-tailed rows cannot loop. Draw j is
+    // the j-th attempt for this node, so the output depends only on the key and the row.
+    s.cdf.resize(static_cast<size_t>(d));
+    double total = 0;
+    int64_t positive = 0;
     for (int64_t i = 0; i < d; ++i) {
       const float x = checked_weight(w, at(i));
-      if (x > 0) s.keyed.push_back({0.0, i});
+      total += x;
+      s.cdf[i] = total;
+      positive += x > 0;
     }
-    const int64_t pos_count = static_cast<int64_t>(s.keyed.size());
-    if (pos_count > fan) {
-      for (auto& kv : s.keyed) {
-        const double u =
-            uniform01_open0(philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(kv.second))));
-        kv.first = -std::log(u) / static_cast<double>(w[at(kv.second)]);
+    if (positive <= fan) {
+      for (int64_t i = 0; i < d; ++i)
+        if (w[at(i)] > 0) emit(out, v, at(i));
+      return;
+    }
+    constexpr int kRetries = 16;
+    s.pos.clear();
+    const bool small = fan <= 64;
+    if (!small) s.taken.assign(static_cast<size_t>(d), 0);
+    auto taken = [&](int64_t i) {
+      if (!small) return s.taken[i] != 0;
+      for (int64_t p : s.pos)
+        if (p == i) return true;
+      return false;
+    };
+    auto weight_at = [&](int64_t i) { return s.cdf[i] - (i > 0 ? s.cdf[i - 1] : 0.0); };
+    double taken_weight = 0;
+    uint32_t draw = 0;
+    while (static_cast<int64_t>(s.pos.size()) < fan) {
+      int64_t pick = -1;
+      for (int r = 0; r < kRetries && pick < 0; ++r) {
+        const double target = uniform01(philox_u64(philox_draw(o.key, node, draw++))) * total;
+        int64_t i = std::upper_bound(s.cdf.begin(), s.cdf.end(), target) - s.cdf.begin();
+        if (i >= d) i = d - 1;
+        while (i > 0 && weight_at(i) <= 0)  // target rounded onto a zero-weight tail
+          --i;
+        if (!taken(i)) pick = i;
       }
-      std::nth_element(s.keyed.begin(), s.keyed.begin() + fan, s.keyed.end());
-      s.keyed.resize(static_cast<size_t>(fan));
-      std::sort(s.keyed.begin(), s.keyed.end(),
-                [](const auto& a, const auto& c) { return a.second < c.second; });
+      if (pick < 0) {
+        // Exact draw from the remaining weight: walk the row skipping taken neighbors.
+        double target =
+            uniform01(philox_u64(philox_draw(o.key, node, draw++))) * (total - taken_weight);
+        for (int64_t i = 0; i < d; ++i) {
+          if (taken(i)) continue;
+          const double wi = weight_at(i);
+          if (wi <= 0) continue;
+          pick = i;
+          if (target < wi) break;
+          target -= wi;
+        }
+      }
+      s.pos.push_back(pick);
+      if (!small) s.taken[pick] = 1;
+      taken_weight += weight_at(pick);
     }
-    for (const auto& kv : s.keyed)
-      emit(out, v, at(kv.second));
+    std::sort(s.pos.begin(), s.pos.end());
+    for (int64_t i : s.pos)
+      emit(out, v, at(i));
   }
 
   // Uniform sampling without exclusions, software-pipelined over windows of kWindow seeds:

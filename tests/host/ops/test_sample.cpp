@@ -239,6 +239,27 @@ TEST(SampleNeighbors, WeightedWithoutReplacementFollowsWeights) {
     EXPECT_EQ(c35[k - g.indptr[0]], w[k] > 0 ? 3 : 0);
 }
 
+TEST(SampleNeighbors, WeightedWithoutReplacementOnConcentratedWeights) {
+  // Two neighbors hold almost all the weight: redraws keep hitting them, so the exact
+  // remaining-weight step must finish the sample (no repeats, exactly fanout, heavy ones in).
+  const Graph g = test::star(50);
+  std::vector<float> w(static_cast<size_t>(g.num_edges()), 1.0f);
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    w[k] = g.indices[k] <= 2 ? 1e7f : 1.0f;
+  SampleOptions o;
+  o.fanout = 6;
+  o.weights = w;
+  const auto c = inclusion_counts(g, o, 2000);
+  EXPECT_EQ(c[0], 2000);
+  EXPECT_EQ(c[1], 2000);
+  EXPECT_EQ(std::accumulate(c.begin(), c.end(), 0.0), 2000.0 * 6);
+  // The other 48 share the remaining 4 places uniformly.
+  std::vector<double> rest(c.begin() + 2, c.end()), expected(48, 2000.0 * 4 / 48);
+  EXPECT_LT(chi_square(rest, expected), chi_square_critical_999(47));
+  for (double x : c)
+    EXPECT_LE(x, 2000);
+}
+
 TEST(SampleNeighbors, SameResultForAnyThreadCount) {
   const Graph& g = test::real_dataset("tolokers").graph;
   const auto seeds = all_nodes(g);
