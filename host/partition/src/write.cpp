@@ -103,6 +103,7 @@ nlohmann::json PartitionStats::to_json() const {
   j["phases"] = ph;
   j["total_seconds"] = total;
   j["peak_rss_bytes"] = peak_rss_bytes;
+  j["feature_bytes"] = feature_bytes;
   j["edge_cut"] = edge_cut;
   j["undirected_edges"] = undirected_edges;
   j["edge_cut_fraction"] =
@@ -228,6 +229,12 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   st.num_edges = g.num_edges();
   st.num_parts = P;
   st.halo_hops = opts.halo_hops;
+  for (const auto& kv : ds.ndata) {
+    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
+  }
+  for (const auto& kv : ds.edata) {
+    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
+  }
 
   timer.begin(opts.method == PartMethod::kMetis ? "METIS adjacency" : "random partition");
   std::vector<std::string> cnames;

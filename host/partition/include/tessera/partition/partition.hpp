@@ -147,8 +147,9 @@ struct PartitionStats {
   int halo_hops = 0;
   std::vector<PhaseRecord> phases;
   int64_t peak_rss_bytes = 0;
-  int64_t edge_cut = 0;   ///< symmetric_edge_cut (comparable with gpmetis)
-  int64_t cut_edges = 0;  ///< directed_edge_cut
+  int64_t feature_bytes = 0;  ///< bytes of the input's node and edge data arrays
+  int64_t edge_cut = 0;       ///< symmetric_edge_cut (comparable with gpmetis)
+  int64_t cut_edges = 0;      ///< directed_edge_cut
   int64_t metis_objval = -1;
   /// Entries of the symmetric adjacency METIS partitioned (2x undirected edges; -1 if none).
   int64_t metis_adj_entries = -1;  ///< what METIS reported, -1 if it did not run
