@@ -142,17 +142,20 @@ void register_partition(CLI::App& app) {
                   ".mtx) or rmat:SCALE,EF[,SEED]")
       ->required();
   cmd->add_option("--format", args->format, "Input format")
+      ->capture_default_str()
       ->check(CLI::IsMember({"auto", "npy", "ogb", "snap", "metis", "mtx"}));
   cmd->add_option("--parts,-k", args->parts, "Number of partitions (>= 1)")->required();
   cmd->add_option("--method", args->method, "Partitioner")
+      ->capture_default_str()
       ->check(CLI::IsMember({"metis", "random"}));
   cmd->add_option("--balance-mask", args->balance_masks,
                   "Node mask to balance across partitions (repeatable; NAME or NAME:COLUMN)");
   cmd->add_flag("--balance-edges", args->balance_edges, "Balance in-edges (in-degree weights)");
-  cmd->add_option("--halo-hops", args->halo_hops, "Hops of in-neighborhood kept as halo nodes");
+  cmd->add_option("--halo-hops", args->halo_hops, "Hops of in-neighborhood kept as halo nodes")
+      ->capture_default_str();
   cmd->add_flag("--symmetrize", args->symmetrize,
-                "Add the reverse of every edge (default for npy datasets whose meta.json says "
-                "edges are stored once per undirected pair)");
+                "Add the reverse of every edge (default for inputs that say they are undirected "
+                "with each edge stored once: npy meta.json, SNAP header)");
   cmd->add_flag("--no-symmetrize", args->no_symmetrize, "Never symmetrize");
   cmd->add_flag("--drop-self-loops", args->drop_self_loops, "Drop self loops");
   cmd->add_flag("--dedup", args->dedup, "Keep one copy of duplicate edges");

@@ -22,7 +22,9 @@ struct ValidateArgs {
 
 void register_validate(CLI::App& app) {
   auto args = std::make_shared<ValidateArgs>();
-  auto* cmd = app.add_subcommand("validate", "Check a partitioning (every contract and checksum)");
+  auto* cmd = app.add_subcommand(
+      "validate",
+      "Check a partitioning (every contract and checksum); exit 0 if valid, 2 on violations");
   cmd->add_option("config", args->config, "The partition config <out>/<name>.json")->required();
   cmd->add_option("--dataset", args->dataset,
                   "The original dataset: also check structure, features and labels against it");
@@ -30,7 +32,7 @@ void register_validate(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "npy", "ogb", "snap", "metis", "mtx"}));
   cmd->add_flag("--no-checksums", args->no_checksums,
                 "Skip the CRC32 checks (sizes still checked)");
-  cmd->add_option("--max-errors", args->max_errors, "Violations to print");
+  cmd->add_option("--max-errors", args->max_errors, "Violations to print")->capture_default_str();
   cmd->add_flag("--quiet,-q", args->quiet, "No progress on stderr");
   cmd->callback([args] {
     set_quiet(args->quiet);
