@@ -1,6 +1,7 @@
 // `tessera partition`: read a graph, partition it (METIS or random), write the partition folders.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "commands.hpp"
@@ -59,6 +60,21 @@ void run_partition(const PartitionArgs& a) {
   po.ufactor = a.ufactor;
   TESSERA_EXPECTS(po.method == PartMethod::kMetis || (a.balance_masks.empty() && !a.balance_edges),
                   ValueError, "--balance-mask/--balance-edges need --method metis");
+
+  // The stats file is written beside its final name and renamed, and its folder is checked
+  // before any work so a bad path fails fast.
+  const std::string stats_tmp = a.stats_json.empty() ? "" : a.stats_json + ".tmp";
+  if (!stats_tmp.empty()) {
+    std::ofstream probe(stats_tmp);
+    TESSERA_EXPECTS(probe.good(), IOError, "--stats-json {}: cannot open for writing",
+                    a.stats_json);
+  }
+  struct RemoveTmp {
+    const std::string& path;
+    ~RemoveTmp() {
+      if (!path.empty()) std::remove(path.c_str());
+    }
+  } remove_tmp{stats_tmp};
 
   PhaseTimer timer;
   reset_peak_rss();
@@ -123,11 +139,15 @@ void run_partition(const PartitionArgs& a) {
   wo.source_path = a.input;
   PartitionStats st = partition_dataset(ds, po, wo, timer);
   fmt::print("{}", st.summary());
-  if (!a.stats_json.empty()) {
-    std::ofstream f(a.stats_json);
-    TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: cannot open for writing", a.stats_json);
-    f << st.to_json().dump(2) << "\n";
-    TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: write failed", a.stats_json);
+  if (!stats_tmp.empty()) {
+    {
+      std::ofstream f(stats_tmp);
+      f << st.to_json().dump(2) << "\n";
+      f.close();
+      TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: write failed", a.stats_json);
+    }
+    TESSERA_EXPECTS(std::rename(stats_tmp.c_str(), a.stats_json.c_str()) == 0, IOError,
+                    "--stats-json {}: cannot rename {} onto it", a.stats_json, stats_tmp);
   }
 }
 
