@@ -352,7 +352,6 @@ struct Sampler {
     constexpr int64_t kWindow = 16;
     const int64_t fan = o.fanout;
     int64_t begin[kWindow], count[kWindow];
-    s.pos.resize(static_cast<size_t>(kWindow * std::max<int64_t>(fan, 1)));
     int64_t floyd_buf[64];
     for (int64_t i = 0; i < std::min(n, kWindow); ++i)
       __builtin_prefetch(&indptr[seeds[i]]);
@@ -368,7 +367,8 @@ struct Sampler {
         count[i] = d == 0 ? 0 : (o.replace ? fan : std::min(d, fan));
         total += count[i];
       }
-      // (2) positions
+      // (2) positions (the window's total bounds the buffer; fanout itself may be huge)
+      if (s.pos.size() < static_cast<size_t>(total)) s.pos.resize(static_cast<size_t>(total));
       int64_t* pos = s.pos.data();
       int64_t q = 0;
       for (int64_t i = 0; i < w; ++i) {
@@ -428,8 +428,8 @@ struct Sampler {
       run_uniform(seeds, n, out, s);
       return;
     }
-    if (o.fanout >= 0) {
-      const size_t cap = out.src.size() + static_cast<size_t>(n * o.fanout);
+    if (o.fanout >= 0) {  // a hint only: capped, since a huge fanout keeps just the degree
+      const size_t cap = out.src.size() + static_cast<size_t>(n * std::min<int64_t>(o.fanout, 64));
       out.src.reserve(cap);
       out.dst.reserve(cap);
       out.eid.reserve(cap);

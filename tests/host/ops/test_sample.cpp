@@ -98,6 +98,10 @@ TEST(SampleNeighbors, AllAndZeroFanout) {
     o.fanout = 0;
     EXPECT_EQ(sample_neighbors(g, seeds, o).size(), 0);
   }
+  // A fanout far above every degree keeps all neighbors (and allocates nothing for it).
+  o.replace = false;
+  o.fanout = int64_t{1} << 40;
+  EXPECT_EQ(sample_neighbors(g, seeds, o).size(), g.num_edges());
   SampleOptions none;
   none.fanout = 3;
   EXPECT_EQ(sample_neighbors(g, Span<const int64_t>(), none).size(), 0);
