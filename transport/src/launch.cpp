@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/core/error.hpp"
@@ -58,6 +59,7 @@ struct Child {
   int out_fd = -1, err_fd = -1;
   std::string out_buf, err_buf;
   bool running = true;
+  bool signaled = false;
   int code = 0;
 };
 
@@ -212,25 +214,37 @@ int launch(const LaunchOptions& o) {
   };
 
   for (;;) {
-    // Reap.
-    for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      for (Child& c : kids) {
-        if (c.pid != pid || !c.running) continue;
-        c.running = false;
-        c.code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                   : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-        if (c.code != 0 && failed_rank < 0 && !stopping) {
-          failed_rank = c.rank;
-          result = c.code;
-          write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the "
-                                   "other ranks\n",
-                                   c.rank, c.code));
-          begin_stop(SIGTERM);
+    // Reap. When a rank fails, ranks that noticed its death usually exit a moment later: wait
+    // briefly and blame a rank killed by a signal over ranks that exited with an error code.
+    std::vector<Child*> failed_now;
+    auto reap = [&] {
+      for (;;) {
+        int status = 0;
+        const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) return;
+        for (Child& c : kids) {
+          if (c.pid != pid || !c.running) continue;
+          c.running = false;
+          c.signaled = WIFSIGNALED(status);
+          c.code =
+              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (c.signaled ? WTERMSIG(status) : 0);
+          if (c.code != 0) failed_now.push_back(&c);
         }
       }
+    };
+    reap();
+    if (!failed_now.empty() && failed_rank < 0 && !stopping) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      reap();
+      Child* culprit = failed_now.front();
+      for (Child* c : failed_now)
+        if (c->signaled && !culprit->signaled) culprit = c;
+      failed_rank = culprit->rank;
+      result = culprit->code;
+      write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the other "
+                               "ranks\n",
+                               culprit->rank, culprit->code));
+      begin_stop(SIGTERM);
     }
     bool any_running = false;
     for (const Child& c : kids)

@@ -274,7 +274,7 @@ struct StoreServer::Impl {
   std::vector<int> conn_fds;
   // Watch connections: fd per rank (-1: none), and who said goodbye or was lost.
   std::vector<int> watch_fd;
-  std::vector<char> bye, lost;
+  std::vector<char> bye, lost, joined;
   std::vector<std::unique_ptr<std::mutex>> write_mu;
   bool all_done_sent = false;
 
@@ -293,6 +293,7 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
   impl_->watch_fd.assign(world_size, -1);
   impl_->bye.assign(world_size, 0);
   impl_->lost.assign(world_size, 0);
+  impl_->joined.assign(world_size, 0);
   for (int i = 0; i < world_size; ++i)
     impl_->write_mu.push_back(std::make_unique<std::mutex>());
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -372,8 +373,10 @@ void StoreServer::Impl::send_to_watcher(int r, uint8_t op, int32_t rank, const s
 
 void StoreServer::Impl::maybe_all_done() {
   if (all_done_sent) return;
+  // A rank that never opened its watch connection cannot be waited for (it never joined, so no
+  // rank can have finished construction and be relying on it).
   for (int r = 0; r < world; ++r)
-    if (!bye[r] && !lost[r]) return;
+    if (!bye[r] && !lost[r] && joined[r]) return;
   all_done_sent = true;
   for (int r = 0; r < world; ++r)
     if (bye[r]) send_to_watcher(r, kAllBye, -1, "");
@@ -410,6 +413,7 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
         TESSERA_EXPECTS(watch_fd[rank] < 0 && !bye[rank] && !lost[rank], ValueError,
                         "{} claims rank {}, which has already joined", peer_name, rank);
         watch_fd[rank] = fd;
+        joined[rank] = 1;
       }
       write_text(fd, kOk, -1, "");
       serve_watch(fd, rank);
@@ -623,7 +627,7 @@ void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
   TESSERA_ASSERT(impl_->watch_fd < 0, "watch() called twice");
   impl_->watch_fd = impl_->connect_and_hello(kRoleWatch, 60);
   Impl* im = impl_.get();
-  impl_->watcher = std::thread([im, on_lost, on_left] {
+  impl_->watcher = std::thread([im, on_lost = std::move(on_lost), on_left = std::move(on_left)] {
     std::string why = "the rendezvous store (hosted by rank 0) closed its connection";
     try {
       for (;;) {

@@ -163,6 +163,7 @@ std::vector<Bytes> Transport::all_gather(ByteView mine) {
 std::vector<std::unique_ptr<RemoteMemory>> Transport::exchange_regions(const MemoryRegion& mine) {
   const std::vector<Bytes> keys = all_gather(ByteView(mine.remote_key()));
   std::vector<std::unique_ptr<RemoteMemory>> out;
+  out.reserve(keys.size());
   for (int p = 0; p < world_size(); ++p)
     out.push_back(attach(p, ByteView(keys[p])));
   return out;

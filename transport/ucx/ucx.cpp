@@ -138,7 +138,9 @@ class UcxTransport final : public Transport {
   void wake();
   void progress_loop();
   void handler_loop();
+  void init();
   void shutdown();
+  bool shut_down_ = false;
 
   Rendezvous rv_;
   int rank_ = 0, world_ = 1;
@@ -214,7 +216,18 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   rv_ = rendezvous(env, options_.rendezvous_timeout_s);
   rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); },
                     [this](int r, const std::string&) { mark_left(r); });
+  try {
+    init();
+  } catch (...) {
+    // Say goodbye before leaving, so that (on rank 0) the store stays up until the other ranks
+    // have run into their own deadlines and can report what they were waiting for.
+    options_.op_timeout_s = options_.rendezvous_timeout_s;
+    shutdown();
+    throw;
+  }
+}
 
+void UcxTransport::init() {
   ucp_config_t* config = nullptr;
   TESSERA_UCX_TRY(ucp_config_read(nullptr, nullptr, &config));
   ucp_params_t params{};
@@ -286,13 +299,7 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   // Prove every endpoint works before anyone relies on it.
   const double saved = options_.op_timeout_s;
   options_.op_timeout_s = options_.rendezvous_timeout_s;
-  try {
-    barrier();
-  } catch (...) {
-    options_.op_timeout_s = saved;
-    shutdown();
-    throw;
-  }
+  barrier();
   options_.op_timeout_s = saved;
 }
 
@@ -301,7 +308,8 @@ UcxTransport::~UcxTransport() {
 }
 
 void UcxTransport::shutdown() {
-  if (!worker_) return;
+  if (shut_down_) return;
+  shut_down_ = true;
   {
     std::lock_guard<std::mutex> lk(mbox_mu_);
     finishing_ = true;
@@ -316,7 +324,7 @@ void UcxTransport::shutdown() {
   wake();
   if (handler_thread_.joinable()) handler_thread_.join();
   if (progress_thread_.joinable()) progress_thread_.join();
-  {
+  if (worker_) {
     std::lock_guard<std::mutex> lk(worker_mu_);
     for (ucp_ep_h& ep : eps_) {
       if (!ep) continue;
@@ -335,7 +343,7 @@ void UcxTransport::shutdown() {
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
   }
-  ucp_cleanup(ctx_);
+  if (ctx_) ucp_cleanup(ctx_);
   ctx_ = nullptr;
   if (wake_fd_ >= 0) ::close(wake_fd_);
   rv_.client.reset();
@@ -349,7 +357,7 @@ void UcxTransport::wake() {
   [[maybe_unused]] ssize_t k = ::write(wake_fd_, &one, sizeof one);
 }
 
-constexpr timespec kNap{0, 200 * 1000};
+constexpr timespec kNap{0, 200000};  // 200 us
 
 void UcxTransport::progress_loop() {
   auto last_active = Clock::now();
