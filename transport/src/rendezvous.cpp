@@ -323,8 +323,7 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
       socklen_t pl = sizeof peer;
       const int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_CLOEXEC);
       if (c < 0) continue;
-      int one = 1;
-      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      detail::set_keepalive(c);
       char buf[INET_ADDRSTRLEN] = {0};
       ::inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf);
       std::string name = fmt::format("{}:{}", buf, ntohs(peer.sin_port));
