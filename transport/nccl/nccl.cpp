@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -97,22 +98,32 @@ class NcclTransport final : public Transport {
 
     rv_ = rendezvous(env, options_.rendezvous_timeout_s);
     rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); });
-    ncclUniqueId id;
-    if (rank_ == 0) {
-      TESSERA_NCCL_TRY(ncclGetUniqueId(&id));
-      rv_.client->set("nccl/unique_id", ByteView(&id, sizeof id));
-    } else {
-      const Bytes b = rv_.client->get("nccl/unique_id", options_.rendezvous_timeout_s,
-                                      "the NCCL unique id from rank 0", 0);
-      TESSERA_EXPECTS(b.size() == sizeof id, ValueError,
-                      "rank {}: the NCCL unique id from the store has {} bytes, expected {}", rank_,
-                      b.size(), sizeof id);
-      std::memcpy(&id, b.data(), sizeof id);
+    try {
+      ncclUniqueId id;
+      if (rank_ == 0) {
+        TESSERA_NCCL_TRY(ncclGetUniqueId(&id));
+        rv_.client->set("nccl/unique_id", ByteView(&id, sizeof id));
+      } else {
+        const Bytes b = rv_.client->get("nccl/unique_id", options_.rendezvous_timeout_s,
+                                        "the NCCL unique id from rank 0", 0);
+        TESSERA_EXPECTS(b.size() == sizeof id, ValueError,
+                        "rank {}: the NCCL unique id from the store has {} bytes, expected {}",
+                        rank_, b.size(), sizeof id);
+        std::memcpy(&id, b.data(), sizeof id);
+      }
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      TESSERA_NCCL_TRY(ncclCommInitRankConfig(&comm_, world_, id, rank_, &config));
+      wait_comm(Clock::now() + seconds(options_.rendezvous_timeout_s), "ncclCommInitRankConfig");
+    } catch (...) {
+      // Say goodbye first so that (on rank 0) the store outlives the other ranks' deadlines.
+      rv_.client->finish(options_.rendezvous_timeout_s);
+      if (comm_) ncclCommAbort(comm_);
+      comm_ = nullptr;
+      cudaStreamDestroy(own_stream_);
+      own_stream_ = nullptr;
+      throw;
     }
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
-    TESSERA_NCCL_TRY(ncclCommInitRankConfig(&comm_, world_, id, rank_, &config));
-    wait_comm(Clock::now() + seconds(options_.rendezvous_timeout_s), "ncclCommInitRankConfig");
   }
 
   ~NcclTransport() override {
