@@ -34,7 +34,9 @@ void register_launch(CLI::App& app) {
   sub->callback([opts, no_prefix] {
     opts->prefix_output = !*no_prefix;
     const int code = transport::launch(*opts);
-    if (code != 0) std::exit(code);
+    if (code != 0) {
+      std::exit(code);
+    }
   });
 }
 

@@ -45,16 +45,19 @@ class LocalTransport final : public Transport {
     (void)dtype_size(dtype);
   }
   void all_gather(const void* send, size_t bytes, void* recv) override {
-    if (bytes && send != recv) std::memmove(recv, send, bytes);
+    if (bytes && send != recv) {
+      std::memmove(recv, send, bytes);
+    }
   }
   void all_to_all_v(const void* send, const size_t* sc, const size_t* so, void* recv,
                     const size_t* rc, const size_t* ro) override {
     TESSERA_EXPECTS(sc[0] == rc[0], ValueError,
                     "all_to_all_v: rank 0 sends {} bytes to itself but expects to receive {}",
                     sc[0], rc[0]);
-    if (sc[0])
+    if (sc[0]) {
       std::memmove(static_cast<uint8_t*>(recv) + ro[0], static_cast<const uint8_t*>(send) + so[0],
                    sc[0]);
+    }
   }
   void register_handler(MessageId id, Handler h) override { handlers_.set(id, std::move(h)); }
   PendingResponse request_async(int peer, MessageId id, ByteView payload) override {
@@ -78,9 +81,11 @@ class LocalTransport final : public Transport {
   void get(const RemoteMemory& remote, const GetRange* ranges, size_t n) override {
     check_ranges(remote, ranges, n);
     const auto& r = dynamic_cast<const LocalRemote&>(remote);
-    for (size_t i = 0; i < n; ++i)
-      if (ranges[i].bytes)
+    for (size_t i = 0; i < n; ++i) {
+      if (ranges[i].bytes) {
         std::memcpy(ranges[i].local, r.base_ + ranges[i].remote_offset, ranges[i].bytes);
+      }
+    }
   }
 
  private:

@@ -42,9 +42,12 @@ bool nccl_compiled() {
 std::string nccl_unavailable_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
     return fmt::format("no usable CUDA driver or device ({})", cudaGetErrorName(e));
-  if (n == 0) return "no CUDA device is visible";
+  }
+  if (n == 0) {
+    return "no CUDA device is visible";
+  }
   return "";
 }
 
@@ -118,7 +121,9 @@ class NcclTransport final : public Transport {
     } catch (...) {
       // Say goodbye first so that (on rank 0) the store outlives the other ranks' deadlines.
       rv_.client->finish(options_.rendezvous_timeout_s);
-      if (comm_) ncclCommAbort(comm_);
+      if (comm_) {
+        ncclCommAbort(comm_);
+      }
       comm_ = nullptr;
       cudaStreamDestroy(own_stream_);
       own_stream_ = nullptr;
@@ -142,13 +147,18 @@ class NcclTransport final : public Transport {
           clean = false;
         }
       }
-      if (clean)
+      if (clean) {
         ncclCommDestroy(comm_);
-      else
+      } else {
         ncclCommAbort(comm_);
+      }
     }
-    if (barrier_buf_) cudaFree(barrier_buf_);
-    if (own_stream_) cudaStreamDestroy(own_stream_);
+    if (barrier_buf_) {
+      cudaFree(barrier_buf_);
+    }
+    if (own_stream_) {
+      cudaStreamDestroy(own_stream_);
+    }
   }
 
   std::string name() const override { return "nccl"; }
@@ -167,7 +177,9 @@ class NcclTransport final : public Transport {
     const auto deadline = op_deadline();
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream_);
-      if (e == cudaSuccess) break;
+      if (e == cudaSuccess) {
+        break;
+      }
       if (e != cudaErrorNotReady) {
         abort_comm();
         TESSERA_NCCL_CUDA_TRY(e);
@@ -182,21 +194,27 @@ class NcclTransport final : public Transport {
 
   void barrier() override {
     std::lock_guard<std::mutex> lk(barrier_mu_);
-    if (!barrier_buf_) TESSERA_NCCL_CUDA_TRY(cudaMalloc(&barrier_buf_, sizeof(float)));
+    if (!barrier_buf_) {
+      TESSERA_NCCL_CUDA_TRY(cudaMalloc(&barrier_buf_, sizeof(float)));
+    }
     TESSERA_NCCL_TRY(
         ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
     synchronize();
   }
 
   void all_reduce(void* data, size_t count, DType dtype, ReduceOp op) override {
-    if (count == 0) return;
+    if (count == 0) {
+      return;
+    }
     check_device(data, "all_reduce");
     TESSERA_NCCL_TRY(
         ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, stream_));
   }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
-    if (bytes == 0) return;
+    if (bytes == 0) {
+      return;
+    }
     check_device(send, "all_gather (send)");
     check_device(recv, "all_gather (recv)");
     TESSERA_NCCL_TRY(ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_));
@@ -211,15 +229,23 @@ class NcclTransport final : public Transport {
       any_send |= sc[p] > 0;
       any_recv |= rc[p] > 0;
     }
-    if (any_send) check_device(send, "all_to_all_v (send)");
-    if (any_recv) check_device(recv, "all_to_all_v (recv)");
+    if (any_send) {
+      check_device(send, "all_to_all_v (send)");
+    }
+    if (any_recv) {
+      check_device(recv, "all_to_all_v (recv)");
+    }
     TESSERA_EXPECTS(sc[rank_] == rc[rank_], ValueError,
                     "all_to_all_v: rank {} sends {} bytes to itself but expects to receive {}",
                     rank_, sc[rank_], rc[rank_]);
     TESSERA_NCCL_TRY(ncclGroupStart());
     for (int p = 0; p < world_; ++p) {
-      if (sc[p]) TESSERA_NCCL_TRY(ncclSend(s + so[p], sc[p], ncclUint8, p, comm_, stream_));
-      if (rc[p]) TESSERA_NCCL_TRY(ncclRecv(r + ro[p], rc[p], ncclUint8, p, comm_, stream_));
+      if (sc[p]) {
+        TESSERA_NCCL_TRY(ncclSend(s + so[p], sc[p], ncclUint8, p, comm_, stream_));
+      }
+      if (rc[p]) {
+        TESSERA_NCCL_TRY(ncclRecv(r + ro[p], rc[p], ncclUint8, p, comm_, stream_));
+      }
     }
     TESSERA_NCCL_TRY(ncclGroupEnd());
   }
@@ -227,9 +253,13 @@ class NcclTransport final : public Transport {
   using Transport::all_to_all_v;
 
   void mark_lost(int peer, const std::string& reason) {
-    if (peer < 0 || peer >= world_) return;
+    if (peer < 0 || peer >= world_) {
+      return;
+    }
     std::lock_guard<std::mutex> lk(mu_);
-    if (lost_[peer]) return;
+    if (lost_[peer]) {
+      return;
+    }
     lost_[peer] = 1;
     lost_reason_[peer] = reason;
     any_lost_ = true;
@@ -240,7 +270,9 @@ class NcclTransport final : public Transport {
     TESSERA_EXPECTS(p != nullptr, ValueError, "nccl {}: null buffer", what);
     cudaPointerAttributes a{};
     const cudaError_t e = cudaPointerGetAttributes(&a, p);
-    if (e != cudaSuccess) cudaGetLastError();  // clear the sticky-free error of a bad pointer
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free error of a bad pointer
+    }
     TESSERA_EXPECTS(
         e == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged),
         ValueError,
@@ -250,7 +282,9 @@ class NcclTransport final : public Transport {
   }
 
   void abort_comm() {
-    if (comm_) ncclCommAbort(comm_);
+    if (comm_) {
+      ncclCommAbort(comm_);
+    }
     comm_ = nullptr;
   }
 
@@ -260,7 +294,9 @@ class NcclTransport final : public Transport {
     if (any_lost_.load()) {
       std::lock_guard<std::mutex> lk(mu_);
       for (int p = 0; p < world_; ++p) {
-        if (!lost_[p]) continue;
+        if (!lost_[p]) {
+          continue;
+        }
         abort_comm();
         throw PeerLostError(fmt::format("rank {}: nccl {} failed because rank {} was lost ({})",
                                         rank_, what, p, lost_reason_[p]),
@@ -289,7 +325,9 @@ class NcclTransport final : public Transport {
     for (;;) {
       ncclResult_t state = ncclInProgress;
       TESSERA_NCCL_TRY(ncclCommGetAsyncError(comm_, &state));
-      if (state == ncclSuccess) return;
+      if (state == ncclSuccess) {
+        return;
+      }
       if (state != ncclInProgress) {
         abort_comm();
         TESSERA_FAIL(Error, "rank {}: {} failed: {}", rank_, what, ncclGetErrorString(state));

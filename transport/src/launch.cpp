@@ -68,8 +68,12 @@ void write_all(int fd, const std::string& s) {
   size_t n = s.size();
   while (n > 0) {
     const ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return;
+    }
     p += k;
     n -= static_cast<size_t>(k);
   }
@@ -81,7 +85,9 @@ void emit_lines(std::string& buf, int fd, const std::string& prefix, bool flush)
   size_t start = 0;
   for (;;) {
     const size_t nl = buf.find('\n', start);
-    if (nl == std::string::npos) break;
+    if (nl == std::string::npos) {
+      break;
+    }
     out += prefix;
     out.append(buf, start, nl - start + 1);
     start = nl + 1;
@@ -91,7 +97,9 @@ void emit_lines(std::string& buf, int fd, const std::string& prefix, bool flush)
     out += prefix + buf + "\n";
     buf.clear();
   }
-  if (!out.empty()) write_all(fd, out);
+  if (!out.empty()) {
+    write_all(fd, out);
+  }
 }
 
 bool pump(int& fd, std::string& buf, int out_fd, const std::string& prefix) {
@@ -102,7 +110,9 @@ bool pump(int& fd, std::string& buf, int out_fd, const std::string& prefix) {
     emit_lines(buf, out_fd, prefix, false);
     return true;
   }
-  if (k < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (k < 0 && (errno == EINTR || errno == EAGAIN)) {
+    return true;
+  }
   emit_lines(buf, out_fd, prefix, true);
   ::close(fd);
   fd = -1;
@@ -127,7 +137,9 @@ int launch(const LaunchOptions& o) {
   std::string token = o.job_token;
   if (token.empty()) {
     const char* t = std::getenv("TESSERA_JOB_TOKEN");
-    if (t && *t) token = t;
+    if (t && *t) {
+      token = t;
+    }
   }
   if (token.empty()) {
     TESSERA_EXPECTS(o.nnodes == 1, ValueError,
@@ -137,7 +149,9 @@ int launch(const LaunchOptions& o) {
     token = generate_job_token();
   }
   int port = o.master_port;
-  if (port == 0) port = o.nnodes == 1 ? pick_free_port() : 29500;
+  if (port == 0) {
+    port = o.nnodes == 1 ? pick_free_port() : 29500;
+  }
   const int world = o.nnodes * o.nproc_per_node;
 
   TESSERA_EXPECTS(::pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IOError, "pipe2 failed: {}",
@@ -154,8 +168,9 @@ int launch(const LaunchOptions& o) {
 
   std::vector<Child> kids(o.nproc_per_node);
   std::vector<char*> argv;
-  for (const auto& s : o.command)
+  for (const auto& s : o.command) {
     argv.push_back(const_cast<char*>(s.c_str()));
+  }
   argv.push_back(nullptr);
   for (int i = 0; i < o.nproc_per_node; ++i) {
     Child& c = kids[i];
@@ -203,11 +218,16 @@ int launch(const LaunchOptions& o) {
   Clock::time_point drain_until = Clock::time_point::max();
 
   auto signal_all = [&](int sig) {
-    for (Child& c : kids)
-      if (c.running) ::kill(-c.pid, sig);
+    for (Child& c : kids) {
+      if (c.running) {
+        ::kill(-c.pid, sig);
+      }
+    }
   };
   auto begin_stop = [&](int sig) {
-    if (stopping) return;
+    if (stopping) {
+      return;
+    }
     stopping = true;
     signal_all(sig);
     kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
@@ -221,14 +241,20 @@ int launch(const LaunchOptions& o) {
       for (;;) {
         int status = 0;
         const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-        if (pid <= 0) return;
+        if (pid <= 0) {
+          return;
+        }
         for (Child& c : kids) {
-          if (c.pid != pid || !c.running) continue;
+          if (c.pid != pid || !c.running) {
+            continue;
+          }
           c.running = false;
           c.signaled = WIFSIGNALED(status);
           c.code =
               WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (c.signaled ? WTERMSIG(status) : 0);
-          if (c.code != 0) failed_now.push_back(&c);
+          if (c.code != 0) {
+            failed_now.push_back(&c);
+          }
         }
       }
     };
@@ -237,8 +263,11 @@ int launch(const LaunchOptions& o) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       reap();
       Child* culprit = failed_now.front();
-      for (Child* c : failed_now)
-        if (c->signaled && !culprit->signaled) culprit = c;
+      for (Child* c : failed_now) {
+        if (c->signaled && !culprit->signaled) {
+          culprit = c;
+        }
+      }
       failed_rank = culprit->rank;
       result = culprit->code;
       write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the other "
@@ -247,10 +276,12 @@ int launch(const LaunchOptions& o) {
       begin_stop(SIGTERM);
     }
     bool any_running = false;
-    for (const Child& c : kids)
+    for (const Child& c : kids) {
       any_running |= c.running;
-    if (!any_running && drain_until == Clock::time_point::max())
+    }
+    if (!any_running && drain_until == Clock::time_point::max()) {
       drain_until = Clock::now() + std::chrono::seconds(1);  // grandchildren may hold the pipes
+    }
     if (stopping && !killed && any_running && Clock::now() >= kill_at) {
       killed = true;
       write_all(2,
@@ -271,19 +302,28 @@ int launch(const LaunchOptions& o) {
         who.emplace_back(&c, true);
       }
     }
-    if (fds.empty() && !any_running) break;
-    if (!any_running && Clock::now() >= drain_until) break;
+    if (fds.empty() && !any_running) {
+      break;
+    }
+    if (!any_running && Clock::now() >= drain_until) {
+      break;
+    }
     fds.push_back({g_sig_pipe[0], POLLIN, 0});
     const int r = ::poll(fds.data(), fds.size(), 100);
-    if (r < 0 && errno != EINTR) break;
+    if (r < 0 && errno != EINTR) {
+      break;
+    }
     for (size_t k = 0; k + 1 < fds.size(); ++k) {
-      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+        continue;
+      }
       Child* c = who[k].first;
       const std::string prefix = o.prefix_output ? fmt::format("[rank {}] ", c->rank) : "";
-      if (who[k].second)
+      if (who[k].second) {
         pump(c->err_fd, c->err_buf, 2, prefix);
-      else
+      } else {
         pump(c->out_fd, c->out_buf, 1, prefix);
+      }
     }
     if (fds.back().revents & POLLIN) {
       unsigned char sig;
@@ -291,7 +331,9 @@ int launch(const LaunchOptions& o) {
         if (sig == SIGINT || sig == SIGTERM) {
           write_all(2, fmt::format("[tessera launch] got signal {}; forwarding it to every rank\n",
                                    static_cast<int>(sig)));
-          if (failed_rank < 0 && result == 0) result = 128 + sig;
+          if (failed_rank < 0 && result == 0) {
+            result = 128 + sig;
+          }
           if (!stopping) {
             begin_stop(sig);
           } else {
@@ -302,8 +344,12 @@ int launch(const LaunchOptions& o) {
     }
   }
   for (Child& c : kids) {
-    if (c.out_fd >= 0) ::close(c.out_fd);
-    if (c.err_fd >= 0) ::close(c.err_fd);
+    if (c.out_fd >= 0) {
+      ::close(c.out_fd);
+    }
+    if (c.err_fd >= 0) {
+      ::close(c.err_fd);
+    }
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);

@@ -57,11 +57,15 @@ std::string first_slurm_host(const std::string& list) {
       continue;
     }
     if (in_bracket) {
-      if (c == '-' || c == ',' || c == ']') break;
+      if (c == '-' || c == ',' || c == ']') {
+        break;
+      }
       out += c;
       continue;
     }
-    if (c == ',') break;
+    if (c == ',') {
+      break;
+    }
     out += c;
   }
   return out;
@@ -97,12 +101,17 @@ LaunchEnv detect_launch_env() {
     }
     if (!env_or_null("MASTER_ADDR")) {
       const char* nl = env_or_null("SLURM_STEP_NODELIST");
-      if (!nl) nl = env_or_null("SLURM_JOB_NODELIST");
-      if (nl) e.master_addr = first_slurm_host(nl);
+      if (!nl) {
+        nl = env_or_null("SLURM_JOB_NODELIST");
+      }
+      if (nl) {
+        e.master_addr = first_slurm_host(nl);
+      }
     }
-    if (!env_or_null("MASTER_PORT") && env_or_null("SLURM_JOB_ID"))
+    if (!env_or_null("MASTER_PORT") && env_or_null("SLURM_JOB_ID")) {
       e.master_port =
           20000 + static_cast<int>(std::strtoul(env_or_null("SLURM_JOB_ID"), nullptr, 10) % 20000);
+    }
   } else if (env_or_null("OMPI_COMM_WORLD_RANK") && env_or_null("OMPI_COMM_WORLD_SIZE")) {
     e.source = "openmpi";
     e.rank = env_int("OMPI_COMM_WORLD_RANK", 0);
@@ -125,7 +134,9 @@ LaunchEnv detect_launch_env() {
                   "local rank {} is out of range for local world size {} (from the {} "
                   "environment)",
                   e.local_rank, e.local_world_size, e.source);
-  if (const char* a = env_or_null("MASTER_ADDR")) e.master_addr = a;
+  if (const char* a = env_or_null("MASTER_ADDR")) {
+    e.master_addr = a;
+  }
   if (env_or_null("MASTER_PORT")) {
     e.master_port = env_int("MASTER_PORT", 1);
     TESSERA_EXPECTS(e.master_port <= 65535, ValueError, "MASTER_PORT={} is not a TCP port",
@@ -208,8 +219,12 @@ void write_frame(int fd, uint8_t op, int32_t rank, const std::string& key, ByteV
   Header h{kMagic, kVersion, op, 0, rank, static_cast<uint32_t>(key.size()), value.size};
   std::vector<uint8_t> buf(sizeof h + key.size() + value.size);
   std::memcpy(buf.data(), &h, sizeof h);
-  if (!key.empty()) std::memcpy(buf.data() + sizeof h, key.data(), key.size());
-  if (value.size) std::memcpy(buf.data() + sizeof h + key.size(), value.data, value.size);
+  if (!key.empty()) {
+    std::memcpy(buf.data() + sizeof h, key.data(), key.size());
+  }
+  if (value.size) {
+    std::memcpy(buf.data() + sizeof h + key.size(), value.data, value.size);
+  }
   detail::send_all(fd, buf.data(), buf.size());
 }
 
@@ -221,7 +236,9 @@ void write_text(int fd, uint8_t op, int32_t rank, const std::string& text) {
 // `who` on malformed input, TimeoutError when the deadline passes, IOError on socket errors.
 bool read_frame(int fd, Frame& f, Clock::time_point deadline, const std::string& who) {
   Header h{};
-  if (!detail::recv_all(fd, &h, sizeof h, deadline, /*eof_ok=*/true)) return false;
+  if (!detail::recv_all(fd, &h, sizeof h, deadline, /*eof_ok=*/true)) {
+    return false;
+  }
   TESSERA_EXPECTS(h.magic == kMagic, ValueError,
                   "malformed message from {}: bad magic 0x{:08x} (not a Tessera rendezvous "
                   "peer?)",
@@ -238,17 +255,22 @@ bool read_frame(int fd, Frame& f, Clock::time_point deadline, const std::string&
   f.op = h.op;
   f.rank = h.rank;
   f.key.assign(h.key_len, '\0');
-  if (h.key_len) detail::recv_all(fd, f.key.data(), h.key_len, deadline, false);
+  if (h.key_len) {
+    detail::recv_all(fd, f.key.data(), h.key_len, deadline, false);
+  }
   f.value.resize(h.val_len);
-  if (h.val_len) detail::recv_all(fd, f.value.data(), h.val_len, deadline, false);
+  if (h.val_len) {
+    detail::recv_all(fd, f.value.data(), h.val_len, deadline, false);
+  }
   return true;
 }
 
 bool token_equal(const std::string& a, const std::string& b) {
   unsigned diff = a.size() != b.size();
   const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i)
+  for (size_t i = 0; i < n; ++i) {
     diff |= static_cast<unsigned>(a[i] ^ b[i]);
+  }
   return diff == 0;
 }
 
@@ -294,8 +316,9 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
   impl_->bye.assign(world_size, 0);
   impl_->lost.assign(world_size, 0);
   impl_->joined.assign(world_size, 0);
-  for (int i = 0; i < world_size; ++i)
+  for (int i = 0; i < world_size; ++i) {
     impl_->write_mu.push_back(std::make_unique<std::mutex>());
+  }
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   TESSERA_EXPECTS(fd >= 0, IOError, "store: socket() failed: {}", std::strerror(errno));
   int one = 1;
@@ -318,11 +341,15 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
   impl_->acceptor = std::thread([im] {
     while (!im->stopping.load()) {
       pollfd p{im->listen_fd, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
+      if (::poll(&p, 1, 20) <= 0) {
+        continue;
+      }
       sockaddr_in peer{};
       socklen_t pl = sizeof peer;
       const int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_CLOEXEC);
-      if (c < 0) continue;
+      if (c < 0) {
+        continue;
+      }
       detail::set_keepalive(c);
       char buf[INET_ADDRSTRLEN] = {0};
       ::inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf);
@@ -343,25 +370,34 @@ StoreServer::~StoreServer() {
 }
 
 void StoreServer::stop() {
-  if (!impl_ || impl_->stopping.exchange(true)) return;
-  if (impl_->acceptor.joinable()) impl_->acceptor.join();
+  if (!impl_ || impl_->stopping.exchange(true)) {
+    return;
+  }
+  if (impl_->acceptor.joinable()) {
+    impl_->acceptor.join();
+  }
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    for (int fd : impl_->conn_fds)
+    for (int fd : impl_->conn_fds) {
       ::shutdown(fd, SHUT_RDWR);
+    }
     threads.swap(impl_->threads);
     impl_->cv.notify_all();
   }
-  for (auto& t : threads)
+  for (auto& t : threads) {
     t.join();
-  for (int fd : impl_->conn_fds)
+  }
+  for (int fd : impl_->conn_fds) {
     ::close(fd);
+  }
   ::close(impl_->listen_fd);
 }
 
 void StoreServer::Impl::send_to_watcher(int r, uint8_t op, int32_t rank, const std::string& text) {
-  if (watch_fd[r] < 0) return;
+  if (watch_fd[r] < 0) {
+    return;
+  }
   std::lock_guard<std::mutex> wl(*write_mu[r]);
   try {
     write_text(watch_fd[r], op, rank, text);
@@ -371,14 +407,22 @@ void StoreServer::Impl::send_to_watcher(int r, uint8_t op, int32_t rank, const s
 }
 
 void StoreServer::Impl::maybe_all_done() {
-  if (all_done_sent) return;
+  if (all_done_sent) {
+    return;
+  }
   // A rank that never opened its watch connection cannot be waited for (it never joined, so no
   // rank can have finished construction and be relying on it).
-  for (int r = 0; r < world; ++r)
-    if (!bye[r] && !lost[r] && joined[r]) return;
+  for (int r = 0; r < world; ++r) {
+    if (!bye[r] && !lost[r] && joined[r]) {
+      return;
+    }
+  }
   all_done_sent = true;
-  for (int r = 0; r < world; ++r)
-    if (bye[r]) send_to_watcher(r, kAllBye, -1, "");
+  for (int r = 0; r < world; ++r) {
+    if (bye[r]) {
+      send_to_watcher(r, kAllBye, -1, "");
+    }
+  }
 }
 
 void StoreServer::Impl::serve(int fd, std::string peer_name) {
@@ -386,7 +430,9 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
   Frame f;
   int rank = -1;
   try {
-    if (!read_frame(fd, f, Clock::now() + std::chrono::seconds(30), peer_name)) return;
+    if (!read_frame(fd, f, Clock::now() + std::chrono::seconds(30), peer_name)) {
+      return;
+    }
     TESSERA_EXPECTS(f.op == kHello, ValueError,
                     "malformed message from {}: expected hello, got operation {}", peer_name, f.op);
     TESSERA_EXPECTS(token_equal(f.key, token), ValueError,
@@ -422,7 +468,9 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
     const std::string who = fmt::format("rank {} at {}", rank, peer_name);
     for (;;) {
       Frame q;
-      if (!read_frame(fd, q, Clock::time_point::max(), who)) return;
+      if (!read_frame(fd, q, Clock::time_point::max(), who)) {
+        return;
+      }
       if (q.op == kSet) {
         {
           std::lock_guard<std::mutex> lk(mu);
@@ -456,16 +504,19 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
             }
           }
         }
-        if (found)
+        if (found) {
           write_frame(fd, kOk, -1, "", result);
-        else
+        } else {
           write_text(fd, kErr, -1, "timeout");
+        }
       } else {
         TESSERA_FAIL(ValueError, "malformed message from {}: unexpected operation {}", who, q.op);
       }
     }
   } catch (const std::exception& e) {
-    if (stopping.load()) return;
+    if (stopping.load()) {
+      return;
+    }
     // Tell the peer why, then drop it; the store keeps serving everyone else.
     try {
       write_text(fd, kErr, -1, e.what());
@@ -482,12 +533,17 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   try {
     for (;;) {
       Frame f;
-      if (!read_frame(fd, f, Clock::time_point::max(), who)) break;
+      if (!read_frame(fd, f, Clock::time_point::max(), who)) {
+        break;
+      }
       if (f.op == kBye) {
         std::lock_guard<std::mutex> lk(mu);
         bye[rank] = 1;
-        for (int r = 0; r < world; ++r)
-          if (r != rank && !bye[r]) send_to_watcher(r, kLeft, rank, "");
+        for (int r = 0; r < world; ++r) {
+          if (r != rank && !bye[r]) {
+            send_to_watcher(r, kLeft, rank, "");
+          }
+        }
         maybe_all_done();
         continue;
       }
@@ -499,13 +555,20 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   } catch (const std::exception& e) {
     reason = e.what();
   }
-  if (stopping.load()) return;
+  if (stopping.load()) {
+    return;
+  }
   std::lock_guard<std::mutex> lk(mu);
   watch_fd[rank] = -1;
-  if (bye[rank] || all_done_sent) return;
+  if (bye[rank] || all_done_sent) {
+    return;
+  }
   lost[rank] = 1;
-  for (int r = 0; r < world; ++r)
-    if (r != rank) send_to_watcher(r, kLost, rank, reason);
+  for (int r = 0; r < world; ++r) {
+    if (r != rank) {
+      send_to_watcher(r, kLost, rank, reason);
+    }
+  }
   maybe_all_done();
 }
 
@@ -580,10 +643,18 @@ StoreClient::~StoreClient() {
     std::lock_guard<std::mutex> lk(impl_->wmu);
     impl_->finishing = true;
   }
-  if (impl_->watch_fd >= 0) ::shutdown(impl_->watch_fd, SHUT_RDWR);
-  if (impl_->watcher.joinable()) impl_->watcher.join();
-  if (impl_->watch_fd >= 0) ::close(impl_->watch_fd);
-  if (impl_->fd >= 0) ::close(impl_->fd);
+  if (impl_->watch_fd >= 0) {
+    ::shutdown(impl_->watch_fd, SHUT_RDWR);
+  }
+  if (impl_->watcher.joinable()) {
+    impl_->watcher.join();
+  }
+  if (impl_->watch_fd >= 0) {
+    ::close(impl_->watch_fd);
+  }
+  if (impl_->fd >= 0) {
+    ::close(impl_->fd);
+  }
 }
 
 void StoreClient::set(const std::string& key, ByteView value) {
@@ -605,12 +676,15 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
   Frame f;
   const bool got = read_frame(impl_->fd, f, Clock::now() + detail::seconds(timeout_s + 10),
                               "the rendezvous store at " + impl_->where);
-  if (!got)
+  if (!got) {
     throw PeerLostError(
         fmt::format("the rendezvous store at {} (rank 0) closed the connection", impl_->where), 0);
-  if (f.op == kOk) return std::move(f.value);
+  }
+  if (f.op == kOk) {
+    return std::move(f.value);
+  }
   const std::string msg = text_of(f.value);
-  if (msg == "timeout")
+  if (msg == "timeout") {
     throw TimeoutError(
         fmt::format("rank {} timed out after {:.1f} s waiting for {} (key '{}' in "
                     "the rendezvous store at {}){}",
@@ -618,6 +692,7 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
                     key, impl_->where,
                     peer >= 0 ? fmt::format("; rank {} never showed up", peer) : ""),
         peer);
+  }
   TESSERA_FAIL(IOError, "the rendezvous store at {} failed to read '{}': {}", impl_->where, key,
                msg);
 }
@@ -631,11 +706,15 @@ void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
     try {
       for (;;) {
         Frame f;
-        if (!read_frame(im->watch_fd, f, Clock::time_point::max(), "the rendezvous store")) break;
+        if (!read_frame(im->watch_fd, f, Clock::time_point::max(), "the rendezvous store")) {
+          break;
+        }
         if (f.op == kLost) {
           on_lost(f.rank, text_of(f.value));
         } else if (f.op == kLeft) {
-          if (on_left) on_left(f.rank, "");
+          if (on_left) {
+            on_left(f.rank, "");
+          }
         } else if (f.op == kAllBye) {
           std::lock_guard<std::mutex> lk(im->wmu);
           im->all_bye = true;
@@ -652,14 +731,18 @@ void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
       report = !im->finishing;
       im->wcv.notify_all();
     }
-    if (report && im->rank != 0) on_lost(0, why);
+    if (report && im->rank != 0) {
+      on_lost(0, why);
+    }
   });
 }
 
 bool StoreClient::finish(double timeout_s) {
   std::unique_lock<std::mutex> lk(impl_->wmu);
   impl_->finishing = true;
-  if (impl_->watch_fd < 0) return true;
+  if (impl_->watch_fd < 0) {
+    return true;
+  }
   try {
     write_frame(impl_->watch_fd, kBye, impl_->rank, "", ByteView());
   } catch (const std::exception&) {
@@ -673,8 +756,9 @@ bool StoreClient::finish(double timeout_s) {
 Rendezvous rendezvous(const LaunchEnv& env, double timeout_s) {
   Rendezvous rv;
   rv.env = env;
-  if (env.rank == 0)
+  if (env.rank == 0) {
     rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token);
+  }
   rv.client = std::make_unique<StoreClient>(env.master_addr, env.master_port, env.rank,
                                             env.world_size, env.job_token, timeout_s);
   return rv;

@@ -25,7 +25,9 @@ inline Clock::duration seconds(double s) {
 }
 
 inline int ms_until(Clock::time_point deadline) {
-  if (deadline == Clock::time_point::max()) return -1;
+  if (deadline == Clock::time_point::max()) {
+    return -1;
+  }
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
@@ -35,7 +37,9 @@ inline void send_all(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
     TESSERA_EXPECTS(k > 0, IOError, "send on socket failed: {}", std::strerror(errno));
     p += k;
     n -= static_cast<size_t>(k);
@@ -50,12 +54,22 @@ inline bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, b
   while (got < n) {
     pollfd pfd{fd, POLLIN, 0};
     const int r = ::poll(&pfd, 1, ms_until(deadline));
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) throw TimeoutError("timed out waiting for data on a rendezvous socket", -1);
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r == 0) {
+      throw TimeoutError("timed out waiting for data on a rendezvous socket", -1);
+    }
     const ssize_t k = ::recv(fd, p + got, n - got, 0);
-    if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (k == 0 && got == 0 && eof_ok) return false;
-    if (k == 0) TESSERA_FAIL(IOError, "connection closed in the middle of a message");
+    if (k < 0 && (errno == EINTR || errno == EAGAIN)) {
+      continue;
+    }
+    if (k == 0 && got == 0 && eof_ok) {
+      return false;
+    }
+    if (k == 0) {
+      TESSERA_FAIL(IOError, "connection closed in the middle of a message");
+    }
     TESSERA_EXPECTS(k > 0, IOError, "recv on socket failed: {}", std::strerror(errno));
     got += static_cast<size_t>(k);
   }
@@ -90,7 +104,9 @@ inline int connect_retry(const std::string& host, int port, Clock::time_point de
     } else {
       for (addrinfo* a = res; a; a = a->ai_next) {
         const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd < 0) continue;
+        if (fd < 0) {
+          continue;
+        }
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           ::freeaddrinfo(res);
           set_keepalive(fd);
@@ -101,9 +117,10 @@ inline int connect_retry(const std::string& host, int port, Clock::time_point de
       }
       ::freeaddrinfo(res);
     }
-    if (Clock::now() >= deadline)
+    if (Clock::now() >= deadline) {
       throw TimeoutError(fmt::format("could not connect to {} before the deadline: {}", what, last),
                          peer);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

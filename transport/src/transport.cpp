@@ -55,7 +55,9 @@ const char* reduce_op_name(ReduceOp op) {
 namespace {
 double env_seconds(const char* name, double fallback) {
   const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
+  if (!v || !*v) {
+    return fallback;
+  }
   char* end = nullptr;
   const double x = std::strtod(v, &end);
   TESSERA_EXPECTS(end != v && *end == '\0' && x > 0, ValueError,
@@ -145,12 +147,16 @@ std::vector<Bytes> Transport::all_to_all_v(const std::vector<Bytes>& per_peer) {
     rtot += rc[p];
   }
   Bytes send(stot), recv(rtot);
-  for (int p = 0; p < n; ++p)
-    if (sc[p]) std::memcpy(send.data() + so[p], per_peer[p].data(), sc[p]);
+  for (int p = 0; p < n; ++p) {
+    if (sc[p]) {
+      std::memcpy(send.data() + so[p], per_peer[p].data(), sc[p]);
+    }
+  }
   all_to_all_v(send.data(), sc.data(), so.data(), recv.data(), rc.data(), ro.data());
   std::vector<Bytes> out(n);
-  for (int p = 0; p < n; ++p)
+  for (int p = 0; p < n; ++p) {
     out[p].assign(recv.begin() + ro[p], recv.begin() + ro[p] + rc[p]);
+  }
   return out;
 }
 
@@ -164,8 +170,9 @@ std::vector<std::unique_ptr<RemoteMemory>> Transport::exchange_regions(const Mem
   const std::vector<Bytes> keys = all_gather(ByteView(mine.remote_key()));
   std::vector<std::unique_ptr<RemoteMemory>> out;
   out.reserve(keys.size());
-  for (int p = 0; p < world_size(); ++p)
+  for (int p = 0; p < world_size(); ++p) {
     out.push_back(attach(p, ByteView(keys[p])));
+  }
   return out;
 }
 
@@ -178,16 +185,19 @@ template <typename T>
 void reduce_typed(T* acc, const T* src, size_t n, ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < n; ++i) {
         acc[i] += src[i];
+      }
       break;
     case ReduceOp::max:
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < n; ++i) {
         acc[i] = std::max(acc[i], src[i]);
+      }
       break;
     case ReduceOp::min:
-      for (size_t i = 0; i < n; ++i)
+      for (size_t i = 0; i < n; ++i) {
         acc[i] = std::min(acc[i], src[i]);
+      }
       break;
   }
 }
@@ -212,10 +222,11 @@ void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp
 
 void HandlerTable::set(MessageId id, Handler h) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (h)
+  if (h) {
     handlers_[id] = std::make_shared<Handler>(std::move(h));
-  else
+  } else {
     handlers_.erase(id);
+  }
 }
 
 Bytes HandlerTable::invoke(int self_rank, MessageId id, int source, ByteView payload) const {
@@ -223,7 +234,9 @@ Bytes HandlerTable::invoke(int self_rank, MessageId id, int source, ByteView pay
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = handlers_.find(id);
-    if (it != handlers_.end()) h = it->second;
+    if (it != handlers_.end()) {
+      h = it->second;
+    }
   }
   std::string err;
   if (!h) {
@@ -233,7 +246,9 @@ Bytes HandlerTable::invoke(int self_rank, MessageId id, int source, ByteView pay
       Bytes body = (*h)(source, payload);
       Bytes out(body.size() + 1);
       out[0] = 0;
-      if (!body.empty()) std::memcpy(out.data() + 1, body.data(), body.size());
+      if (!body.empty()) {
+        std::memcpy(out.data() + 1, body.data(), body.size());
+      }
       return out;
     } catch (const std::exception& e) {
       err = fmt::format("the handler for message id {} on rank {} failed: {}", id, self_rank,
@@ -253,7 +268,9 @@ Bytes decode_response(Bytes&& encoded, int peer, MessageId id) {
   TESSERA_EXPECTS(!encoded.empty() && encoded[0] <= 1, ValueError,
                   "malformed response from rank {} to message id {} ({} bytes)", peer, id,
                   encoded.size());
-  if (encoded[0] == 1) throw RemoteError(std::string(encoded.begin() + 1, encoded.end()));
+  if (encoded[0] == 1) {
+    throw RemoteError(std::string(encoded.begin() + 1, encoded.end()));
+  }
   encoded.erase(encoded.begin());
   return std::move(encoded);
 }
@@ -275,7 +292,9 @@ Bytes pack_region_key(int owner, uint64_t address, uint64_t size, ByteView packe
   KeyHeader h{kKeyMagic, owner, address, size, packed.size};
   Bytes out(sizeof h + packed.size);
   std::memcpy(out.data(), &h, sizeof h);
-  if (packed.size) std::memcpy(out.data() + sizeof h, packed.data, packed.size);
+  if (packed.size) {
+    std::memcpy(out.data() + sizeof h, packed.data, packed.size);
+  }
   return out;
 }
 
@@ -321,7 +340,9 @@ std::vector<BackendInfo> list_backends() {
     b.name = "ucx";
     b.compiled = detail::ucx_compiled();
     b.available = b.compiled;
-    if (!b.compiled) b.reason = "not compiled in (UCX was not found at build time)";
+    if (!b.compiled) {
+      b.reason = "not compiled in (UCX was not found at build time)";
+    }
     b.capabilities.collectives = b.capabilities.request_response = b.capabilities.one_sided_get =
         b.capabilities.host_memory = b.capabilities.detects_peer_loss = true;
     out.push_back(b);
@@ -356,12 +377,20 @@ std::unique_ptr<Transport> create_transport(const std::string& backend, const Op
   }
   const LaunchEnv env = detect_launch_env();
   if (name == "auto") {
-    if (env.world_size == 1) return detail::make_local(options);
+    if (env.world_size == 1) {
+      return detail::make_local(options);
+    }
     std::string why;
     for (const BackendInfo& b : list_backends()) {
-      if (b.name == "local") continue;
-      if (b.available) name = b.name;
-      if (b.available) break;
+      if (b.name == "local") {
+        continue;
+      }
+      if (b.available) {
+        name = b.name;
+      }
+      if (b.available) {
+        break;
+      }
       why += fmt::format("; {}: {}", b.name, b.reason);
     }
     TESSERA_EXPECTS(name != "auto", NotCompiledError,
@@ -374,8 +403,12 @@ std::unique_ptr<Transport> create_transport(const std::string& backend, const Op
                     env.source, env.world_size);
     return detail::make_local(options);
   }
-  if (name == "ucx") return detail::make_ucx(env, options);
-  if (name == "nccl") return detail::make_nccl(env, options);
+  if (name == "ucx") {
+    return detail::make_ucx(env, options);
+  }
+  if (name == "nccl") {
+    return detail::make_nccl(env, options);
+  }
   TESSERA_FAIL(ValueError, "unknown transport '{}' (known: auto, ucx, nccl, local)", name);
 }
 

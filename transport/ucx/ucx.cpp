@@ -186,7 +186,9 @@ void op_cb(void* request, ucs_status_t st, void* user_data) {
 
 void recv_cb(void* request, ucs_status_t st, const ucp_tag_recv_info_t*, void* user_data) {
   auto* rx = static_cast<Rx*>(user_data);
-  if (st == UCS_OK) rx->t->deliver(rx->tag, std::move(rx->data));
+  if (st == UCS_OK) {
+    rx->t->deliver(rx->tag, std::move(rx->data));
+  }
   delete rx;
   ucp_request_free(request);
 }
@@ -240,7 +242,9 @@ void UcxTransport::init() {
   TESSERA_EXPECTS(progress_mode == "poll" || progress_mode == "wakeup", ValueError,
                   "TESSERA_UCX_PROGRESS='{}' must be 'poll' or 'wakeup'", progress_mode);
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
-  if (progress_mode == "wakeup") params.features |= UCP_FEATURE_WAKEUP;
+  if (progress_mode == "wakeup") {
+    params.features |= UCP_FEATURE_WAKEUP;
+  }
   params.mt_workers_shared = 1;
   const ucs_status_t st = ucp_init(&params, config, &ctx_);
   ucp_config_release(config);
@@ -251,7 +255,9 @@ void UcxTransport::init() {
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   TESSERA_UCX_TRY(ucp_worker_create(ctx_, &wp, &worker_));
-  if (progress_mode == "wakeup" && ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;
+  if (progress_mode == "wakeup" && ucp_worker_get_efd(worker_, &efd_) != UCS_OK) {
+    efd_ = -1;
+  }
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   TESSERA_EXPECTS(wake_fd_ >= 0, IOError, "eventfd failed: {}", std::strerror(errno));
 
@@ -289,7 +295,9 @@ void UcxTransport::init() {
       // mode; connect without it and rely on the rendezvous store's watch to detect lost ranks.
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       es = ucp_ep_create(worker_, &ep, &eps_[p]);
-      if (es == UCS_OK) peer_failure_by_ucx_ = false;
+      if (es == UCS_OK) {
+        peer_failure_by_ucx_ = false;
+      }
     }
     TESSERA_EXPECTS(es == UCS_OK, Error, "rank {}: creating the UCX endpoint to rank {} failed: {}",
                     rank_, p, ucs_status_string(es));
@@ -308,7 +316,9 @@ UcxTransport::~UcxTransport() {
 }
 
 void UcxTransport::shutdown() {
-  if (shut_down_) return;
+  if (shut_down_) {
+    return;
+  }
   shut_down_ = true;
   {
     std::lock_guard<std::mutex> lk(mbox_mu_);
@@ -322,20 +332,27 @@ void UcxTransport::shutdown() {
     hq_cv_.notify_all();
   }
   wake();
-  if (handler_thread_.joinable()) handler_thread_.join();
-  if (progress_thread_.joinable()) progress_thread_.join();
+  if (handler_thread_.joinable()) {
+    handler_thread_.join();
+  }
+  if (progress_thread_.joinable()) {
+    progress_thread_.join();
+  }
   if (worker_) {
     std::lock_guard<std::mutex> lk(worker_mu_);
     for (ucp_ep_h& ep : eps_) {
-      if (!ep) continue;
+      if (!ep) {
+        continue;
+      }
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_EP_CLOSE_FLAG_FORCE;
       void* req = ucp_ep_close_nbx(ep, &p);
       if (UCS_PTR_IS_PTR(req)) {
         const auto until = Clock::now() + std::chrono::seconds(2);
-        while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < until)
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < until) {
           ucp_worker_progress(worker_);
+        }
         ucp_request_free(req);
       }
       ep = nullptr;
@@ -343,9 +360,13 @@ void UcxTransport::shutdown() {
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
   }
-  if (ctx_) ucp_cleanup(ctx_);
+  if (ctx_) {
+    ucp_cleanup(ctx_);
+  }
   ctx_ = nullptr;
-  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (wake_fd_ >= 0) {
+    ::close(wake_fd_);
+  }
   rv_.client.reset();
   rv_.server.reset();
 }
@@ -367,12 +388,15 @@ void UcxTransport::progress_loop() {
     {
       std::lock_guard<std::mutex> lk(worker_mu_);
       int events = 0;
-      while (ucp_worker_progress(worker_) != 0)
+      while (ucp_worker_progress(worker_) != 0) {
         ++events;
+      }
       for (;;) {
         ucp_tag_recv_info_t info{};
         ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
-        if (!msg) break;
+        if (!msg) {
+          break;
+        }
         ++events;
         auto* rx = new Rx{this, info.sender_tag, Bytes(info.length)};
         ucp_request_param_t p{};
@@ -389,7 +413,9 @@ void UcxTransport::progress_loop() {
         }
       }
       const auto now = Clock::now();
-      if (events) last_active = now;
+      if (events) {
+        last_active = now;
+      }
       // Spin for a moment after activity (replies tend to follow requests), then sleep.
       sleep = events == 0 && now - last_active >= spin &&
               (efd_ < 0 || ucp_worker_arm(worker_) != UCS_ERR_BUSY);
@@ -399,10 +425,11 @@ void UcxTransport::progress_loop() {
       continue;
     }
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {efd_, POLLIN, 0}};
-    if (efd_ >= 0)
+    if (efd_ >= 0) {
       ::poll(fds, 2, 100);
-    else
+    } else {
       ::ppoll(fds, 1, &kNap, nullptr);
+    }
     if (fds[0].revents & POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t k = ::read(wake_fd_, &v, sizeof v);
@@ -431,18 +458,26 @@ void UcxTransport::complete(Op* op, ucs_status_t st) {
 }
 
 void UcxTransport::mark_lost(int peer, const std::string& reason) {
-  if (peer < 0 || peer >= world_) return;
+  if (peer < 0 || peer >= world_) {
+    return;
+  }
   std::lock_guard<std::mutex> lk(mbox_mu_);
-  if (finishing_ || lost_[peer]) return;
+  if (finishing_ || lost_[peer]) {
+    return;
+  }
   lost_[peer] = 1;
   lost_reason_[peer] = reason;
   mbox_cv_.notify_all();
 }
 
 void UcxTransport::mark_left(int peer) {
-  if (peer < 0 || peer >= world_) return;
+  if (peer < 0 || peer >= world_) {
+    return;
+  }
   std::lock_guard<std::mutex> lk(mbox_mu_);
-  if (left_at_[peer] == Clock::time_point::max()) left_at_[peer] = Clock::now();
+  if (left_at_[peer] == Clock::time_point::max()) {
+    left_at_[peer] = Clock::now();
+  }
   mbox_cv_.notify_all();
 }
 
@@ -458,7 +493,9 @@ void UcxTransport::handler_loop() {
     {
       std::unique_lock<std::mutex> lk(hq_mu_);
       hq_cv_.wait(lk, [&] { return stop_.load() || !hq_.empty(); });
-      if (hq_.empty()) return;
+      if (hq_.empty()) {
+        return;
+      }
       in = std::move(hq_.front());
       hq_.pop_front();
     }
@@ -496,12 +533,13 @@ void UcxTransport::check_peer(int peer, const char* what) const {
 }
 
 void UcxTransport::throw_lost(int peer, const std::string& what) {
-  if (!lost_[peer])
+  if (!lost_[peer]) {
     throw PeerLostError(fmt::format("rank {}: {} failed because rank {} left the job (it finished, "
                                     "possibly early because of an error) without sending what "
                                     "rank {} waited for",
                                     rank_, what, peer, rank_),
                         peer);
+  }
   throw PeerLostError(fmt::format("rank {}: {} failed because rank {} was lost ({})", rank_, what,
                                   peer, lost_reason_[peer]),
                       peer);
@@ -514,7 +552,9 @@ std::shared_ptr<Op> UcxTransport::post_send(int peer, uint64_t tag, Bytes&& data
   op->owned = std::move(data);
   {
     std::lock_guard<std::mutex> lk(mbox_mu_);
-    if (lost_[peer]) throw_lost(peer, "sending");
+    if (lost_[peer]) {
+      throw_lost(peer, "sending");
+    }
   }
   auto* holder = new OpHolder{op};
   ucp_request_param_t p{};
@@ -547,11 +587,14 @@ Bytes UcxTransport::take(uint64_t key, int peer, Clock::time_point deadline,
       mailbox_.erase(it);
       return out;
     }
-    if (gone(peer)) throw_lost(peer, what);
-    if (Clock::now() >= deadline)
+    if (gone(peer)) {
+      throw_lost(peer, what);
+    }
+    if (Clock::now() >= deadline) {
       throw TimeoutError(fmt::format("rank {}: {} timed out after {:.1f} s waiting for rank {}",
                                      rank_, what, options_.op_timeout_s, peer),
                          peer);
+    }
     mbox_cv_.wait_until(lk, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
   }
 }
@@ -560,15 +603,20 @@ void UcxTransport::wait_op(const std::shared_ptr<Op>& op, Clock::time_point dead
                            const std::string& what) {
   std::unique_lock<std::mutex> lk(mbox_mu_);
   while (!op->done) {
-    if (gone(op->peer)) throw_lost(op->peer, what);
-    if (Clock::now() >= deadline)
+    if (gone(op->peer)) {
+      throw_lost(op->peer, what);
+    }
+    if (Clock::now() >= deadline) {
       throw TimeoutError(fmt::format("rank {}: {} timed out after {:.1f} s waiting for rank {}",
                                      rank_, what, options_.op_timeout_s, op->peer),
                          op->peer);
+    }
     mbox_cv_.wait_until(lk, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
   }
   if (op->status != UCS_OK) {
-    if (lost_[op->peer]) throw_lost(op->peer, what);
+    if (lost_[op->peer]) {
+      throw_lost(op->peer, what);
+    }
     throw PeerLostError(fmt::format("rank {}: {} failed talking to rank {}: {}", rank_, what,
                                     op->peer, ucs_status_string(op->status)),
                         op->peer);
@@ -589,17 +637,22 @@ void UcxTransport::exchange(uint64_t seq, const void* send, const size_t* sc, co
   TESSERA_EXPECTS(sc[rank_] == rc[rank_], ValueError,
                   "{}: rank {} sends {} bytes to itself but expects to receive {}", what, rank_,
                   sc[rank_], rc[rank_]);
-  if (sc[rank_]) std::memmove(r + ro[rank_], s + so[rank_], sc[rank_]);
+  if (sc[rank_]) {
+    std::memmove(r + ro[rank_], s + so[rank_], sc[rank_]);
+  }
   for (int i = 1; i < world_; ++i) {
     const int p = (rank_ + world_ - i) % world_;
     Bytes b = take(make_tag(kColl, p, seq), p, deadline, what);
     TESSERA_EXPECTS(b.size() == rc[p], ValueError,
                     "{}: rank {} sent {} bytes to rank {}, which expected {}", what, p, b.size(),
                     rank_, rc[p]);
-    if (!b.empty()) std::memcpy(r + ro[p], b.data(), b.size());
+    if (!b.empty()) {
+      std::memcpy(r + ro[p], b.data(), b.size());
+    }
   }
-  for (auto& op : ops)
+  for (auto& op : ops) {
     wait_op(op, deadline, what);
+  }
 }
 
 void UcxTransport::all_to_all_v(const void* send, const size_t* sc, const size_t* so, void* recv,
@@ -616,8 +669,9 @@ void UcxTransport::barrier() {
 
 void UcxTransport::all_gather(const void* send, size_t bytes, void* recv) {
   std::vector<size_t> sc(world_, bytes), so(world_, 0), ro(world_);
-  for (int p = 0; p < world_; ++p)
+  for (int p = 0; p < world_; ++p) {
     ro[p] = static_cast<size_t>(p) * bytes;
+  }
   exchange(coll_seq_++, send, sc.data(), so.data(), recv, sc.data(), ro.data(), "all_gather");
 }
 
@@ -628,8 +682,9 @@ void UcxTransport::all_reduce(void* data, size_t count, DType dtype, ReduceOp op
   // Reduce-scatter then all-gather: rank p reduces chunk p in rank order, so every rank ends
   // with the same bits.
   std::vector<size_t> lo(n + 1);
-  for (size_t p = 0; p <= n; ++p)
+  for (size_t p = 0; p <= n; ++p) {
     lo[p] = count * p / n;
+  }
   const size_t mine = lo[rank_ + 1] - lo[rank_];
   std::vector<size_t> sc(n), so(n), rc(n, mine * es), ro(n);
   for (size_t p = 0; p < n; ++p) {
@@ -640,8 +695,9 @@ void UcxTransport::all_reduce(void* data, size_t count, DType dtype, ReduceOp op
   Bytes parts(n * mine * es);
   exchange(coll_seq_++, data, sc.data(), so.data(), parts.data(), rc.data(), ro.data(),
            "all_reduce (reduce-scatter)");
-  for (size_t p = 1; p < n; ++p)
+  for (size_t p = 1; p < n; ++p) {
     reduce_into(parts.data(), parts.data() + p * mine * es, mine, dtype, op);
+  }
   std::vector<size_t> sc2(n, mine * es), so2(n, 0);
   exchange(coll_seq_++, parts.data(), sc2.data(), so2.data(), data, sc.data(), so.data(),
            "all_reduce (all-gather)");
@@ -652,7 +708,9 @@ PendingResponse UcxTransport::request_async(int peer, MessageId id, ByteView pay
   const uint64_t req_id = next_req_.fetch_add(1) & kSeqMask;
   Bytes msg(4 + payload.size);
   std::memcpy(msg.data(), &id, 4);
-  if (payload.size) std::memcpy(msg.data() + 4, payload.data, payload.size);
+  if (payload.size) {
+    std::memcpy(msg.data() + 4, payload.data, payload.size);
+  }
   if (peer == rank_) {
     std::lock_guard<std::mutex> lk(hq_mu_);
     hq_.push_back(Incoming{rank_, req_id, std::move(msg)});
@@ -710,7 +768,9 @@ class UcxRegion final : public MemoryRegion {
     key_ = pack_region_key(t->rank(), reinterpret_cast<uint64_t>(data_), size, packed);
   }
   ~UcxRegion() override {
-    if (!memh_ || !t_->ctx_) return;
+    if (!memh_ || !t_->ctx_) {
+      return;
+    }
     std::lock_guard<std::mutex> lk(t_->worker_mu_);
     ucp_mem_unmap(t_->ctx_, memh_);
   }
@@ -727,7 +787,9 @@ class UcxRemote final : public RemoteMemory {
   UcxRemote(UcxTransport* t, int owner, uint64_t address, size_t size, ucp_rkey_h rkey)
       : RemoteMemory(owner, size), t_(t), address_(address), rkey_(rkey) {}
   ~UcxRemote() override {
-    if (!rkey_ || !t_->worker_) return;
+    if (!rkey_ || !t_->worker_) {
+      return;
+    }
     std::lock_guard<std::mutex> lk(t_->worker_mu_);
     ucp_rkey_destroy(rkey_);
   }
@@ -766,18 +828,24 @@ void UcxTransport::get(const RemoteMemory& remote, const GetRange* ranges, size_
                   "get: the remote region was attached by another transport");
   const int peer = rm->owner();
   if (peer == rank_) {
-    for (size_t i = 0; i < n; ++i)
-      if (ranges[i].bytes)
+    for (size_t i = 0; i < n; ++i) {
+      if (ranges[i].bytes) {
         std::memcpy(ranges[i].local,
                     reinterpret_cast<const uint8_t*>(rm->address_) + ranges[i].remote_offset,
                     ranges[i].bytes);
+      }
+    }
     return;
   }
-  if (!rm->rkey_) return;  // an empty region: every range is empty
+  if (!rm->rkey_) {
+    return;  // an empty region: every range is empty
+  }
   const std::string what = fmt::format("get of {} ranges from rank {}", n, peer);
   {
     std::lock_guard<std::mutex> lk(mbox_mu_);
-    if (lost_[peer]) throw_lost(peer, what);
+    if (lost_[peer]) {
+      throw_lost(peer, what);
+    }
   }
   auto op = std::make_shared<Op>();
   op->t = this;
@@ -786,14 +854,19 @@ void UcxTransport::get(const RemoteMemory& remote, const GetRange* ranges, size_
     std::lock_guard<std::mutex> lk(worker_mu_);
     ucp_request_param_t none{};
     for (size_t i = 0; i < n; ++i) {
-      if (!ranges[i].bytes) continue;
+      if (!ranges[i].bytes) {
+        continue;
+      }
       void* req = ucp_get_nbx(eps_[peer], ranges[i].local, ranges[i].bytes,
                               rm->address_ + ranges[i].remote_offset, rm->rkey_, &none);
-      if (UCS_PTR_IS_ERR(req))
+      if (UCS_PTR_IS_ERR(req)) {
         throw PeerLostError(fmt::format("rank {}: {} failed: ucp_get_nbx: {}", rank_, what,
                                         ucs_status_string(UCS_PTR_STATUS(req))),
                             peer);
-      if (req) ucp_request_free(req);  // completion is covered by the flush below
+      }
+      if (req) {
+        ucp_request_free(req);  // completion is covered by the flush below
+      }
     }
     auto* holder = new OpHolder{op};
     ucp_request_param_t p{};
