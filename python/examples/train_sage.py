@@ -122,7 +122,8 @@ def dataset_meta(path: str) -> dict:
 
 def prepare_partitions(args) -> str:
     name = os.path.basename(os.path.normpath(args.dataset))
-    out = args.part_dir or os.path.join("out", "partitions", f"{name}-{args.part_method}-p{args.parts}")
+    out = args.part_dir or os.path.join("out", "partitions",
+                                        f"{name}-{args.part_method}-p{args.parts}")
     config = os.path.join(out, f"{name}.json")
     if os.path.exists(config) and not args.repartition:
         print(f"[train] reusing partitions {config}", flush=True)
@@ -339,7 +340,8 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--fanouts", default=None, help="per layer, input layer first: 10,25")
     p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--eval-batch-size", type=int, default=4096)
+    p.add_argument("--eval-batch-size", type=int, default=32768,
+                   help="nodes per batch of the layer-wise full-neighbor inference")
     p.add_argument("--eval-every", type=int, default=None,
                    help="evaluate every k epochs (model selection sees those epochs)")
     p.add_argument("--hidden", type=int, default=None)
@@ -371,7 +373,7 @@ PRESETS = {
                 feat_norm="row", eval_every=1),
     "rocauc": dict(epochs=40, fanouts="15,10", batch_size=512, hidden=128, dropout=0.2,
                    input_dropout=0.0, layer_norm=True, lr=0.01, weight_decay=0.0,
-                   feat_norm="standard", eval_every=2),
+                   feat_norm="standard", eval_every=4),
 }
 
 

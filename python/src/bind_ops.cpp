@@ -132,8 +132,8 @@ void bind_ops(nb::module_& m) {
         o.fanout = fanout;
         o.replace = replace;
         o.dir = parse_dir(edge_dir);
-        o.key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, layer);
         TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+        o.key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, layer);
         o.num_threads = num_threads;
         SampledEdges e;
         {
@@ -167,6 +167,7 @@ void bind_ops(nb::module_& m) {
   m.def(
       "philox_permutation",
       [](int64_t n, int64_t seed, int64_t epoch) {
+        TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
         auto k = make_rng_key(static_cast<uint64_t>(seed), epoch, 0, 0);
         return vector_to_numpy(philox_permutation(n, k.seed, k.epoch));
       },

@@ -3,7 +3,6 @@
 Importing tessera needs only NumPy; ``tessera.nn`` and tensors from the loaders need PyTorch.
 """
 from . import _C
-from ._C import Block as _CBlock  # noqa: F401
 from ._C import NotCompiledError, PartitionBook, set_num_threads, num_threads
 from ._runtime import exit_client, get_rank, get_world_size, initialize, is_initialized
 from .dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBook,

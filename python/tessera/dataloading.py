@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import _C
-from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
+from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids
 
 __all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeDataLoader",
            "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader", "negative_sampler",

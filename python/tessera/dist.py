@@ -136,7 +136,8 @@ class DistTensor:
     """
 
     def __init__(self, shape: Sequence[int], dtype, name: Optional[str] = None,
-                 init_func: Optional[Callable] = None, part_policy: Optional[_PartitionPolicy] = None,
+                 init_func: Optional[Callable] = None,
+                 part_policy: Optional[_PartitionPolicy] = None,
                  persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
                  _parts: Optional[list] = None):
         if part_policy is None:

@@ -5,7 +5,6 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tessera  # noqa: E402
-from tessera import _C  # noqa: E402
 
 
 def test_sageconv_matches_hand_computation():

@@ -1,12 +1,10 @@
 """partition_graph writes what the C++ validator accepts; DistGraph reads it back."""
-import json
 import os
 
 import numpy as np
 import pytest
 
 import tessera
-from tessera import _C
 
 from conftest import CORA, in_neighbors
 
@@ -78,13 +76,16 @@ def test_disttensor_write_is_local_copy_on_write(cora_parts):
     config, _, _ = cora_parts
     g = tessera.DistGraph("cora", part_config=config)
     t = g.ndata["label"]
+    orig = t.gather([0, 2000]).tolist()
     before = os.path.getmtime(os.path.join(os.path.dirname(config), "part0", "node_label.npy"))
     t[np.array([0, 2000])] = np.array([6, 5])
     assert t.gather([0, 2000]).tolist() == [6, 5]
     assert os.path.getmtime(os.path.join(os.path.dirname(config), "part0",
                                           "node_label.npy")) == before
     fresh = tessera.DistGraph("cora", part_config=config)  # the files are untouched
-    assert fresh.ndata["label"].gather([0]).tolist() != [6] or True
+    assert fresh.ndata["label"].gather([0, 2000]).tolist() == orig
+    if orig != [6, 5]:
+        assert fresh.ndata["label"].gather([0, 2000]).tolist() != [6, 5]
     new = tessera.DistTensor((g.num_nodes(), 3), np.float32, "h",
                              part_policy=g.get_node_partition_policy())
     new[np.array([1, 2500])] = np.ones((2, 3), np.float32)
@@ -130,3 +131,17 @@ def test_graph_from_arrays(tmp_path):
     orig = g.orig_nids()
     assert np.array_equal(g.ndata["feat"].gather(np.arange(4)), feat[orig])
     assert tessera.validate_partitions(config)["ok"]
+
+
+def test_dgl_style_namespace_and_torch_edge_index(tmp_path):
+    import tessera.distributed as dist
+
+    assert dist.DistGraph is tessera.DistGraph and dist.node_split is tessera.node_split
+    torch = pytest.importorskip("torch")
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 0]])  # PyG layout
+    config = dist.partition_graph({"edge_index": edge_index, "num_nodes": 3,
+                                   "ndata": {"x": torch.eye(3)}}, "tri", 1, tmp_path,
+                                  symmetrize=True)
+    g = dist.DistGraph("tri", part_config=config)
+    assert g.num_edges() == 6
+    assert torch.equal(g.ndata["x"][torch.arange(3)], torch.eye(3)[torch.from_numpy(g.orig_nids())])

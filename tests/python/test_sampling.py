@@ -109,3 +109,12 @@ def test_edge_loader_with_negatives(cora_parts, cora):
             assert ip[d] <= e < ip[d + 1] and g.local_graph.indices[e] == s
         n += pos.num_edges()
     assert n == len(eids)
+
+
+def test_philox_permutation_is_keyed(cora):
+    a = _C.philox_permutation(100, 1, 0)
+    assert sorted(a.tolist()) == list(range(100))
+    assert np.array_equal(a, _C.philox_permutation(100, 1, 0))
+    assert not np.array_equal(a, _C.philox_permutation(100, 1, 1))
+    with pytest.raises(ValueError):
+        _C.philox_permutation(10, -1, 0)
