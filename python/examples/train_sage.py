@@ -227,8 +227,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
 
-    ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and args.split == "all" \
-        else args.checkpoint
+    ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and \
+        not str(args.split).isdigit() else args.checkpoint
     if ckpt and args.resume and os.path.exists(ckpt):
         c = torch.load(ckpt, weights_only=False)
         model.load_state_dict(c["model"])
@@ -352,7 +352,8 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=float, default=None)
     p.add_argument("--feat-norm", default=None, choices=["none", "row", "standard"])
     p.add_argument("--metric", default="auto", choices=["auto", "acc", "rocauc"])
-    p.add_argument("--split", default="0", help="split index for [N, S] masks, or 'all'")
+    p.add_argument("--split", default="0",
+                   help="split index of [N, S] masks, a comma-separated list, or 'all'")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-workers", type=int, default=1, help="sampler threads per loader")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -402,7 +403,8 @@ def main(argv=None) -> int:
     labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64))
     tm = g.ndata["train_mask"]
     nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
-    splits = list(range(nsplits)) if args.split == "all" else [int(args.split)]
+    splits = list(range(nsplits)) if args.split == "all" else \
+        [int(x) for x in str(args.split).split(",")]
     print(f"[train] {g}; {metric}; splits {splits}; fanouts {args.fanouts}, batch "
           f"{args.batch_size}, hidden {args.hidden}, lr {args.lr}, epochs {args.epochs}",
           flush=True)
