@@ -2,9 +2,11 @@
 #include <metis.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <numeric>
 
+#include "internal.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/partition/partition.hpp"
@@ -132,9 +134,102 @@ void ordered_sym_row(const Graph& csc, const Graph& csr, int64_t v, int64_t eid_
 
 }  // namespace
 
+namespace {
+
+// True if `g` already is the adjacency of a simple undirected graph: no self loops, every row
+// strictly increasing (no duplicates), and u in row v exactly when v is in row u (what finalize
+// produces with symmetrize + drop_self_loops + dedup, and what a METIS .graph file holds).
+// Exact and cheaper than a transpose: with rows sorted, the entries u < v of row v ("lower")
+// are visited for v = 0, 1, ... and must consume the entries of row u above u ("upper") in
+// order, all of them.
+bool is_symmetric_simple(const Graph& g) {
+  const int64_t n = g.num_nodes;
+  std::vector<int64_t> upper(static_cast<size_t>(n));
+  std::atomic<bool> ok{true};
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      const int64_t b = g.indptr[v], e = g.indptr[v + 1];
+      int64_t up = e;
+      for (int64_t k = b; k < e; ++k) {
+        const int64_t u = g.indices[k];
+        if (u == v || (k > b && g.indices[k - 1] >= u)) {
+          ok.store(false, std::memory_order_relaxed);
+          return;
+        }
+        if (u > v && up == e) up = k;
+      }
+      upper[v] = up;
+    }
+  });
+  if (!ok.load()) return false;
+  for (int64_t v = 0; v < n; ++v) {
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
+      const int64_t u = g.indices[k];
+      if (u > v) break;
+      int64_t& c = upper[u];
+      if (c >= g.indptr[u + 1] || g.indices[c] != v) return false;
+      ++c;
+    }
+  }
+  for (int64_t u = 0; u < n; ++u) {
+    if (upper[u] != g.indptr[u + 1]) return false;
+  }
+  return true;
+}
+
+// symmetric_adjacency for a symmetric simple CSC. The general merge then takes every neighbor
+// from the CSC row (in-edges win ties and the out-neighbors are the same set), keyed by its edge
+// ID, so the METIS row is the CSC row ordered by (edge ID, neighbor): no transpose needed.
+SymAdjacency symmetric_adjacency_simple(const Graph& csc) {
+  const int64_t n = csc.num_nodes, m = csc.num_edges();
+  check_metis_limits(n, m);
+  SymAdjacency adj;
+  adj.xadj.resize(static_cast<size_t>(n) + 1);
+  adj.adjncy.resize(static_cast<size_t>(m));
+  parallel_for(0, n + 1, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      adj.xadj[v] = static_cast<int32_t>(csc.indptr[v]);
+    }
+  });
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    std::vector<std::pair<int64_t, int64_t>> buf;
+    for (int64_t v = lo; v < hi; ++v) {
+      const int64_t b = csc.indptr[v], e = csc.indptr[v + 1];
+      bool sorted = true;
+      for (int64_t k = b + 1; k < e && sorted; ++k) {
+        sorted = csc.eid(k - 1) < csc.eid(k);
+      }
+      if (sorted) {
+        for (int64_t k = b; k < e; ++k) {
+          adj.adjncy[k] = static_cast<int32_t>(csc.indices[k]);
+        }
+        continue;
+      }
+      buf.clear();
+      for (int64_t k = b; k < e; ++k) {
+        buf.emplace_back(csc.eid(k), csc.indices[k]);
+      }
+      std::sort(buf.begin(), buf.end());
+      for (int64_t k = b; k < e; ++k) {
+        adj.adjncy[k] = static_cast<int32_t>(buf[k - b].second);
+      }
+    }
+  });
+  return adj;
+}
+
+}  // namespace
+
 SymAdjacency symmetric_adjacency(const Graph& csc) {
+  return detail::symmetric_adjacency(csc, false);
+}
+
+SymAdjacency detail::symmetric_adjacency(const Graph& csc, bool known_simple) {
   const int64_t n = csc.num_nodes;
   check_metis_limits(n, 0);
+  if (known_simple || is_symmetric_simple(csc)) {
+    return symmetric_adjacency_simple(csc);
+  }
   const Graph csr = transpose(csc);
   int64_t eid_space = 0;
   for (int64_t k = 0; k < csc.num_edges(); ++k) {
@@ -358,6 +453,17 @@ Assignment assign_random(int64_t num_nodes, int64_t num_parts, uint64_t seed) {
 
 Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<int32_t>& vwgt,
                         int ncon, const PartitionOptions& opts, PhaseTimer* timer) {
+  return detail::assign_metis(csc, num_parts, vwgt, ncon, opts, timer, false);
+}
+
+bool detail::built_symmetric_simple(const Dataset& ds) {
+  return ds.build.symmetrize && ds.build.drop_self_loops && ds.build.deduplicate;
+}
+
+Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
+                                const std::vector<int32_t>& vwgt, int ncon,
+                                const PartitionOptions& opts, PhaseTimer* timer,
+                                bool known_simple) {
   const int64_t n = csc.num_nodes;
   TESSERA_EXPECTS(num_parts >= 1 && num_parts < INT32_MAX, ValueError,
                   "number of partitions must be in [1, 2^31), got {}", num_parts);
@@ -380,7 +486,7 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
     note_empty_parts(a);
     return a;
   }
-  SymAdjacency adj = symmetric_adjacency(csc);
+  SymAdjacency adj = detail::symmetric_adjacency(csc, known_simple);
   if (timer != nullptr) {
     timer->begin("METIS");
   }
@@ -437,7 +543,8 @@ Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {
   }
   std::vector<std::string> names;
   const std::vector<int32_t> w = balance_weights(ds, opts, &names);
-  Assignment a = assign_metis(ds.graph, opts.num_parts, w, static_cast<int>(names.size()), opts);
+  Assignment a = detail::assign_metis(ds.graph, opts.num_parts, w, static_cast<int>(names.size()),
+                                      opts, nullptr, detail::built_symmetric_simple(ds));
   a.constraints = names;
   return a;
 }
