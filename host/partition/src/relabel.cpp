@@ -134,18 +134,15 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
   }
 
   const bool local_ids = halo_hops > 0;
-  auto to_local = [&](int64_t gid) -> int64_t {
-    if (!local_ids) {
-      return gid;
+  // Local ID of each halo node (inner nodes are gid - s): a dense table instead of a binary
+  // search per edge.
+  std::vector<int64_t> halo_local;
+  if (local_ids) {
+    halo_local.assign(static_cast<size_t>(g.num_nodes), -1);
+    for (int64_t i = 0; i < nh; ++i) {
+      halo_local[halo[i]] = L.num_inner_nodes + i;
     }
-    if (gid >= s && gid < e) {
-      return gid - s;
-    }
-    auto it = std::lower_bound(halo.begin(), halo.end(), gid);
-    TESSERA_ASSERT(it != halo.end() && *it == gid, "source {} of partition {} is not local", gid,
-                   p);
-    return L.num_inner_nodes + (it - halo.begin());
-  };
+  }
   // Rows: every in-edge of inner nodes; in-edges of halo nodes within halo_hops - 1 hops.
   L.indptr.assign(static_cast<size_t>(nl) + 1, 0);
   for (int64_t i = 0; i < nl; ++i) {
@@ -161,39 +158,48 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
   L.indices.resize(static_cast<size_t>(ml));
   L.eid.resize(static_cast<size_t>(ml));
   L.orig_eid.resize(static_cast<size_t>(ml));
-  L.inner_edge.assign(static_cast<size_t>(ml), 0);
+  L.inner_edge.resize(static_cast<size_t>(ml));
   parallel_for(0, nl, 1024, [&](int64_t lo, int64_t hi, int64_t) {
-    std::vector<std::pair<int64_t, int64_t>> row;
     for (int64_t i = lo; i < hi; ++i) {
       const int64_t b = L.indptr[i], deg = L.indptr[i + 1] - b;
       if (deg == 0) {
         continue;
       }
       const int64_t v = L.nid[i];
-      // Global rows are sorted by (source, edge ID) and the local ID is increasing within the
-      // inner range and within the halo list, so putting inner sources before halo sources
-      // (stably) sorts the row by (local source, edge ID) without a comparison sort.
-      row.clear();
-      for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
-        if (!local_ids || (g.indices[k] >= s && g.indices[k] < e)) {
-          row.emplace_back(to_local(g.indices[k]), k);
+      const int64_t gb = g.indptr[v], ge = g.indptr[v + 1];
+      const uint8_t inner = i < L.num_inner_nodes;
+      int64_t j = b;
+      auto put = [&](int64_t k, int64_t lid) {
+        L.indices[j] = lid;
+        L.eid[j] = k;
+        L.orig_eid[j] = g.eids[k];
+        L.inner_edge[j] = inner;
+        ++j;
+      };
+      if (!local_ids) {
+        for (int64_t k = gb; k < ge; ++k) {
+          put(k, g.indices[k]);
         }
-      }
-      if (local_ids) {
-        for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
-          if (g.indices[k] < s || g.indices[k] >= e) {
-            row.emplace_back(to_local(g.indices[k]), k);
+      } else {
+        // Global rows are sorted by (source, edge ID) and the local ID is increasing within
+        // the inner range and within the halo list, so putting inner sources before halo
+        // sources (stably) sorts the row by (local source, edge ID) without a comparison sort.
+        for (int64_t k = gb; k < ge; ++k) {
+          const int64_t u = g.indices[k];
+          if (u >= s && u < e) {
+            put(k, u - s);
+          }
+        }
+        for (int64_t k = gb; k < ge; ++k) {
+          const int64_t u = g.indices[k];
+          if (u < s || u >= e) {
+            const int64_t lid = halo_local[u];
+            TESSERA_ASSERT(lid >= 0, "source {} of partition {} is not local", u, p);
+            put(k, lid);
           }
         }
       }
-      TESSERA_DEBUG_ASSERT(std::is_sorted(row.begin(), row.end()), "row {} not sorted", i);
-      const uint8_t inner = i < L.num_inner_nodes;
-      for (int64_t j = 0; j < deg; ++j) {
-        L.indices[b + j] = row[j].first;
-        L.eid[b + j] = row[j].second;
-        L.orig_eid[b + j] = g.eids[row[j].second];
-        L.inner_edge[b + j] = inner;
-      }
+      TESSERA_ASSERT(j == b + deg, "row {}: {} entries, expected {}", i, j - b, deg);
     }
   });
   return L;
