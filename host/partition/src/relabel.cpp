@@ -41,19 +41,46 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
+  // Rows of csc are sorted by (old source, edge ID) and new IDs increase with old IDs within
+  // each partition, so a stable bucketing of a row by the source's partition sorts it by (new
+  // source, edge ID): O(degree + P) instead of a comparison sort when P is small.
+  constexpr int64_t kMaxBucketParts = 64;
   parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
     std::vector<std::pair<int64_t, int64_t>> row;
+    int64_t cnt[kMaxBucketParts + 1];
     for (int64_t nv = lo; nv < hi; ++nv) {
       const int64_t ov = r.orig_nid[nv];
+      const int64_t b = csc.indptr[ov], e = csc.indptr[ov + 1];
+      int64_t w = g.indptr[nv];
+      bool bucket = P <= kMaxBucketParts && e - b > 1;
+      for (int64_t k = b + 1; k < e && bucket; ++k) {
+        bucket = csc.indices[k - 1] < csc.indices[k] ||
+                 (csc.indices[k - 1] == csc.indices[k] && csc.eid(k - 1) < csc.eid(k));
+      }
+      if (bucket) {
+        std::fill(cnt, cnt + P + 1, 0);
+        for (int64_t k = b; k < e; ++k) {
+          ++cnt[a.part[csc.indices[k]] + 1];
+        }
+        for (int64_t q = 0; q < P; ++q) {
+          cnt[q + 1] += cnt[q];
+        }
+        for (int64_t k = b; k < e; ++k) {
+          const int64_t u = csc.indices[k];
+          const int64_t at = w + cnt[a.part[u]]++;
+          g.indices[at] = r.new_nid[u];
+          g.eids[at] = csc.eid(k);
+        }
+        continue;
+      }
       row.clear();
-      for (int64_t k = csc.indptr[ov]; k < csc.indptr[ov + 1]; ++k) {
+      for (int64_t k = b; k < e; ++k) {
         row.emplace_back(r.new_nid[csc.indices[k]], csc.eid(k));
       }
       std::sort(row.begin(), row.end());
-      int64_t w = g.indptr[nv];
-      for (const auto& [s, e] : row) {
+      for (const auto& [s, e2] : row) {
         g.indices[w] = s;
-        g.eids[w] = e;
+        g.eids[w] = e2;
         ++w;
       }
     }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "internal.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
+#include "tessera/core/parallel.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/partition/partition.hpp"
 
@@ -314,8 +316,7 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
     shape[0] = c.num_edges;  // one row per (possibly symmetrized) edge of the partitioned graph
     c.edata.push_back({k, arr.dtype(), shape, "edge_" + k + ".npy"});
   }
-  Progress progress("writing partitions", P, "parts");
-  for (int64_t p = 0; p < P; ++p) {
+  auto write_part = [&](int64_t p) {
     LocalGraph L = build_local(r, p, opts.halo_hops);
     PartInfo info;
     info.dir = fmt::format("part{}", p);
@@ -355,9 +356,26 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
         info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
       }
     }
-    c.parts.push_back(std::move(info));
-    progress.update(p + 1);
-  }
+    c.parts[p] = std::move(info);
+  };
+  Progress progress("writing partitions", P, "parts");
+  // Two partitions at a time (file writes and checksums overlap); each holds its local graph
+  // only while it is written, so at most two local graphs are alive.
+  c.parts.resize(static_cast<size_t>(P));
+  std::atomic<int64_t> parts_done{0};
+  const int64_t lanes = std::min<int64_t>({P, 2, std::max(1, num_threads())});
+  parallel_for(0, lanes, 1, [&](int64_t l0, int64_t l1, int64_t lane0) {
+    for (int64_t lane = l0; lane < l1; ++lane) {
+      for (int64_t p = lane; p < P; p += lanes) {
+        write_part(p);
+        const int64_t done = ++parts_done;
+        if (lane0 == 0) {
+          progress.update(done);
+        }
+      }
+    }
+  });
+  progress.update(P);
   progress.done();
 
   nlohmann::json extra = nlohmann::json::object();
