@@ -1,0 +1,94 @@
+// DistGraph: this rank's partition of a partitioned graph, its node and edge data as
+// DistTensors, the partition book and the global counts (DGL's dgl.distributed.DistGraph);
+// node_split / edge_split.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/dist/tensor.hpp"
+#include "tessera/graph/graph.hpp"
+#include "tessera/partition/book.hpp"
+#include "tessera/partition/format.hpp"
+
+namespace tessera::dist {
+
+namespace detail {
+struct GraphState;
+}
+
+/// Options of DistGraph.
+struct DistGraphOptions {
+  /// Check every file of this rank's partition against the config's CRC32 (reads them all).
+  bool verify_checksums = false;
+};
+
+/// One rank's view of a partitioned graph. Rank r loads partition r (memory-mapped), so the
+/// partitioning must have exactly world_size partitions; a world of one process loads the only
+/// partition of a 1-part config (standalone mode, no code change). Creation is collective: the
+/// ranks compare their configs (graph name, partition count, node and edge ranges, and the
+/// checksums of every partition's files) and all refuse, naming the differing rank and field,
+/// when one was given a config of another partitioning.
+///
+/// IDs: everything a DistGraph takes and returns uses the relabelled global IDs of the
+/// partitioning ("new" IDs; docs/partition-format.md). orig_nid()/orig_eid() of the partition
+/// map them back. Sampling keys by the *original* node ID (see sampling.hpp).
+class DistGraph {
+ public:
+  /// Collective. `graph_name` must be the config's graph_name.
+  DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& graph_name,
+            const std::filesystem::path& part_config, const DistGraphOptions& opts = {});
+  ~DistGraph();
+  DistGraph(const DistGraph&) = delete;
+  DistGraph& operator=(const DistGraph&) = delete;
+
+  const std::string& graph_name() const;
+  int64_t num_nodes() const;
+  int64_t num_edges() const;
+  const PartitionBook& book() const;
+  const PartitionConfig& config() const;
+  /// This rank's partition (arrays memory-mapped).
+  const LocalPartition& local_partition() const;
+  int64_t part_id() const;
+  /// [first, second): the node / edge IDs this rank owns.
+  std::pair<int64_t, int64_t> local_node_range() const;
+  std::pair<int64_t, int64_t> local_edge_range() const;
+  /// Node data ("feat", "label", "train_mask", ...) as DistTensors over the node policy,
+  /// named "<graph>:node:<name>"; edge data over the edge policy ("<graph>:edge:<name>").
+  const std::map<std::string, DistTensor>& ndata() const;
+  const std::map<std::string, DistTensor>& edata() const;
+  /// ndata().at(name) with a ValueError listing the names when absent.
+  const DistTensor& node_data(const std::string& name) const;
+  const DistTensor& edge_data(const std::string& name) const;
+  /// The original node ID of every node, as a DistTensor (int64, [num_nodes]).
+  const DistTensor& orig_nid() const;
+  const std::shared_ptr<Runtime>& runtime() const;
+
+  detail::GraphState& state() const { return *st_; }
+
+ private:
+  std::unique_ptr<detail::GraphState> st_;
+};
+
+/// DGL's node_split over a node mask DistTensor (e.g. g.ndata()["train_mask"]; 1-D, or 2-D with
+/// `column` picking one split; any dtype, nonzero = selected). Collective when force_even.
+/// force_even: the selected IDs in increasing order are cut into world_size consecutive chunks
+/// whose sizes differ by at most one (the first `count % world` ranks get one more), so every
+/// rank gets (almost) the same number of batches and nobody leaves the gradient all-reduce early;
+/// with range partitioning most of a rank's chunk is its own. Otherwise: the selected IDs this
+/// rank owns. Returns sorted global IDs.
+std::vector<int64_t> node_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);
+/// The same over an edge mask DistTensor (edge policy).
+std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);
+/// Host variants over a global mask Array ([num_nodes] or [num_nodes, S]) and a partition book,
+/// for rank `rank` of `book.num_parts()`; not collective.
+std::vector<int64_t> node_split(const Array& mask, const PartitionBook& book, int rank,
+                                bool force_even = true, int64_t column = 0);
+std::vector<int64_t> edge_split(const Array& mask, const PartitionBook& book, int rank,
+                                bool force_even = true, int64_t column = 0);
+
+}  // namespace tessera::dist

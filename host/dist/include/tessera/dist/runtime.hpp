@@ -1,0 +1,56 @@
+// The distributed runtime of one rank: its Transport and the server that answers other ranks'
+// requests for the rows and nodes this rank owns (reads, writes, sampling).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/transport/transport.hpp"
+
+namespace tessera::dist {
+
+namespace detail {
+struct RuntimeState;
+}
+
+/// One rank's runtime (DGL's `dgl.distributed.initialize`). Created collectively by every rank
+/// of the job; registers the request handlers of the distributed store on the transport (they
+/// run on the transport's handler thread) and waits until every rank has done so. A world of one
+/// process (no launcher environment) uses the `local` transport: the same program runs
+/// standalone without a code change. Thread safety: DistTensor reads/writes and sampling may be
+/// issued from any thread; collective calls (creating tensors and graphs, split, barrier) from
+/// one thread at a time, in the same order on every rank.
+class Runtime {
+ public:
+  /// Creates the transport (`backend` as in transport::create_transport: "" picks from
+  /// TESSERA_TRANSPORT, else local for one process, else ucx) and the runtime. Collective.
+  static std::shared_ptr<Runtime> create(
+      const std::string& backend = "",
+      const transport::Options& options = transport::Options::from_env());
+  /// Wraps an existing transport (the runtime owns it from now on). Collective.
+  static std::shared_ptr<Runtime> create(std::unique_ptr<transport::Transport> t);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  transport::Transport& transport() const;
+  /// Whether remote host rows are read with one-sided gets (the transport can, and
+  /// TESSERA_DIST_GET is not "0"); otherwise by request/response to the owner.
+  bool one_sided_reads() const;
+  /// Forces the read path (tests and benchmarks compare both). Call on every rank before
+  /// creating tensors: tensors created afterwards follow it.
+  void set_one_sided_reads(bool on);
+  /// Collective barrier over the transport.
+  void barrier();
+
+  detail::RuntimeState& state() const { return *state_; }
+
+ private:
+  explicit Runtime(std::unique_ptr<transport::Transport> t);
+  std::unique_ptr<detail::RuntimeState> state_;
+};
+
+}  // namespace tessera::dist

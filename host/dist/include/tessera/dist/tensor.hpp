@@ -1,0 +1,111 @@
+// DistTensor: a tensor whose rows are spread over the ranks by a partition policy and that any
+// rank reads and writes by global row ID (DGL's dgl.distributed.DistTensor).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/graph/npy.hpp"
+#include "tessera/ops/span.hpp"
+#include "tessera/partition/book.hpp"
+
+namespace tessera::dist {
+
+class Runtime;
+namespace detail {
+struct TensorStore;
+}
+
+/// Which rank owns which rows: rank r owns the contiguous rows [offsets[r], offsets[r+1]).
+struct PartPolicy {
+  /// "node" (the partition book's node ranges), "edge" (its edge ranges) or "even".
+  std::string kind = "even";
+  std::vector<int64_t> offsets{0};  ///< world_size + 1 entries, non-decreasing from 0
+
+  /// Rows of nodes / edges as a PartitionBook assigns them (one partition per rank).
+  static PartPolicy node(const PartitionBook& book);
+  static PartPolicy edge(const PartitionBook& book);
+  /// `rows` split into `world` contiguous ranges whose sizes differ by at most one.
+  static PartPolicy even(int64_t rows, int world);
+
+  int64_t num_rows() const { return offsets.back(); }
+  int world_size() const { return static_cast<int>(offsets.size()) - 1; }
+  /// Owner of `row` (in [0, num_rows); not checked here).
+  int owner(int64_t row) const;
+  std::pair<int64_t, int64_t> range(int r) const { return {offsets[r], offsets[r + 1]}; }
+  bool operator==(const PartPolicy& o) const { return kind == o.kind && offsets == o.offsets; }
+};
+
+/// Fills this rank's rows of a new tensor: rows [row_begin, row_end) (global IDs) into `dst`,
+/// (row_end - row_begin) * row_bytes bytes, C-contiguous, already zero-filled.
+using InitFn = std::function<void(int64_t row_begin, int64_t row_end, void* dst)>;
+
+/// Where a tensor's local rows live. Only kHost is implemented; kDevice (GPU memory, remote
+/// reads through a request to the owner or an NCCL all-to-all-v) is declared for the GPU build
+/// and throws NotCompiledError here (docs/dist.md says what is owed).
+enum class Placement : uint8_t { kHost, kDevice };
+
+/// A distributed tensor of shape [num_rows, ...]. A handle: copies share the same tensor.
+/// Created collectively (every rank, same order) and idempotently by name: creating a name that
+/// exists with the same shape, dtype and policy returns the existing tensor; a different shape,
+/// dtype or policy throws ValueError naming both. Reads and writes are batched per owner: local
+/// rows are copied directly, remote rows are read with one-sided gets of the owner's registered
+/// memory where the transport supports them (else one request per owner), and written with one
+/// request per owner that is acknowledged before write() returns.
+class DistTensor {
+ public:
+  DistTensor() = default;
+  /// Collective. `shape[0]` must equal policy.num_rows() and the policy must cover the world.
+  /// `init` (optional) fills this rank's rows; otherwise they are zero. A non-persistent
+  /// tensor's name is released when the last handle on this rank is destroyed (its memory is
+  /// kept until the runtime ends, since peers may still read it); a persistent one lives as
+  /// long as the runtime.
+  DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
+             std::vector<int64_t> shape, DType dtype, PartPolicy policy, InitFn init = nullptr,
+             bool persistent = false, Placement placement = Placement::kHost);
+
+  bool defined() const { return static_cast<bool>(s_); }
+  const std::string& name() const;
+  const std::vector<int64_t>& shape() const;
+  DType dtype() const;
+  int64_t num_rows() const;
+  /// Bytes of one row (product of shape[1:] times the element size).
+  size_t row_bytes() const;
+  const PartPolicy& policy() const;
+  bool persistent() const;
+  /// The runtime the tensor was created on.
+  Runtime& runtime() const;
+
+  /// t[ids]: a new host Array of shape [ids.size(), shape[1:]...]. IDs may repeat and come in
+  /// any order; IndexError names the first one outside [0, num_rows).
+  Array read(ops::Span<const int64_t> ids) const;
+  /// t[ids] into `out` (host memory of ids.size() * row_bytes() bytes).
+  void read_into(ops::Span<const int64_t> ids, void* out) const;
+  /// t[ids] = rows (`rows`: ids.size() * row_bytes() host bytes). Returns once every owner has
+  /// stored its rows. With repeated IDs the last row wins among rows going to one owner.
+  void write(ops::Span<const int64_t> ids, const void* rows);
+  /// t[ids] = rows with an Array of shape [ids.size(), shape[1:]...] and the tensor's dtype.
+  void write(ops::Span<const int64_t> ids, const Array& rows);
+
+  /// Collective gather in which every rank takes part in the same step (the NCCL all-to-all-v
+  /// path of GPU builds; here over the transport's host all_to_all_v): each rank gets t[ids] of
+  /// its own `ids`. Same result as read().
+  Array read_collective(ops::Span<const int64_t> ids) const;
+
+  /// This rank's rows [first, second) (global IDs) and their memory (row-major, writable; other
+  /// ranks read it concurrently).
+  std::pair<int64_t, int64_t> local_range() const;
+  void* local_data() const;
+
+ private:
+  std::shared_ptr<detail::TensorStore> s_;
+  /// Keeps the runtime alive; for a non-persistent tensor, releases its name when the last
+  /// handle on this rank is dropped.
+  std::shared_ptr<void> ref_;
+};
+
+}  // namespace tessera::dist

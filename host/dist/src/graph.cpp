@@ -1,0 +1,265 @@
+#include <algorithm>
+#include <exception>
+#include <numeric>
+
+#include <nlohmann/json.hpp>
+
+#include "state.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::dist {
+
+namespace {
+
+// What every rank must agree on: the identity of the partitioning.
+nlohmann::json fingerprint(const PartitionConfig& c) {
+  nlohmann::json j;
+  j["config"] = c.path.string();
+  j["graph_name"] = c.graph_name;
+  j["num_parts"] = c.num_parts;
+  j["num_nodes"] = c.num_nodes;
+  j["num_edges"] = c.num_edges;
+  j["node_offsets"] = c.node_offsets;
+  j["edge_offsets"] = c.edge_offsets;
+  // Checksums of every partition's files (what `tessera partition` wrote), in config order.
+  std::string sums;
+  for (const auto& p : c.parts)
+    for (const auto& f : p.files)
+      sums += fmt::format("{}/{}:{:08x};", p.dir, f.name, f.crc32);
+  j["checksums"] = sums;
+  return j;
+}
+
+void check_same_partitioning(transport::Transport& t, const PartitionConfig& c) {
+  const std::string mine = fingerprint(c).dump();
+  const auto all = t.all_gather(transport::ByteView(mine.data(), mine.size()));
+  const auto me = nlohmann::json::parse(mine);
+  for (int r = 0; r < t.world_size(); ++r) {
+    if (r == t.rank()) continue;
+    const auto theirs = nlohmann::json::parse(std::string(all[r].begin(), all[r].end()));
+    for (const char* field : {"graph_name", "num_parts", "num_nodes", "num_edges", "node_offsets",
+                              "edge_offsets", "checksums"}) {
+      if (theirs[field] == me[field]) continue;
+      std::string a = theirs[field].dump(), b = me[field].dump();
+      if (std::string(field) == "checksums") {
+        a = "(file checksums of another partitioning run)";
+        b = "(this rank's)";
+      }
+      TESSERA_FAIL(ValueError,
+                   "DistGraph '{}': rank {}'s partition config {} is not from the same "
+                   "partitioning as rank {}'s {}: {} differ ({} on rank {}, {} on rank {}); every "
+                   "rank must load the config of one partitioning run",
+                   c.graph_name, r, theirs["config"].get<std::string>(), t.rank(), c.path.string(),
+                   field, a, r, b, t.rank());
+    }
+  }
+}
+
+// Copies rows [b, e) of the owner's local array `a` (local row 0 = global row `lo`).
+InitFn copy_rows(const Array& a, int64_t lo, const std::string& what) {
+  return [a, lo, what](int64_t b, int64_t e, void* dst) {
+    TESSERA_EXPECTS(a.rows() >= e - lo, ValueError, "{}: {} rows stored, {} needed", what, a.rows(),
+                    e - lo);
+    const size_t rb = a.row_bytes();
+    std::memcpy(dst, static_cast<const uint8_t*>(a.raw()) + static_cast<size_t>(b - lo) * rb,
+                static_cast<size_t>(e - b) * rb);
+  };
+}
+
+}  // namespace
+
+DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& graph_name,
+                     const std::filesystem::path& part_config, const DistGraphOptions& opts)
+    : st_(std::make_unique<detail::GraphState>()) {
+  TESSERA_EXPECTS(rt != nullptr, ValueError, "DistGraph '{}': null runtime", graph_name);
+  auto& g = *st_;
+  g.rt = rt;
+  g.name = graph_name;
+  auto& rs = rt->state();
+  auto& t = *rs.t;
+  const int world = t.world_size(), me = t.rank();
+  g.config = load_partition_config(part_config);
+  TESSERA_EXPECTS(g.config.graph_name == graph_name, ValueError,
+                  "DistGraph '{}': the config {} holds graph '{}'", graph_name,
+                  part_config.string(), g.config.graph_name);
+  check_same_partitioning(t, g.config);
+  TESSERA_EXPECTS(g.config.num_parts == world, ValueError,
+                  "DistGraph '{}': {} has {} partitions but the job has {} ranks (one partition "
+                  "per rank; a world of one process needs a 1-partition config)",
+                  graph_name, part_config.string(), g.config.num_parts, world);
+  LoadOptions lo;
+  lo.verify_checksums = opts.verify_checksums;
+  g.part = load_partition(g.config, me, lo);
+  g.book = PartitionBook::from_config(g.config);
+  {
+    std::lock_guard<std::mutex> lk(rs.mu);
+    g.id = rs.next_graph_id++;
+  }
+  const auto [nlo, nhi] = g.book.node_range(me);
+  const auto [elo, ehi] = g.book.edge_range(me);
+  TESSERA_EXPECTS(g.part.num_inner_nodes == nhi - nlo, ValueError,
+                  "DistGraph '{}': partition {} has {} inner nodes but its range holds {}",
+                  graph_name, me, g.part.num_inner_nodes, nhi - nlo);
+
+  // Node and edge data as DistTensors (collective, in config order on every rank).
+  const auto npol = PartPolicy::node(g.book), epol = PartPolicy::edge(g.book);
+  for (const auto& s : g.config.ndata) {
+    auto it = g.part.ndata.find(s.name);
+    TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
+                    "DistGraph '{}': partition {} lacks node data '{}'", graph_name, me, s.name);
+    g.ndata.emplace(s.name,
+                    DistTensor(rt, fmt::format("{}:node:{}", graph_name, s.name), s.shape, s.dtype,
+                               npol, copy_rows(it->second, nlo, "node data " + s.name), true));
+  }
+  for (const auto& s : g.config.edata) {
+    auto it = g.part.edata.find(s.name);
+    TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
+                    "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, me, s.name);
+    g.edata.emplace(s.name,
+                    DistTensor(rt, fmt::format("{}:edge:{}", graph_name, s.name), s.shape, s.dtype,
+                               epol, copy_rows(it->second, elo, "edge data " + s.name), true));
+  }
+  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", graph_name), {g.config.num_nodes},
+                          DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true);
+
+  // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
+  // indexed by original node ID (the Philox key of a node is its original ID).
+  const int64_t ni = nhi - nlo, n = g.config.num_nodes;
+  const int64_t* indptr = g.part.indptr.data<int64_t>();
+  const int64_t* indices = g.part.indices.data<int64_t>();
+  const int64_t* nid = g.part.nid.data<int64_t>();
+  const int64_t* onid = g.part.orig_nid.data<int64_t>();
+  const int64_t* eid = g.part.eid.data<int64_t>();
+  const int64_t* oeid = g.part.orig_eid.data<int64_t>();
+  const int64_t m = indptr[ni];
+  std::vector<int64_t> src_new(static_cast<size_t>(m)), src_orig(static_cast<size_t>(m));
+  std::vector<int64_t> remote;  // sources whose original ID lives elsewhere (halo_hops = 0)
+  for (int64_t k = 0; k < m; ++k) {
+    if (g.config.local_indices) {
+      src_new[k] = nid[indices[k]];
+      src_orig[k] = onid[indices[k]];
+    } else {
+      src_new[k] = indices[k];
+      if (indices[k] >= nlo && indices[k] < nhi) {
+        src_orig[k] = onid[indices[k] - nlo];
+      } else {
+        src_orig[k] = -1;
+        remote.push_back(indices[k]);
+      }
+    }
+  }
+  std::sort(remote.begin(), remote.end());
+  remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+  if (!remote.empty()) {
+    std::vector<int64_t> orig(remote.size());
+    g.orig_nid.read_into(remote, orig.data());
+    for (int64_t k = 0; k < m; ++k)
+      if (src_orig[k] < 0)
+        src_orig[k] =
+            orig[std::lower_bound(remote.begin(), remote.end(), src_new[k]) - remote.begin()];
+  }
+  auto& sg = *g.sg;
+  sg.lo = nlo;
+  sg.hi = nhi;
+  sg.inner_orig.assign(onid, onid + ni);
+  sg.csc.num_nodes = n;
+  sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int64_t i = 0; i < ni; ++i)
+    sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
+  std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
+  sg.csc.indices.resize(static_cast<size_t>(m));
+  sg.csc.eids.resize(static_cast<size_t>(m));
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < ni; ++i) {
+    const int64_t b = indptr[i], e = indptr[i + 1];
+    order.resize(static_cast<size_t>(e - b));
+    std::iota(order.begin(), order.end(), b);
+    std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+      return src_orig[x] != src_orig[y] ? src_orig[x] < src_orig[y] : oeid[x] < oeid[y];
+    });
+    int64_t q = sg.csc.indptr[onid[i]];
+    for (int64_t k : order) {
+      sg.csc.indices[q] = src_new[k];
+      sg.csc.eids[q] = eid[k];
+      ++q;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(rs.mu);
+    rs.graphs[g.id] = g.sg;
+  }
+  t.barrier();  // every owner can sample before anyone asks
+}
+
+DistGraph::~DistGraph() {
+  // While unwinding (this rank failed), peers may still ask us to sample until the transport
+  // shuts down: the registry keeps the sampling structure alive until the runtime ends.
+  if (std::uncaught_exceptions() > 0) return;
+  auto& rs = st_->rt->state();
+  std::lock_guard<std::mutex> lk(rs.mu);
+  rs.graphs.erase(st_->id);
+}
+
+const std::string& DistGraph::graph_name() const {
+  return st_->name;
+}
+int64_t DistGraph::num_nodes() const {
+  return st_->config.num_nodes;
+}
+int64_t DistGraph::num_edges() const {
+  return st_->config.num_edges;
+}
+const PartitionBook& DistGraph::book() const {
+  return st_->book;
+}
+const PartitionConfig& DistGraph::config() const {
+  return st_->config;
+}
+const LocalPartition& DistGraph::local_partition() const {
+  return st_->part;
+}
+int64_t DistGraph::part_id() const {
+  return st_->part.part_id;
+}
+std::pair<int64_t, int64_t> DistGraph::local_node_range() const {
+  return st_->book.node_range(st_->rt->rank());
+}
+std::pair<int64_t, int64_t> DistGraph::local_edge_range() const {
+  return st_->book.edge_range(st_->rt->rank());
+}
+const std::map<std::string, DistTensor>& DistGraph::ndata() const {
+  return st_->ndata;
+}
+const std::map<std::string, DistTensor>& DistGraph::edata() const {
+  return st_->edata;
+}
+
+namespace {
+const DistTensor& lookup(const std::map<std::string, DistTensor>& m, const std::string& name,
+                         const char* kind, const std::string& graph) {
+  auto it = m.find(name);
+  if (it == m.end()) {
+    std::string names;
+    for (const auto& [k, v] : m)
+      names += (names.empty() ? "" : ", ") + k;
+    TESSERA_FAIL(ValueError, "DistGraph '{}' has no {} data '{}' (it has: {})", graph, kind, name,
+                 names.empty() ? "none" : names);
+  }
+  return it->second;
+}
+}  // namespace
+
+const DistTensor& DistGraph::node_data(const std::string& name) const {
+  return lookup(st_->ndata, name, "node", st_->name);
+}
+const DistTensor& DistGraph::edge_data(const std::string& name) const {
+  return lookup(st_->edata, name, "edge", st_->name);
+}
+const DistTensor& DistGraph::orig_nid() const {
+  return st_->orig_nid;
+}
+const std::shared_ptr<Runtime>& DistGraph::runtime() const {
+  return st_->rt;
+}
+
+}  // namespace tessera::dist

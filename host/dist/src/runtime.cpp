@@ -1,0 +1,208 @@
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+#include <thread>
+
+#include "state.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::dist {
+
+namespace detail {
+
+void Reader::need(size_t k) const {
+  TESSERA_EXPECTS(o_ + k <= n_, ValueError, "dist: malformed {} message ({} bytes, needed {} more)",
+                  what_, n_, o_ + k - n_);
+}
+
+[[noreturn]] void rethrow_with_context(const std::string& context) {
+  try {
+    throw;
+  } catch (const transport::PeerLostError& e) {
+    // One wording whatever layer noticed it first (store watch, endpoint error, failed get).
+    const std::string what = e.what();
+    const std::string lost = fmt::format("rank {} was lost", e.peer());
+    if (e.peer() >= 0 && what.find(lost) == std::string::npos &&
+        what.find("left the job") == std::string::npos) {
+      throw transport::PeerLostError(fmt::format("{}: {} ({})", context, lost, what), e.peer());
+    }
+    throw transport::PeerLostError(context + ": " + what, e.peer());
+  } catch (const transport::TimeoutError& e) {
+    throw transport::TimeoutError(context + ": " + e.what(), e.peer());
+  } catch (const transport::RemoteError& e) {
+    throw transport::RemoteError(context + ": " + e.what());
+  }
+}
+
+std::shared_ptr<TensorStore> RuntimeState::tensor(uint64_t id, int from) {
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = tensors.find(id);
+  TESSERA_EXPECTS(it != tensors.end(), ValueError,
+                  "rank {} has no DistTensor with id {} (asked by rank {}): tensors must be "
+                  "created collectively, in the same order, on every rank",
+                  rank, id, from);
+  return it->second;
+}
+
+std::shared_lock<std::shared_mutex> RuntimeState::serving(int from) {
+  std::shared_lock<std::shared_mutex> lk(serve_mu);
+  if (closing)
+    TESSERA_FAIL(Error, "rank {} is shutting down and no longer serves requests (from rank {})",
+                 rank, from);
+  return lk;
+}
+
+std::shared_ptr<const SampleGraph> RuntimeState::graph(uint64_t id, int from) {
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = graphs.find(id);
+  TESSERA_EXPECTS(it != graphs.end(), ValueError,
+                  "rank {} has no DistGraph with id {} (asked by rank {})", rank, id, from);
+  return it->second;
+}
+
+namespace {
+
+// Rows of a tensor this rank owns: validates that every requested row is ours.
+const uint8_t* own_row(const TensorStore& s, int64_t id, int me, int from) {
+  if (id < s.lo || id >= s.hi)
+    TESSERA_FAIL(IndexError,
+                 "DistTensor '{}': row {} requested by rank {} is not owned by rank {} "
+                 "(it owns [{}, {}))",
+                 s.name, id, from, me, s.lo, s.hi);
+  return s.data + static_cast<size_t>(id - s.lo) * s.row_bytes;
+}
+
+transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payload) {
+  auto lk = st.serving(from);
+  Reader r(payload, "read");
+  auto s = st.tensor(r.get<uint64_t>(), from);
+  const uint64_t n = r.get<uint64_t>();
+  TESSERA_EXPECTS(r.left() == n * 8, ValueError, "dist: malformed read message from rank {}", from);
+  const uint8_t* ids = r.take(n * 8);
+  transport::Bytes out(n * s->row_bytes);
+  const int me = st.rank;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t id;
+    std::memcpy(&id, ids + 8 * i, 8);
+    std::memcpy(out.data() + i * s->row_bytes, own_row(*s, id, me, from), s->row_bytes);
+  }
+  return out;
+}
+
+transport::Bytes serve_write(RuntimeState& st, int from, transport::ByteView payload) {
+  auto lk = st.serving(from);
+  Reader r(payload, "write");
+  auto s = st.tensor(r.get<uint64_t>(), from);
+  const uint64_t n = r.get<uint64_t>();
+  TESSERA_EXPECTS(r.left() == n * (8 + s->row_bytes), ValueError,
+                  "dist: malformed write message from rank {}", from);
+  const uint8_t* ids = r.take(n * 8);
+  const uint8_t* rows = r.take(n * s->row_bytes);
+  const int me = st.rank;
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t id;
+    std::memcpy(&id, ids + 8 * i, 8);
+    std::memcpy(const_cast<uint8_t*>(own_row(*s, id, me, from)), rows + i * s->row_bytes,
+                s->row_bytes);
+  }
+  return {};
+}
+
+}  // namespace
+}  // namespace detail
+
+std::shared_ptr<Runtime> Runtime::create(const std::string& backend,
+                                         const transport::Options& options) {
+  return create(transport::create_transport(backend, options));
+}
+
+std::shared_ptr<Runtime> Runtime::create(std::unique_ptr<transport::Transport> t) {
+  TESSERA_EXPECTS(t != nullptr, ValueError, "dist::Runtime: null transport");
+  return std::shared_ptr<Runtime>(new Runtime(std::move(t)));
+}
+
+Runtime::Runtime(std::unique_ptr<transport::Transport> t)
+    : state_(std::make_unique<detail::RuntimeState>()) {
+  auto& st = *state_;
+  st.t = std::move(t);
+  st.rank = st.t->rank();
+  const auto caps = st.t->capabilities();
+  TESSERA_EXPECTS(caps.request_response && caps.collectives && caps.host_memory, ValueError,
+                  "dist::Runtime: transport '{}' cannot serve a distributed store (it needs "
+                  "host-memory collectives and request/response)",
+                  st.t->name());
+  const char* env = std::getenv("TESSERA_DIST_GET");
+  st.one_sided = caps.one_sided_get && !(env && std::string(env) == "0");
+  detail::RuntimeState* sp = &st;
+  st.t->register_handler(detail::kMsgRead, [sp](int from, transport::ByteView p) {
+    return detail::serve_read(*sp, from, p);
+  });
+  st.t->register_handler(detail::kMsgWrite, [sp](int from, transport::ByteView p) {
+    return detail::serve_write(*sp, from, p);
+  });
+  st.t->register_handler(detail::kMsgSample, [sp](int from, transport::ByteView p) {
+    return detail::serve_sample(*sp, from, p);
+  });
+  st.t->barrier();  // every rank serves before anyone asks
+}
+
+Runtime::~Runtime() {
+  auto& st = *state_;
+  // A clean end: every rank is here, so nobody reads our rows any more. Skipped while unwinding
+  // (a failing rank must not enter a collective its peers are not in); a barrier that fails
+  // means a peer failed.
+  bool clean = std::uncaught_exceptions() == 0;
+  if (clean && st.t && st.t->world_size() > 1) {
+    try {
+      st.t->barrier();
+    } catch (const std::exception&) {
+      clean = false;
+    }
+  }
+  if (!clean && st.t && st.t->world_size() > 1) {
+    // This rank failed. Keep serving for a short grace period before freeing what peers read:
+    // a peer blocked on our answer gets it, runs into the real failure itself (a lost rank is
+    // reported to everyone within milliseconds) and names that rank instead of us.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  }
+  {
+    std::unique_lock<std::shared_mutex> serve(st.serve_mu);  // waits for running handlers
+    st.closing = true;
+    std::lock_guard<std::mutex> lk(st.mu);
+    st.graphs.clear();
+  }
+  // Regions and remote keys before the transport.
+  for (auto& [id, s] : st.tensors) {
+    s->remotes.clear();
+    s->region.reset();
+  }
+  for (auto& s : st.retired) {
+    s->remotes.clear();
+    s->region.reset();
+  }
+  st.t.reset();
+  st.tensors.clear();
+  st.by_name.clear();
+  st.retired.clear();
+}
+
+int Runtime::rank() const {
+  return state_->t->rank();
+}
+int Runtime::world_size() const {
+  return state_->t->world_size();
+}
+transport::Transport& Runtime::transport() const {
+  return *state_->t;
+}
+bool Runtime::one_sided_reads() const {
+  return state_->one_sided;
+}
+void Runtime::set_one_sided_reads(bool on) {
+  state_->one_sided = on && state_->t->capabilities().one_sided_get;
+}
+void Runtime::barrier() {
+  state_->t->barrier();
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,244 @@
+#include "tessera/dist/sampling.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "state.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::dist {
+
+namespace detail {
+namespace {
+
+struct OwnedSample {
+  std::vector<int64_t> counts;  // per requested seed
+  std::vector<int64_t> src, eid;
+};
+
+// Samples seeds this rank owns (global new IDs; repeats allowed) in the unpartitioned graph's
+// terms: the row of a node is indexed, and keyed, by its original ID.
+OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
+                         bool replace, const RngKey& key, int from, int me) {
+  // The sample of a node depends only on (key, node): sample each distinct seed once.
+  std::vector<int64_t> uniq_orig;
+  std::vector<int64_t> slot(static_cast<size_t>(n));
+  std::unordered_map<int64_t, int64_t> seen;
+  seen.reserve(static_cast<size_t>(n) * 2);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = ids[i];
+    if (v < sg.lo || v >= sg.hi)
+      TESSERA_FAIL(IndexError,
+                   "sample_neighbors: node {} asked by rank {} is not owned by rank {} "
+                   "(it owns [{}, {}))",
+                   v, from, me, sg.lo, sg.hi);
+    auto [it, fresh] = seen.emplace(v, static_cast<int64_t>(uniq_orig.size()));
+    if (fresh) uniq_orig.push_back(sg.inner_orig[v - sg.lo]);
+    slot[i] = it->second;
+  }
+  ops::SampleOptions o;
+  o.fanout = fanout;
+  o.replace = replace;
+  o.key = key;
+  o.num_threads = 1;
+  const ops::SampledEdges e = ops::sample_neighbors(sg.csc, uniq_orig, o);
+  // Edges come grouped by seed in order; the seeds are distinct, so dst delimits the groups.
+  const int64_t u = static_cast<int64_t>(uniq_orig.size());
+  std::vector<int64_t> ubegin(static_cast<size_t>(u) + 1);
+  int64_t q = 0;
+  for (int64_t j = 0; j < u; ++j) {
+    ubegin[j] = q;
+    while (q < e.size() && e.dst[q] == uniq_orig[j])
+      ++q;
+  }
+  ubegin[u] = q;
+  TESSERA_ASSERT(q == e.size(), "sampled edges not grouped by seed");
+  OwnedSample out;
+  out.counts.resize(static_cast<size_t>(n));
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    out.counts[i] = ubegin[slot[i] + 1] - ubegin[slot[i]];
+    total += out.counts[i];
+  }
+  out.src.reserve(static_cast<size_t>(total));
+  out.eid.reserve(static_cast<size_t>(total));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = ubegin[slot[i]], en = ubegin[slot[i] + 1];
+    out.src.insert(out.src.end(), e.src.begin() + b, e.src.begin() + en);
+    out.eid.insert(out.eid.end(), e.eid.begin() + b, e.eid.begin() + en);
+  }
+  return out;
+}
+
+}  // namespace
+
+transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload) {
+  auto lk = st.serving(from);
+  Reader r(payload, "sample");
+  const auto sg = st.graph(r.get<uint64_t>(), from);
+  RngKey key;
+  key.seed = r.get<uint32_t>();
+  key.epoch = r.get<uint32_t>();
+  key.batch = r.get<uint32_t>();
+  key.layer = r.get<uint32_t>();
+  const int64_t fanout = r.get<int64_t>();
+  const bool replace = r.get<uint8_t>() != 0;
+  const uint64_t n = r.get<uint64_t>();
+  TESSERA_EXPECTS(r.left() == n * 8, ValueError, "dist: malformed sample message from rank {}",
+                  from);
+  std::vector<int64_t> ids(n);
+  if (n) std::memcpy(ids.data(), r.take(n * 8), n * 8);
+  const OwnedSample s =
+      sample_owned(*sg, ids.data(), static_cast<int64_t>(n), fanout, replace, key, from, st.rank);
+  Writer w;
+  w.buf.reserve(8 * (n + 2 * s.src.size()));
+  w.put_bytes(s.counts.data(), 8 * s.counts.size());
+  w.put_bytes(s.src.data(), 8 * s.src.size());
+  w.put_bytes(s.eid.data(), 8 * s.eid.size());
+  return std::move(w.buf);
+}
+
+}  // namespace detail
+
+ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> seeds,
+                                   const DistSampleOptions& opts) {
+  auto& gs = g.state();
+  auto& t = *gs.rt->state().t;
+  const int world = t.world_size(), me = t.rank();
+  const int64_t n = seeds.size(), nn = g.num_nodes();
+  TESSERA_EXPECTS(opts.fanout >= -1, ValueError,
+                  "sample_neighbors: fanout {} is negative (use -1 for all neighbors)",
+                  opts.fanout);
+  TESSERA_EXPECTS(opts.key.layer < 256, ValueError, "sample_neighbors: layer {} not < 256",
+                  opts.key.layer);
+  const auto& off = gs.book.node_offsets();
+  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  std::vector<int> owner(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = seeds[i];
+    if (v < 0 || v >= nn)
+      TESSERA_FAIL(IndexError, "sample_neighbors: seed node {} at position {} outside [0, {})", v,
+                   i, nn);
+    const int p = static_cast<int>(std::upper_bound(off.begin(), off.end(), v) - off.begin()) - 1;
+    owner[i] = p;
+    pos[p].push_back(i);
+  }
+  // One batched request per remote owner, in flight while this rank samples its own nodes.
+  std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
+  std::vector<detail::OwnedSample> res(static_cast<size_t>(world));
+  try {
+    for (int p = 0; p < world; ++p) {
+      if (p == me || pos[p].empty()) continue;
+      detail::Writer w;
+      w.put<uint64_t>(gs.id);
+      w.put<uint32_t>(opts.key.seed);
+      w.put<uint32_t>(opts.key.epoch);
+      w.put<uint32_t>(opts.key.batch);
+      w.put<uint32_t>(opts.key.layer);
+      w.put<int64_t>(opts.fanout);
+      w.put<uint8_t>(opts.replace ? 1 : 0);
+      w.put<uint64_t>(pos[p].size());
+      for (int64_t i : pos[p])
+        w.put<int64_t>(seeds[i]);
+      pending[p] = t.request_async(p, detail::kMsgSample, transport::ByteView(w.buf));
+    }
+    if (!pos[me].empty()) {
+      std::vector<int64_t> ids(pos[me].size());
+      for (size_t k = 0; k < ids.size(); ++k)
+        ids[k] = seeds[pos[me][k]];
+      res[me] = detail::sample_owned(*gs.sg, ids.data(), static_cast<int64_t>(ids.size()),
+                                     opts.fanout, opts.replace, opts.key, me, me);
+    }
+    for (int p = 0; p < world; ++p) {
+      if (!pending[p].valid()) continue;
+      const transport::Bytes b = pending[p].wait();
+      const size_t k = pos[p].size();
+      TESSERA_EXPECTS(b.size() >= 8 * k && (b.size() - 8 * k) % 16 == 0, ValueError,
+                      "sample_neighbors: malformed answer of {} bytes from rank {}", b.size(), p);
+      auto& r = res[p];
+      const size_t e = (b.size() - 8 * k) / 16;
+      r.counts.resize(k);
+      r.src.resize(e);
+      r.eid.resize(e);
+      std::memcpy(r.counts.data(), b.data(), 8 * k);
+      if (e) {
+        std::memcpy(r.src.data(), b.data() + 8 * k, 8 * e);
+        std::memcpy(r.eid.data(), b.data() + 8 * k + 8 * e, 8 * e);
+      }
+    }
+  } catch (const transport::PeerLostError&) {
+    detail::rethrow_with_context(
+        fmt::format("sample_neighbors of {} seeds (layer {})", n, opts.key.layer));
+  } catch (const transport::TimeoutError&) {
+    detail::rethrow_with_context(
+        fmt::format("sample_neighbors of {} seeds (layer {})", n, opts.key.layer));
+  } catch (const transport::RemoteError&) {
+    detail::rethrow_with_context(
+        fmt::format("sample_neighbors of {} seeds (layer {})", n, opts.key.layer));
+  }
+  // Reassemble in seed order.
+  std::vector<std::vector<int64_t>> begin(static_cast<size_t>(world));
+  int64_t total = 0;
+  for (int p = 0; p < world; ++p) {
+    begin[p].resize(res[p].counts.size() + 1);
+    int64_t q = 0;
+    for (size_t k = 0; k < res[p].counts.size(); ++k) {
+      begin[p][k] = q;
+      q += res[p].counts[k];
+    }
+    begin[p][res[p].counts.size()] = q;
+    TESSERA_EXPECTS(q == static_cast<int64_t>(res[p].src.size()), ValueError,
+                    "sample_neighbors: rank {} answered counts that do not add up", p);
+    total += q;
+  }
+  ops::SampledEdges out;
+  out.src.reserve(static_cast<size_t>(total));
+  out.dst.reserve(static_cast<size_t>(total));
+  out.eid.reserve(static_cast<size_t>(total));
+  std::vector<size_t> next(static_cast<size_t>(world), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int p = owner[i];
+    const size_t k = next[p]++;
+    const int64_t b = begin[p][k], e = begin[p][k + 1];
+    out.src.insert(out.src.end(), res[p].src.begin() + b, res[p].src.begin() + e);
+    out.eid.insert(out.eid.end(), res[p].eid.begin() + b, res[p].eid.begin() + e);
+    out.dst.insert(out.dst.end(), static_cast<size_t>(e - b), seeds[i]);
+  }
+  return out;
+}
+
+DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t> fanouts,
+                                         bool replace)
+    : g_(g), fanouts_(std::move(fanouts)), replace_(replace) {
+  TESSERA_EXPECTS(!fanouts_.empty(), ValueError, "DistNeighborSampler: no fanouts given");
+  TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
+                  "DistNeighborSampler: {} layers exceed the 256 of the Philox key layout",
+                  fanouts_.size());
+  for (size_t i = 0; i < fanouts_.size(); ++i)
+    TESSERA_EXPECTS(fanouts_[i] >= -1, ValueError,
+                    "DistNeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
+                    fanouts_[i], i);
+}
+
+std::vector<ops::Block> DistNeighborSampler::sample_blocks(ops::Span<const int64_t> seeds,
+                                                           const RngKey& key) const {
+  const int64_t layers = static_cast<int64_t>(fanouts_.size());
+  std::vector<ops::Block> blocks(static_cast<size_t>(layers));
+  ops::CompactWorkspace ws;
+  DistSampleOptions so;
+  so.replace = replace_;
+  so.key = key;
+  ops::Span<const int64_t> frontier = seeds;
+  for (int64_t h = 0; h < layers; ++h) {
+    const int64_t l = layers - 1 - h;  // the output layer samples first, as ops::NeighborSampler
+    so.fanout = fanouts_[static_cast<size_t>(l)];
+    so.key.layer = static_cast<uint32_t>(h);
+    const ops::SampledEdges edges = sample_neighbors(g_, frontier, so);
+    ops::Block& b = blocks[static_cast<size_t>(l)];
+    b = ops::to_block(edges, frontier, &ws);
+    frontier = ops::Span<const int64_t>(b.src_nodes.data(), b.num_src());
+  }
+  return blocks;
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,143 @@
+// Internal state shared by the dist sources: the runtime's registries, a tensor's storage, the
+// graph's sampling structure, and the wire format of the dist protocol.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/dist/graph.hpp"
+#include "tessera/dist/runtime.hpp"
+#include "tessera/dist/tensor.hpp"
+#include "tessera/graph/graph.hpp"
+
+namespace tessera::dist::detail {
+
+// Message ids of the dist protocol (Tessera's reserved range).
+constexpr transport::MessageId kMsgRead = 0xF0001001;
+constexpr transport::MessageId kMsgWrite = 0xF0001002;
+constexpr transport::MessageId kMsgSample = 0xF0001003;
+
+/// One tensor's local rows and what peers need to read them.
+struct TensorStore {
+  uint64_t id = 0;  // same on every rank (creation order)
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kFloat32;
+  PartPolicy policy;
+  bool persistent = false;
+  size_t row_bytes = 0;
+  int64_t lo = 0, hi = 0;  // this rank's rows
+  uint8_t* data = nullptr;
+  std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
+  std::vector<uint8_t> heap;                        // plain storage (request/response only)
+  std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
+  bool one_sided = false;
+  Runtime* rt = nullptr;
+  std::weak_ptr<void> handle;  // the per-rank Ref shared by every handle of this tensor
+};
+
+/// What the owner needs to sample the nodes it owns.
+struct SampleGraph {
+  /// CSC indexed by ORIGINAL node ID (rows of nodes this rank does not own are empty): row
+  /// order = (original source, original edge ID) as in the unpartitioned graph; indices hold
+  /// global new source IDs, eids global new edge IDs.
+  Graph csc;
+  std::vector<int64_t> inner_orig;  // original ID of owned node (new ID - lo)
+  int64_t lo = 0, hi = 0;
+};
+
+struct GraphState {
+  std::shared_ptr<Runtime> rt;
+  uint64_t id = 0;
+  std::string name;
+  PartitionConfig config;
+  PartitionBook book;
+  LocalPartition part;
+  std::map<std::string, DistTensor> ndata, edata;
+  DistTensor orig_nid;
+  std::shared_ptr<SampleGraph> sg = std::make_shared<SampleGraph>();
+};
+
+struct RuntimeState {
+  std::unique_ptr<transport::Transport> t;
+  int rank = 0;  // kept apart from `t`: handlers may still run while `t` is being destroyed
+  bool one_sided = false;
+  std::mutex mu;                                             // guards the registries
+  std::map<uint64_t, std::shared_ptr<TensorStore>> tensors;  // by id
+  std::map<std::string, std::shared_ptr<TensorStore>> by_name;
+  std::vector<std::shared_ptr<TensorStore>> retired;  // released names, memory kept
+  uint64_t next_tensor_id = 1;
+  std::map<uint64_t, std::shared_ptr<const SampleGraph>> graphs;  // what handlers sample
+  uint64_t next_graph_id = 1;
+  /// Handlers serve under a shared lock; tearing down (a graph, the runtime) takes it exclusively
+  /// so no handler touches memory that is being freed. `closing`: refuse further requests.
+  std::shared_mutex serve_mu;
+  bool closing = false;
+  /// Takes the shared serve lock, or throws when the runtime is shutting down.
+  std::shared_lock<std::shared_mutex> serving(int from);
+
+  std::shared_ptr<TensorStore> tensor(uint64_t id, int from);
+  std::shared_ptr<const SampleGraph> graph(uint64_t id, int from);
+};
+
+// --- little-endian wire helpers ----------------------------------------------------------------
+
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    const size_t o = buf.size();
+    buf.resize(o + sizeof(T));
+    std::memcpy(buf.data() + o, &v, sizeof(T));
+  }
+  void put_bytes(const void* p, size_t n) {
+    const size_t o = buf.size();
+    buf.resize(o + n);
+    if (n) std::memcpy(buf.data() + o, p, n);
+  }
+  transport::Bytes buf;
+};
+
+class Reader {
+ public:
+  Reader(transport::ByteView v, const char* what) : p_(v.bytes()), n_(v.size), what_(what) {}
+  template <typename T>
+  T get() {
+    T v;
+    need(sizeof(T));
+    std::memcpy(&v, p_ + o_, sizeof(T));
+    o_ += sizeof(T);
+    return v;
+  }
+  const uint8_t* take(size_t n) {
+    need(n);
+    const uint8_t* r = p_ + o_;
+    o_ += n;
+    return r;
+  }
+  size_t left() const { return n_ - o_; }
+
+ private:
+  void need(size_t k) const;
+  const uint8_t* p_;
+  size_t n_, o_ = 0;
+  const char* what_;
+};
+
+/// Rethrows a transport error with `context` prepended, keeping its type (and peer).
+[[noreturn]] void rethrow_with_context(const std::string& context);
+
+/// Reads rows of a DistTensor (the shared implementation of read/read_into).
+void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out);
+
+/// The handler of kMsgSample (sampling.cpp).
+transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload);
+
+}  // namespace tessera::dist::detail

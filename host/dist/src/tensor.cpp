@@ -1,0 +1,422 @@
+#include <algorithm>
+#include <thread>
+
+#include "state.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/partition/format.hpp"
+
+namespace tessera::dist {
+
+// --- PartPolicy -------------------------------------------------------------------------------
+
+PartPolicy PartPolicy::node(const PartitionBook& book) {
+  return PartPolicy{"node", book.node_offsets()};
+}
+PartPolicy PartPolicy::edge(const PartitionBook& book) {
+  return PartPolicy{"edge", book.edge_offsets()};
+}
+PartPolicy PartPolicy::even(int64_t rows, int world) {
+  TESSERA_EXPECTS(rows >= 0 && world >= 1, ValueError, "PartPolicy::even: {} rows over {} ranks",
+                  rows, world);
+  PartPolicy p{"even", std::vector<int64_t>(static_cast<size_t>(world) + 1)};
+  for (int r = 0; r <= world; ++r)
+    p.offsets[r] = rows * r / world;
+  return p;
+}
+int PartPolicy::owner(int64_t row) const {
+  auto it = std::upper_bound(offsets.begin(), offsets.end(), row);
+  return static_cast<int>(it - offsets.begin()) - 1;
+}
+
+namespace detail {
+namespace {
+
+// The per-rank handle of a tensor: keeps the runtime alive and releases a non-persistent
+// tensor's name when the last handle goes.
+struct Ref {
+  Ref(std::shared_ptr<Runtime> r, std::shared_ptr<TensorStore> st)
+      : rt(std::move(r)), s(std::move(st)) {}
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  std::shared_ptr<Runtime> rt;
+  std::shared_ptr<TensorStore> s;
+  ~Ref() {
+    if (s->persistent) return;
+    auto& st = rt->state();
+    std::lock_guard<std::mutex> lk(st.mu);
+    auto it = st.by_name.find(s->name);
+    if (it != st.by_name.end() && it->second == s) {
+      st.by_name.erase(it);
+      st.retired.push_back(s);  // peers may still read it: memory lives until the runtime ends
+    }
+  }
+};
+
+std::string describe(const std::vector<int64_t>& shape, DType dtype, const PartPolicy& p) {
+  std::string off;
+  for (size_t i = 0; i < p.offsets.size(); ++i)
+    off += (i ? "," : "") + std::to_string(p.offsets[i]);
+  return fmt::format("shape {} dtype {} policy {} [{}]", shape_string(shape), dtype_name(dtype),
+                     p.kind, off);
+}
+
+void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what) {
+  const int64_t rows = s.policy.num_rows();
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= rows)
+      TESSERA_FAIL(IndexError, "DistTensor '{}' {}: row ID {} at position {} is outside [0, {})",
+                   s.name, what, ids[i], i, rows);
+}
+
+}  // namespace
+
+void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out) {
+  check_ids(s, ids, n, "read");
+  const size_t rb = s.row_bytes;
+  auto& t = *s.rt->state().t;
+  const int world = t.world_size(), me = t.rank();
+  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = ids[i];
+    if (id >= s.lo && id < s.hi) {
+      std::memcpy(out + i * rb, s.data + (id - s.lo) * rb, rb);
+    } else {
+      pos[s.policy.owner(id)].push_back(i);
+    }
+  }
+  if (rb == 0) return;
+  try {
+    if (s.one_sided) {
+      auto fetch = [&](int p) {
+        const int64_t plo = s.policy.offsets[p];
+        std::vector<transport::GetRange> ranges;
+        ranges.reserve(pos[p].size());
+        for (int64_t i : pos[p]) {
+          const uint64_t off = static_cast<uint64_t>(ids[i] - plo) * rb;
+          uint8_t* dst = out + i * rb;
+          if (!ranges.empty()) {
+            auto& b = ranges.back();
+            if (b.remote_offset + b.bytes == off &&
+                static_cast<uint8_t*>(b.local) + b.bytes == dst) {
+              b.bytes += rb;  // consecutive rows into consecutive slots: one get
+              continue;
+            }
+          }
+          ranges.push_back({off, dst, rb});
+        }
+        t.get(*s.remotes[p], ranges.data(), ranges.size());
+      };
+      std::vector<int> owners;
+      for (int p = 0; p < world; ++p)
+        if (p != me && !pos[p].empty()) owners.push_back(p);
+      if (owners.size() == 1) {
+        fetch(owners[0]);
+      } else if (!owners.empty()) {
+        // Owners in parallel: each get waits for its own flush.
+        std::vector<std::exception_ptr> errs(owners.size());
+        std::vector<std::thread> th;
+        for (size_t k = 1; k < owners.size(); ++k)
+          th.emplace_back([&, k] {
+            try {
+              fetch(owners[k]);
+            } catch (...) {
+              errs[k] = std::current_exception();
+            }
+          });
+        try {
+          fetch(owners[0]);
+        } catch (...) {
+          errs[0] = std::current_exception();
+        }
+        for (auto& x : th)
+          x.join();
+        for (auto& e : errs)
+          if (e) std::rethrow_exception(e);
+      }
+      return;
+    }
+    std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
+    for (int p = 0; p < world; ++p) {
+      if (p == me || pos[p].empty()) continue;
+      Writer w;
+      w.put<uint64_t>(s.id);
+      w.put<uint64_t>(pos[p].size());
+      for (int64_t i : pos[p])
+        w.put<int64_t>(ids[i]);
+      pending[p] = t.request_async(p, kMsgRead, transport::ByteView(w.buf));
+    }
+    for (int p = 0; p < world; ++p) {
+      if (!pending[p].valid()) continue;
+      transport::Bytes b = pending[p].wait();
+      TESSERA_EXPECTS(b.size() == pos[p].size() * rb, ValueError,
+                      "DistTensor '{}': rank {} answered {} bytes for {} rows of {} bytes", s.name,
+                      p, b.size(), pos[p].size(), rb);
+      for (size_t k = 0; k < pos[p].size(); ++k)
+        std::memcpy(out + pos[p][k] * rb, b.data() + k * rb, rb);
+    }
+  } catch (const transport::PeerLostError&) {
+    rethrow_with_context(fmt::format("DistTensor '{}' read of {} rows", s.name, n));
+  } catch (const transport::TimeoutError&) {
+    rethrow_with_context(fmt::format("DistTensor '{}' read of {} rows", s.name, n));
+  } catch (const transport::RemoteError&) {
+    rethrow_with_context(fmt::format("DistTensor '{}' read of {} rows", s.name, n));
+  }
+}
+
+}  // namespace detail
+
+// --- DistTensor -------------------------------------------------------------------------------
+
+DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
+                       std::vector<int64_t> shape, DType dtype, PartPolicy policy, InitFn init,
+                       bool persistent, Placement placement) {
+  TESSERA_EXPECTS(rt != nullptr, ValueError, "DistTensor '{}': null runtime", name);
+  TESSERA_EXPECTS(!name.empty(), ValueError, "DistTensor: empty name");
+  TESSERA_EXPECTS(placement == Placement::kHost, NotCompiledError,
+                  "DistTensor '{}': device placement is not implemented yet (host only; see "
+                  "docs/dist.md)",
+                  name);
+  TESSERA_EXPECTS(!shape.empty(), ValueError, "DistTensor '{}': shape must have >= 1 dimension",
+                  name);
+  for (int64_t d : shape)
+    TESSERA_EXPECTS(d >= 0, ValueError, "DistTensor '{}': negative dimension in shape {}", name,
+                    shape_string(shape));
+  const int world = rt->world_size(), me = rt->rank();
+  TESSERA_EXPECTS(policy.world_size() == world, ValueError,
+                  "DistTensor '{}': the {} policy covers {} ranks but the world has {}", name,
+                  policy.kind, policy.world_size(), world);
+  TESSERA_EXPECTS(
+      policy.offsets.front() == 0 && std::is_sorted(policy.offsets.begin(), policy.offsets.end()),
+      ValueError, "DistTensor '{}': policy offsets must rise from 0", name);
+  TESSERA_EXPECTS(shape[0] == policy.num_rows(), ValueError,
+                  "DistTensor '{}': shape {} has {} rows but the {} policy covers {}", name,
+                  shape_string(shape), shape[0], policy.kind, policy.num_rows());
+  auto& st = rt->state();
+  {
+    std::lock_guard<std::mutex> lk(st.mu);
+    auto it = st.by_name.find(name);
+    if (it != st.by_name.end()) {
+      const auto& e = *it->second;
+      TESSERA_EXPECTS(e.shape == shape && e.dtype == dtype && e.policy == policy, ValueError,
+                      "DistTensor '{}' already exists with {}; it cannot be created again with {}",
+                      name, detail::describe(e.shape, e.dtype, e.policy),
+                      detail::describe(shape, dtype, policy));
+      s_ = it->second;
+    }
+  }
+  if (s_) {
+    ref_ = s_->handle.lock();
+    if (!ref_) {
+      ref_ = std::make_shared<detail::Ref>(rt, s_);
+      s_->handle = ref_;
+    }
+    return;
+  }
+  // Collective from here: every rank must agree on what it creates.
+  auto& t = *st.t;
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lk(st.mu);
+    id = st.next_tensor_id++;
+  }
+  const std::string meta =
+      fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy));
+  const auto all = t.all_gather(transport::ByteView(meta.data(), meta.size()));
+  for (int r = 0; r < world; ++r) {
+    const std::string theirs(all[r].begin(), all[r].end());
+    TESSERA_EXPECTS(theirs == meta, ValueError,
+                    "DistTensor creation differs between ranks: rank {} created {} while rank {} "
+                    "created {} (create tensors collectively, in the same order, with the same "
+                    "arguments)",
+                    r, theirs, me, meta);
+  }
+  auto s = std::make_shared<detail::TensorStore>();
+  s->id = id;
+  s->name = name;
+  s->shape = shape;
+  s->dtype = dtype;
+  s->policy = policy;
+  s->persistent = persistent;
+  s->row_bytes = dtype_size(dtype);
+  for (size_t i = 1; i < shape.size(); ++i)
+    s->row_bytes *= static_cast<size_t>(shape[i]);
+  std::tie(s->lo, s->hi) = policy.range(me);
+  s->rt = rt.get();
+  s->one_sided = st.one_sided && world > 1;
+  const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
+  if (s->one_sided) {
+    s->region = t.allocate_memory(bytes);
+    s->data = static_cast<uint8_t*>(s->region->data());
+  } else {
+    s->heap.assign(bytes, 0);
+    s->data = s->heap.data();
+  }
+  if (init && s->hi > s->lo) init(s->lo, s->hi, s->data);
+  {
+    std::lock_guard<std::mutex> lk(st.mu);
+    st.tensors[id] = s;
+    st.by_name[name] = s;
+  }
+  // A second collective: nobody asks for rows before every owner has registered them.
+  if (s->one_sided) {
+    s->remotes = t.exchange_regions(*s->region);
+  } else if (world > 1) {
+    t.barrier();
+  }
+  s_ = s;
+  ref_ = std::make_shared<detail::Ref>(rt, s_);
+  s_->handle = ref_;
+}
+
+const std::string& DistTensor::name() const {
+  return s_->name;
+}
+const std::vector<int64_t>& DistTensor::shape() const {
+  return s_->shape;
+}
+DType DistTensor::dtype() const {
+  return s_->dtype;
+}
+int64_t DistTensor::num_rows() const {
+  return s_->policy.num_rows();
+}
+size_t DistTensor::row_bytes() const {
+  return s_->row_bytes;
+}
+const PartPolicy& DistTensor::policy() const {
+  return s_->policy;
+}
+bool DistTensor::persistent() const {
+  return s_->persistent;
+}
+Runtime& DistTensor::runtime() const {
+  return *s_->rt;
+}
+std::pair<int64_t, int64_t> DistTensor::local_range() const {
+  return {s_->lo, s_->hi};
+}
+void* DistTensor::local_data() const {
+  return s_->data;
+}
+
+Array DistTensor::read(ops::Span<const int64_t> ids) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  std::vector<int64_t> shape = s_->shape;
+  shape[0] = ids.size();
+  Array out = Array::zeros(s_->dtype, shape);
+  detail::read_rows(*s_, ids.data(), ids.size(), static_cast<uint8_t*>(out.raw_mut()));
+  return out;
+}
+
+void DistTensor::read_into(ops::Span<const int64_t> ids, void* out) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  TESSERA_EXPECTS(out != nullptr || ids.empty() || s_->row_bytes == 0, ValueError,
+                  "DistTensor '{}' read_into: null output", s_->name);
+  detail::read_rows(*s_, ids.data(), ids.size(), static_cast<uint8_t*>(out));
+}
+
+void DistTensor::write(ops::Span<const int64_t> ids, const Array& rows) {
+  TESSERA_EXPECTS(defined(), ValueError, "write to an undefined DistTensor");
+  TESSERA_EXPECTS(rows.dtype() == s_->dtype, TypeError,
+                  "DistTensor '{}' write: rows are {} but the tensor is {}", s_->name,
+                  dtype_name(rows.dtype()), dtype_name(s_->dtype));
+  TESSERA_EXPECTS(rows.rows() == ids.size() && rows.row_bytes() == s_->row_bytes, ValueError,
+                  "DistTensor '{}' write: rows of shape {} for {} IDs of a tensor of shape {}",
+                  s_->name, rows.shape_str(), ids.size(), shape_string(s_->shape));
+  write(ids, rows.raw());
+}
+
+void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
+  TESSERA_EXPECTS(defined(), ValueError, "write to an undefined DistTensor");
+  const auto& s = *s_;
+  const auto* rows = static_cast<const uint8_t*>(rows_v);
+  TESSERA_EXPECTS(rows != nullptr || ids.empty() || s.row_bytes == 0, ValueError,
+                  "DistTensor '{}' write: null rows", s.name);
+  detail::check_ids(s, ids.data(), ids.size(), "write");
+  const size_t rb = s.row_bytes;
+  auto& t = *s.rt->state().t;
+  const int world = t.world_size(), me = t.rank();
+  std::vector<detail::Writer> msg(static_cast<size_t>(world));
+  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  for (int64_t i = 0; i < ids.size(); ++i) {
+    const int64_t id = ids[i];
+    if (id >= s.lo && id < s.hi) {
+      if (rb) std::memcpy(s.data + (id - s.lo) * rb, rows + i * rb, rb);
+    } else {
+      pos[s.policy.owner(id)].push_back(i);
+    }
+  }
+  try {
+    std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
+    for (int p = 0; p < world; ++p) {
+      if (p == me || pos[p].empty()) continue;
+      detail::Writer w;
+      w.buf.reserve(16 + pos[p].size() * (8 + rb));
+      w.put<uint64_t>(s.id);
+      w.put<uint64_t>(pos[p].size());
+      for (int64_t i : pos[p])
+        w.put<int64_t>(ids[i]);
+      for (int64_t i : pos[p])
+        w.put_bytes(rows + i * rb, rb);
+      pending[p] = t.request_async(p, detail::kMsgWrite, transport::ByteView(w.buf));
+    }
+    for (auto& pr : pending)
+      if (pr.valid()) pr.wait();  // the owner's acknowledgement
+  } catch (const transport::PeerLostError&) {
+    detail::rethrow_with_context(
+        fmt::format("DistTensor '{}' write of {} rows", s.name, ids.size()));
+  } catch (const transport::TimeoutError&) {
+    detail::rethrow_with_context(
+        fmt::format("DistTensor '{}' write of {} rows", s.name, ids.size()));
+  } catch (const transport::RemoteError&) {
+    detail::rethrow_with_context(
+        fmt::format("DistTensor '{}' write of {} rows", s.name, ids.size()));
+  }
+}
+
+Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  const auto& s = *s_;
+  detail::check_ids(s, ids.data(), ids.size(), "read_collective");
+  auto& t = *s.rt->state().t;
+  const int world = t.world_size();
+  const size_t rb = s.row_bytes;
+  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  std::vector<transport::Bytes> req(static_cast<size_t>(world));
+  for (int64_t i = 0; i < ids.size(); ++i) {
+    const int p = s.policy.owner(ids[i]);
+    pos[p].push_back(i);
+    const size_t o = req[p].size();
+    req[p].resize(o + 8);
+    std::memcpy(req[p].data() + o, &ids[i], 8);
+  }
+  const auto asked = t.all_to_all_v(req);
+  std::vector<transport::Bytes> rows(static_cast<size_t>(world));
+  for (int p = 0; p < world; ++p) {
+    const size_t k = asked[p].size() / 8;
+    rows[p].resize(k * rb);
+    for (size_t j = 0; j < k; ++j) {
+      int64_t id;
+      std::memcpy(&id, asked[p].data() + 8 * j, 8);
+      TESSERA_EXPECTS(id >= s.lo && id < s.hi, IndexError,
+                      "DistTensor '{}': rank {} asked rank {} for row {} it does not own", s.name,
+                      p, t.rank(), id);
+      if (rb) std::memcpy(rows[p].data() + j * rb, s.data + (id - s.lo) * rb, rb);
+    }
+  }
+  const auto got = t.all_to_all_v(rows);
+  std::vector<int64_t> shape = s.shape;
+  shape[0] = ids.size();
+  Array out = Array::zeros(s.dtype, shape);
+  auto* o = static_cast<uint8_t*>(out.raw_mut());
+  for (int p = 0; p < world; ++p) {
+    TESSERA_EXPECTS(got[p].size() == pos[p].size() * rb, ValueError,
+                    "DistTensor '{}': rank {} sent {} bytes for {} rows", s.name, p, got[p].size(),
+                    pos[p].size());
+    for (size_t k = 0; k < pos[p].size(); ++k)
+      if (rb) std::memcpy(o + pos[p][k] * rb, got[p].data() + k * rb, rb);
+  }
+  return out;
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,551 @@
+// host/dist against the unpartitioned graph: sampling and DistTensor reads through a partitioned
+// DistGraph (1, 2 and 4 ranks; local, ucx over tcp and shared memory) equal ops::sample_neighbors
+// / NeighborSampler and the dataset's arrays after mapping IDs through orig_nid / orig_eid, for
+// the same keys. Plus concurrent writers, idempotent creation, node_split, and faults (a killed
+// rank, a config of another partitioning). Every multi-rank case forks real processes.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <iostream>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "multiprocess.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/dist/graph.hpp"
+#include "tessera/dist/runtime.hpp"
+#include "tessera/dist/sampling.hpp"
+#include "tessera/dist/tensor.hpp"
+#include "tessera/graph/dataset.hpp"
+#include "tessera/ops/sampler.hpp"
+#include "tessera/partition/format.hpp"
+#include "tessera/partition/partition.hpp"
+#include "tessera_test.hpp"
+
+namespace tessera::test {
+namespace {
+
+namespace fs = std::filesystem;
+using dist::DistGraph;
+using dist::DistTensor;
+using dist::PartPolicy;
+using dist::Runtime;
+
+// --- partitions, made once per test process ------------------------------------------------
+
+fs::path dataset_path(const std::string& name) {
+  return dataset(name);
+}
+
+ReadOptions dataset_read_options() {
+  ReadOptions ro;
+  ro.build.symmetrize = true;  // the shared datasets store each undirected edge once
+  ro.build.deduplicate = true;
+  return ro;
+}
+
+fs::path scratch() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("tessera-dist-test-" + std::to_string(::getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct Cleanup {
+  ~Cleanup() {
+    std::error_code ec;
+    fs::remove_all(fs::temp_directory_path() / ("tessera-dist-test-" + std::to_string(::getpid())),
+                   ec);
+  }
+} cleanup;
+
+/// `tessera partition` of a shared dataset, cached per process.
+fs::path partitions(const std::string& dataset, int parts, const std::string& method = "metis",
+                    int halo = 1) {
+  static std::map<std::string, fs::path> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  const std::string key = fmt::format("{}-{}-{}-h{}", dataset, parts, method, halo);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Dataset ds = read_dataset(dataset_path(dataset), Format::kNpy, dataset_read_options());
+  PartitionOptions po;
+  po.num_parts = parts;
+  po.method = parse_part_method(method);
+  po.halo_hops = halo;
+  WriteOptions wo;
+  wo.out_dir = scratch() / key;
+  wo.name = dataset;
+  PhaseTimer timer;
+  set_quiet(true);
+  partition_dataset(ds, po, wo, timer);
+  return cache[key] = wo.out_dir / (dataset + ".json");
+}
+
+struct Case {
+  std::string dataset;
+  int parts;
+  std::string tls;      // "" = local (one rank)
+  std::string variant;  // "", "halo0" (no halo: remote sources), "requests" (no one-sided gets)
+  std::string label() const {
+    std::string t = tls.empty() ? "local" : (tls == "tcp" ? "tcp" : "shm");
+    return dataset + "_" + std::to_string(parts) + "_" + t + (variant.empty() ? "" : "_" + variant);
+  }
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.label();
+}
+
+JobSpec job(int world, const std::string& tls, double deadline = 60) {
+  JobSpec s;
+  s.world = world;
+  s.deadline_s = deadline;
+  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
+  s.env["TESSERA_OP_TIMEOUT"] = "30";
+  s.env["TESSERA_TRANSPORT"] = tls.empty() ? "local" : "ucx";
+  if (!tls.empty()) s.env["UCX_TLS"] = tls;
+  return s;
+}
+
+std::string shm_tls() {
+  return "posix,sysv,cma";
+}
+
+// --- the oracle: global ID maps read from every partition on disk ------------------------------
+
+struct IdMaps {
+  std::vector<int64_t> orig_nid;  // new node ID -> original
+  std::vector<int64_t> new_nid;   // original -> new
+  std::vector<int64_t> orig_eid;  // new edge ID -> original (CSC edge space)
+};
+
+IdMaps load_maps(const PartitionConfig& c) {
+  IdMaps m;
+  m.orig_nid.assign(static_cast<size_t>(c.num_nodes), -1);
+  m.new_nid.assign(static_cast<size_t>(c.num_nodes), -1);
+  m.orig_eid.assign(static_cast<size_t>(c.num_edges), -1);
+  for (int64_t p = 0; p < c.num_parts; ++p) {
+    const LocalPartition lp = load_partition(c, p);
+    const int64_t lo = c.node_offsets[p];
+    const auto* on = lp.orig_nid.data<int64_t>();
+    for (int64_t i = 0; i < lp.num_inner_nodes; ++i) {
+      m.orig_nid[lo + i] = on[i];
+      m.new_nid[on[i]] = lo + i;
+    }
+    const auto* inner = lp.inner_edge.data<uint8_t>();
+    const auto* eid = lp.eid.data<int64_t>();
+    const auto* oe = lp.orig_eid.data<int64_t>();
+    for (int64_t k = 0; k < lp.num_edges(); ++k)
+      if (inner[k]) m.orig_eid[eid[k]] = oe[k];
+  }
+  return m;
+}
+
+std::vector<int64_t> map_ids(const std::vector<int64_t>& v, const std::vector<int64_t>& m) {
+  std::vector<int64_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = m[v[i]];
+  return out;
+}
+
+void check_edges(const ops::SampledEdges& d, const ops::SampledEdges& ref, const IdMaps& m,
+                 const std::string& what) {
+  RANK_CHECK(d.size() == ref.size(), "{}: {} edges distributed, {} standalone", what, d.size(),
+             ref.size());
+  for (int64_t i = 0; i < d.size(); ++i) {
+    RANK_CHECK(m.orig_nid[d.src[i]] == ref.src[i] && m.orig_nid[d.dst[i]] == ref.dst[i] &&
+                   m.orig_eid[d.eid[i]] == ref.eid[i],
+               "{}: edge {} is ({} -> {}, e{}) mapped to ({} -> {}, e{}); standalone has ({} -> "
+               "{}, e{})",
+               what, i, d.src[i], d.dst[i], d.eid[i], m.orig_nid[d.src[i]], m.orig_nid[d.dst[i]],
+               m.orig_eid[d.eid[i]], ref.src[i], ref.dst[i], ref.eid[i]);
+  }
+}
+
+void check_rows(const Array& got, const Array& want_all, const std::vector<int64_t>& orig,
+                const std::string& what) {
+  const size_t rb = want_all.row_bytes();
+  RANK_CHECK(got.row_bytes() == rb && got.rows() == static_cast<int64_t>(orig.size()),
+             "{}: shape {}", what, got.shape_str());
+  const auto* g = static_cast<const uint8_t*>(got.raw());
+  const auto* w = static_cast<const uint8_t*>(want_all.raw());
+  for (size_t i = 0; i < orig.size(); ++i)
+    RANK_CHECK(std::memcmp(g + i * rb, w + orig[i] * rb, rb) == 0,
+               "{}: row {} (original node {}) differs", what, i, orig[i]);
+}
+
+// The body of the equality test on one rank.
+std::string equality_body(const Case& c, const fs::path& cfg_path) {
+  auto rt = Runtime::create();
+  const PartitionConfig cfg = load_partition_config(cfg_path);
+  DistGraph g(rt, cfg.graph_name, cfg_path);
+  RANK_CHECK(g.num_nodes() == cfg.num_nodes && g.num_edges() == cfg.num_edges, "counts");
+  ReadOptions ro;
+  ro.build = cfg.build;
+  const Dataset ds = read_dataset(dataset_path(c.dataset), Format::kNpy, ro);
+  const IdMaps m = load_maps(cfg);
+  const int me = rt->rank(), world = rt->world_size();
+
+  // node_split: even chunks cover the training set exactly once.
+  const DistTensor& train = g.node_data("train_mask");
+  const auto mine = dist::node_split(train, true);
+  const auto owned = dist::node_split(train, false);
+  const Array train_all = [&] {
+    std::vector<int64_t> all(static_cast<size_t>(g.num_nodes()));
+    for (int64_t i = 0; i < g.num_nodes(); ++i)
+      all[i] = i;
+    return train.read(all);
+  }();
+  RANK_CHECK(mine == dist::node_split(train_all, g.book(), me, true),
+             "node_split even: host "
+             "and DistTensor variants differ");
+  RANK_CHECK(owned == dist::node_split(train_all, g.book(), me, false), "node_split local");
+  const auto [nlo, nhi] = g.local_node_range();
+  for (int64_t v : owned)
+    RANK_CHECK(v >= nlo && v < nhi, "node_split(force_even=false) returned {} not owned", v);
+  int64_t sizes[2] = {static_cast<int64_t>(mine.size()), static_cast<int64_t>(mine.size())};
+  rt->transport().all_reduce(&sizes[0], 1, transport::DType::i64, transport::ReduceOp::max);
+  rt->transport().all_reduce(&sizes[1], 1, transport::DType::i64, transport::ReduceOp::min);
+  RANK_CHECK(sizes[0] - sizes[1] <= 1, "force_even sizes range from {} to {}", sizes[1], sizes[0]);
+
+  // Seeds: this rank's share of the training set, plus nodes of every partition.
+  std::vector<int64_t> seeds = mine;
+  for (int64_t v = me; v < g.num_nodes(); v += 97)
+    seeds.push_back(v);
+  std::sort(seeds.begin(), seeds.end());
+  seeds.erase(std::unique(seeds.begin(), seeds.end()), seeds.end());
+
+  ops::NeighborSamplerOptions so;
+  so.fanouts = {10, 5};
+  ops::NeighborSampler ref(ds.graph, so);
+  dist::DistNeighborSampler dsamp(g, so.fanouts);
+  const DistTensor& feat = g.node_data("feat");
+  const DistTensor& label = g.node_data("label");
+  int64_t edges_checked = 0, rows_checked = 0;
+  const int64_t batch = 64;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    for (int64_t b = 0; b * batch < static_cast<int64_t>(seeds.size()); ++b) {
+      std::vector<int64_t> s(seeds.begin() + b * batch,
+                             seeds.begin() + std::min<int64_t>(seeds.size(), (b + 1) * batch));
+      const RngKey key = ops::make_rng_key(11, epoch, b, 0);
+      const auto blocks = dsamp.sample_blocks(s, key);
+      const auto want = ref.sample_blocks(map_ids(s, m.orig_nid), key);
+      RANK_CHECK(blocks.size() == want.size(), "layers");
+      for (size_t l = 0; l < blocks.size(); ++l) {
+        const auto what = fmt::format("epoch {} batch {} block {}", epoch, b, l);
+        RANK_CHECK(blocks[l].num_dst == want[l].num_dst, "{}: num_dst", what);
+        RANK_CHECK(map_ids(blocks[l].src_nodes, m.orig_nid) == want[l].src_nodes,
+                   "{}: src_nodes differ", what);
+        RANK_CHECK(blocks[l].src == want[l].src && blocks[l].dst == want[l].dst,
+                   "{}: local edges differ", what);
+        RANK_CHECK(map_ids(blocks[l].eids, m.orig_eid) == want[l].eids, "{}: eids differ", what);
+        edges_checked += blocks[l].num_edges();
+      }
+      // Input features and labels of the batch.
+      const auto& input = blocks.front().src_nodes;
+      const auto orig = map_ids(input, m.orig_nid);
+      check_rows(feat.read(input), ds.ndata.at("feat"), orig, "feat");
+      check_rows(label.read(input), ds.ndata.at("label"), orig, "label");
+      rows_checked += static_cast<int64_t>(input.size());
+    }
+  }
+  // Every rank gathers in the same step (the same number of rounds on every rank).
+  for (int round = 0; round < 2; ++round) {
+    std::vector<int64_t> ids;
+    for (int64_t v = (me * 31 + round * 7) % 13; v < g.num_nodes(); v += 13)
+      ids.push_back(v);
+    check_rows(feat.read_collective(ids), ds.ndata.at("feat"), map_ids(ids, m.orig_nid),
+               "read_collective feat");
+  }
+  // One layer, with replacement, all neighbors, and repeated seeds, over the whole graph.
+  std::vector<int64_t> any;
+  std::mt19937_64 rng(me + 5);
+  for (int i = 0; i < 300; ++i)
+    any.push_back(static_cast<int64_t>(rng() % g.num_nodes()));
+  for (auto [fanout, replace] : {std::pair<int64_t, bool>{3, true}, {-1, false}, {2, false}}) {
+    dist::DistSampleOptions o;
+    o.fanout = fanout;
+    o.replace = replace;
+    o.key = ops::make_rng_key(3, 1, 2, 1);
+    ops::SampleOptions r;
+    r.fanout = fanout;
+    r.replace = replace;
+    r.key = o.key;
+    check_edges(dist::sample_neighbors(g, any, o),
+                ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r), m,
+                fmt::format("sample_neighbors fanout {} replace {}", fanout, replace));
+  }
+  // Errors name the argument.
+  bool threw = false;
+  try {
+    std::vector<int64_t> bad{0, g.num_nodes()};
+    feat.read(bad);
+  } catch (const IndexError& e) {
+    threw = std::string(e.what()).find("position 1") != std::string::npos;
+  }
+  RANK_CHECK(threw, "an out-of-range row was not refused");
+  rt->barrier();
+  return fmt::format("rank {}/{}: {} seeds, {} edges, {} rows checked", me, world, seeds.size(),
+                     edges_checked, rows_checked);
+}
+
+class DistEqualsStandalone : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DistEqualsStandalone, SamplingAndReads) {
+  const Case c = GetParam();
+  const fs::path cfg = partitions(c.dataset, c.parts, "metis", c.variant == "halo0" ? 0 : 1);
+  JobSpec s = job(c.parts, c.tls, 90);
+  if (c.variant == "requests") s.env["TESSERA_DIST_GET"] = "0";
+  auto res = run_ranks(s, [&](int) { return equality_body(c, cfg); });
+  for (const auto& r : res)
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+  std::cout << describe(res);
+}
+
+std::vector<Case> equality_cases() {
+  std::vector<Case> v{{"cora", 1, "", ""}, {"citeseer", 1, "", ""}};
+#ifdef TESSERA_WITH_UCX
+  v.push_back({"cora", 2, "tcp", ""});
+  v.push_back({"cora", 2, shm_tls(), ""});
+  v.push_back({"cora", 4, "tcp", ""});
+  v.push_back({"cora", 4, shm_tls(), ""});
+  v.push_back({"citeseer", 2, shm_tls(), ""});
+  v.push_back({"citeseer", 4, "tcp", ""});
+  v.push_back({"cora", 2, "tcp", "halo0"});
+  v.push_back({"cora", 4, "tcp", "requests"});
+#endif
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Datasets, DistEqualsStandalone, ::testing::ValuesIn(equality_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.label(); });
+
+// --- writes ------------------------------------------------------------------------------------
+
+struct WCase {
+  int world;
+  std::string tls;
+  bool requests;
+  std::string label() const {
+    return (tls.empty()    ? std::string("local")
+            : tls == "tcp" ? "tcp"
+                           : "shm") +
+           "_" + std::to_string(world) + (requests ? "_requests" : "");
+  }
+};
+
+void PrintTo(const WCase& c, std::ostream* os) {
+  *os << c.label();
+}
+
+float value(int64_t row, int64_t col) {
+  return static_cast<float>(row) * 1000.0f + static_cast<float>(col);
+}
+
+class DistWrites : public ::testing::TestWithParam<WCase> {};
+
+TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
+  const WCase c = GetParam();
+  JobSpec s = job(c.world, c.tls);
+  if (c.requests) s.env["TESSERA_DIST_GET"] = "0";
+  auto res = run_ranks(s, [&](int) {
+    auto rt = Runtime::create();
+    const int me = rt->rank(), world = rt->world_size();
+    const int64_t rows = 5003, cols = 37;
+    DistTensor t(rt, "w", {rows, cols}, DType::kFloat32, PartPolicy::even(rows, world));
+    // Idempotent by name; a different shape is refused.
+    DistTensor again(rt, "w", {rows, cols}, DType::kFloat32, PartPolicy::even(rows, world));
+    RANK_CHECK(again.local_data() == t.local_data(), "re-creating 'w' made a new tensor");
+    bool threw = false;
+    try {
+      DistTensor(rt, "w", {rows, cols + 1}, DType::kFloat32, PartPolicy::even(rows, world));
+    } catch (const ValueError& e) {
+      threw = std::string(e.what()).find("already exists") != std::string::npos;
+    }
+    RANK_CHECK(threw, "re-creating 'w' with another shape was not refused");
+    // Everything starts zero.
+    std::vector<int64_t> all(rows);
+    for (int64_t i = 0; i < rows; ++i)
+      all[i] = i;
+    Array z = t.read(all);
+    for (int64_t i = 0; i < rows * cols; ++i)
+      RANK_CHECK(z.data<float>()[i] == 0.0f, "not zero-initialized at {}", i);
+    rt->barrier();
+    // Two threads per rank write disjoint rows spread over every owner, in batches.
+    const int threads = 2;
+    auto writer = [&](int th) {
+      const int64_t stride = static_cast<int64_t>(world) * threads;
+      std::vector<int64_t> ids;
+      for (int64_t r = me * threads + th; r < rows; r += stride)
+        ids.push_back(r);
+      std::shuffle(ids.begin(), ids.end(), std::mt19937(me * 10 + th));
+      for (size_t b = 0; b < ids.size(); b += 101) {
+        std::vector<int64_t> part(ids.begin() + b, ids.begin() + std::min(ids.size(), b + 101));
+        std::vector<float> vals(part.size() * cols);
+        for (size_t i = 0; i < part.size(); ++i)
+          for (int64_t k = 0; k < cols; ++k)
+            vals[i * cols + k] = value(part[i], k);
+        t.write(part, vals.data());
+      }
+    };
+    std::vector<std::thread> ts;
+    for (int th = 0; th < threads; ++th)
+      ts.emplace_back(writer, th);
+    for (auto& x : ts)
+      x.join();
+    rt->barrier();
+    std::shuffle(all.begin(), all.end(), std::mt19937(me));
+    Array got = t.read(all);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < cols; ++k)
+        RANK_CHECK(got.data<float>()[i * cols + k] == value(all[i], k),
+                   "row {} col {}: {} (lost write?)", all[i], k, got.data<float>()[i * cols + k]);
+    // An init callback fills each owner's rows; a non-persistent name is released with its
+    // last handle.
+    {
+      DistTensor tmp(rt, "tmp", {rows}, DType::kInt64, PartPolicy::even(rows, world),
+                     [](int64_t b, int64_t e, void* dst) {
+                       for (int64_t i = b; i < e; ++i)
+                         static_cast<int64_t*>(dst)[i - b] = 3 * i;
+                     });
+      Array x = tmp.read(all);
+      for (int64_t i = 0; i < rows; ++i)
+        RANK_CHECK(x.data<int64_t>()[i] == 3 * all[i], "init row {}", all[i]);
+    }
+    DistTensor tmp2(rt, "tmp", {7}, DType::kInt64, PartPolicy::even(7, world));
+    rt->barrier();
+    return std::string("ok");
+  });
+  for (const auto& r : res)
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+}
+
+std::vector<WCase> write_cases() {
+  std::vector<WCase> v{{1, "", false}};
+#ifdef TESSERA_WITH_UCX
+  v.push_back({4, "tcp", false});
+  v.push_back({3, shm_tls(), false});
+  v.push_back({2, "tcp", true});
+#endif
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DistWrites, ::testing::ValuesIn(write_cases()),
+                         [](const ::testing::TestParamInfo<WCase>& i) { return i.param.label(); });
+
+// --- faults ------------------------------------------------------------------------------------
+
+#ifdef TESSERA_WITH_UCX
+void killed_rank(const std::string& tls, int parts, int victim) {
+  const fs::path cfg_path = partitions("cora", parts);
+  auto res = run_ranks(job(parts, tls, 45), [&](int) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", cfg_path);
+    dist::DistNeighborSampler samp(g, {10, 5});
+    const auto seeds = dist::node_split(g.node_data("train_mask"), true);
+    for (int64_t b = 0;; ++b) {
+      std::vector<int64_t> s;
+      for (size_t i = 0; i < 16; ++i)
+        s.push_back(seeds[(b * 16 + i) % seeds.size()]);
+      std::sort(s.begin(), s.end());
+      s.erase(std::unique(s.begin(), s.end()), s.end());
+      const auto blocks = samp.sample_blocks(s, ops::make_rng_key(1, 0, b % 1000, 0));
+      g.node_data("feat").read(blocks.front().src_nodes);
+      double loss = 1;
+      rt->transport().all_reduce(&loss, 1, transport::DType::f64, transport::ReduceOp::sum);
+      if (rt->rank() == victim && b == 5) ::raise(SIGKILL);
+    }
+    return std::string("unreachable");
+  });
+  for (int r = 0; r < parts; ++r) {
+    if (r == victim) {
+      EXPECT_EQ(res[r].exit_code, 128 + SIGKILL) << describe(res);
+      continue;
+    }
+    EXPECT_EQ(res[r].exit_code, 1) << describe(res);
+    EXPECT_FALSE(res[r].timed_out) << describe(res);
+    EXPECT_NE(res[r].message.find(fmt::format("rank {} was lost", victim)), std::string::npos)
+        << describe(res);
+    EXPECT_LT(res[r].seconds, 30) << describe(res);
+  }
+}
+
+TEST(DistFaults, KilledRankMidEpochIsNamedTcp) {
+  killed_rank("tcp", 4, 3);
+}
+
+TEST(DistFaults, KilledRankMidEpochIsNamedSharedMemory) {
+  killed_rank(shm_tls(), 2, 0);
+}
+
+TEST(DistFaults, ConfigOfAnotherPartitioningIsRefused) {
+  const fs::path metis = partitions("cora", 2, "metis"), random = partitions("cora", 2, "random");
+  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", r == 0 ? metis : random);
+    return std::string("loaded");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 1) << describe(res);
+    EXPECT_NE(res[r].message.find("not from the same partitioning"), std::string::npos)
+        << describe(res);
+    EXPECT_NE(res[r].message.find(fmt::format("rank {}", 1 - r)), std::string::npos)
+        << describe(res);
+    EXPECT_LT(res[r].seconds, 20) << describe(res);
+  }
+}
+
+TEST(DistFaults, PartitionCountMustMatchWorld) {
+  const fs::path four = partitions("cora", 4);
+  auto res = run_ranks(job(2, "tcp", 40), [&](int) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", four);
+    return std::string("loaded");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 1) << describe(res);
+    EXPECT_NE(res[r].message.find("has 4 partitions but the job has 2 ranks"), std::string::npos)
+        << describe(res);
+  }
+}
+#endif
+
+TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
+  const fs::path cfg = partitions("cora", 1);
+  auto res = run_ranks(job(1, ""), [&](int) {
+    auto rt = Runtime::create();  // no launcher: a world of one on the local transport
+    RANK_CHECK(rt->world_size() == 1 && rt->transport().name() == "local", "standalone runtime");
+    bool threw = false;
+    try {
+      DistGraph g(rt, "citeseer", cfg);
+    } catch (const ValueError& e) {
+      threw = std::string(e.what()).find("holds graph 'cora'") != std::string::npos;
+    }
+    RANK_CHECK(threw, "a wrong graph name was accepted");
+    DistGraph g(rt, "cora", cfg);
+    TESSERA_EXPECT_THROW_MSG(g.node_data("nope"), ValueError, "it has:");
+    return std::string("ok");
+  });
+  EXPECT_EQ(res[0].exit_code, 0) << describe(res);
+  // Host node_split on a tiny book: DGL's even chunks (first count % P ranks get one more).
+  PartitionBook book({0, 4, 10}, {0, 0, 0});
+  std::vector<uint8_t> m{1, 0, 1, 1, 0, 1, 1, 1, 0, 1};
+  Array mask = Array::wrap(DType::kBool, {10}, m.data(), nullptr, false);
+  EXPECT_EQ(dist::node_split(mask, book, 0, true), (std::vector<int64_t>{0, 2, 3, 5}));
+  EXPECT_EQ(dist::node_split(mask, book, 1, true), (std::vector<int64_t>{6, 7, 9}));
+  EXPECT_EQ(dist::node_split(mask, book, 0, false), (std::vector<int64_t>{0, 2, 3}));
+  EXPECT_EQ(dist::node_split(mask, book, 1, false), (std::vector<int64_t>{5, 6, 7, 9}));
+}
+
+}  // namespace
+}  // namespace tessera::test
