@@ -1,6 +1,7 @@
 #include "tessera/graph/graph.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "tessera/core/error.hpp"
@@ -14,55 +15,94 @@ int64_t Graph::nbytes() const {
 
 namespace {
 
+// Splits [0, n) into contiguous chunks for the worker threads: chunk c is
+// [n * c / chunks, n * (c + 1) / chunks).
+int64_t num_chunks(int64_t n, int64_t grain) {
+  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / std::max<int64_t>(grain, 1)));
+}
+
 // Sorts each row of (indices, eids) by (neighbor, eid); optionally removes duplicate neighbors
-// keeping the smallest eid. Compacts in place and rewrites indptr.
-void sort_rows(Graph& g, bool dedup) {
+// keeping the smallest eid. Compacts in place and rewrites indptr. Edge IDs must lie in
+// [0, eid_bound) (eid_bound < 0: unknown).
+void sort_rows(Graph& g, bool dedup, int64_t eid_bound) {
   const int64_t n = g.num_nodes;
+  // Entries pack into one 64-bit key when neighbor and edge ID bits fit together.
+  int nbits = 1, ebits = 1;
+  while ((int64_t{1} << nbits) < n)
+    ++nbits;
+  while (eid_bound >= 0 && ebits < 63 && (int64_t{1} << ebits) < eid_bound)
+    ++ebits;
+  const bool pack = eid_bound >= 0 && nbits + ebits <= 64;
+  const int64_t chunks = num_chunks(n, 1024);
   std::vector<int64_t> keep(dedup ? n : 0);
-  parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
-    std::vector<std::pair<int64_t, int64_t>> buf;
-    for (int64_t v = lo; v < hi; ++v) {
-      const int64_t b = g.indptr[v], e = g.indptr[v + 1];
-      if (e - b > 1) {
-        bool sorted = true;
-        for (int64_t k = b + 1; k < e && sorted; ++k)
-          sorted = g.indices[k - 1] < g.indices[k] ||
-                   (g.indices[k - 1] == g.indices[k] && g.eids[k - 1] < g.eids[k]);
-        if (!sorted) {
-          buf.resize(static_cast<size_t>(e - b));
-          for (int64_t k = b; k < e; ++k)
-            buf[k - b] = {g.indices[k], g.eids[k]};
-          std::sort(buf.begin(), buf.end());
-          for (int64_t k = b; k < e; ++k) {
-            g.indices[k] = buf[k - b].first;
-            g.eids[k] = buf[k - b].second;
+  std::vector<int64_t> chunk_end(static_cast<size_t>(chunks), 0);
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1, int64_t) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+      std::vector<std::pair<int64_t, int64_t>> buf;
+      std::vector<uint64_t> keys;
+      // With dedup, each chunk compacts its rows to the start of its own range of entries (the
+      // write position never passes the read position); the blocks are moved together below.
+      int64_t w = g.indptr[lo];
+      for (int64_t v = lo; v < hi; ++v) {
+        const int64_t b = g.indptr[v], e = g.indptr[v + 1];
+        if (e - b > 1) {
+          bool sorted = true;
+          for (int64_t k = b + 1; k < e && sorted; ++k)
+            sorted = g.indices[k - 1] < g.indices[k] ||
+                     (g.indices[k - 1] == g.indices[k] && g.eids[k - 1] < g.eids[k]);
+          if (!sorted && pack) {
+            // One 64-bit key per entry (neighbor above the edge ID's bits) sorts exactly like
+            // the (neighbor, edge ID) pair at half the memory traffic.
+            keys.resize(static_cast<size_t>(e - b));
+            for (int64_t k = b; k < e; ++k)
+              keys[k - b] =
+                  (static_cast<uint64_t>(g.indices[k]) << ebits) | static_cast<uint64_t>(g.eids[k]);
+            std::sort(keys.begin(), keys.end());
+            const uint64_t mask = (uint64_t{1} << ebits) - 1;
+            for (int64_t k = b; k < e; ++k) {
+              g.indices[k] = static_cast<int64_t>(keys[k - b] >> ebits);
+              g.eids[k] = static_cast<int64_t>(keys[k - b] & mask);
+            }
+          } else if (!sorted) {
+            buf.resize(static_cast<size_t>(e - b));
+            for (int64_t k = b; k < e; ++k)
+              buf[k - b] = {g.indices[k], g.eids[k]};
+            std::sort(buf.begin(), buf.end());
+            for (int64_t k = b; k < e; ++k) {
+              g.indices[k] = buf[k - b].first;
+              g.eids[k] = buf[k - b].second;
+            }
           }
         }
-      }
-      if (dedup) {
-        int64_t c = 0;
-        for (int64_t k = b; k < e; ++k) {
-          if (k == b || g.indices[k] != g.indices[k - 1]) ++c;
+        if (dedup) {
+          const int64_t w0 = w;
+          for (int64_t k = b; k < e; ++k) {
+            if (k == b || g.indices[k] != g.indices[k - 1]) {
+              g.indices[w] = g.indices[k];
+              g.eids[w] = g.eids[k];
+              ++w;
+            }
+          }
+          keep[v] = w - w0;
         }
-        keep[v] = c;
       }
+      chunk_end[c] = w;
     }
   });
   if (!dedup) return;
-  // Sequential in-place compaction: the write position never passes the read position.
   int64_t w = 0;
-  for (int64_t v = 0; v < n; ++v) {
-    const int64_t b = g.indptr[v], e = g.indptr[v + 1];
-    g.indptr[v] = w;
-    for (int64_t k = b; k < e; ++k) {
-      if (k == b || g.indices[k] != g.indices[k - 1]) {
-        g.indices[w] = g.indices[k];
-        g.eids[w] = g.eids[k];
-        ++w;
-      }
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = g.indptr[n * c / chunks], len = chunk_end[c] - b;
+    if (w != b && len > 0) {
+      std::memmove(g.indices.data() + w, g.indices.data() + b, sizeof(int64_t) * len);
+      std::memmove(g.eids.data() + w, g.eids.data() + b, sizeof(int64_t) * len);
     }
+    w += len;
   }
-  g.indptr[n] = w;
+  g.indptr[0] = 0;
+  for (int64_t v = 0; v < n; ++v)
+    g.indptr[v + 1] = g.indptr[v] + keep[v];
   g.indices.resize(static_cast<size_t>(w));
   g.indices.shrink_to_fit();
   g.eids.resize(static_cast<size_t>(w));
@@ -78,51 +118,84 @@ Graph build_csc(EdgeList&& edges, const BuildOptions& opts, const std::string& w
   TESSERA_EXPECTS(edges.src.size() == edges.dst.size(), ValueError,
                   "{}: src has {} entries but dst has {}", what, edges.src.size(),
                   edges.dst.size());
-  // Validate IDs (parallel, first bad edge reported).
-  parallel_for(0, e_in, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const int64_t s = edges.src[i], d = edges.dst[i];
-      if (s < 0 || s >= n || d < 0 || d >= n)
-        TESSERA_FAIL(IndexError, "{}: edge {} ({} -> {}) has a node ID outside [0, {})", what, i, s,
-                     d, n);
-    }
-  });
-
   const int sides = opts.symmetrize ? 2 : 1;
-  Graph g;
-  g.num_nodes = n;
-  g.indptr.assign(static_cast<size_t>(n) + 1, 0);
-  // Degree count (sequential over edges: memory-bound, and avoids atomics).
   auto keep_edge = [&](int64_t i) {
     return !(opts.drop_self_loops && edges.src[i] == edges.dst[i]);
   };
-  for (int64_t i = 0; i < e_in; ++i) {
-    if (!keep_edge(i)) continue;
-    ++g.indptr[edges.dst[i] + 1];
-    if (sides == 2) ++g.indptr[edges.src[i] + 1];
-  }
+  // Counting sort of the edges into rows, in parallel over contiguous chunks of edges: chunk c
+  // counts its edges per row, then fills row v after the entries of chunks 0..c-1, so every
+  // row lists its entries in edge order whatever the number of chunks (as a sequential pass
+  // would). Per-chunk counts cost chunks x N; keep that below the edge list itself.
+  int64_t chunks = num_chunks(e_in, 1 << 16);
+  if (n > 0) chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, e_in / n));
+  std::vector<std::vector<int64_t>> cnt(static_cast<size_t>(chunks));
+  // Validates IDs (first bad edge of the first failing chunk reported) and counts.
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1, int64_t) {
+    for (int64_t c = c0; c < c1; ++c) {
+      std::vector<int64_t>& h = cnt[c];
+      h.assign(static_cast<size_t>(n), 0);
+      const int64_t lo = e_in * c / chunks, hi = e_in * (c + 1) / chunks;
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t s = edges.src[i], d = edges.dst[i];
+        if (s < 0 || s >= n || d < 0 || d >= n)
+          TESSERA_FAIL(IndexError, "{}: edge {} ({} -> {}) has a node ID outside [0, {})", what, i,
+                       s, d, n);
+        if (!keep_edge(i)) continue;
+        ++h[d];
+        if (sides == 2) ++h[s];
+      }
+    }
+  });
+
+  Graph g;
+  g.num_nodes = n;
+  g.indptr.assign(static_cast<size_t>(n) + 1, 0);
+  parallel_for(0, n, 1 << 14, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      int64_t d = 0;
+      for (int64_t c = 0; c < chunks; ++c)
+        d += cnt[c][v];
+      g.indptr[v + 1] = d;
+    }
+  });
   for (int64_t v = 0; v < n; ++v)
     g.indptr[v + 1] += g.indptr[v];
+  // Counts become each chunk's first write position in every row.
+  parallel_for(0, n, 1 << 14, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      int64_t p = g.indptr[v];
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t k = cnt[c][v];
+        cnt[c][v] = p;
+        p += k;
+      }
+    }
+  });
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
-  std::vector<int64_t> pos(g.indptr.begin(), g.indptr.end() - 1);
-  for (int64_t i = 0; i < e_in; ++i) {
-    if (!keep_edge(i)) continue;
-    const int64_t s = edges.src[i], d = edges.dst[i];
-    int64_t k = pos[d]++;
-    g.indices[k] = s;
-    g.eids[k] = i;
-    if (sides == 2) {
-      k = pos[s]++;
-      g.indices[k] = d;
-      g.eids[k] = e_in + i;
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1, int64_t) {
+    for (int64_t c = c0; c < c1; ++c) {
+      std::vector<int64_t>& pos = cnt[c];
+      const int64_t lo = e_in * c / chunks, hi = e_in * (c + 1) / chunks;
+      for (int64_t i = lo; i < hi; ++i) {
+        if (!keep_edge(i)) continue;
+        const int64_t s = edges.src[i], d = edges.dst[i];
+        int64_t k = pos[d]++;
+        g.indices[k] = s;
+        g.eids[k] = i;
+        if (sides == 2) {
+          k = pos[s]++;
+          g.indices[k] = d;
+          g.eids[k] = e_in + i;
+        }
+      }
     }
-  }
-  std::vector<int64_t>().swap(pos);
+  });
+  std::vector<std::vector<int64_t>>().swap(cnt);
   std::vector<int64_t>().swap(edges.src);
   std::vector<int64_t>().swap(edges.dst);
-  sort_rows(g, opts.deduplicate);
+  sort_rows(g, opts.deduplicate, e_in * sides);
   return g;
 }
 
@@ -147,7 +220,7 @@ Graph transpose(const Graph& g) {
       t.eids[p] = g.eid(k);
     }
   }
-  sort_rows(t, false);
+  sort_rows(t, false, -1);
   return t;
 }
 
