@@ -37,9 +37,78 @@ void validate_induced_subgraph_args(const Graph& graph, Span<const int64_t> node
                    i, n);
 }
 
+namespace {
+
+// to_block over the direct-mapped table (every ID < map.dense_size()): one random access per
+// edge. Same output and errors as the hash path.
+void to_block_dense(const SampledEdges& edges, Span<const int64_t> dst_nodes, uint32_t* tag,
+                    uint64_t n, uint32_t base, Block& out) {
+  const int64_t nd = dst_nodes.size(), m = edges.size();
+  out.num_dst = nd;
+  out.src_nodes.clear();
+  out.src_nodes.reserve(static_cast<size_t>(nd + m));
+  for (int64_t i = 0; i < nd; ++i) {
+    const int64_t v = dst_nodes[i];
+    TESSERA_EXPECTS(tag[v] <= base, ValueError, "to_block: destination node {} is listed twice", v);
+    tag[v] = base + 1 + static_cast<uint32_t>(i);
+    out.src_nodes.push_back(v);
+  }
+  out.src.resize(static_cast<size_t>(m));
+  out.dst.resize(static_cast<size_t>(m));
+  out.eids.assign(edges.eid.begin(), edges.eid.end());
+  const int64_t* src = edges.src.data();
+  const int64_t* dst = edges.dst.data();
+  int64_t* osrc = out.src.data();
+  int64_t* odst = out.dst.data();
+  int64_t last_dst = -1, last_local = -1;
+  int64_t next = nd;
+  constexpr int64_t kAhead = 16;
+  for (int64_t i = 0; i < m; ++i) {
+    if (i + kAhead < m) __builtin_prefetch(&tag[src[i + kAhead]]);
+    const int64_t d = dst[i];
+    if (d != last_dst) {
+      const uint32_t t = static_cast<uint64_t>(d) < n ? tag[d] : 0;
+      last_local = t > base ? static_cast<int64_t>(t - base - 1) : -1;
+      if (last_local < 0 || last_local >= nd) {
+        TESSERA_FAIL(ValueError,
+                     "to_block: edge {} ({} -> {}) ends at a node that is not a destination node",
+                     i, src[i], d);
+      }
+      last_dst = d;
+    }
+    odst[i] = last_local;
+    const int64_t s = src[i];
+    const uint32_t t = tag[s];
+    if (t > base) {
+      osrc[i] = static_cast<int64_t>(t - base - 1);
+    } else {
+      tag[s] = base + 1 + static_cast<uint32_t>(next);
+      out.src_nodes.push_back(s);
+      osrc[i] = next++;
+    }
+  }
+}
+
+}  // namespace
+
 void to_block_cpu(const SampledEdges& edges, Span<const int64_t> dst_nodes, IdMap& map,
                   Block& out) {
   const int64_t nd = dst_nodes.size(), m = edges.size();
+  if (map.dense_size() > 0) {
+    // Every ID must be covered by the table (a streaming scan, cheap next to the random
+    // accesses); otherwise fall back to hashing.
+    const uint64_t n = static_cast<uint64_t>(map.dense_size());
+    uint64_t hi = 0;
+    for (int64_t i = 0; i < nd; ++i)
+      hi = std::max(hi, static_cast<uint64_t>(dst_nodes[i]));
+    for (int64_t i = 0; i < m; ++i)
+      hi = std::max(hi, static_cast<uint64_t>(edges.src[i]));
+    uint32_t base = 0;
+    if (hi < n && map.dense_begin(nd + m, base)) {
+      to_block_dense(edges, dst_nodes, map.dense_tags(), n, base, out);
+      return;
+    }
+  }
   map.reset(nd + m);
   out.num_dst = nd;
   out.src_nodes.clear();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "id_map.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
 
@@ -31,6 +32,9 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
                                                   SampleStats* stats) const {
   CompactWorkspace local;
   CompactWorkspace& work = ws ? *ws : local;
+  // Sampled IDs are < num_nodes: compact over a direct-mapped table when the graph is small
+  // enough (4 bytes per node, kept in the caller's workspace); otherwise hashing.
+  if (ws && opts_.device == Device::kCpu) work.map().use_dense(graph_.num_nodes);
   const int64_t layers = static_cast<int64_t>(opts_.fanouts.size());
   std::vector<Block> blocks(static_cast<size_t>(layers));
   SampleOptions so;

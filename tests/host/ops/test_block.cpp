@@ -112,6 +112,59 @@ TEST(NeighborSampler, BlocksObeyCompactionOrderAndChain) {
   }
 }
 
+// A workspace used by NeighborSampler compacts over a direct-mapped table (tags reused across
+// calls, never cleared): many batches through one workspace must equal hashing (no workspace),
+// and the same workspace must still handle IDs outside the table and report bad inputs.
+TEST(ToBlock, DirectMappedWorkspaceMatchesHashing) {
+  const Graph g = test::random_graph(3000, 6, 7);
+  NeighborSamplerOptions so;
+  so.fanouts = {4, 3, 2};
+  NeighborSampler sampler(g, so);
+  CompactWorkspace ws;
+  for (int64_t b = 0; b < 40; ++b) {
+    std::vector<int64_t> seeds;
+    for (int64_t v = b % 7; v < g.num_nodes; v += 37 + b)
+      seeds.push_back(v);
+    const RngKey key = make_rng_key(5, 0, b, 0);
+    const auto dense = sampler.sample_blocks(seeds, key, nullptr, &ws);
+    const auto hashed = sampler.sample_blocks(seeds, key);
+    ASSERT_EQ(dense.size(), hashed.size());
+    for (size_t l = 0; l < dense.size(); ++l) {
+      EXPECT_EQ(dense[l].num_dst, hashed[l].num_dst);
+      EXPECT_EQ(dense[l].src_nodes, hashed[l].src_nodes);
+      EXPECT_EQ(dense[l].src, hashed[l].src);
+      EXPECT_EQ(dense[l].dst, hashed[l].dst);
+      EXPECT_EQ(dense[l].eids, hashed[l].eids);
+    }
+  }
+  // IDs beyond the graph: the same workspace falls back to hashing.
+  SampledEdges e;
+  e.src = {7, 1 << 20, 9, 7, 5};
+  e.dst = {3, 3, 5, 5, 5};
+  e.eid = {10, 11, 12, 13, 14};
+  std::vector<int64_t> dst{5, 3};
+  Block b = to_block(e, dst, &ws);
+  EXPECT_EQ(b.src_nodes, (std::vector<int64_t>{5, 3, 7, 1 << 20, 9}));
+  expect_compaction_order(b, e, dst);
+  // Errors through the direct-mapped table, then a correct block from the same workspace.
+  e.src = {1, 2};
+  e.dst = {4, 4};
+  e.eid = {0, 1};
+  dst = {2, 3};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst, &ws), ValueError, "not a destination node");
+  e.dst = {4, 2999};
+  dst = {4};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst, &ws), ValueError, "not a destination node");
+  dst = {4, 4};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst, &ws), ValueError, "listed twice");
+  e.dst = {4, 4};
+  dst = {4, 1};
+  b = to_block(e, dst, &ws);
+  EXPECT_EQ(b.src_nodes, (std::vector<int64_t>{4, 1, 2}));
+  EXPECT_EQ(b.src, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(b.dst, (std::vector<int64_t>{0, 0}));
+}
+
 TEST(NeighborSampler, BadOptions) {
   const Graph g = test::star(4);
   NeighborSamplerOptions so;
