@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "philox_batch.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -126,6 +127,8 @@ struct RowScratch {
   std::vector<double> cdf;
   std::vector<std::pair<double, int64_t>> keyed;
   std::vector<uint8_t> taken;
+  std::vector<uint64_t> rnd;         // Philox draws (philox_many output)
+  std::vector<uint32_t> dr, c1, c2;  // philox_many input: draw index, counter words 1 and 2
 };
 
 [[noreturn]] void bad_weight(float w, int64_t k) {
@@ -141,35 +144,63 @@ inline float checked_weight(const float* w, int64_t k) {
 }
 
 // Uniform without replacement, k < d: Robert Floyd's algorithm; draw t picks from [0, d-k+t].
-// Writes k distinct positions, sorted.
-void floyd(const RngKey& key, uint64_t node, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
+// `rnd[t]` is the 64-bit value of draw t. Writes k distinct positions, sorted.
+void floyd_from(const uint64_t* rnd, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
   if (k <= 64) {
+    // out[0..n) stays sorted: a fresh pick is inserted in place (the scan doubles as the
+    // duplicate check), and j = d-k+t exceeds every earlier pick, so it is appended.
     int64_t n = 0;
     for (int64_t t = 0; t < k; ++t) {
       const int64_t j = d - k + t;
-      int64_t r = static_cast<int64_t>(
-          bounded_u64(philox_u64(philox_draw(key, node, static_cast<uint32_t>(t))), j + 1));
-      for (int64_t i = 0; i < n; ++i)
-        if (out[i] == r) {
-          r = j;
-          break;
-        }
-      out[n++] = r;
+      const int64_t r = static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(j + 1)));
+      int64_t p = n;
+      while (p > 0 && out[p - 1] > r)
+        --p;
+      if (p > 0 && out[p - 1] == r) {
+        out[n++] = j;
+      } else {
+        for (int64_t q = n; q > p; --q)
+          out[q] = out[q - 1];
+        out[p] = r;
+        ++n;
+      }
     }
-    std::sort(out, out + k);
     return;
   }
   s.taken.assign(static_cast<size_t>(d), 0);
   for (int64_t t = 0; t < k; ++t) {
     const int64_t j = d - k + t;
-    int64_t r = static_cast<int64_t>(
-        bounded_u64(philox_u64(philox_draw(key, node, static_cast<uint32_t>(t))), j + 1));
+    int64_t r = static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(j + 1)));
     if (s.taken[r]) r = j;
     s.taken[r] = 1;
   }
   int64_t n = 0;
   for (int64_t i = 0; i < d; ++i)
     if (s.taken[i]) out[n++] = i;
+}
+
+// Draws 0..k-1 of `node` into s.rnd (SIMD Philox; identical to philox_draw one at a time).
+const uint64_t* draws_of(const RngKey& key, uint64_t node, int64_t k, RowScratch& s) {
+  const size_t n = static_cast<size_t>(k);
+  if (s.rnd.size() < n) {
+    s.rnd.resize(n);
+    s.dr.resize(n);
+    s.c1.resize(n);
+    s.c2.resize(n);
+  }
+  uint32_t c1, c2;
+  philox_ctr_words(key, node, c1, c2);
+  for (int64_t t = 0; t < k; ++t) {
+    s.dr[t] = static_cast<uint32_t>(t);
+    s.c1[t] = c1;
+    s.c2[t] = c2;
+  }
+  philox_many(PhiloxRound(key), s.dr.data(), s.c1.data(), s.c2.data(), k, s.rnd.data());
+  return s.rnd.data();
+}
+
+void floyd(const RngKey& key, uint64_t node, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
+  floyd_from(draws_of(key, node, k, s), d, k, s, out);
 }
 
 struct Sampler {
@@ -353,6 +384,7 @@ struct Sampler {
     const int64_t fan = o.fanout;
     int64_t begin[kWindow], count[kWindow];
     int64_t floyd_buf[64];
+    const PhiloxRound rounds(o.key);
     for (int64_t i = 0; i < std::min(n, kWindow); ++i)
       __builtin_prefetch(&indptr[seeds[i]]);
     for (int64_t w0 = 0; w0 < n; w0 += kWindow) {
@@ -367,13 +399,33 @@ struct Sampler {
         count[i] = d == 0 ? 0 : (o.replace ? fan : std::min(d, fan));
         total += count[i];
       }
-      // (2) positions (the window's total bounds the buffer; fanout itself may be huge)
+      // (2) positions (the window's total bounds the buffer; fanout itself may be huge).
+      // First every Philox draw of the window in one SIMD batch, then the positions.
       if (s.pos.size() < static_cast<size_t>(total)) s.pos.resize(static_cast<size_t>(total));
+      if (s.rnd.size() < static_cast<size_t>(total)) {
+        s.rnd.resize(static_cast<size_t>(total));
+        s.dr.resize(static_cast<size_t>(total));
+        s.c1.resize(static_cast<size_t>(total));
+        s.c2.resize(static_cast<size_t>(total));
+      }
       int64_t* pos = s.pos.data();
+      int64_t nr = 0;
+      for (int64_t i = 0; i < w; ++i) {
+        const int64_t v = seeds[w0 + i];
+        if (count[i] == 0 || (!o.replace && indptr[v + 1] - begin[i] <= fan)) continue;
+        uint32_t c1, c2;
+        philox_ctr_words(o.key, static_cast<uint64_t>(v), c1, c2);
+        for (int64_t t = 0; t < fan; ++t, ++nr) {
+          s.dr[nr] = static_cast<uint32_t>(t);
+          s.c1[nr] = c1;
+          s.c2[nr] = c2;
+        }
+      }
+      philox_many(rounds, s.dr.data(), s.c1.data(), s.c2.data(), nr, s.rnd.data());
+      const uint64_t* rnd = s.rnd.data();
       int64_t q = 0;
       for (int64_t i = 0; i < w; ++i) {
         const int64_t v = seeds[w0 + i], b = begin[i], d = indptr[v + 1] - b;
-        const uint64_t node = static_cast<uint64_t>(v);
         if (count[i] == 0) continue;
         if (!o.replace && d <= fan) {
           for (int64_t j = 0; j < d; ++j)
@@ -384,19 +436,18 @@ struct Sampler {
         }
         if (o.replace) {
           for (int64_t t = 0; t < fan; ++t)
-            pos[q++] = b + static_cast<int64_t>(bounded_u64(
-                               philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(t))),
-                               static_cast<uint64_t>(d)));
+            pos[q++] = b + static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(d)));
         } else {
           int64_t* r = fan <= 64 ? floyd_buf : nullptr;
           if (!r) {
             s.allowed.resize(static_cast<size_t>(fan));
             r = s.allowed.data();
           }
-          floyd(o.key, node, d, fan, s, r);
+          floyd_from(rnd, d, fan, s, r);
           for (int64_t t = 0; t < fan; ++t)
             pos[q++] = b + r[t];
         }
+        rnd += fan;
         for (int64_t t = q - fan; t < q; ++t)
           prefetch_edge(pos[t]);
       }
