@@ -785,7 +785,14 @@ class UcxRegion final : public MemoryRegion {
 class UcxRemote final : public RemoteMemory {
  public:
   UcxRemote(UcxTransport* t, int owner, uint64_t address, size_t size, ucp_rkey_h rkey)
-      : RemoteMemory(owner, size), t_(t), address_(address), rkey_(rkey) {}
+      : RemoteMemory(owner, size), t_(t), address_(address), rkey_(rkey) {
+    // Memory UCX placed in shared memory (allocate_memory on a same-node peer) is mapped here
+    // too: gets become plain copies, without a UCX operation per range.
+    void* p = nullptr;
+    if (rkey_ && size > 0 && ucp_rkey_ptr(rkey_, address_, &p) == UCS_OK) {
+      mapped_ = static_cast<const uint8_t*>(p);
+    }
+  }
   ~UcxRemote() override {
     if (!rkey_ || !t_->worker_) {
       return;
@@ -796,6 +803,7 @@ class UcxRemote final : public RemoteMemory {
   UcxTransport* t_;
   uint64_t address_;
   ucp_rkey_h rkey_;
+  const uint8_t* mapped_ = nullptr;  // the region mapped into this process, if UCX can
 };
 
 std::unique_ptr<MemoryRegion> UcxTransport::register_memory(void* data, size_t bytes) {
@@ -846,6 +854,14 @@ void UcxTransport::get(const RemoteMemory& remote, const GetRange* ranges, size_
     if (lost_[peer]) {
       throw_lost(peer, what);
     }
+  }
+  if (rm->mapped_) {
+    for (size_t i = 0; i < n; ++i) {
+      if (ranges[i].bytes) {
+        std::memcpy(ranges[i].local, rm->mapped_ + ranges[i].remote_offset, ranges[i].bytes);
+      }
+    }
+    return;
   }
   auto op = std::make_shared<Op>();
   op->t = this;
