@@ -505,6 +505,7 @@ void register_bench(CLI::App& app) {
   for (AddBench add : kBenches)
     add(*bench);
   register_bench_gather(*bench);  // bench_gather.cpp
+  register_bench_dist_gather(*bench);  // bench_dist_gather.cpp
 }
 
 }  // namespace tessera::tools

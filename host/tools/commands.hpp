@@ -12,6 +12,8 @@ void register_validate(CLI::App& app);
 void register_bench(CLI::App& app);
 /// `tessera bench gather` (bench_gather.cpp), added to the `bench` group by register_bench.
 void register_bench_gather(CLI::App& bench);
+/// `tessera bench dist-gather` (bench_dist_gather.cpp), added to the `bench` group.
+void register_bench_dist_gather(CLI::App& bench);
 void register_launch(CLI::App& app);
 
 }  // namespace tessera::tools
