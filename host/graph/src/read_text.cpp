@@ -30,25 +30,81 @@ TextReader::TextReader(const fs::path& path, size_t chunk_bytes) : name_(path.st
   gz_ = gzopen(name_.c_str(), "rb");
   TESSERA_EXPECTS(gz_ != nullptr, IOError, "{}: cannot open: {}", name_, std::strerror(errno));
   gzbuffer(gz_, 256 * 1024);
-  buf_.resize(std::max<size_t>(chunk_bytes, 64));
+  chunk_bytes_ = std::max<size_t>(chunk_bytes, 64);
+  for (int i = 0; i < 2; ++i)
+    spare_.emplace_back(chunk_bytes_);
+  try {
+    reader_ = std::thread([this] { read_ahead(); });
+  } catch (...) {
+    gzclose(gz_);
+    throw;
+  }
 }
 
 TextReader::~TextReader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
   if (gz_) gzclose(gz_);
 }
 
 int64_t TextReader::file_offset() const {
-  if (!gz_) return file_size_;
-  const z_off_t off = gzoffset(gz_);
-  return off < 0 ? 0 : static_cast<int64_t>(off);
+  return offset_;
+}
+
+// The reading thread: gzread into a spare buffer, queue the result, until end of file, an
+// error, or the destructor. Only this thread touches gz_ while it runs.
+void TextReader::read_ahead() {
+  for (;;) {
+    Chunk c;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !spare_.empty(); });
+      if (stop_) return;
+      c.data = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    c.data.resize(chunk_bytes_);
+    errno = 0;
+    c.n = gzread(gz_, c.data.data(), static_cast<unsigned>(c.data.size()));
+    c.sys_errno = errno;
+    const char* msg = gzerror(gz_, &c.errnum);
+    c.has_msg = msg != nullptr;
+    if (msg) c.msg = msg;
+    const z_off_t off = gzoffset(gz_);
+    c.offset = off < 0 ? 0 : static_cast<int64_t>(off);
+    const bool last = c.n <= 0 || (c.errnum != Z_OK && c.errnum != Z_STREAM_END);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ready_.push_back(std::move(c));
+    }
+    cv_.notify_all();
+    if (last) return;
+  }
 }
 
 bool TextReader::fill() {
   if (eof_) return false;
-  const int n = gzread(gz_, buf_.data(), static_cast<unsigned>(buf_.size()));
-  int errnum = Z_OK;
-  const char* msg = gzerror(gz_, &errnum);
+  Chunk c;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty(); });
+    c = std::move(ready_.front());
+    ready_.pop_front();
+    if (!buf_.empty()) spare_.push_back(std::move(buf_));
+  }
+  cv_.notify_all();
+  buf_ = std::move(c.data);
+  offset_ = c.offset;
+  const int n = c.n;
+  const int errnum = c.errnum;
+  const char* msg = c.has_msg ? c.msg.c_str() : nullptr;
+  errno = c.sys_errno;
   if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+    eof_ = true;  // the reading thread has stopped
     // zlib reports a gzip stream that ends early as Z_BUF_ERROR after returning what it had.
     if (errnum == Z_BUF_ERROR)
       TESSERA_FAIL(ValueError, "{}: truncated gzip stream (unexpected end of file after line {})",

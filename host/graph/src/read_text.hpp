@@ -4,17 +4,23 @@
 
 #include <zlib.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace tessera::detail {
 
 /// Streams a text file line by line, plain or gzip-compressed (detected by the gzip magic
-/// bytes, not the file name). Reads fixed-size chunks with gzread; only the current chunk
-/// (plus a line that crosses a chunk boundary) is held in memory, never the whole text.
+/// bytes, not the file name). Reads fixed-size chunks with gzread on a background thread that
+/// stays at most two chunks ahead of the parser (inflating overlaps parsing); only those chunks
+/// (plus a line that crosses a chunk boundary) are held in memory, never the whole text. Errors
+/// are reported when the parser reaches the chunk that failed, as a sequential read would.
 /// Throws IOError if the file cannot be opened or read, ValueError naming the file if the gzip
 /// stream is corrupt or truncated.
 class TextReader {
@@ -37,11 +43,29 @@ class TextReader {
   int64_t file_offset() const;
 
  private:
+  // One gzread result, handed from the reading thread to the parser.
+  struct Chunk {
+    std::vector<char> data;
+    int n = 0;          // gzread's return value
+    int errnum = Z_OK;  // gzerror after the read
+    std::string msg;    // gzerror's message
+    bool has_msg = false;
+    int sys_errno = 0;   // errno after the read (for Z_ERRNO)
+    int64_t offset = 0;  // gzoffset after the read
+  };
+  void read_ahead();
   bool fill();
   std::string name_;
   gzFile gz_ = nullptr;
   bool gzipped_ = false, eof_ = false;
-  int64_t file_size_ = 0, line_no_ = 0;
+  int64_t file_size_ = 0, line_no_ = 0, offset_ = 0;
+  size_t chunk_bytes_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> ready_;               // read, not yet parsed (at most kAhead)
+  std::vector<std::vector<char>> spare_;  // buffers to read into
+  bool stop_ = false;
+  std::thread reader_;
   std::vector<char> buf_;
   size_t pos_ = 0, end_ = 0;
   std::string carry_;  // a line that crosses a chunk boundary
