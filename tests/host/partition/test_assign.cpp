@@ -66,6 +66,52 @@ TEST(SymmetricAdjacency, DropsSelfLoopsAndDuplicatesWhateverTheDirection) {
   EXPECT_EQ(directed_edge_cut(ds.graph, part), 2);   // 0->1 and 1->0
 }
 
+TEST(SymmetricAdjacency, SymmetricSimpleFastPathMatchesGeneralMerge) {
+  // Both directions of 600 random undirected edges, in shuffled order: a symmetric simple CSC
+  // whose rows are not in edge-ID order, converted without a transpose. The same graph plus one
+  // self loop (appended last, so the other edge IDs keep their order) takes the general merge,
+  // which drops the loop: both must give the same METIS rows (order steers METIS).
+  std::vector<std::pair<int64_t, int64_t>> und, edges;
+  uint64_t x = 12345;
+  auto next = [&](int64_t m) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>((x >> 33) % static_cast<uint64_t>(m));
+  };
+  std::set<std::pair<int64_t, int64_t>> seen;
+  while (und.size() < 600) {
+    int64_t a = next(150), b = next(150);
+    if (a == b) continue;
+    if (a > b) std::swap(a, b);
+    if (seen.insert({a, b}).second) und.push_back({a, b});
+  }
+  for (const auto& [a, b] : und) {
+    edges.push_back({a, b});
+    edges.push_back({b, a});
+  }
+  for (size_t i = edges.size() - 1; i > 0; --i)
+    std::swap(edges[i], edges[static_cast<size_t>(next(static_cast<int64_t>(i) + 1))]);
+  const Dataset simple = make_dataset(150, edges);
+  edges.push_back({7, 7});
+  const Dataset looped = make_dataset(150, edges);
+  const SymAdjacency fast = symmetric_adjacency(simple.graph);
+  const SymAdjacency general = symmetric_adjacency(looped.graph);
+  EXPECT_EQ(fast.xadj, general.xadj);
+  EXPECT_EQ(fast.adjncy, general.adjncy);
+  EXPECT_EQ(fast.xadj.back(), 1200);
+  // Built with symmetrize + drop_self_loops + dedup from one direction only: same rows again.
+  std::vector<std::pair<int64_t, int64_t>> one(edges.begin(), edges.end() - 1);
+  const Dataset built = make_dataset(150, one, {true, true, true});
+  const SymAdjacency from_build = symmetric_adjacency(built.graph);
+  EXPECT_EQ(from_build.xadj, fast.xadj);
+  EXPECT_EQ(from_build.adjncy.size(), fast.adjncy.size());
+  // assign_parts knows the build made the graph simple (no check); same partition as the
+  // checked path.
+  PartitionOptions po;
+  po.seed = 1;
+  po.num_parts = 3;
+  EXPECT_EQ(assign_parts(built, po).part, assign_metis(built.graph, 3, {}, 1, po).part);
+}
+
 TEST(MetisLimits, ClearErrorBeyond32BitIndices) {
   EXPECT_NO_THROW(check_metis_limits(1000, 2000));
   TESSERA_EXPECT_THROW_MSG(check_metis_limits(int64_t{1} << 31, 0), ValueError,
