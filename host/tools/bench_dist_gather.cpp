@@ -244,11 +244,26 @@ void run(const DistGatherArgs& a) {
         r["gb_per_s_per_reader"] = n ? rank_bps_sum / n / 1e9 : 0.0;
         entry[mode] = r;
       }
+      if (me == 0) {
+        // The bound of the mapped shared-memory path: the same batch gathered from local rows.
+        std::vector<double> lt;
+        for (int i = 0; i < a.warmup + a.iters; ++i) {
+          std::vector<int64_t> ids(static_cast<size_t>(a.batch));
+          for (auto& id : ids)
+            id = static_cast<int64_t>(rng() % rows);
+          const auto t0 = std::chrono::steady_clock::now();
+          t.read_into(ids, out.data());
+          const double s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          if (i >= a.warmup) lt.push_back(s);
+        }
+        entry["local_gather_gb_per_s"] = static_cast<double>(a.batch * rb) / median(lt) / 1e9;
+      }
       if (me == 0 && a.perftest && rt->transport().name() == "ucx") {
         std::string cmd_rows, cmd_bulk;
-        const double pt_rows =
-            run_perftest("ucp_get", rb, std::max<int64_t>(a.batch, 2000),
-                         std::max<int64_t>(a.batch / 10, 200), a.perftest_window, &cmd_rows);
+        const double pt_rows = run_perftest(
+            "ucp_get", rb, std::max<int64_t>(5 * a.batch, 20000), std::max<int64_t>(a.batch, 2000),
+            a.perftest_window > 0 ? a.perftest_window : static_cast<int>(a.batch), &cmd_rows);
         entry["perftest_ucp_get_gb_per_s"] = pt_rows / 1e9;
         entry["perftest_cmd"] = cmd_rows;
         const double one_bps = entry["one_reader"]["gb_per_s"].get<double>() * 1e9;
@@ -263,6 +278,7 @@ void run(const DistGatherArgs& a) {
             "readers {:>10.0f} rows/s {:6.3f} GB/s",
             rb, path, o["rows_per_s"].get<double>(), o["gb_per_s"].get<double>(), world,
             al["rows_per_s"].get<double>(), al["gb_per_s"].get<double>());
+        fmt::print(" | local gather {:6.3f} GB/s", entry["local_gather_gb_per_s"].get<double>());
         if (entry.contains("perftest_ucp_get_gb_per_s"))
           fmt::print(" | ucx_perftest ucp_get {:6.3f} GB/s -> ratio {:.2f}",
                      entry["perftest_ucp_get_gb_per_s"].get<double>(),
@@ -315,7 +331,8 @@ void register_bench_dist_gather(CLI::App& bench) {
   c->add_option("--iters", args->iters, "timed reads (median reported)")->capture_default_str();
   c->add_option("--paths", args->paths, "read paths: get (one-sided), request (per owner)")
       ->capture_default_str();
-  c->add_option("--perftest-window", args->perftest_window, "ucx_perftest -O (outstanding gets)")
+  c->add_option("--perftest-window", args->perftest_window,
+                "ucx_perftest -O (outstanding gets; 0: the batch size, as in our reads)")
       ->capture_default_str();
   c->add_flag("!--no-perftest", args->perftest, "skip ucx_perftest");
   c->add_option("--seed", args->seed, "RNG seed")->capture_default_str();

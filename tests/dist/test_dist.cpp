@@ -335,12 +335,11 @@ INSTANTIATE_TEST_SUITE_P(Datasets, DistEqualsStandalone, ::testing::ValuesIn(equ
 struct WCase {
   int world;
   std::string tls;
-  bool requests;
+  std::string get;  // TESSERA_DIST_GET: "" (auto: 148-byte rows go by request), "0", "1"
   std::string label() const {
-    return (tls.empty()    ? std::string("local")
-            : tls == "tcp" ? "tcp"
-                           : "shm") +
-           "_" + std::to_string(world) + (requests ? "_requests" : "");
+    const std::string t = tls.empty() ? "local" : tls == "tcp" ? "tcp" : "shm";
+    const std::string g = get == "0" ? "_requests" : get == "1" ? "_gets" : "";
+    return t + "_" + std::to_string(world) + g;
   }
 };
 
@@ -357,7 +356,7 @@ class DistWrites : public ::testing::TestWithParam<WCase> {};
 TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
   const WCase c = GetParam();
   JobSpec s = job(c.world, c.tls);
-  if (c.requests) s.env["TESSERA_DIST_GET"] = "0";
+  if (!c.get.empty()) s.env["TESSERA_DIST_GET"] = c.get;
   auto res = run_ranks(s, [&](int) {
     auto rt = Runtime::create();
     const int me = rt->rank(), world = rt->world_size();
@@ -431,11 +430,12 @@ TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
 }
 
 std::vector<WCase> write_cases() {
-  std::vector<WCase> v{{1, "", false}};
+  std::vector<WCase> v{{1, "", ""}};
 #ifdef TESSERA_WITH_UCX
-  v.push_back({4, "tcp", false});
-  v.push_back({3, shm_tls(), false});
-  v.push_back({2, "tcp", true});
+  v.push_back({4, "tcp", "1"});
+  v.push_back({3, shm_tls(), "1"});
+  v.push_back({3, shm_tls(), ""});
+  v.push_back({2, "tcp", "0"});
 #endif
   return v;
 }

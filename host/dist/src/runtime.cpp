@@ -132,7 +132,12 @@ Runtime::Runtime(std::unique_ptr<transport::Transport> t)
                   "host-memory collectives and request/response)",
                   st.t->name());
   const char* env = std::getenv("TESSERA_DIST_GET");
-  st.one_sided = caps.one_sided_get && !(env && std::string(env) == "0");
+  const std::string mode = env && *env ? env : "auto";
+  TESSERA_EXPECTS(mode == "auto" || mode == "0" || mode == "1", ValueError,
+                  "TESSERA_DIST_GET='{}' must be auto, 1 (always one-sided gets) or 0 (never)",
+                  mode);
+  st.one_sided = caps.one_sided_get && mode != "0";
+  st.min_get_bytes = mode == "auto" ? detail::kAutoMinGetBytes : 0;
   detail::RuntimeState* sp = &st;
   st.t->register_handler(detail::kMsgRead, [sp](int from, transport::ByteView p) {
     return detail::serve_read(*sp, from, p);
@@ -200,6 +205,7 @@ bool Runtime::one_sided_reads() const {
 }
 void Runtime::set_one_sided_reads(bool on) {
   state_->one_sided = on && state_->t->capabilities().one_sided_get;
+  state_->min_get_bytes = 0;
 }
 void Runtime::barrier() {
   state_->t->barrier();

@@ -24,6 +24,11 @@ constexpr transport::MessageId kMsgRead = 0xF0001001;
 constexpr transport::MessageId kMsgWrite = 0xF0001002;
 constexpr transport::MessageId kMsgSample = 0xF0001003;
 
+/// TESSERA_DIST_GET=auto (default): rows of at least this many bytes are read with one-sided
+/// gets, smaller ones with one request per owner (over tcp a 128-byte get costs about as much as
+/// a 4 KB one, while a request moves all of an owner's rows in one message).
+constexpr size_t kAutoMinGetBytes = 1024;
+
 /// One tensor's local rows and what peers need to read them.
 struct TensorStore {
   uint64_t id = 0;  // same on every rank (creation order)
@@ -38,7 +43,8 @@ struct TensorStore {
   std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
   std::vector<uint8_t> heap;                        // plain storage (request/response only)
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
-  bool one_sided = false;
+  bool one_sided = false;    // registered memory, remote keys exchanged
+  size_t min_get_bytes = 0;  // rows smaller than this are read by request even so
   Runtime* rt = nullptr;
   std::weak_ptr<void> handle;  // the per-rank Ref shared by every handle of this tensor
 };
@@ -69,6 +75,7 @@ struct RuntimeState {
   std::unique_ptr<transport::Transport> t;
   int rank = 0;  // kept apart from `t`: handlers may still run while `t` is being destroyed
   bool one_sided = false;
+  size_t min_get_bytes = 0;                                  // see kAutoMinGetBytes
   std::mutex mu;                                             // guards the registries
   std::map<uint64_t, std::shared_ptr<TensorStore>> tensors;  // by id
   std::map<std::string, std::shared_ptr<TensorStore>> by_name;

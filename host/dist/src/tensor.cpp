@@ -86,7 +86,7 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
   }
   if (rb == 0) return;
   try {
-    if (s.one_sided) {
+    if (s.one_sided && rb >= s.min_get_bytes) {
       auto fetch = [&](int p) {
         const int64_t plo = s.policy.offsets[p];
         std::vector<transport::GetRange> ranges;
@@ -243,6 +243,7 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   std::tie(s->lo, s->hi) = policy.range(me);
   s->rt = rt.get();
   s->one_sided = st.one_sided && world > 1;
+  s->min_get_bytes = st.min_get_bytes;
   const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
   if (s->one_sided) {
     s->region = t.allocate_memory(bytes);

@@ -37,11 +37,14 @@ class Runtime {
   int rank() const;
   int world_size() const;
   transport::Transport& transport() const;
-  /// Whether remote host rows are read with one-sided gets (the transport can, and
-  /// TESSERA_DIST_GET is not "0"); otherwise by request/response to the owner.
+  /// Whether remote host rows may be read with one-sided gets: the transport can, and
+  /// TESSERA_DIST_GET is not "0". With TESSERA_DIST_GET=auto (default) only rows of at least
+  /// 1 KiB are; smaller rows, and every row with "0", are read by one request per owner. "1":
+  /// always gets.
   bool one_sided_reads() const;
-  /// Forces the read path (tests and benchmarks compare both). Call on every rank before
-  /// creating tensors: tensors created afterwards follow it.
+  /// Forces the read path: true = always one-sided gets (where the transport can), false =
+  /// always requests (tests and benchmarks compare both). Call on every rank before creating
+  /// tensors: tensors created afterwards follow it.
   void set_one_sided_reads(bool on);
   /// Collective barrier over the transport.
   void barrier();
