@@ -106,6 +106,7 @@ struct SampleArgs {
   bool no_symmetrize = false;
   bool no_huge_pages = false;
   bool no_interleave = false;
+  bool no_weight_prefix = false;
   std::string json;
 };
 
@@ -260,6 +261,7 @@ void run_bench_sample(const SampleArgs& a) {
   if (a.no_symmetrize) cmd += " --no-symmetrize";
   if (a.no_huge_pages) cmd += " --no-huge-pages";
   if (a.no_interleave) cmd += " --no-interleave";
+  if (a.no_weight_prefix) cmd += " --no-weight-prefix";
   if (!a.json.empty()) cmd += fmt::format(" --json {}", a.json);
 
   PhaseTimer timer("bench sample");
@@ -296,6 +298,7 @@ void run_bench_sample(const SampleArgs& a) {
   so.replace = a.replace;
   so.weights = weights;
   so.interleave = !a.no_interleave;
+  so.weight_prefix = !a.no_weight_prefix;
   timer.begin("sampler setup");
   NeighborSampler sampler(g, so);
   timer.end();
@@ -430,7 +433,8 @@ void run_bench_sample(const SampleArgs& a) {
                   {"num_edges", g.num_edges()},
                   {"symmetrized", ro.build.symmetrize},
                   {"huge_page_bytes", huge},
-                  {"interleaved_adjacency", !a.no_interleave}};
+                  {"interleaved_adjacency", !a.no_interleave},
+                  {"weight_prefix", a.weighted && !a.no_weight_prefix}};
     j["params"] = {{"fanouts", fanouts},   {"batch_size", a.batch_size}, {"threads", a.threads},
                    {"replace", a.replace}, {"weighted", a.weighted},     {"batches", done},
                    {"seed", a.seed}};
@@ -485,6 +489,9 @@ void add_bench_sample(CLI::App& bench) {
   c->add_flag("--no-symmetrize", args->no_symmetrize, "do not add reverse edges");
   c->add_flag("--no-interleave", args->no_interleave,
               "sample from indices/eids as stored (default: an interleaved copy, +16 B/edge)");
+  c->add_flag("--no-weight-prefix", args->no_weight_prefix,
+              "with --weighted: re-add each row's weights per draw (default: cached per-row "
+              "prefix sums, +8 B/edge)");
   c->add_flag("--no-huge-pages", args->no_huge_pages,
               "keep the graph in ordinary pages (default: advise transparent huge pages)");
   c->add_option("--json", args->json, "write the results as JSON to this file");
@@ -504,7 +511,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   for (AddBench add : kBenches)
     add(*bench);
-  register_bench_gather(*bench);  // bench_gather.cpp
+  register_bench_gather(*bench);       // bench_gather.cpp
   register_bench_dist_gather(*bench);  // bench_dist_gather.cpp
 }
 

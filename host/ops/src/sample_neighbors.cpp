@@ -72,6 +72,22 @@ std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float
   return out;
 }
 
+std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> weights) {
+  validate_weights(graph, weights, "weight_prefix_sums");
+  std::vector<double> out(static_cast<size_t>(graph.num_edges()));
+  const int64_t* indptr = graph.indptr.data();
+  parallel_for(0, graph.num_nodes, 1 << 14, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      double total = 0;  // the same sequential sum as the per-row path
+      for (int64_t k = indptr[v]; k < indptr[v + 1]; ++k) {
+        total += weights[k];
+        out[k] = total;
+      }
+    }
+  });
+  return out;
+}
+
 void validate_weights(const Graph& graph, Span<const float> weights, const char* what) {
   TESSERA_EXPECTS(weights.size() == graph.num_edges(), ValueError,
                   "{}: {} weights for a graph with {} edges (one per edge, in storage order)", what,
@@ -105,6 +121,10 @@ void validate_sample_args(const Graph& graph, Span<const int64_t> seeds,
                   "sample_neighbors: {} weights for a graph with {} edges (one per edge, in "
                   "storage order)",
                   opts.weights.size(), graph.num_edges());
+  TESSERA_EXPECTS(opts.weight_prefix.empty() || opts.weight_prefix.size() == graph.num_edges(),
+                  ValueError,
+                  "sample_neighbors: weight_prefix has {} entries for a graph with {} edges",
+                  opts.weight_prefix.size(), graph.num_edges());
   TESSERA_EXPECTS(
       opts.adjacency_pairs.empty() || opts.adjacency_pairs.size() == 2 * graph.num_edges(),
       ValueError, "sample_neighbors: adjacency_pairs has {} entries, expected 2 * num_edges = {}",
@@ -218,6 +238,7 @@ struct Sampler {
   const int64_t* eids;   // null: identity
   const float* w;        // null: uniform
   const int64_t* pairs;  // null, or (neighbor, edge ID) interleaved in storage order
+  const double* prefix;  // null, or per-row prefix sums of w (weight_prefix_sums)
 
   Sampler(const Graph& graph, const SampleOptions& opts)
       : g(graph),
@@ -226,7 +247,9 @@ struct Sampler {
         indices(graph.indices.data()),
         eids(graph.eids.empty() ? nullptr : graph.eids.data()),
         w(opts.weights.empty() ? nullptr : opts.weights.data()),
-        pairs(opts.adjacency_pairs.empty() ? nullptr : opts.adjacency_pairs.data()) {}
+        pairs(opts.adjacency_pairs.empty() ? nullptr : opts.adjacency_pairs.data()),
+        prefix(opts.weight_prefix.empty() || opts.weights.empty() ? nullptr
+                                                                  : opts.weight_prefix.data()) {}
 
   int64_t eid(int64_t k) const { return pairs ? pairs[2 * k + 1] : eids ? eids[k] : k; }
   int64_t neighbor(int64_t k) const { return pairs ? pairs[2 * k] : indices[k]; }
@@ -296,22 +319,33 @@ struct Sampler {
         if (checked_weight(w, at(i)) > 0) emit(out, v, at(i));
       return;
     }
+    // The row's prefix sums (storage order, double): cached ones when the row is whole.
+    const bool cached = prefix != nullptr && cand == nullptr;
     if (o.replace) {
       // Inverse CDF over the row's weights, summed in storage order in double precision.
-      s.cdf.resize(static_cast<size_t>(d));
+      const double* cdf;
       double total = 0;
       int64_t last_pos = -1;
-      for (int64_t i = 0; i < d; ++i) {
-        const float x = checked_weight(w, at(i));
-        total += x;
-        s.cdf[i] = total;
-        if (x > 0) last_pos = i;
+      if (cached) {
+        cdf = prefix + b;
+        total = cdf[d - 1];
+        for (int64_t i = d - 1; i >= 0 && last_pos < 0; --i)
+          if (w[b + i] > 0) last_pos = i;
+      } else {
+        s.cdf.resize(static_cast<size_t>(d));
+        for (int64_t i = 0; i < d; ++i) {
+          const float x = checked_weight(w, at(i));
+          total += x;
+          s.cdf[i] = total;
+          if (x > 0) last_pos = i;
+        }
+        cdf = s.cdf.data();
       }
       if (last_pos < 0) return;
+      const uint64_t* rnd = draws_of(o.key, node, fan, s);
       for (int64_t t = 0; t < fan; ++t) {
-        const double target =
-            uniform01(philox_u64(philox_draw(o.key, node, static_cast<uint32_t>(t)))) * total;
-        int64_t i = std::upper_bound(s.cdf.begin(), s.cdf.end(), target) - s.cdf.begin();
+        const double target = uniform01(rnd[t]) * total;
+        int64_t i = std::upper_bound(cdf, cdf + d, target) - cdf;
         if (i > last_pos) i = last_pos;  // target rounded up to total
         emit(out, v, at(i));
       }
@@ -323,14 +357,23 @@ struct Sampler {
     // exactly proportional among the rest; after kRetries redraws a step draws from the
     // remaining weight directly (walking the row), so heavy-tailed rows cannot loop. Draw j is
     // the j-th attempt for this node, so the output depends only on the key and the row.
-    s.cdf.resize(static_cast<size_t>(d));
+    const double* cdf;
     double total = 0;
     int64_t positive = 0;
-    for (int64_t i = 0; i < d; ++i) {
-      const float x = checked_weight(w, at(i));
-      total += x;
-      s.cdf[i] = total;
-      positive += x > 0;
+    if (cached) {
+      cdf = prefix + b;
+      total = cdf[d - 1];
+      for (int64_t i = 0; i < d && positive <= fan; ++i)  // only whether positive <= fan matters
+        positive += w[b + i] > 0;
+    } else {
+      s.cdf.resize(static_cast<size_t>(d));
+      for (int64_t i = 0; i < d; ++i) {
+        const float x = checked_weight(w, at(i));
+        total += x;
+        s.cdf[i] = total;
+        positive += x > 0;
+      }
+      cdf = s.cdf.data();
     }
     if (positive <= fan) {
       for (int64_t i = 0; i < d; ++i)
@@ -347,14 +390,14 @@ struct Sampler {
         if (p == i) return true;
       return false;
     };
-    auto weight_at = [&](int64_t i) { return s.cdf[i] - (i > 0 ? s.cdf[i - 1] : 0.0); };
+    auto weight_at = [&](int64_t i) { return cdf[i] - (i > 0 ? cdf[i - 1] : 0.0); };
     double taken_weight = 0;
     uint32_t draw = 0;
     while (static_cast<int64_t>(s.pos.size()) < fan) {
       int64_t pick = -1;
       for (int r = 0; r < kRetries && pick < 0; ++r) {
         const double target = uniform01(philox_u64(philox_draw(o.key, node, draw++))) * total;
-        int64_t i = std::upper_bound(s.cdf.begin(), s.cdf.end(), target) - s.cdf.begin();
+        int64_t i = std::upper_bound(cdf, cdf + d, target) - cdf;
         if (i >= d) i = d - 1;
         while (i > 0 && weight_at(i) <= 0)  // target rounded onto a zero-weight tail
           --i;

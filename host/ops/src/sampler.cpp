@@ -25,6 +25,8 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
                   graph_.num_nodes);
   if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
   if (opts_.interleave) pairs_ = interleave_adjacency(graph_);
+  if (opts_.weight_prefix && !opts_.weights.empty())
+    prefix_ = weight_prefix_sums(graph_, opts_.weights);
 }
 
 std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
@@ -41,6 +43,7 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
   so.replace = opts_.replace;
   so.weights = opts_.weights;
   so.adjacency_pairs = pairs_;
+  so.weight_prefix = prefix_;
   so.dir = opts_.dir;
   so.exclude = exclude;
   so.num_threads = opts_.num_threads;

@@ -375,6 +375,48 @@ TEST(SampleNeighbors, MatchesTheDocumentedDrawsExactly) {
   }
 }
 
+// Cached per-row prefix sums (weight_prefix) give exactly the sample of re-adding the weights,
+// with and without replacement, with zero weights, concentrated weights and every fanout path.
+TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
+  const Graph g = test::random_graph(4000, 30, 5);
+  std::vector<float> w(static_cast<size_t>(g.num_edges()));
+  for (int64_t k = 0; k < g.num_edges(); ++k) {
+    const uint64_t h = philox_u64(philox_draw(RngKey{}, static_cast<uint64_t>(k), 0));
+    w[k] = h % 7 == 0 ? 0.0f : h % 11 == 0 ? 1000.0f : static_cast<float>(0.1 + uniform01(h));
+  }
+  // A row with a single positive weight at its start, one with all zeros.
+  for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
+    w[k] = k == g.indptr[0] ? 1.0f : 0.0f;
+  for (int64_t k = g.indptr[3]; k < g.indptr[4]; ++k)
+    w[k] = 0.0f;
+  const auto prefix = weight_prefix_sums(g, w);
+  ASSERT_EQ(static_cast<int64_t>(prefix.size()), g.num_edges());
+  std::vector<int64_t> seeds;
+  for (int64_t v = 0; v < g.num_nodes; v += 2)
+    seeds.push_back(v);
+  seeds.push_back(3);
+  for (bool replace : {false, true}) {
+    for (int64_t fanout : {1, 5, 15, 65, -1}) {
+      SampleOptions o;
+      o.fanout = fanout;
+      o.replace = replace;
+      o.weights = w;
+      o.key = key_of(4, 1, 2, 3);
+      const auto base = sample_neighbors(g, seeds, o);
+      SampleOptions p = o;
+      p.weight_prefix = prefix;
+      expect_same(base, sample_neighbors(g, seeds, p));
+    }
+  }
+  SampleOptions bad;
+  bad.weights = w;
+  bad.weight_prefix = Span<const double>(prefix.data(), 3);
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad), ValueError, "weight_prefix has 3");
+  std::vector<float> neg = w;
+  neg[5] = -1.0f;
+  TESSERA_EXPECT_THROW_MSG(weight_prefix_sums(g, neg), ValueError, "negative or not finite");
+}
+
 TEST(SampleNeighbors, SampleOfANodeDoesNotDependOnTheBatch) {
   const Graph& g = test::real_dataset("tolokers").graph;
   auto seeds = all_nodes(g);

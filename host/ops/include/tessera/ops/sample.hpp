@@ -71,6 +71,11 @@ struct SampleOptions {
   /// 2 * num_edges; see interleave_adjacency). A sampled edge then costs one cache miss instead
   /// of two (indices and eids). Same output either way. Not owned.
   Span<const int64_t> adjacency_pairs;
+  /// Optional per-row prefix sums of `weights` (see weight_prefix_sums; size num_edges, not
+  /// owned). Weighted sampling then reads a row's sums instead of re-adding its weights (O(fanout
+  /// log degree) per row instead of O(degree)); same output either way. The weights must have
+  /// been checked when the sums were built. Ignored for rows with excluded edges.
+  Span<const double> weight_prefix;
   /// Edges to leave out (not owned; may be null).
   const ExcludeEdges* exclude = nullptr;
   /// Threads for this call: 0 = tessera::num_threads(), 1 = run in the caller's thread (what the
@@ -95,6 +100,11 @@ void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const 
 /// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
 /// ValueError if by_eid is empty while the graph has edges.
 std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid);
+
+/// Per-row inclusive prefix sums of storage-order weights, in double, summed in storage order
+/// from each row's start (exactly the sums weighted sampling forms): the layout of
+/// SampleOptions::weight_prefix (8 bytes per edge). Validates every weight (validate_weights).
+std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> weights);
 
 /// (indices[k], eid(k)) for every stored edge k, interleaved: the layout of
 /// SampleOptions::adjacency_pairs (16 bytes per edge).

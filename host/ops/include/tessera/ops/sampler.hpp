@@ -26,6 +26,10 @@ struct NeighborSamplerOptions {
   /// Keep an interleaved (neighbor, edge ID) copy of the adjacency (16 bytes per edge more
   /// memory) so each sampled edge costs one cache miss instead of two. Output is unchanged.
   bool interleave = false;
+  /// With weights: keep their per-row prefix sums (weight_prefix_sums, 8 bytes per edge more
+  /// memory) so a weighted row costs O(fanout log degree) instead of O(degree). Output is
+  /// unchanged.
+  bool weight_prefix = false;
 };
 
 /// Time and volume of sampling work, accumulated over calls (seconds of wall time in the thread
@@ -67,6 +71,7 @@ class NeighborSampler {
   const Graph& graph_;
   NeighborSamplerOptions opts_;
   std::vector<int64_t> pairs_;  // interleave_adjacency(graph_) when opts_.interleave
+  std::vector<double> prefix_;  // weight_prefix_sums(graph_, weights) when opts_.weight_prefix
 };
 
 /// Uniform negative sampling (DGL's dgl.dataloading.negative_sampler.Uniform): for each
