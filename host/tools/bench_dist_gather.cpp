@@ -304,7 +304,7 @@ void run(const DistGatherArgs& a) {
                     {"load_average", capture("cut -d' ' -f1-3 /proc/loadavg")},
                     {"kernel", capture("uname -sr")}};
     j["ucx_version"] = capture("ucx_info -v 2>/dev/null | head -1");
-    j["perftest_window"] = a.perftest_window;
+    j["perftest_window"] = a.perftest_window > 0 ? a.perftest_window : a.batch;
     j["results"] = results;
     std::ofstream f(a.json);
     TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
