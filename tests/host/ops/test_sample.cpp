@@ -408,6 +408,40 @@ TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
       expect_same(base, sample_neighbors(g, seeds, p));
     }
   }
+  // Weighted with replacement written out draw by draw (std::upper_bound over the row's sums):
+  // the sampler's search over long rows must find exactly the same positions.
+  for (int64_t fanout : {1, 15, 70}) {
+    SampleOptions o;
+    o.fanout = fanout;
+    o.replace = true;
+    o.weights = w;
+    o.weight_prefix = prefix;
+    o.key = key_of(6, 0, 1, 2);
+    SampledEdges want;
+    for (int64_t v : seeds) {
+      const int64_t b = g.indptr[v], d = g.degree(v);
+      std::vector<double> cdf;
+      double total = 0;
+      int64_t last = -1;
+      for (int64_t i = 0; i < d; ++i) {
+        total += w[b + i];
+        cdf.push_back(total);
+        if (w[b + i] > 0) last = i;
+      }
+      if (last < 0) continue;
+      for (int64_t t = 0; t < fanout; ++t) {
+        const double target = uniform01(philox_u64(philox_draw(o.key, static_cast<uint64_t>(v),
+                                                               static_cast<uint32_t>(t)))) *
+                              total;
+        const int64_t i =
+            std::min<int64_t>(std::upper_bound(cdf.begin(), cdf.end(), target) - cdf.begin(), last);
+        want.src.push_back(g.indices[b + i]);
+        want.dst.push_back(v);
+        want.eid.push_back(g.eid(b + i));
+      }
+    }
+    expect_same(want, sample_neighbors(g, seeds, o));
+  }
   SampleOptions bad;
   bad.weights = w;
   bad.weight_prefix = Span<const double>(prefix.data(), 3);
