@@ -67,14 +67,16 @@ std::vector<int64_t> parse_sizes(const std::string& s) {
   if (dots != std::string::npos) {
     const int64_t lo = num(s.substr(0, dots)), hi = num(s.substr(dots + 2));
     TESSERA_EXPECTS(lo <= hi, ValueError, "--row-bytes: empty range '{}'", s);
-    for (int64_t v = lo; v <= hi; v *= 2)
+    for (int64_t v = lo; v <= hi; v *= 2) {
       out.push_back(v);
+    }
     return out;
   }
   std::stringstream ss(s);
   std::string t;
-  while (std::getline(ss, t, ','))
+  while (std::getline(ss, t, ',')) {
     out.push_back(num(t));
+  }
   return out;
 }
 
@@ -87,12 +89,14 @@ std::string capture(const std::string& cmd) {
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[512];
-    while (std::fgets(buf, sizeof buf, p))
+    while (std::fgets(buf, sizeof buf, p)) {
       out += buf;
+    }
     ::pclose(p);
   }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) {
     out.pop_back();
+  }
   return out;
 }
 
@@ -107,8 +111,9 @@ double run_perftest(const std::string& test, int64_t size, int64_t iters, int64_
   const int port = transport::pick_free_port();
   std::vector<std::string> srv = {"ucx_perftest", "-p", std::to_string(port)};
   std::vector<char*> argv;
-  for (auto& s : srv)
+  for (auto& s : srv) {
     argv.push_back(s.data());
+  }
   argv.push_back(nullptr);
   pid_t server = -1;
   posix_spawn_file_actions_t fa;
@@ -169,23 +174,28 @@ void run(const DistGatherArgs& a) {
   const std::string tls = tls_env && *tls_env ? tls_env : "auto";
   const bool one_sided_default = rt->one_sided_reads();
   nlohmann::json results = nlohmann::json::array();
-  if (me == 0)
+  if (me == 0) {
     fmt::print("dist-gather: {} ranks, transport {} (UCX_TLS={}), batch {} rows\n", world,
                rt->transport().name(), tls, a.batch);
+  }
   for (int64_t rb : sizes) {
     const int64_t rows = a.rows_per_rank > 0
                              ? a.rows_per_rank
                              : std::max<int64_t>(2 * a.batch, (int64_t{64} << 20) / rb);
     for (const auto& path : paths) {
       rt->set_one_sided_reads(path == "get" && one_sided_default);
-      if (path == "get" && !rt->one_sided_reads()) continue;
+      if (path == "get" && !rt->one_sided_reads()) {
+        continue;
+      }
       dist::DistTensor t(rt, fmt::format("bench/{}/{}", path, rb), {rows * world, rb},
                          DType::kUInt8, dist::PartPolicy::even(rows * world, world),
                          [rb](int64_t b, int64_t e, void* dst) {
                            auto* d = static_cast<uint8_t*>(dst);
-                           for (int64_t r = b; r < e; ++r)
-                             for (int64_t k = 0; k < rb; ++k)
+                           for (int64_t r = b; r < e; ++r) {
+                             for (int64_t k = 0; k < rb; ++k) {
                                d[(r - b) * rb + k] = pattern(r, k);
+                             }
+                           }
                          });
       std::mt19937_64 rng(a.seed * 1000 + me);
       auto remote_ids = [&](bool only_rank1) {
@@ -194,7 +204,9 @@ void run(const DistGatherArgs& a) {
           int p = 1;
           if (!only_rank1) {
             p = static_cast<int>(rng() % (world - 1));
-            if (p >= me) ++p;
+            if (p >= me) {
+              ++p;
+            }
           }
           id = p * rows + static_cast<int64_t>(rng() % rows);
         }
@@ -216,12 +228,16 @@ void run(const DistGatherArgs& a) {
             t.read_into(ids, out.data());
             const double s =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            if (i >= a.warmup) times.push_back(s);
+            if (i >= a.warmup) {
+              times.push_back(s);
+            }
             if (i == 0) {
-              for (int64_t j = 0; j < a.batch; ++j)
-                for (int64_t k = 0; k < rb; k += 61)
+              for (int64_t j = 0; j < a.batch; ++j) {
+                for (int64_t k = 0; k < rb; k += 61) {
                   TESSERA_EXPECTS(out[j * rb + k] == pattern(ids[j], k), Error,
                                   "dist-gather: wrong byte in row {}", ids[j]);
+                }
+              }
             }
           }
         }
@@ -231,12 +247,13 @@ void run(const DistGatherArgs& a) {
         rt->transport().all_gather(&med, sizeof med, all.data());
         double agg_bps = 0, rank_bps_sum = 0;
         int n = 0;
-        for (double m : all)
+        for (double m : all) {
           if (m > 0) {
             agg_bps += static_cast<double>(a.batch * rb) / m;
             rank_bps_sum += static_cast<double>(a.batch * rb) / m;
             ++n;
           }
+        }
         nlohmann::json r;
         r["median_s_per_batch"] = one ? all[0] : median(std::vector<double>(all));
         r["rows_per_s"] = agg_bps / static_cast<double>(rb);
@@ -249,13 +266,16 @@ void run(const DistGatherArgs& a) {
         std::vector<double> lt;
         for (int i = 0; i < a.warmup + a.iters; ++i) {
           std::vector<int64_t> ids(static_cast<size_t>(a.batch));
-          for (auto& id : ids)
+          for (auto& id : ids) {
             id = static_cast<int64_t>(rng() % rows);
+          }
           const auto t0 = std::chrono::steady_clock::now();
           t.read_into(ids, out.data());
           const double s =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          if (i >= a.warmup) lt.push_back(s);
+          if (i >= a.warmup) {
+            lt.push_back(s);
+          }
         }
         entry["local_gather_gb_per_s"] = static_cast<double>(a.batch * rb) / median(lt) / 1e9;
       }
@@ -279,10 +299,11 @@ void run(const DistGatherArgs& a) {
             rb, path, o["rows_per_s"].get<double>(), o["gb_per_s"].get<double>(), world,
             al["rows_per_s"].get<double>(), al["gb_per_s"].get<double>());
         fmt::print(" | local gather {:6.3f} GB/s", entry["local_gather_gb_per_s"].get<double>());
-        if (entry.contains("perftest_ucp_get_gb_per_s"))
+        if (entry.contains("perftest_ucp_get_gb_per_s")) {
           fmt::print(" | ucx_perftest ucp_get {:6.3f} GB/s -> ratio {:.2f}",
                      entry["perftest_ucp_get_gb_per_s"].get<double>(),
                      entry["ratio_one_reader_vs_perftest"].get<double>());
+        }
         fmt::print("\n");
         std::fflush(stdout);
       }

@@ -23,9 +23,11 @@ nlohmann::json fingerprint(const PartitionConfig& c) {
   j["edge_offsets"] = c.edge_offsets;
   // Checksums of every partition's files (what `tessera partition` wrote), in config order.
   std::string sums;
-  for (const auto& p : c.parts)
-    for (const auto& f : p.files)
+  for (const auto& p : c.parts) {
+    for (const auto& f : p.files) {
       sums += fmt::format("{}/{}:{:08x};", p.dir, f.name, f.crc32);
+    }
+  }
   j["checksums"] = sums;
   return j;
 }
@@ -35,11 +37,15 @@ void check_same_partitioning(transport::Transport& t, const PartitionConfig& c) 
   const auto all = t.all_gather(transport::ByteView(mine.data(), mine.size()));
   const auto me = nlohmann::json::parse(mine);
   for (int r = 0; r < t.world_size(); ++r) {
-    if (r == t.rank()) continue;
+    if (r == t.rank()) {
+      continue;
+    }
     const auto theirs = nlohmann::json::parse(std::string(all[r].begin(), all[r].end()));
     for (const char* field : {"graph_name", "num_parts", "num_nodes", "num_edges", "node_offsets",
                               "edge_offsets", "checksums"}) {
-      if (theirs[field] == me[field]) continue;
+      if (theirs[field] == me[field]) {
+        continue;
+      }
       std::string a = theirs[field].dump(), b = me[field].dump();
       if (std::string(field) == "checksums") {
         a = "(file checksums of another partitioning run)";
@@ -153,10 +159,12 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   if (!remote.empty()) {
     std::vector<int64_t> orig(remote.size());
     g.orig_nid.read_into(remote, orig.data());
-    for (int64_t k = 0; k < m; ++k)
-      if (src_orig[k] < 0)
+    for (int64_t k = 0; k < m; ++k) {
+      if (src_orig[k] < 0) {
         src_orig[k] =
             orig[std::lower_bound(remote.begin(), remote.end(), src_new[k]) - remote.begin()];
+      }
+    }
   }
   auto& sg = *g.sg;
   sg.lo = nlo;
@@ -164,8 +172,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   sg.inner_orig.assign(onid, onid + ni);
   sg.csc.num_nodes = n;
   sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
-  for (int64_t i = 0; i < ni; ++i)
+  for (int64_t i = 0; i < ni; ++i) {
     sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
+  }
   std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
   sg.csc.indices.resize(static_cast<size_t>(m));
   sg.csc.eids.resize(static_cast<size_t>(m));
@@ -194,7 +203,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
 DistGraph::~DistGraph() {
   // While unwinding (this rank failed), peers may still ask us to sample until the transport
   // shuts down: the registry keeps the sampling structure alive until the runtime ends.
-  if (std::uncaught_exceptions() > 0) return;
+  if (std::uncaught_exceptions() > 0) {
+    return;
+  }
   auto& rs = st_->rt->state();
   std::lock_guard<std::mutex> lk(rs.mu);
   rs.graphs.erase(st_->id);
@@ -240,8 +251,9 @@ const DistTensor& lookup(const std::map<std::string, DistTensor>& m, const std::
   auto it = m.find(name);
   if (it == m.end()) {
     std::string names;
-    for (const auto& [k, v] : m)
+    for (const auto& [k, v] : m) {
       names += (names.empty() ? "" : ", ") + k;
+    }
     TESSERA_FAIL(ValueError, "DistGraph '{}' has no {} data '{}' (it has: {})", graph, kind, name,
                  names.empty() ? "none" : names);
   }

@@ -46,9 +46,10 @@ std::shared_ptr<TensorStore> RuntimeState::tensor(uint64_t id, int from) {
 
 std::shared_lock<std::shared_mutex> RuntimeState::serving(int from) {
   std::shared_lock<std::shared_mutex> lk(serve_mu);
-  if (closing)
+  if (closing) {
     TESSERA_FAIL(Error, "rank {} is shutting down and no longer serves requests (from rank {})",
                  rank, from);
+  }
   return lk;
 }
 
@@ -64,11 +65,12 @@ namespace {
 
 // Rows of a tensor this rank owns: validates that every requested row is ours.
 const uint8_t* own_row(const TensorStore& s, int64_t id, int me, int from) {
-  if (id < s.lo || id >= s.hi)
+  if (id < s.lo || id >= s.hi) {
     TESSERA_FAIL(IndexError,
                  "DistTensor '{}': row {} requested by rank {} is not owned by rank {} "
                  "(it owns [{}, {}))",
                  s.name, id, from, me, s.lo, s.hi);
+  }
   return s.data + static_cast<size_t>(id - s.lo) * s.row_bytes;
 }
 

@@ -27,13 +27,16 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   seen.reserve(static_cast<size_t>(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = ids[i];
-    if (v < sg.lo || v >= sg.hi)
+    if (v < sg.lo || v >= sg.hi) {
       TESSERA_FAIL(IndexError,
                    "sample_neighbors: node {} asked by rank {} is not owned by rank {} "
                    "(it owns [{}, {}))",
                    v, from, me, sg.lo, sg.hi);
+    }
     auto [it, fresh] = seen.emplace(v, static_cast<int64_t>(uniq_orig.size()));
-    if (fresh) uniq_orig.push_back(sg.inner_orig[v - sg.lo]);
+    if (fresh) {
+      uniq_orig.push_back(sg.inner_orig[v - sg.lo]);
+    }
     slot[i] = it->second;
   }
   ops::SampleOptions o;
@@ -48,8 +51,9 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   int64_t q = 0;
   for (int64_t j = 0; j < u; ++j) {
     ubegin[j] = q;
-    while (q < e.size() && e.dst[q] == uniq_orig[j])
+    while (q < e.size() && e.dst[q] == uniq_orig[j]) {
       ++q;
+    }
   }
   ubegin[u] = q;
   TESSERA_ASSERT(q == e.size(), "sampled edges not grouped by seed");
@@ -87,7 +91,9 @@ transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView pa
   TESSERA_EXPECTS(r.left() == n * 8, ValueError, "dist: malformed sample message from rank {}",
                   from);
   std::vector<int64_t> ids(n);
-  if (n) std::memcpy(ids.data(), r.take(n * 8), n * 8);
+  if (n) {
+    std::memcpy(ids.data(), r.take(n * 8), n * 8);
+  }
   const OwnedSample s =
       sample_owned(*sg, ids.data(), static_cast<int64_t>(n), fanout, replace, key, from, st.rank);
   Writer w;
@@ -116,9 +122,10 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
   std::vector<int> owner(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = seeds[i];
-    if (v < 0 || v >= nn)
+    if (v < 0 || v >= nn) {
       TESSERA_FAIL(IndexError, "sample_neighbors: seed node {} at position {} outside [0, {})", v,
                    i, nn);
+    }
     const int p = static_cast<int>(std::upper_bound(off.begin(), off.end(), v) - off.begin()) - 1;
     owner[i] = p;
     pos[p].push_back(i);
@@ -128,7 +135,9 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
   std::vector<detail::OwnedSample> res(static_cast<size_t>(world));
   try {
     for (int p = 0; p < world; ++p) {
-      if (p == me || pos[p].empty()) continue;
+      if (p == me || pos[p].empty()) {
+        continue;
+      }
       detail::Writer w;
       w.put<uint64_t>(gs.id);
       w.put<uint32_t>(opts.key.seed);
@@ -138,19 +147,23 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
       w.put<int64_t>(opts.fanout);
       w.put<uint8_t>(opts.replace ? 1 : 0);
       w.put<uint64_t>(pos[p].size());
-      for (int64_t i : pos[p])
+      for (int64_t i : pos[p]) {
         w.put<int64_t>(seeds[i]);
+      }
       pending[p] = t.request_async(p, detail::kMsgSample, transport::ByteView(w.buf));
     }
     if (!pos[me].empty()) {
       std::vector<int64_t> ids(pos[me].size());
-      for (size_t k = 0; k < ids.size(); ++k)
+      for (size_t k = 0; k < ids.size(); ++k) {
         ids[k] = seeds[pos[me][k]];
+      }
       res[me] = detail::sample_owned(*gs.sg, ids.data(), static_cast<int64_t>(ids.size()),
                                      opts.fanout, opts.replace, opts.key, me, me);
     }
     for (int p = 0; p < world; ++p) {
-      if (!pending[p].valid()) continue;
+      if (!pending[p].valid()) {
+        continue;
+      }
       const transport::Bytes b = pending[p].wait();
       const size_t k = pos[p].size();
       TESSERA_EXPECTS(b.size() >= 8 * k && (b.size() - 8 * k) % 16 == 0, ValueError,
@@ -214,10 +227,11 @@ DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t
   TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
                   "DistNeighborSampler: {} layers exceed the 256 of the Philox key layout",
                   fanouts_.size());
-  for (size_t i = 0; i < fanouts_.size(); ++i)
+  for (size_t i = 0; i < fanouts_.size(); ++i) {
     TESSERA_EXPECTS(fanouts_[i] >= -1, ValueError,
                     "DistNeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
                     fanouts_[i], i);
+  }
 }
 
 std::vector<ops::Block> DistNeighborSampler::sample_blocks(ops::Span<const int64_t> seeds,

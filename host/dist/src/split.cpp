@@ -12,8 +12,11 @@ inline bool selected(const uint8_t* base, int64_t i, size_t row_bytes, size_t es
                      int64_t column) {
   const uint8_t* p =
       base + static_cast<size_t>(i) * row_bytes + static_cast<size_t>(column) * esize;
-  for (size_t b = 0; b < esize; ++b)
-    if (p[b]) return true;
+  for (size_t b = 0; b < esize; ++b) {
+    if (p[b]) {
+      return true;
+    }
+  }
   return false;
 }
 
@@ -44,9 +47,14 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
   const auto* base = static_cast<const uint8_t*>(mask.local_data());
   const size_t es = dtype_size(mask.dtype());
   std::vector<int64_t> mine;
-  for (int64_t i = 0; i < hi - lo; ++i)
-    if (selected(base, i, mask.row_bytes(), es, column)) mine.push_back(lo + i);
-  if (!force_even) return mine;
+  for (int64_t i = 0; i < hi - lo; ++i) {
+    if (selected(base, i, mask.row_bytes(), es, column)) {
+      mine.push_back(lo + i);
+    }
+  }
+  if (!force_even) {
+    return mine;
+  }
   // Everyone's count; then each selected item goes to the rank whose even chunk holds its
   // position in the global ID-ordered list (one all-to-all; chunks arrive in rank = ID order).
   auto& t = mask.runtime().transport();
@@ -56,15 +64,18 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
   t.all_gather(&c, sizeof c, counts.data());
   int64_t before = 0, total = 0;
   for (int r = 0; r < world; ++r) {
-    if (r < me) before += counts[r];
+    if (r < me) {
+      before += counts[r];
+    }
     total += counts[r];
   }
   std::vector<transport::Bytes> out(static_cast<size_t>(world));
   for (int64_t k = 0; k < c; ++k) {
     const int64_t g = before + k;
     int r = 0;
-    while (even_chunk(total, world, r).second <= g)
+    while (even_chunk(total, world, r).second <= g) {
       ++r;
+    }
     const size_t o = out[r].size();
     out[r].resize(o + 8);
     std::memcpy(out[r].data() + o, &mine[k], 8);
@@ -74,7 +85,9 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
   for (const auto& b : in) {
     const size_t o = res.size();
     res.resize(o + b.size() / 8);
-    if (!b.empty()) std::memcpy(res.data() + o, b.data(), b.size());
+    if (!b.empty()) {
+      std::memcpy(res.data() + o, b.data(), b.size());
+    }
   }
   return res;
 }
@@ -92,20 +105,27 @@ std::vector<int64_t> split_array(const Array& mask, const std::vector<int64_t>& 
   const size_t es = dtype_size(mask.dtype()), rb = mask.row_bytes();
   std::vector<int64_t> res;
   if (!force_even) {
-    for (int64_t i = offsets[rank]; i < offsets[rank + 1]; ++i)
-      if (selected(base, i, rb, es, column)) res.push_back(i);
+    for (int64_t i = offsets[rank]; i < offsets[rank + 1]; ++i) {
+      if (selected(base, i, rb, es, column)) {
+        res.push_back(i);
+      }
+    }
     return res;
   }
   int64_t total = 0;
-  for (int64_t i = 0; i < mask.rows(); ++i)
+  for (int64_t i = 0; i < mask.rows(); ++i) {
     total += selected(base, i, rb, es, column);
+  }
   const auto [left, right] = even_chunk(total, world, rank);
   int64_t k = 0;
-  for (int64_t i = 0; i < mask.rows() && k < right; ++i)
+  for (int64_t i = 0; i < mask.rows() && k < right; ++i) {
     if (selected(base, i, rb, es, column)) {
-      if (k >= left) res.push_back(i);
+      if (k >= left) {
+        res.push_back(i);
+      }
       ++k;
     }
+  }
   return res;
 }
 

@@ -107,7 +107,9 @@ class Writer {
   void put_bytes(const void* p, size_t n) {
     const size_t o = buf.size();
     buf.resize(o + n);
-    if (n) std::memcpy(buf.data() + o, p, n);
+    if (n) {
+      std::memcpy(buf.data() + o, p, n);
+    }
   }
   transport::Bytes buf;
 };

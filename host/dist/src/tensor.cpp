@@ -19,8 +19,9 @@ PartPolicy PartPolicy::even(int64_t rows, int world) {
   TESSERA_EXPECTS(rows >= 0 && world >= 1, ValueError, "PartPolicy::even: {} rows over {} ranks",
                   rows, world);
   PartPolicy p{"even", std::vector<int64_t>(static_cast<size_t>(world) + 1)};
-  for (int r = 0; r <= world; ++r)
+  for (int r = 0; r <= world; ++r) {
     p.offsets[r] = rows * r / world;
+  }
   return p;
 }
 int PartPolicy::owner(int64_t row) const {
@@ -41,7 +42,9 @@ struct Ref {
   std::shared_ptr<Runtime> rt;
   std::shared_ptr<TensorStore> s;
   ~Ref() {
-    if (s->persistent) return;
+    if (s->persistent) {
+      return;
+    }
     auto& st = rt->state();
     std::lock_guard<std::mutex> lk(st.mu);
     auto it = st.by_name.find(s->name);
@@ -54,18 +57,21 @@ struct Ref {
 
 std::string describe(const std::vector<int64_t>& shape, DType dtype, const PartPolicy& p) {
   std::string off;
-  for (size_t i = 0; i < p.offsets.size(); ++i)
+  for (size_t i = 0; i < p.offsets.size(); ++i) {
     off += (i ? "," : "") + std::to_string(p.offsets[i]);
+  }
   return fmt::format("shape {} dtype {} policy {} [{}]", shape_string(shape), dtype_name(dtype),
                      p.kind, off);
 }
 
 void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what) {
   const int64_t rows = s.policy.num_rows();
-  for (int64_t i = 0; i < n; ++i)
-    if (ids[i] < 0 || ids[i] >= rows)
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= rows) {
       TESSERA_FAIL(IndexError, "DistTensor '{}' {}: row ID {} at position {} is outside [0, {})",
                    s.name, what, ids[i], i, rows);
+    }
+  }
 }
 
 }  // namespace
@@ -84,7 +90,9 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
       pos[s.policy.owner(id)].push_back(i);
     }
   }
-  if (rb == 0) return;
+  if (rb == 0) {
+    return;
+  }
   try {
     if (s.one_sided && rb >= s.min_get_bytes) {
       auto fetch = [&](int p) {
@@ -107,15 +115,18 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
         t.get(*s.remotes[p], ranges.data(), ranges.size());
       };
       std::vector<int> owners;
-      for (int p = 0; p < world; ++p)
-        if (p != me && !pos[p].empty()) owners.push_back(p);
+      for (int p = 0; p < world; ++p) {
+        if (p != me && !pos[p].empty()) {
+          owners.push_back(p);
+        }
+      }
       if (owners.size() == 1) {
         fetch(owners[0]);
       } else if (!owners.empty()) {
         // Owners in parallel: each get waits for its own flush.
         std::vector<std::exception_ptr> errs(owners.size());
         std::vector<std::thread> th;
-        for (size_t k = 1; k < owners.size(); ++k)
+        for (size_t k = 1; k < owners.size(); ++k) {
           th.emplace_back([&, k] {
             try {
               fetch(owners[k]);
@@ -123,36 +134,47 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
               errs[k] = std::current_exception();
             }
           });
+        }
         try {
           fetch(owners[0]);
         } catch (...) {
           errs[0] = std::current_exception();
         }
-        for (auto& x : th)
+        for (auto& x : th) {
           x.join();
-        for (auto& e : errs)
-          if (e) std::rethrow_exception(e);
+        }
+        for (auto& e : errs) {
+          if (e) {
+            std::rethrow_exception(e);
+          }
+        }
       }
       return;
     }
     std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
     for (int p = 0; p < world; ++p) {
-      if (p == me || pos[p].empty()) continue;
+      if (p == me || pos[p].empty()) {
+        continue;
+      }
       Writer w;
       w.put<uint64_t>(s.id);
       w.put<uint64_t>(pos[p].size());
-      for (int64_t i : pos[p])
+      for (int64_t i : pos[p]) {
         w.put<int64_t>(ids[i]);
+      }
       pending[p] = t.request_async(p, kMsgRead, transport::ByteView(w.buf));
     }
     for (int p = 0; p < world; ++p) {
-      if (!pending[p].valid()) continue;
+      if (!pending[p].valid()) {
+        continue;
+      }
       transport::Bytes b = pending[p].wait();
       TESSERA_EXPECTS(b.size() == pos[p].size() * rb, ValueError,
                       "DistTensor '{}': rank {} answered {} bytes for {} rows of {} bytes", s.name,
                       p, b.size(), pos[p].size(), rb);
-      for (size_t k = 0; k < pos[p].size(); ++k)
+      for (size_t k = 0; k < pos[p].size(); ++k) {
         std::memcpy(out + pos[p][k] * rb, b.data() + k * rb, rb);
+      }
     }
   } catch (const transport::PeerLostError&) {
     rethrow_with_context(fmt::format("DistTensor '{}' read of {} rows", s.name, n));
@@ -168,8 +190,8 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
 // --- DistTensor -------------------------------------------------------------------------------
 
 DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
-                       std::vector<int64_t> shape, DType dtype, PartPolicy policy, InitFn init,
-                       bool persistent, Placement placement) {
+                       std::vector<int64_t> shape, DType dtype, PartPolicy policy,
+                       const InitFn& init, bool persistent, Placement placement) {
   TESSERA_EXPECTS(rt != nullptr, ValueError, "DistTensor '{}': null runtime", name);
   TESSERA_EXPECTS(!name.empty(), ValueError, "DistTensor: empty name");
   TESSERA_EXPECTS(placement == Placement::kHost, NotCompiledError,
@@ -178,9 +200,10 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                   name);
   TESSERA_EXPECTS(!shape.empty(), ValueError, "DistTensor '{}': shape must have >= 1 dimension",
                   name);
-  for (int64_t d : shape)
+  for (int64_t d : shape) {
     TESSERA_EXPECTS(d >= 0, ValueError, "DistTensor '{}': negative dimension in shape {}", name,
                     shape_string(shape));
+  }
   const int world = rt->world_size(), me = rt->rank();
   TESSERA_EXPECTS(policy.world_size() == world, ValueError,
                   "DistTensor '{}': the {} policy covers {} ranks but the world has {}", name,
@@ -238,8 +261,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   s->policy = policy;
   s->persistent = persistent;
   s->row_bytes = dtype_size(dtype);
-  for (size_t i = 1; i < shape.size(); ++i)
+  for (size_t i = 1; i < shape.size(); ++i) {
     s->row_bytes *= static_cast<size_t>(shape[i]);
+  }
   std::tie(s->lo, s->hi) = policy.range(me);
   s->rt = rt.get();
   s->one_sided = st.one_sided && world > 1;
@@ -252,7 +276,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     s->heap.assign(bytes, 0);
     s->data = s->heap.data();
   }
-  if (init && s->hi > s->lo) init(s->lo, s->hi, s->data);
+  if (init && s->hi > s->lo) {
+    init(s->lo, s->hi, s->data);
+  }
   {
     std::lock_guard<std::mutex> lk(st.mu);
     st.tensors[id] = s;
@@ -342,7 +368,9 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   for (int64_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
     if (id >= s.lo && id < s.hi) {
-      if (rb) std::memcpy(s.data + (id - s.lo) * rb, rows + i * rb, rb);
+      if (rb) {
+        std::memcpy(s.data + (id - s.lo) * rb, rows + i * rb, rb);
+      }
     } else {
       pos[s.policy.owner(id)].push_back(i);
     }
@@ -350,19 +378,26 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   try {
     std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
     for (int p = 0; p < world; ++p) {
-      if (p == me || pos[p].empty()) continue;
+      if (p == me || pos[p].empty()) {
+        continue;
+      }
       detail::Writer w;
       w.buf.reserve(16 + pos[p].size() * (8 + rb));
       w.put<uint64_t>(s.id);
       w.put<uint64_t>(pos[p].size());
-      for (int64_t i : pos[p])
+      for (int64_t i : pos[p]) {
         w.put<int64_t>(ids[i]);
-      for (int64_t i : pos[p])
+      }
+      for (int64_t i : pos[p]) {
         w.put_bytes(rows + i * rb, rb);
+      }
       pending[p] = t.request_async(p, detail::kMsgWrite, transport::ByteView(w.buf));
     }
-    for (auto& pr : pending)
-      if (pr.valid()) pr.wait();  // the owner's acknowledgement
+    for (auto& pr : pending) {
+      if (pr.valid()) {
+        pr.wait();  // the owner's acknowledgement
+      }
+    }
   } catch (const transport::PeerLostError&) {
     detail::rethrow_with_context(
         fmt::format("DistTensor '{}' write of {} rows", s.name, ids.size()));
@@ -402,7 +437,9 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
       TESSERA_EXPECTS(id >= s.lo && id < s.hi, IndexError,
                       "DistTensor '{}': rank {} asked rank {} for row {} it does not own", s.name,
                       p, t.rank(), id);
-      if (rb) std::memcpy(rows[p].data() + j * rb, s.data + (id - s.lo) * rb, rb);
+      if (rb) {
+        std::memcpy(rows[p].data() + j * rb, s.data + (id - s.lo) * rb, rb);
+      }
     }
   }
   const auto got = t.all_to_all_v(rows);
@@ -414,8 +451,11 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
     TESSERA_EXPECTS(got[p].size() == pos[p].size() * rb, ValueError,
                     "DistTensor '{}': rank {} sent {} bytes for {} rows", s.name, p, got[p].size(),
                     pos[p].size());
-    for (size_t k = 0; k < pos[p].size(); ++k)
-      if (rb) std::memcpy(o + pos[p][k] * rb, got[p].data() + k * rb, rb);
+    for (size_t k = 0; k < pos[p].size(); ++k) {
+      if (rb) {
+        std::memcpy(o + pos[p][k] * rb, got[p].data() + k * rb, rb);
+      }
+    }
   }
   return out;
 }

@@ -65,8 +65,9 @@ class DistTensor {
   /// kept until the runtime ends, since peers may still read it); a persistent one lives as
   /// long as the runtime.
   DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
-             std::vector<int64_t> shape, DType dtype, PartPolicy policy, InitFn init = nullptr,
-             bool persistent = false, Placement placement = Placement::kHost);
+             std::vector<int64_t> shape, DType dtype, PartPolicy policy,
+             const InitFn& init = nullptr, bool persistent = false,
+             Placement placement = Placement::kHost);
 
   bool defined() const { return static_cast<bool>(s_); }
   const std::string& name() const;
