@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -11,7 +10,6 @@
 #include "internal.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
-#include "tessera/core/parallel.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/partition/partition.hpp"
 
@@ -359,22 +357,13 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
     c.parts[p] = std::move(info);
   };
   Progress progress("writing partitions", P, "parts");
-  // Two partitions at a time (file writes and checksums overlap); each holds its local graph
-  // only while it is written, so at most two local graphs are alive.
+  // One partition at a time: build_local is parallel inside, and writing two partitions
+  // concurrently on top of it was slower (oversubscribed) and holds two local graphs.
   c.parts.resize(static_cast<size_t>(P));
-  std::atomic<int64_t> parts_done{0};
-  const int64_t lanes = std::min<int64_t>({P, 2, std::max(1, num_threads())});
-  parallel_for(0, lanes, 1, [&](int64_t l0, int64_t l1, int64_t lane0) {
-    for (int64_t lane = l0; lane < l1; ++lane) {
-      for (int64_t p = lane; p < P; p += lanes) {
-        write_part(p);
-        const int64_t done = ++parts_done;
-        if (lane0 == 0) {
-          progress.update(done);
-        }
-      }
-    }
-  });
+  for (int64_t p = 0; p < P; ++p) {
+    write_part(p);
+    progress.update(p + 1);
+  }
   progress.update(P);
   progress.done();
 
