@@ -520,6 +520,30 @@ TEST(DistFaults, PartitionCountMustMatchWorld) {
 }
 #endif
 
+#ifdef TESSERA_WITH_UCX
+// The benchmark end to end under `tessera launch` (2 ranks over tcp; no ucx_perftest).
+TEST(DistBench, DistGatherUnderLaunch) {
+  TempDir tmp;
+  const std::string json = (tmp / "dg.json").string();
+  const std::string cmd = fmt::format(
+      "UCX_TLS=tcp TESSERA_TRANSPORT=ucx timeout 60 {} launch --nproc-per-node 2 -- {} bench "
+      "dist-gather --row-bytes 128,4096 --batch 2000 --iters 2 --warmup 1 --rows-per-rank 5000 "
+      "--no-perftest --json {} 2>&1",
+      TESSERA_TOOL, TESSERA_TOOL, json);
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p))
+    out += buf;
+  const int st = ::pclose(p);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("row  4096 B  get"), std::string::npos) << out;
+  EXPECT_NE(out.find("row   128 B  request"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(json)) << out;
+}
+#endif
+
 TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
   const fs::path cfg = partitions("cora", 1);
   auto res = run_ranks(job(1, ""), [&](int) {
