@@ -363,7 +363,6 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   const size_t rb = s.row_bytes;
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
-  std::vector<detail::Writer> msg(static_cast<size_t>(world));
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
   for (int64_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
