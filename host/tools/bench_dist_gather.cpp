@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/dist/runtime.hpp"
@@ -48,57 +49,6 @@ struct DistGatherArgs {
   uint64_t seed = 1;
   std::string json;
 };
-
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  auto num = [&](const std::string& t) {
-    size_t used = 0;
-    int64_t v = -1;
-    try {
-      v = std::stoll(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TESSERA_EXPECTS(used == t.size() && v > 0, ValueError,
-                    "--row-bytes: '{}' is not a positive integer (in '{}')", t, s);
-    return v;
-  };
-  const size_t dots = s.find("..");
-  if (dots != std::string::npos) {
-    const int64_t lo = num(s.substr(0, dots)), hi = num(s.substr(dots + 2));
-    TESSERA_EXPECTS(lo <= hi, ValueError, "--row-bytes: empty range '{}'", s);
-    for (int64_t v = lo; v <= hi; v *= 2) {
-      out.push_back(v);
-    }
-    return out;
-  }
-  std::stringstream ss(s);
-  std::string t;
-  while (std::getline(ss, t, ',')) {
-    out.push_back(num(t));
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::string capture(const std::string& cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, p)) {
-      out += buf;
-    }
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) {
-    out.pop_back();
-  }
-  return out;
-}
 
 uint8_t pattern(int64_t row, int64_t k) {
   return static_cast<uint8_t>(row * 131 + k * 7 + (row >> 9));
@@ -130,7 +80,7 @@ double run_perftest(const std::string& test, int64_t size, int64_t iters, int64_
       fmt::format("timeout 60 ucx_perftest 127.0.0.1 -p {} -t {} -s {} -n {} -w {} -O {} -f 2>&1",
                   port, test, size, iters, warmup, window);
   *cmdline = cmd;
-  const std::string out = capture(cmd);
+  const std::string out = run_capture(cmd);
   ::kill(server, SIGTERM);
   ::waitpid(server, nullptr, 0);
   // Last line: iterations, latency typical/avg/overall, bandwidth avg/overall (MB/s), rates.
@@ -159,7 +109,7 @@ void run(const DistGatherArgs& a) {
   TESSERA_EXPECTS(world >= 2, ValueError,
                   "bench dist-gather needs at least 2 ranks: run it under `tessera launch "
                   "--nproc-per-node 2 -- tessera bench dist-gather ...`");
-  const auto sizes = parse_sizes(a.row_bytes);
+  const auto sizes = parse_size_list(a.row_bytes, "--row-bytes");
   std::vector<std::string> paths;
   {
     std::stringstream ss(a.paths);
@@ -318,13 +268,9 @@ void run(const DistGatherArgs& a) {
     j["ucx_tls"] = tls;
     j["batch_rows"] = a.batch;
     j["iters"] = a.iters;
-    j["commit"] = capture("git rev-parse --short HEAD 2>/dev/null");
-    j["machine"] = {{"hostname", capture("hostname")},
-                    {"hardware_threads", std::thread::hardware_concurrency()},
-                    {"cpu", capture("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-")},
-                    {"load_average", capture("cut -d' ' -f1-3 /proc/loadavg")},
-                    {"kernel", capture("uname -sr")}};
-    j["ucx_version"] = capture("ucx_info -v 2>/dev/null | head -1");
+    j["commit"] = commit_id();
+    j["machine"] = machine_json();
+    j["ucx_version"] = run_capture("ucx_info -v 2>/dev/null | head -1");
     j["perftest_window"] = a.perftest_window > 0 ? a.perftest_window : a.batch;
     j["results"] = results;
     std::ofstream f(a.json);

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
@@ -40,56 +41,6 @@ struct GatherArgs {
   uint64_t seed = 1;
   std::string json;
 };
-
-// "128..4096" (doubling), "128,256,1000" or "512".
-std::vector<int64_t> parse_row_bytes(const std::string& s) {
-  std::vector<int64_t> out;
-  auto num = [&](const std::string& t) {
-    size_t used = 0;
-    int64_t v = -1;
-    try {
-      v = std::stoll(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    TESSERA_EXPECTS(used == t.size() && v > 0, ValueError,
-                    "--row-bytes: '{}' is not a positive integer (in '{}')", t, s);
-    return v;
-  };
-  const size_t dots = s.find("..");
-  if (dots != std::string::npos) {
-    const int64_t lo = num(s.substr(0, dots)), hi = num(s.substr(dots + 2));
-    TESSERA_EXPECTS(lo <= hi, ValueError, "--row-bytes: empty range '{}'", s);
-    for (int64_t v = lo; v <= hi; v *= 2)
-      out.push_back(v);
-    return out;
-  }
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    const size_t comma = std::min(s.find(',', pos), s.size());
-    out.push_back(num(s.substr(pos, comma - pos)));
-    pos = comma + 1;
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::string capture(const char* cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd, "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p))
-      out += buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
-    out.pop_back();
-  return out;
-}
 
 struct Row {
   int64_t row_bytes, rows, batch;
@@ -174,7 +125,7 @@ void run(const GatherArgs& a, const std::string& cmdline) {
   fmt::print("{:>9} {:>10} {:>9} {:>11} {:>11} {:>11} {:>7}\n", "row_bytes", "rows", "batch",
              "gather_ms", "gather_GB/s", "bound_GB/s", "ratio");
   std::vector<Row> results;
-  for (int64_t rb : parse_row_bytes(a.row_bytes)) {
+  for (int64_t rb : parse_size_list(a.row_bytes, "--row-bytes")) {
     const int64_t src_target = on_gpu ? (int64_t{1} << 30) : (int64_t{256} << 20);
     const int64_t rows = a.rows ? a.rows : std::max<int64_t>(1, src_target / rb);
     const int64_t n = a.batch ? a.batch : std::max<int64_t>(1024, (int64_t{64} << 20) / rb);
@@ -189,16 +140,9 @@ void run(const GatherArgs& a, const std::string& cmdline) {
   nlohmann::json j;
   j["benchmark"] = "gather";
   j["command"] = cmdline;
-  std::string commit = capture("git rev-parse --short HEAD 2>/dev/null");
-  if (commit.empty()) commit = "unknown";
-  if (!capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
-    commit += "+dirty";
-  j["commit"] = commit;
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  j["machine"] = {{"hostname", host},
-                  {"hardware_threads", std::thread::hardware_concurrency()},
-                  {"cuda", cuda::describe()}};
+  j["commit"] = commit_id();
+  j["machine"] = machine_json();
+  j["machine"]["cuda"] = cuda::describe();
   j["device"] = a.device;
   j["placement"] = on_gpu ? cuda::placement_name(placement) : "host";
   j["bound"] = bound_name;

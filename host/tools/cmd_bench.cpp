@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/philox.hpp"
@@ -29,56 +30,6 @@ namespace tessera::tools {
 namespace {
 
 using namespace tessera::ops;  // NOLINT(build/namespaces)
-
-// ---- shared helpers for benchmark reports ----------------------------------------------------
-
-std::string run_capture(const char* cmd) {
-  std::string out;
-  if (FILE* p = ::popen(cmd, "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p))
-      out += buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r'))
-    out.pop_back();
-  return out;
-}
-
-// The machine a result was measured on.
-nlohmann::json machine_json() {
-  nlohmann::json m;
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  m["hostname"] = host;
-  m["hardware_threads"] = std::thread::hardware_concurrency();
-  std::ifstream cpu("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpu, line))
-    if (line.rfind("model name", 0) == 0) {
-      m["cpu"] = line.substr(line.find(':') + 2);
-      break;
-    }
-  std::ifstream mem("/proc/meminfo");
-  while (std::getline(mem, line))
-    if (line.rfind("MemTotal", 0) == 0) {
-      std::istringstream is(line.substr(9));
-      int64_t kb = 0;
-      is >> kb;
-      m["memory_bytes"] = kb * 1024;
-      break;
-    }
-  m["kernel"] = run_capture("uname -sr 2>/dev/null");
-  return m;
-}
-
-std::string commit_id() {
-  std::string c = run_capture("git rev-parse --short HEAD 2>/dev/null");
-  if (c.empty()) return "unknown";
-  if (!run_capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
-    c += "+dirty";
-  return c;
-}
 
 double thread_cpu_seconds() {
   timespec ts{};

@@ -1,0 +1,27 @@
+// Helpers shared by the `tessera bench` subcommands: provenance of a result (machine, commit)
+// and small parsing/statistics utilities.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera::tools {
+
+/// Runs a shell command and returns its stdout without the trailing newline ("" on failure).
+std::string run_capture(const std::string& cmd);
+/// The machine a result was measured on: hostname, hardware threads, CPU model, memory,
+/// kernel, load average.
+nlohmann::json machine_json();
+/// `git rev-parse --short HEAD`, with "+dirty" when tracked files are modified; "unknown"
+/// outside a repository.
+std::string commit_id();
+/// Median (upper median for even sizes); 0 for an empty vector.
+double median(std::vector<double> v);
+/// Parses a size list for `flag`: "128..4096" (doubling), "128,256,1000" or "512"; every item
+/// a positive integer. Throws ValueError naming the flag and the bad item.
+std::vector<int64_t> parse_size_list(const std::string& s, const std::string& flag);
+
+}  // namespace tessera::tools
