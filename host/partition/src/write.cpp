@@ -241,7 +241,7 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   AtomicDir dir(out.out_dir, out.overwrite);
 
   PartitionStats st;
-  st.graph_name = ds.name;
+  st.graph_name = out.name.empty() ? ds.name : out.name;
   st.method = part_method_name(opts.method);
   st.num_nodes = n;
   st.num_edges = g.num_edges();
@@ -295,7 +295,7 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
 
   timer.begin("halo + write");
   PartitionConfig c;
-  c.graph_name = ds.name;
+  c.graph_name = st.graph_name;  // DGL: the config file and graph_name agree
   c.num_nodes = n;
   c.num_edges = g.num_edges();
   c.num_input_edges = ds.num_input_edges;

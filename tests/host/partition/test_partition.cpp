@@ -156,6 +156,18 @@ TEST(Partition, LoadPartitionMapsFilesAndMatchesTheBook) {
   }
 }
 
+TEST(Partition, ConfigGraphNameIsTheOutputName) {
+  // DGL: <out>/<graph_name>.json carries that graph_name, whatever the dataset was called.
+  TempDir tmp;
+  Dataset ds = make_dataset(50, messy_edges(50, 100, 3), {true});
+  ds.name = "source-dataset";
+  PartitionOptions po;
+  po.num_parts = 2;
+  const PartitionStats st = partition_checked(ds, po, tmp / "out", "renamed");
+  EXPECT_EQ(st.graph_name, "renamed");
+  EXPECT_EQ(load_partition_config(tmp / "out" / "renamed.json").graph_name, "renamed");
+}
+
 TEST(Partition, DeterministicOutput) {
   TempDir tmp;
   const Dataset ds = make_dataset(400, messy_edges(400, 1500, 9), {true});
