@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Partition pipeline benchmark (issue 2).
+
+Runs `tessera partition` on snap/ego-Twitter (symmetrized) and an R-MAT graph (scale 22, edge
+factor 16) and records time and peak memory per phase (read, build CSR, METIS, relabel, write),
+edge cut and balance of METIS versus random partitions, and compares Tessera's METIS edge cut
+with Debian's `gpmetis` on the same graph and settings (metis/mdual.graph and ego-Twitter,
+4 and 8 parts) measured in the same run. Writes one JSON file and a plot.
+
+Usage: benchmarks/partition_bench.py [--tessera build/bin/tessera] [--datasets ../shared/datasets]
+                                     [--out benchmarks/results/partition.json] [--rmat-scale 22]
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def log(msg):
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def run_tessera(tool, args, workdir, tag):
+    stats = os.path.join(workdir, f"{tag}.stats.json")
+    out = os.path.join(workdir, tag)
+    cmd = [tool, "partition", *args, "--out", out, "--name", tag, "--overwrite", "--quiet",
+           "--stats-json", stats]
+    log(" ".join(cmd))
+    t0 = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t0
+    if p.returncode != 0:
+        sys.exit(f"tessera partition failed ({p.returncode}):\n{p.stderr}")
+    with open(stats) as f:
+        s = json.load(f)
+    s["command"] = " ".join(cmd)
+    s["wall_seconds"] = wall
+    subprocess.run(["rm", "-rf", out])
+    return s
+
+
+def run_gpmetis(graph, k):
+    cmd = ["gpmetis", graph, str(k)]
+    log(" ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(graph))
+    if p.returncode != 0:
+        sys.exit(f"gpmetis failed:\n{p.stdout}\n{p.stderr}")
+    cut = int(re.search(r"Edgecut:\s*(\d+)", p.stdout).group(1))
+    t = float(re.search(r"Partitioning:\s*([\d.]+) sec", p.stdout).group(1))
+    part_file = f"{graph}.part.{k}"
+    if os.path.exists(part_file):
+        os.remove(part_file)
+    return {"command": " ".join(cmd), "edge_cut": cut, "metis_seconds": t}
+
+
+def phase(s, name):
+    return sum(p["seconds"] for p in s["phases"] if p["name"] == name)
+
+
+def pipeline_summary(s):
+    """Overhead = everything except the METIS call; memory against CSR + features."""
+    metis = phase(s, "METIS")
+    total = sum(p["seconds"] for p in s["phases"])
+    n, e = s["num_nodes"], s["num_edges"]
+    csr_bytes = 8 * (n + 1) + 16 * e  # indptr + indices + eids, int64
+    feat_bytes = s.get("feature_bytes", 0)
+    return {
+        "metis_seconds": metis,
+        "total_seconds": total,
+        "overhead_seconds": total - metis,
+        "overhead_over_metis": (total - metis) / metis if metis > 0 else None,
+        "csr_bytes": csr_bytes,
+        "feature_bytes": feat_bytes,
+        "peak_rss_bytes": s["peak_rss_bytes"],
+        "peak_over_csr_plus_features": s["peak_rss_bytes"] / (csr_bytes + feat_bytes),
+    }
+
+
+def balance(s):
+    nodes = [p["inner_nodes"] for p in s["parts"]]
+    edges = [p["inner_edges"] for p in s["parts"]]
+    mean = lambda v: sum(v) / len(v)
+    return {"node_balance": max(nodes) / mean(nodes), "edge_balance": max(edges) / mean(edges)}
+
+
+def plot(result, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib not installed: no plot (pip install matplotlib)")
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    runs = result["pipeline"]
+    names = list(runs)
+    phases = []
+    for r in runs.values():
+        for p in r["stats"]["phases"]:
+            if p["name"] not in phases:
+                phases.append(p["name"])
+    bottom = [0.0] * len(names)
+    # Each phase in units of the run's own METIS time, so graphs of any size share one axis and
+    # the targets (overhead < 0.3x METIS on ego-Twitter, < 2x on R-MAT) can be read off.
+    for ph in phases:
+        vals = [phase(runs[n]["stats"], ph) / max(runs[n]["metis_seconds"], 1e-9) for n in names]
+        axes[0].bar(names, vals, bottom=bottom, label=ph)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    axes[0].axhline(1.3, color="k", ls="--", lw=0.8)
+    axes[0].text(-0.4, 1.33, "METIS + 0.3x overhead (ego-Twitter target)", fontsize=7)
+    axes[0].set_ylabel("time / METIS time of the same run")
+    axes[0].set_title("Partition pipeline time per phase (relative to METIS)")
+    axes[0].legend(fontsize=8)
+    axes[0].tick_params(axis="x", labelsize=7, rotation=15)
+    cmp = result["gpmetis_comparison"]
+    labels = [c["case"] for c in cmp]
+    x = range(len(labels))
+    axes[1].bar([i - 0.2 for i in x], [c["tessera_edge_cut"] for c in cmp], 0.4, label="Tessera")
+    axes[1].bar([i + 0.2 for i in x], [c["gpmetis_edge_cut"] for c in cmp], 0.4, label="gpmetis")
+    axes[1].set_xticks(list(x))
+    axes[1].set_xticklabels(labels, fontsize=7, rotation=15)
+    axes[1].set_ylabel("edge cut")
+    axes[1].set_title("METIS edge cut: Tessera vs gpmetis")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    log(f"plot: {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "bin", "tessera"))
+    ap.add_argument("--datasets", default=os.path.join(ROOT, "..", "shared", "datasets"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "partition.json"))
+    ap.add_argument("--rmat-scale", type=int, default=22)
+    ap.add_argument("--rmat-edge-factor", type=int, default=16)
+    ap.add_argument("--rmat-parts", default="4,8", help="part counts for the R-MAT graph")
+    ap.add_argument("--plot-only", metavar="JSON", help="only redraw the plot of a results file")
+    a = ap.parse_args()
+    if a.plot_only:
+        with open(a.plot_only) as f:
+            plot(json.load(f), os.path.splitext(a.plot_only)[0] + ".png")
+        return
+    ego = os.path.join(a.datasets, "snap", "ego-Twitter.txt.gz")
+    mdual = os.path.join(a.datasets, "metis", "mdual.graph")
+    for p in (a.tessera, ego, mdual):
+        if not os.path.exists(p):
+            sys.exit(f"missing: {p}")
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    result = {
+        "benchmark": "partition pipeline",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform()},
+        "command": " ".join(sys.argv),
+        "pipeline": {},
+        "metis_vs_random": [],
+        "gpmetis_comparison": [],
+    }
+    sym = ["--symmetrize", "--drop-self-loops", "--dedup"]
+    with tempfile.TemporaryDirectory(prefix="tessera-bench-") as tmp:
+        # 1. Pipeline time/memory per phase, METIS vs random cut and balance.
+        rmat = f"rmat:{a.rmat_scale},{a.rmat_edge_factor}"
+        rmat_parts = [int(x) for x in a.rmat_parts.split(",")]
+        for gname, inp, ks in (("ego-Twitter", ego, [4, 8]),
+                               (f"rmat-{a.rmat_scale}-{a.rmat_edge_factor}", rmat, rmat_parts)):
+            for k in ks:
+                runs = {}
+                for method in ("metis", "random"):
+                    tag = f"{gname}-{method}-{k}"
+                    s = run_tessera(a.tessera, ["--input", inp, *sym, "--parts", str(k),
+                                                "--method", method, "--halo-hops", "1"], tmp, tag)
+                    runs[method] = s
+                    if method == "metis":
+                        result["pipeline"][tag] = {"stats": s, **pipeline_summary(s)}
+                result["metis_vs_random"].append({
+                    "graph": gname, "parts": k,
+                    "metis_edge_cut": runs["metis"]["edge_cut"],
+                    "random_edge_cut": runs["random"]["edge_cut"],
+                    "metis_cut_fraction": runs["metis"]["edge_cut_fraction"],
+                    "random_cut_fraction": runs["random"]["edge_cut_fraction"],
+                    "metis_balance": balance(runs["metis"]),
+                    "random_balance": balance(runs["random"]),
+                })
+        # 2. Edge cut against Debian's gpmetis on the same graph and default settings.
+        ego_graph = os.path.join(tmp, "ego-Twitter.graph")
+        log("writing ego-Twitter (symmetrized) as a METIS .graph for gpmetis")
+        subprocess.run([sys.executable, os.path.join(HERE, "to_metis_graph.py"), ego, ego_graph],
+                       check=True)
+        mdual_copy = os.path.join(tmp, "mdual.graph")
+        subprocess.run(["cp", mdual, mdual_copy], check=True)
+        for case, inp, gpath, extra in (("mdual", mdual, mdual_copy, []),
+                                        ("ego-Twitter", ego, ego_graph, sym)):
+            for k in (4, 8):
+                s = run_tessera(a.tessera, ["--input", inp, *extra, "--parts", str(k),
+                                            "--method", "metis", "--halo-hops", "0"], tmp,
+                                f"cmp-{case}-{k}")
+                g = run_gpmetis(gpath, k)
+                diff = (s["edge_cut"] - g["edge_cut"]) / g["edge_cut"]
+                result["gpmetis_comparison"].append({
+                    "case": f"{case} k={k}", "parts": k,
+                    "tessera_edge_cut": s["edge_cut"], "gpmetis_edge_cut": g["edge_cut"],
+                    "relative_difference": diff, "within_3_percent": abs(diff) <= 0.03,
+                    "tessera_metis_seconds": phase(s, "METIS"),
+                    "gpmetis_metis_seconds": g["metis_seconds"],
+                    "tessera_command": s["command"], "gpmetis_command": g["command"],
+                })
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=2)
+    log(f"results: {a.out}")
+    plot(result, os.path.splitext(a.out)[0] + ".png")
+
+    print("\nPipeline (everything except the METIS call, against METIS's own time):")
+    for tag, r in result["pipeline"].items():
+        print(f"  {tag:28s} METIS {r['metis_seconds']:7.2f} s  overhead {r['overhead_seconds']:7.2f} s"
+              f"  = {r['overhead_over_metis']:.2f}x METIS   peak {r['peak_rss_bytes'] / 2**30:.2f} GiB"
+              f" = {r['peak_over_csr_plus_features']:.2f}x (CSR + features)")
+    print("\nMETIS vs random (undirected edge cut, node balance max/mean):")
+    for r in result["metis_vs_random"]:
+        print(f"  {r['graph']:18s} k={r['parts']}  METIS {r['metis_edge_cut']:>10d}"
+              f" ({100 * r['metis_cut_fraction']:.1f}%, bal {r['metis_balance']['node_balance']:.3f})"
+              f"  random {r['random_edge_cut']:>10d} ({100 * r['random_cut_fraction']:.1f}%,"
+              f" bal {r['random_balance']['node_balance']:.3f})")
+    print("\nEdge cut vs gpmetis (same graph, default METIS options):")
+    for c in result["gpmetis_comparison"]:
+        print(f"  {c['case']:16s} Tessera {c['tessera_edge_cut']:>8d}  gpmetis {c['gpmetis_edge_cut']:>8d}"
+              f"  diff {100 * c['relative_difference']:+.2f}%  {'OK' if c['within_3_percent'] else 'OFF'}")
+
+
+if __name__ == "__main__":
+    main()
