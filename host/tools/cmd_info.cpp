@@ -3,6 +3,7 @@
 #include "commands.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/transport/transport.hpp"
 
 namespace tessera::tools {
 
@@ -12,6 +13,9 @@ void register_info(CLI::App& app) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("threads: {}\n", num_threads());
     fmt::print("cuda: {}\n", cuda::describe());
+    for (const auto& b : transport::list_backends())
+      fmt::print("transport {}: {}\n", b.name,
+                 b.available ? std::string("available") : "unavailable: " + b.reason);
   });
 }
 
