@@ -48,25 +48,6 @@ LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, i
   return o;
 }
 
-nb::list blocks_to_py(std::vector<Block>&& blocks) {
-  nb::list out;
-  for (auto& b : blocks)
-    out.append(nb::cast(std::move(b)));
-  return out;
-}
-
-nb::dict node_batch_to_py(NodeMiniBatch&& b) {
-  nb::dict d;
-  d["epoch"] = b.epoch;
-  d["index"] = b.index;
-  d["seeds"] = vector_to_numpy(std::move(b.seeds));
-  d["input_nodes"] = vector_to_numpy(std::move(b.input_nodes));
-  d["blocks"] = blocks_to_py(std::move(b.blocks));
-  d["sample_seconds"] = b.stats.sample_seconds;
-  d["compact_seconds"] = b.stats.compact_seconds;
-  return d;
-}
-
 nb::dict edge_batch_to_py(EdgeMiniBatch&& b) {
   nb::dict d;
   d["epoch"] = b.epoch;
@@ -94,6 +75,25 @@ nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
 }
 
 }  // namespace
+
+nb::list blocks_to_py(std::vector<Block>&& blocks) {
+  nb::list out;
+  for (auto& b : blocks)
+    out.append(nb::cast(std::move(b)));
+  return out;
+}
+
+nb::dict node_batch_to_py(NodeMiniBatch&& b) {
+  nb::dict d;
+  d["epoch"] = b.epoch;
+  d["index"] = b.index;
+  d["seeds"] = vector_to_numpy(std::move(b.seeds));
+  d["input_nodes"] = vector_to_numpy(std::move(b.input_nodes));
+  d["blocks"] = blocks_to_py(std::move(b.blocks));
+  d["sample_seconds"] = b.stats.sample_seconds;
+  d["compact_seconds"] = b.stats.compact_seconds;
+  return d;
+}
 
 void bind_ops(nb::module_& m) {
   m.def("num_threads", &tessera::num_threads, "Threads Tessera's parallel loops use.");

@@ -68,4 +68,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_graph(m);
   tessera::python::bind_partition(m);
   tessera::python::bind_ops(m);
+  tessera::python::bind_dist(m);
 }

@@ -1,15 +1,22 @@
-"""Process-group state: rank and world size (DGL's ``dgl.distributed.initialize``).
+"""Process-group state: rank, world size and the runtime (DGL's ``dgl.distributed.initialize``).
 
-Today every run is standalone: a world of one process that serves every partition of the
-graph. The distributed runtime (issue 4) will read RANK / WORLD_SIZE (or the variables
-``tessera launch``, srun, mpirun and torchrun set), join the rendezvous and start the
-transport here; callers do not change.
+``initialize()`` reads the job from the environment that ``tessera launch`` (or torchrun, srun,
+mpirun) sets: RANK / WORLD_SIZE, MASTER_ADDR / MASTER_PORT and TESSERA_JOB_TOKEN. It joins the
+rendezvous and starts this rank's runtime: the transport (UCX over shared memory or tcp; local
+for a world of one) and the server thread that answers the other ranks' reads, writes and
+sampling requests. Every rank trains and serves, as in DGL with one server per trainer.
+
+A world of one process is standalone mode: the same script, no launcher, no code change.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 
-_state = {"initialized": False, "rank": 0, "world_size": 1, "mode": "standalone"}
+from . import _C
+
+_state = {"initialized": False, "rank": 0, "world_size": 1, "runtime": None}
 
 
 def _env_world_size() -> int:
@@ -24,25 +31,54 @@ def _env_world_size() -> int:
 
 
 def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: int = 0,
-               **kwargs) -> None:
-    """Initializes Tessera's runtime (DGL: ``dgl.distributed.initialize``).
+               backend: str = "", **kwargs) -> None:
+    """Joins the job and starts this rank's runtime (DGL: ``dgl.distributed.initialize``).
 
-    Standalone mode (a world of one process) is all this build supports. When the
-    environment describes more than one process (WORLD_SIZE > 1) this raises
-    RuntimeError instead of silently training on a single rank's share.
-    ``ip_config``, ``num_servers`` and ``num_workers`` are accepted for DGL compatibility.
+    Collective: every rank of the job calls it. ``backend`` picks the transport ("ucx",
+    "local"; default: TESSERA_TRANSPORT, else local for one process and ucx otherwise).
+    ``ip_config``, ``num_servers`` and ``num_workers`` are accepted for DGL compatibility: each
+    rank serves its own partition and samples in C++ threads. Calling it twice is a no-op.
     """
+    if _state["initialized"]:
+        return
     world = _env_world_size()
-    if world > 1:
-        raise RuntimeError(
-            f"tessera.initialize(): the environment asks for {world} processes (WORLD_SIZE), "
-            "but this build has only the standalone runtime; the distributed runtime "
-            "(DistGraph over many processes) is not built yet")
-    _state.update(initialized=True, rank=0, world_size=1, mode="standalone")
+    rt = _C.Runtime.create(backend) if (world > 1 or backend) else _C.Runtime.create("local")
+    _state.update(initialized=True, rank=rt.rank, world_size=rt.world_size, runtime=rt)
+    atexit.register(exit_client)
+    if rt.world_size > 1:
+        _install_fail_fast()
+
+
+def _install_fail_fast() -> None:
+    """An uncaught exception on one rank ends that process at once (exit code 1) after the
+    traceback is printed, instead of running the clean teardown, whose final barrier would wait
+    for ranks that are still training. The launcher then stops the other ranks, and any rank
+    still waiting on this one fails naming it."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        try:
+            previous(kind, value, tb)
+        finally:
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
+            os._exit(1)
+
+    sys.excepthook = hook
 
 
 def is_initialized() -> bool:
     return bool(_state["initialized"])
+
+
+def runtime() -> "_C.Runtime":
+    """This rank's runtime (initializes standalone mode when nothing was initialized)."""
+    if not _state["initialized"]:
+        initialize()
+    return _state["runtime"]
 
 
 def get_rank() -> int:
@@ -55,6 +91,21 @@ def get_world_size() -> int:
     return int(_state["world_size"])
 
 
+def is_distributed() -> bool:
+    return get_world_size() > 1
+
+
+def barrier() -> None:
+    """Returns once every rank has called it."""
+    if _state["initialized"]:
+        _state["runtime"].barrier()
+
+
 def exit_client() -> None:
-    """DGL compatibility: tears the runtime down (nothing to do in standalone mode)."""
-    _state.update(initialized=False)
+    """Leaves the job (DGL: ``dgl.distributed.exit_client``): waits for every rank, so no rank
+    stops serving while another still reads from it. Idempotent; also runs at exit."""
+    rt = _state["runtime"]
+    if rt is None:
+        return
+    _state.update(initialized=False, runtime=None)
+    rt.barrier()

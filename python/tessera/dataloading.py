@@ -19,6 +19,10 @@ __all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeD
            "as_edge_prediction_sampler"]
 
 
+def _is_distributed(g) -> bool:
+    return bool(getattr(g, "is_distributed", False))
+
+
 def _graph_of(g) -> "_C.Graph":
     if isinstance(g, _C.Graph):
         return g
@@ -148,8 +152,19 @@ class NeighborSampler:
         self.num_threads = int(num_threads)
         self._bound = {}
 
-    def bind(self, g) -> "_C.NeighborSampler":
-        """The C++ sampler over ``g``'s graph (cached per graph)."""
+    def bind(self, g):
+        """The C++ sampler over ``g``'s graph (cached per graph): a distributed sampler (local
+        nodes sampled here, remote ones by their owners) for a distributed-mode DistGraph."""
+        if _is_distributed(g):
+            key = id(g.runtime_graph)
+            s = self._bound.get(key)
+            if s is None:
+                if self.edge_dir != "in":
+                    raise ValueError("NeighborSampler over a distributed DistGraph: only "
+                                     "edge_dir='in' is implemented")
+                s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace)
+                self._bound[key] = s
+            return s
         graph = _graph_of(g)
         s = self._bound.get(id(graph))
         if s is None:
@@ -247,19 +262,45 @@ class NodeDataLoader(_LoaderBase):
     """Mini-batches of seed nodes with their sampled blocks (DGL's ``NodeDataLoader`` /
     ``DistNodeDataLoader``). Iterating runs one epoch and moves to the next; yields
     ``(input_nodes, seeds, blocks)``.
+
+    Over a distributed-mode DistGraph creation is collective and every rank gets the same
+    number of batches per epoch (a rank with fewer wraps around to its first ones), so no rank
+    leaves the gradient all-reduce early. ``global_order=False`` (DGL's way): ``nids`` is this
+    rank's share (``node_split``). ``global_order=True``: every rank passes the same ``nids``
+    (e.g. all training nodes); they are ordered by original node ID, shuffled per epoch and
+    cut into global batches, rank r taking batches r, r + P, ...; batch j has the same seeds
+    and, after mapping through ``orig_nids``, the same blocks for any number of ranks and any
+    partitioning. ``batch_index`` of a batch is then its global index.
     """
 
     def __init__(self, g, nids, graph_sampler: NeighborSampler, batch_size: int = 1024,
                  shuffle: bool = True, drop_last: bool = False, num_workers: int = 1,
-                 seed: Optional[int] = 0, device=None, prefetch: int = 4, **kwargs):
+                 seed: Optional[int] = 0, device=None, prefetch: int = 4,
+                 global_order: bool = False, **kwargs):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
         self.nids = to_numpy_ids(nids, "nids")
+        self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
-        self._loader = _C.NodeDataLoader(self._sampler, self.nids, self.batch_size,
-                                         self.shuffle, self.drop_last, self.num_workers,
-                                         int(prefetch), self.seed)
+        if _is_distributed(g):
+            self._loader = _C.DistNodeDataLoader(self._sampler, self.nids, self.batch_size,
+                                                 self.shuffle, self.drop_last,
+                                                 self.num_workers, int(prefetch), self.seed,
+                                                 self.global_order)
+        else:
+            if self.global_order:
+                raise ValueError("NodeDataLoader(global_order=True) needs a distributed-mode "
+                                 "DistGraph (one partition per process)")
+            self._loader = _C.NodeDataLoader(self._sampler, self.nids, self.batch_size,
+                                             self.shuffle, self.drop_last, self.num_workers,
+                                             int(prefetch), self.seed)
+
+    def global_batch_index(self, b: int) -> int:
+        """The sampling key's batch index of this rank's batch ``b`` (b itself standalone)."""
+        if hasattr(self._loader, "global_batch_index"):
+            return int(self._loader.global_batch_index(b))
+        return int(b)
 
     def batch_seeds(self, epoch: int, batch: int) -> np.ndarray:
         return self._loader.batch_seeds(epoch, batch)
@@ -291,6 +332,10 @@ class EdgeDataLoader(_LoaderBase):
                  seed: Optional[int] = 0, device=None, negative_sampler=None, exclude=None,
                  reverse_eids=None, prefetch: int = 4, **kwargs):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
+        if _is_distributed(g) and g.get_partition_book().num_partitions() > 1:
+            raise ValueError("EdgeDataLoader over a distributed DistGraph of several ranks is "
+                             "not implemented yet; use a 1-part partitioning (standalone) or "
+                             "NodeDataLoader")
         ep = getattr(graph_sampler, "_edge_pred", {})
         negative_sampler = negative_sampler or ep.get("negative_sampler")
         exclude = exclude if exclude is not None else ep.get("exclude")
@@ -300,7 +345,8 @@ class EdgeDataLoader(_LoaderBase):
         self.eids = to_numpy_ids(eids, "eids")
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
-        self._sampler = graph_sampler.bind(g)
+        # A 1-part distributed-mode graph (standalone) samples its whole graph locally.
+        self._sampler = graph_sampler.bind(g.local_graph if _is_distributed(g) else g)
         self._loader = _C.EdgeDataLoader(self._sampler, self.eids, self.batch_size,
                                          self.shuffle, self.drop_last, self.num_workers,
                                          int(prefetch), self.seed, self.negatives,

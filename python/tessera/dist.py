@@ -1,12 +1,16 @@
 """DistGraph, DistTensor, the partition book and node_split (DGL's ``dgl.distributed``).
 
-Standalone mode: one process serves every partition of the graph. Node and edge data stay
-in the partition files (memory-mapped); a DistTensor routes each ID to the partition that
-owns it through the partition book and reads the rows there. Sampling runs on the union of
-the partitions' inner edges, which *is* the relabelled global graph (every edge is stored
-exactly once, in the partition of its destination), so a sample equals the standalone one.
-The distributed runtime (issue 4) keeps these classes and their signatures: a rank then loads
-only its own partition and fetches remote rows through the transport.
+Two modes, one API:
+
+* **distributed** (the partitioning has one partition per process: a job of P ranks under
+  ``tessera launch`` / torchrun, or one process with a 1-part partitioning): rank r loads
+  partition r into the C++ runtime; ``DistTensor`` reads and writes go to the owning rank
+  (one batched request or one-sided get per owner), sampling of remote nodes is answered by
+  their owners, and everything is keyed so that results equal the unpartitioned graph's.
+* **simulated** (one process, a P-part partitioning with P > 1): the process serves every
+  partition itself (memory-mapped) and samples the union of their inner edges, which is the
+  relabelled global graph. Useful to inspect a partitioning or to run P trainers in one
+  process.
 """
 from __future__ import annotations
 
@@ -26,9 +30,12 @@ __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy
 class GraphPartitionBook:
     """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook)."""
 
-    def __init__(self, book: "_C.PartitionBook", part_id: int = 0):
+    def __init__(self, book: "_C.PartitionBook", part_id: int = 0, distributed: bool = False):
         self._book = book
         self._part_id = part_id
+        # True when the book is a distributed-mode DistGraph's: tensors over its policies live
+        # in the C++ runtime, one partition per rank.
+        self.distributed = bool(distributed)
 
     @property
     def partid(self) -> int:
@@ -98,6 +105,10 @@ class _PartitionPolicy:
         self.partition_book = partition_book
 
     @property
+    def distributed(self) -> bool:
+        return self.partition_book.distributed
+
+    @property
     def policy_str(self) -> str:
         return f"{self.kind}~_{self.kind[0].upper()}"
 
@@ -139,7 +150,16 @@ class DistTensor:
                  init_func: Optional[Callable] = None,
                  part_policy: Optional[_PartitionPolicy] = None,
                  persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
-                 _parts: Optional[list] = None):
+                 _parts: Optional[list] = None, _dist=None):
+        self._dist = _dist
+        if _dist is not None:  # a tensor of the C++ runtime (DistGraph data, or created below)
+            self._policy = part_policy
+            self._shape = tuple(int(x) for x in _dist.shape)
+            self._offsets = np.asarray(_dist.offsets, dtype=np.int64)
+            self._name = name or _dist.name
+            self._dtype = np.dtype(_dist.dtype)
+            self.persistent = bool(_dist.persistent)
+            return
         if part_policy is None:
             raise ValueError("DistTensor needs part_policy (e.g. NodePartitionPolicy(g.get_"
                              "partition_book()) or g.get_node_partition_policy())")
@@ -149,8 +169,11 @@ class DistTensor:
         if self._shape[0] != int(self._offsets[-1]):
             raise ValueError(f"DistTensor {name!r}: {self._shape[0]} rows, but the partition "
                              f"policy covers {int(self._offsets[-1])} IDs")
-        self._name = name or f"tensor{id(self):x}"
         self.persistent = persistent
+        if part_policy.distributed and _parts is None:
+            self._create_distributed(name, dtype, init_func, persistent)
+            return
+        self._name = name or f"tensor{id(self):x}"
         if _parts is not None:
             self._parts = list(_parts)
             self._dtype = self._parts[0].dtype if self._parts else np.dtype(np.float32)
@@ -169,6 +192,26 @@ class DistTensor:
                         else np.asarray(v)
                     arr = np.ascontiguousarray(arr, dtype=np_dtype)
                 self._parts.append(arr)
+
+    def _create_distributed(self, name, dtype, init_func, persistent) -> None:
+        """Creates the tensor collectively in the C++ runtime; ``init_func(shape, dtype)`` fills
+        this rank's rows (DGL calls it with the local shape)."""
+        global _anonymous
+        if name is None:  # every rank creates tensors in the same order: same names
+            _anonymous += 1
+            name = f"anonymous-{_anonymous}"
+        np_dtype = _to_numpy_dtype(dtype)
+        self._name, self._dtype = name, np_dtype
+        self._dist = _C.DistTensor(_runtime.runtime(), name, list(self._shape), np_dtype.name,
+                                   self._policy.kind, [int(o) for o in self._offsets],
+                                   bool(persistent))
+        if init_func is not None:
+            local = self._dist.local_view()
+            v = init_func(local.shape, dtype)
+            v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+                else np.asarray(v)
+            local[...] = v.astype(np_dtype, copy=False)
+        _runtime.barrier()  # every rank's rows are initialized before anyone reads them
 
     # --- DGL's interface -------------------------------------------------------------------
     @property
@@ -205,6 +248,9 @@ class DistTensor:
         vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
             else np.asarray(values)
         vals = np.broadcast_to(vals.astype(self._dtype, copy=False), (idx.size,) + self._shape[1:])
+        if self._dist is not None:
+            self._dist.write(idx, np.ascontiguousarray(vals))
+            return
         owner = self._owner(idx)
         for p in np.unique(owner):
             sel = owner == p
@@ -216,6 +262,8 @@ class DistTensor:
     def gather(self, ids) -> np.ndarray:
         """Rows ``ids`` as a new NumPy array (the CPU gather op; IndexError when out of range)."""
         idx = to_numpy_ids(ids, f"{self._name} IDs")
+        if self._dist is not None:
+            return self._dist.read(idx)
         self._check_range(idx)
         if len(self._parts) == 1:
             return self._take(self._parts[0], idx)
@@ -226,12 +274,27 @@ class DistTensor:
             out[sel] = self._take(self._parts[p], idx[sel] - self._offsets[p])
         return out
 
-    def local_partition(self, part: int = 0) -> np.ndarray:
-        """The rows partition ``part`` owns (a view of the stored array)."""
-        return self._parts[part]
+    def local_partition(self, part: Optional[int] = None) -> np.ndarray:
+        """The rows partition ``part`` (default: this rank's) owns: a view of the stored array
+        (distributed mode: writable, only this rank's)."""
+        if self._dist is not None:
+            if part not in (None, _runtime.get_rank()):
+                raise ValueError(f"DistTensor {self._name!r}: rank {_runtime.get_rank()} holds "
+                                 f"only its own rows, not partition {part}'s")
+            return self._dist.local_view()
+        return self._parts[part or 0]
+
+    def local_range(self) -> tuple[int, int]:
+        """[first, last) global row IDs this rank owns."""
+        if self._dist is not None:
+            return tuple(self._dist.local_range)
+        return 0, self._shape[0]
 
     def numpy(self) -> np.ndarray:
-        """All rows, in global ID order (a copy when there are several partitions)."""
+        """All rows, in global ID order (a copy when there are several partitions; in
+        distributed mode every row is read, remote ones from their owners)."""
+        if self._dist is not None:
+            return self._dist.read(np.arange(self._shape[0], dtype=np.int64))
         return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
 
     def _owner(self, idx: np.ndarray) -> np.ndarray:
@@ -249,6 +312,8 @@ class DistTensor:
             return _C.gather_rows(arr, idx)  # the CPU twin of the gather op
         return arr[idx]
 
+
+_anonymous = 0  # names of DistTensors created without one (same sequence on every rank)
 
 _TORCH_DTYPES = {}
 if HAVE_TORCH:
@@ -274,19 +339,21 @@ class _DataView(dict):
 
 
 class DistGraph:
-    """A partitioned graph (DGL's ``DistGraph``), standalone mode.
+    """A partitioned graph (DGL's ``DistGraph``).
 
-    ``DistGraph(graph_name, part_config=config_json)``: loads the partitions the process
-    serves (in standalone mode, every partition), the partition book, and the node and edge
-    data as DistTensors. IDs are the relabelled ones: partition p owns nodes
-    ``get_partition_book().node_range(p)``.
+    ``DistGraph(graph_name, part_config=config_json)``: loads the partition book and the node
+    and edge data as DistTensors. IDs are the relabelled ones: partition p owns nodes
+    ``get_partition_book().node_range(p)``. With one partition per process (``tessera launch
+    --nproc-per-node P`` over a P-part partitioning, or one process and a 1-part one) rank r
+    loads partition r into the C++ runtime (collective: every rank constructs it). One process
+    given a P-part partitioning serves all P partitions itself (simulated mode).
     """
 
     def __init__(self, graph_name: str, gpb=None, part_config: Optional[str] = None,
                  mmap: bool = True, verify_checksums: bool = False):
         if part_config is None:
-            raise ValueError("DistGraph: standalone mode needs part_config (the partition "
-                             "config JSON written by partition_graph)")
+            raise ValueError("DistGraph needs part_config (the partition config JSON written "
+                             "by partition_graph)")
         if not _runtime.is_initialized():
             _runtime.initialize()
         self._config_path = os.fspath(part_config)
@@ -295,10 +362,18 @@ class DistGraph:
             raise ValueError(f"DistGraph: {self._config_path} holds graph "
                              f"{self.config['graph_name']!r}, not {graph_name!r}")
         self.graph_name = self.config["graph_name"]
-        self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path),
-                                        _runtime.get_rank())
-        nparts = self._book.num_partitions()
-        # Standalone: this process serves every partition.
+        nparts, world = int(self.config["num_parts"]), _runtime.get_world_size()
+        self._g = None
+        self._graph = None
+        if nparts == world:
+            self._init_distributed(verify_checksums)
+            return
+        if world > 1:
+            raise ValueError(f"DistGraph: {self._config_path} has {nparts} partitions but the "
+                             f"job has {world} ranks; partition into {world} parts (one per "
+                             f"rank)")
+        self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path), 0)
+        # Simulated: this process serves every partition.
         self.local_parts = list(range(nparts))
         self._parts = [_C.load_partition(self._config_path, p, mmap, verify_checksums)
                        for p in self.local_parts]
@@ -314,6 +389,36 @@ class DistGraph:
             parts = [lp.edata[name] for lp in self._parts]
             dict.__setitem__(self.edata, name, DistTensor(
                 schema["shape"], schema["dtype"], name, part_policy=epol, _parts=parts))
+
+    def _init_distributed(self, verify_checksums: bool) -> None:
+        rank = _runtime.get_rank()
+        self._g = _C.DistGraph(_runtime.runtime(), self.graph_name, self._config_path,
+                               verify_checksums)
+        self._book = GraphPartitionBook(self._g.book, rank, distributed=True)
+        self.local_parts = [rank]
+        self._parts = None
+        npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
+        self.ndata = _DataView()
+        for name, t in self._g.ndata.items():
+            dict.__setitem__(self.ndata, name, DistTensor(t.shape, None, name, part_policy=npol,
+                                                          _dist=t))
+        self.edata = _DataView()
+        for name, t in self._g.edata.items():
+            dict.__setitem__(self.edata, name, DistTensor(t.shape, None, name, part_policy=epol,
+                                                          _dist=t))
+
+    @property
+    def is_distributed(self) -> bool:
+        """True when this rank holds only its own partition (the C++ runtime serves it)."""
+        return self._g is not None
+
+    @property
+    def runtime_graph(self) -> "_C.DistGraph":
+        """The C++ DistGraph (distributed mode)."""
+        if self._g is None:
+            raise ValueError("DistGraph: not in distributed mode (one process serves "
+                             f"{self._book.num_partitions()} partitions)")
+        return self._g
 
     def _assemble_graph(self) -> "_C.Graph":
         """CSC over global (relabelled) IDs from the partitions' inner nodes' in-edges.
@@ -377,32 +482,57 @@ class DistGraph:
 
     def local_partition(self, part: Optional[int] = None) -> "_C.LocalPartition":
         """The partition files of ``part`` (default: this rank's) as stored on disk."""
-        return self._parts[self._book.partid if part is None else part]
+        part = self._book.partid if part is None else int(part)
+        if self._parts is None:
+            return _C.load_partition(self._config_path, part)
+        return self._parts[part]
 
     @property
     def local_graph(self) -> "_C.Graph":
-        """The CSC (global relabelled IDs) the sampler draws from."""
+        """The whole CSC (global relabelled IDs): in simulated mode the graph the sampler
+        draws from; in distributed mode only with one partition (standalone), assembled from
+        it on first use."""
+        if self._graph is None:
+            if self._book.num_partitions() != 1:
+                raise ValueError("DistGraph.local_graph: a rank of a distributed job holds "
+                                 "only its partition, not the whole graph")
+            self._parts = [_C.load_partition(self._config_path, 0)]
+            self._graph = self._assemble_graph()
         return self._graph
 
     def in_degrees(self, v=None):
-        deg = np.diff(np.asarray(self._graph.indptr))
+        deg = np.diff(np.asarray(self.local_graph.indptr))
         return as_tensor(deg if v is None else deg[to_numpy_ids(v)])
 
-    def orig_nids(self) -> np.ndarray:
-        """For every new (relabelled) node ID, its ID in the input graph."""
+    def orig_nids(self, ids=None) -> np.ndarray:
+        """For every new (relabelled) node ID (or those in ``ids``), its ID in the input
+        graph."""
+        if self._g is not None:
+            t = self._g.orig_nid
+            idx = np.arange(self.num_nodes(), dtype=np.int64) if ids is None \
+                else to_numpy_ids(ids, "ids")
+            return t.read(idx)
         out = np.empty(self.num_nodes(), dtype=np.int64)
         for lp in self._parts:
             k = int(lp.num_inner_nodes)
             out[np.asarray(lp.nid[:k])] = np.asarray(lp.orig_nid[:k])
-        return out
+        return out if ids is None else out[to_numpy_ids(ids, "ids")]
+
+    def local_node_range(self) -> tuple[int, int]:
+        """[first, last) of the node IDs this rank owns (simulated: every node)."""
+        if self._g is not None:
+            return tuple(self._g.local_node_range)
+        return 0, self.num_nodes()
 
     def barrier(self) -> None:
-        """DGL compatibility: synchronizes the trainers (nothing to wait for standalone)."""
+        """Returns once every rank has called it (DGL's ``g.barrier()``)."""
+        _runtime.barrier()
 
     def __repr__(self) -> str:
+        mode = f"distributed, rank {_runtime.get_rank()}" if self._g is not None else "simulated"
         return (f"DistGraph(name={self.graph_name!r}, num_nodes={self.num_nodes()}, "
                 f"num_edges={self.num_edges()}, num_parts={self._book.num_partitions()}, "
-                f"mode=standalone)")
+                f"mode={mode})")
 
 
 def _split_even(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
@@ -454,6 +584,9 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
     computes another trainer's share, e.g. to simulate ranks in one process.
     """
+    if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
+            and world_size is None:  # collective, in C++: no rank reads the whole mask
+        return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
     if partition_book is None:
         raise ValueError("node_split needs the partition book (g.get_partition_book())")
     return _split(nodes, partition_book.node_offsets, partition_book.num_nodes, force_even,
@@ -464,6 +597,9 @@ def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype
                rank: Optional[int] = None, force_even: bool = True, edge_trainer_ids=None, *,
                world_size: Optional[int] = None):
     """``node_split`` for edges (a boolean mask over all edges, or edge IDs)."""
+    if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
+            and world_size is None:
+        return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))
     if partition_book is None:
         raise ValueError("edge_split needs the partition book (g.get_partition_book())")
     return _split(edges, partition_book.edge_offsets, partition_book.num_edges, force_even,

@@ -67,12 +67,21 @@ def test_missing_partition_config_is_oserror(tmp_path):
         tessera.DistGraph("cora", part_config=str(tmp_path / "missing.json"))
 
 
-def test_distributed_world_refused(monkeypatch):
+def test_incomplete_job_environment_is_a_clear_error(monkeypatch):
     from tessera import _runtime
 
+    monkeypatch.setattr(_runtime, "_state", {"initialized": False, "rank": 0, "world_size": 1,
+                                             "runtime": None})
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(RuntimeError, match="distributed runtime"):
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(ValueError, match="RANK and WORLD_SIZE must be set together"):
         _runtime.initialize()
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.delenv("TESSERA_JOB_TOKEN", raising=False)
+    with pytest.raises(ValueError, match="job token"):
+        _runtime.initialize()
+    assert not _runtime.is_initialized()
     monkeypatch.delenv("WORLD_SIZE")
+    monkeypatch.delenv("RANK")
     _runtime.initialize()
     assert tessera.get_world_size() == 1 and tessera.get_rank() == 0

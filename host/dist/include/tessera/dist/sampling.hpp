@@ -46,6 +46,8 @@ class DistNeighborSampler {
   /// be unique (ValueError).
   std::vector<ops::Block> sample_blocks(ops::Span<const int64_t> seeds, const RngKey& key) const;
   const std::vector<int64_t>& fanouts() const { return fanouts_; }
+  bool replace() const { return replace_; }
+  const DistGraph& graph() const { return g_; }
 
  private:
   const DistGraph& g_;

@@ -1,0 +1,369 @@
+// The distributed runtime (host/dist over transport/): Runtime, DistTensor, DistGraph,
+// node_split / edge_split, distributed sampling and the distributed node loader, and the
+// launcher. Every call that may wait on other ranks releases the GIL, so a rank's Python
+// threads keep running while it waits and the transport's handler thread never needs the GIL.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+
+#include "bindings.hpp"
+#include "convert.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/dist/graph.hpp"
+#include "tessera/dist/loader.hpp"
+#include "tessera/dist/runtime.hpp"
+#include "tessera/dist/sampling.hpp"
+#include "tessera/dist/tensor.hpp"
+#include "tessera/transport/launch.hpp"
+
+namespace tessera::python {
+
+namespace {
+
+using dist::DistGraph;
+using dist::DistTensor;
+using dist::Runtime;
+
+/// A writable, C-contiguous host buffer (all_reduce in place).
+using MutArray = nb::ndarray<nb::c_contig, nb::device::cpu>;
+
+ops::Span<const int64_t> span_of(const I64Array& a) {
+  return {a.data(), static_cast<int64_t>(a.shape(0))};
+}
+
+transport::DType reduce_dtype(nb::dlpack::dtype t) {
+  const DType d = from_dlpack(t, "all_reduce buffer");
+  switch (d) {
+    case DType::kFloat32:
+      return transport::DType::f32;
+    case DType::kFloat64:
+      return transport::DType::f64;
+    case DType::kInt32:
+      return transport::DType::i32;
+    case DType::kInt64:
+      return transport::DType::i64;
+    case DType::kUInt64:
+      return transport::DType::u64;
+    default:
+      TESSERA_FAIL(TypeError, "all_reduce: dtype {} is not reducible (float32, float64, int32, "
+                   "int64, uint64)", dtype_name(d));
+  }
+}
+
+transport::ReduceOp reduce_op(const std::string& op) {
+  if (op == "sum") return transport::ReduceOp::sum;
+  if (op == "max") return transport::ReduceOp::max;
+  if (op == "min") return transport::ReduceOp::min;
+  TESSERA_FAIL(ValueError, "all_reduce: op must be 'sum', 'max' or 'min', got '{}'", op);
+}
+
+dist::PartPolicy make_policy(const std::string& kind, std::vector<int64_t> offsets) {
+  dist::PartPolicy p;
+  p.kind = kind;
+  p.offsets = std::move(offsets);
+  return p;
+}
+
+nb::dict tensors_to_py(const std::map<std::string, DistTensor>& m) {
+  nb::dict d;
+  for (const auto& [k, v] : m)
+    d[k.c_str()] = nb::cast(v);
+  return d;
+}
+
+}  // namespace
+
+void bind_dist(nb::module_& m) {
+  nb::class_<Runtime>(m, "Runtime",
+                      "This rank's distributed runtime (transport, request servers). Created "
+                      "collectively by every rank with Runtime.create().")
+      .def_static(
+          "create",
+          [](const std::string& backend) {
+            nb::gil_scoped_release nogil;
+            return Runtime::create(backend);
+          },
+          nb::arg("backend") = "",
+          "Joins the job described by the environment (RANK/WORLD_SIZE, Slurm, OpenMPI; "
+          "TESSERA_TRANSPORT picks the backend). Collective.")
+      .def_prop_ro("rank", &Runtime::rank)
+      .def_prop_ro("world_size", &Runtime::world_size)
+      .def_prop_ro("backend", [](const Runtime& r) { return r.transport().name(); })
+      .def_prop_ro("fabric", [](const Runtime& r) { return r.transport().capabilities().fabric; })
+      .def(
+          "barrier",
+          [](Runtime& r) {
+            nb::gil_scoped_release nogil;
+            r.barrier();
+          },
+          "Returns once every rank has entered it.")
+      .def(
+          "all_reduce",
+          [](Runtime& r, MutArray a, const std::string& op) {
+            const transport::DType dt = reduce_dtype(a.dtype());
+            const transport::ReduceOp o = reduce_op(op);
+            void* data = a.data();
+            const size_t n = a.size();
+            nb::gil_scoped_release nogil;
+            r.transport().all_reduce(data, n, dt, o);
+          },
+          nb::arg("array"), nb::arg("op") = "sum",
+          "In-place reduction of a C-contiguous CPU array over all ranks (every rank gets the "
+          "same bits: the reduction runs in rank order). Collective.")
+      .def(
+          "all_gather_bytes",
+          [](Runtime& r, nb::bytes mine) {
+            const size_t w = static_cast<size_t>(r.world_size());
+            std::string own(mine.c_str(), mine.size());
+            std::vector<int64_t> sizes(w);
+            std::vector<char> all;
+            size_t width = 0;
+            {
+              nb::gil_scoped_release nogil;
+              const int64_t n = static_cast<int64_t>(own.size());
+              r.transport().all_gather(&n, sizeof n, sizes.data());
+              for (int64_t s : sizes)
+                width = std::max(width, static_cast<size_t>(s));
+              own.resize(width);
+              all.resize(width * w);
+              if (width > 0) r.transport().all_gather(own.data(), width, all.data());
+            }
+            nb::list out;
+            for (size_t i = 0; i < w; ++i)
+              out.append(nb::bytes(all.data() + width * i, static_cast<size_t>(sizes[i])));
+            return out;
+          },
+          nb::arg("data"), "Every rank's bytes, in rank order. Collective.")
+      .def("set_one_sided_reads", &Runtime::set_one_sided_reads, nb::arg("on"))
+      .def_prop_ro("one_sided_reads", &Runtime::one_sided_reads);
+
+  nb::class_<DistTensor>(m, "DistTensor",
+                         "Rows spread over the ranks by a partition policy, read and written "
+                         "by global row ID from any rank.")
+      .def(
+          "__init__",
+          [](DistTensor* self, const std::shared_ptr<Runtime>& rt, const std::string& name,
+             std::vector<int64_t> shape, const std::string& dtype, const std::string& kind,
+             std::vector<int64_t> offsets, bool persistent) {
+            const DType dt = parse_dtype(dtype, "DistTensor dtype");
+            dist::PartPolicy p = make_policy(kind, std::move(offsets));
+            nb::gil_scoped_release nogil;
+            new (self) DistTensor(rt, name, std::move(shape), dt, std::move(p), nullptr,
+                                  persistent);
+          },
+          nb::arg("runtime"), nb::arg("name"), nb::arg("shape"), nb::arg("dtype"),
+          nb::arg("policy_kind"), nb::arg("offsets"), nb::arg("persistent") = false,
+          "Creates (or attaches to, by name) a tensor; rows start at zero. Collective.")
+      .def_prop_ro("name", &DistTensor::name)
+      .def_prop_ro("shape", &DistTensor::shape)
+      .def_prop_ro("dtype", [](const DistTensor& t) { return std::string(dtype_name(t.dtype())); })
+      .def_prop_ro("num_rows", &DistTensor::num_rows)
+      .def_prop_ro("persistent", &DistTensor::persistent)
+      .def_prop_ro("policy_kind", [](const DistTensor& t) { return t.policy().kind; })
+      .def_prop_ro("offsets", [](const DistTensor& t) { return t.policy().offsets; })
+      .def_prop_ro("local_range", &DistTensor::local_range)
+      .def(
+          "read",
+          [](const DistTensor& t, const I64Array& ids) {
+            Array out;
+            {
+              nb::gil_scoped_release nogil;
+              out = t.read(span_of(ids));
+            }
+            return to_numpy(out);
+          },
+          nb::arg("ids"), "t[ids] as a new NumPy array (rows of remote owners fetched).")
+      .def(
+          "read_collective",
+          [](const DistTensor& t, const I64Array& ids) {
+            Array out;
+            {
+              nb::gil_scoped_release nogil;
+              out = t.read_collective(span_of(ids));
+            }
+            return to_numpy(out);
+          },
+          nb::arg("ids"), "t[ids] where every rank gathers in the same step. Collective.")
+      .def(
+          "write",
+          [](DistTensor& t, const I64Array& ids, const AnyArray& rows) {
+            const DType dt = from_dlpack(rows.dtype(), "DistTensor write rows");
+            TESSERA_EXPECTS(dt == t.dtype(), TypeError,
+                            "DistTensor '{}' write: rows are {}, the tensor is {}", t.name(),
+                            dtype_name(dt), dtype_name(t.dtype()));
+            const size_t n = ids.shape(0);
+            TESSERA_EXPECTS(rows.nbytes() == n * t.row_bytes(), ValueError,
+                            "DistTensor '{}' write: {} IDs need {} bytes of rows, got {}",
+                            t.name(), n, n * t.row_bytes(), rows.nbytes());
+            const void* data = rows.data();
+            nb::gil_scoped_release nogil;
+            t.write(span_of(ids), data);
+          },
+          nb::arg("ids"), nb::arg("rows"),
+          "t[ids] = rows; returns once every owner stored its rows.")
+      .def(
+          "local_view",
+          [](nb::handle self) {
+            auto& t = nb::cast<DistTensor&>(self);
+            const auto [lo, hi] = t.local_range();
+            std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+            shape[0] = static_cast<size_t>(hi - lo);
+            nb::ndarray<nb::numpy> arr(t.local_data(), shape.size(), shape.data(), self, nullptr,
+                                       to_dlpack(t.dtype()), nb::device::cpu::value);
+            return nb::cast(arr, nb::rv_policy::reference);
+          },
+          "This rank's rows (local_range) as a writable NumPy view (no copy).");
+
+  nb::class_<DistGraph>(m, "DistGraph", "This rank's partition of a partitioned graph.")
+      .def(
+          "__init__",
+          [](DistGraph* self, const std::shared_ptr<Runtime>& rt, const std::string& name,
+             const std::string& config, bool verify) {
+            dist::DistGraphOptions o;
+            o.verify_checksums = verify;
+            nb::gil_scoped_release nogil;
+            new (self) DistGraph(rt, name, config, o);
+          },
+          nb::arg("runtime"), nb::arg("graph_name"), nb::arg("part_config"),
+          nb::arg("verify_checksums") = false, "Loads partition `rank`. Collective.")
+      .def_prop_ro("graph_name", &DistGraph::graph_name)
+      .def_prop_ro("num_nodes", &DistGraph::num_nodes)
+      .def_prop_ro("num_edges", &DistGraph::num_edges)
+      .def_prop_ro("part_id", &DistGraph::part_id)
+      .def_prop_ro("local_node_range", &DistGraph::local_node_range)
+      .def_prop_ro("local_edge_range", &DistGraph::local_edge_range)
+      .def_prop_ro("book", [](const DistGraph& g) { return g.book(); })
+      .def_prop_ro("ndata", [](const DistGraph& g) { return tensors_to_py(g.ndata()); })
+      .def_prop_ro("edata", [](const DistGraph& g) { return tensors_to_py(g.edata()); })
+      .def_prop_ro("orig_nid", [](const DistGraph& g) { return g.orig_nid(); });
+
+  m.def(
+      "dist_node_split",
+      [](const DistTensor& mask, bool force_even, int64_t column) {
+        std::vector<int64_t> ids;
+        {
+          nb::gil_scoped_release nogil;
+          ids = dist::node_split(mask, force_even, column);
+        }
+        return vector_to_numpy(std::move(ids));
+      },
+      nb::arg("mask"), nb::arg("force_even") = true, nb::arg("column") = 0,
+      "This rank's share of the nodes selected by a mask DistTensor. Collective with "
+      "force_even.");
+  m.def(
+      "dist_edge_split",
+      [](const DistTensor& mask, bool force_even, int64_t column) {
+        std::vector<int64_t> ids;
+        {
+          nb::gil_scoped_release nogil;
+          ids = dist::edge_split(mask, force_even, column);
+        }
+        return vector_to_numpy(std::move(ids));
+      },
+      nb::arg("mask"), nb::arg("force_even") = true, nb::arg("column") = 0);
+
+  nb::class_<dist::DistNeighborSampler>(m, "DistNeighborSampler",
+                                        "Multi-layer neighbor sampling over a DistGraph.")
+      .def(nb::init<const DistGraph&, std::vector<int64_t>, bool>(), nb::arg("graph"),
+           nb::arg("fanouts"), nb::arg("replace") = false, nb::keep_alive<1, 2>())
+      .def_prop_ro("fanouts", &dist::DistNeighborSampler::fanouts)
+      .def(
+          "sample_blocks",
+          [](const dist::DistNeighborSampler& s, const I64Array& seeds, int64_t seed,
+             int64_t epoch, int64_t batch) {
+            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+            std::vector<ops::Block> blocks;
+            {
+              nb::gil_scoped_release nogil;
+              blocks = s.sample_blocks(span_of(seeds), ops::make_rng_key(
+                                                           static_cast<uint64_t>(seed), epoch,
+                                                           batch, 0));
+            }
+            return blocks_to_py(std::move(blocks));
+          },
+          nb::arg("seeds"), nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("batch") = 0);
+
+  nb::class_<dist::DistNodeDataLoader>(m, "DistNodeDataLoader")
+      .def(
+          "__init__",
+          [](dist::DistNodeDataLoader* self, const dist::DistNeighborSampler& sampler,
+             const I64Array& seeds, int64_t batch_size, bool shuffle, bool drop_last,
+             int num_workers, int prefetch, int64_t seed, bool global_order) {
+            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+            ops::LoaderOptions o;
+            o.batch_size = batch_size;
+            o.shuffle = shuffle;
+            o.drop_last = drop_last;
+            o.num_workers = num_workers;
+            o.prefetch = prefetch;
+            o.seed = static_cast<uint64_t>(seed);
+            std::vector<int64_t> s(seeds.data(), seeds.data() + seeds.shape(0));
+            nb::gil_scoped_release nogil;
+            new (self) dist::DistNodeDataLoader(
+                sampler, std::move(s), o,
+                global_order ? dist::BatchOrder::kGlobal : dist::BatchOrder::kLocal);
+          },
+          nb::arg("sampler"), nb::arg("seeds"), nb::arg("batch_size"), nb::arg("shuffle"),
+          nb::arg("drop_last"), nb::arg("num_workers"), nb::arg("prefetch"), nb::arg("seed"),
+          nb::arg("global_order") = false, nb::keep_alive<1, 2>())
+      .def_prop_ro("num_batches", &dist::DistNodeDataLoader::num_batches)
+      .def_prop_ro("num_global_batches", &dist::DistNodeDataLoader::num_global_batches)
+      .def("global_batch_index", &dist::DistNodeDataLoader::global_batch_index, nb::arg("b"))
+      .def(
+          "batch_seeds",
+          [](const dist::DistNodeDataLoader& l, int64_t epoch, int64_t b) {
+            return vector_to_numpy(l.batch_seeds(epoch, b));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def(
+          "sample_batch",
+          [](const dist::DistNodeDataLoader& l, int64_t epoch, int64_t b) {
+            ops::NodeMiniBatch mb;
+            {
+              nb::gil_scoped_release nogil;
+              mb = l.sample_batch(epoch, b);
+            }
+            return node_batch_to_py(std::move(mb));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def("start_epoch", &dist::DistNodeDataLoader::start_epoch, nb::arg("epoch"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("next", [](dist::DistNodeDataLoader& l) -> nb::object {
+        ops::NodeMiniBatch mb;
+        bool ok;
+        {
+          nb::gil_scoped_release nogil;
+          ok = l.next(mb);
+        }
+        if (!ok) return nb::none();
+        return node_batch_to_py(std::move(mb));
+      });
+
+  m.def(
+      "launch",
+      [](std::vector<std::string> command, int nproc_per_node, int nnodes, int node_rank,
+         const std::string& master_addr, int master_port, bool prefix_output) {
+        transport::LaunchOptions o;
+        o.command = std::move(command);
+        o.nproc_per_node = nproc_per_node;
+        o.nnodes = nnodes;
+        o.node_rank = node_rank;
+        o.master_addr = master_addr;
+        o.master_port = master_port;
+        o.prefix_output = prefix_output;
+        nb::gil_scoped_release nogil;
+        return transport::launch(o);
+      },
+      nb::arg("command"), nb::arg("nproc_per_node") = 1, nb::arg("nnodes") = 1,
+      nb::arg("node_rank") = 0, nb::arg("master_addr") = "127.0.0.1", nb::arg("master_port") = 0,
+      nb::arg("prefix_output") = true,
+      "Runs `command` once per local rank with the rendezvous environment set (tessera "
+      "launch); returns the first failing rank's exit code, else 0.");
+}
+
+}  // namespace tessera::python
