@@ -11,11 +11,16 @@ validation metric, and draws the loss curve. ``--checkpoint`` saves model, optim
 loader position after every epoch; ``--resume`` continues from it, and reaches bitwise the
 same parameters as an uninterrupted run (with ``--threads 1``).
 
-With ``--parts P > 1`` this build runs the P trainers *in one process*: the distributed
-runtime is not built yet. Trainer r takes its share of the training nodes from
-``node_split(..., rank=r, world_size=P)``, samples and reads features through the same
-DistGraph, and the P losses are averaged before one optimizer step, as synchronous data
-parallelism (DDP's gradient all-reduce) would do.
+Distributed: ``tessera launch --nproc-per-node P -- python train_sage.py --dataset D`` runs P
+ranks; rank 0 partitions D into P parts (once; reused), rank r loads partition r, samples
+remote neighborhoods and reads remote features through the runtime, and the gradients are
+averaged over the ranks after every step (one all-reduce). ``--batching global`` (default)
+cuts the training nodes into global batches shared round-robin by the ranks, keyed so the
+batches are the same for any P; ``--batching split`` is DGL's node_split share per rank.
+
+Without a launcher, ``--parts P > 1`` runs the P trainers *in one process* (simulated mode):
+trainer r takes ``node_split(..., rank=r, world_size=P)``, and the P losses are averaged
+before one optimizer step, as the all-reduce would do.
 """
 from __future__ import annotations
 
@@ -38,7 +43,14 @@ except ImportError:  # running from a source tree without `pip install .`
 import torch
 import torch.nn.functional as F
 
+import tessera.distributed as dist
 from tessera.nn import GraphSAGE
+
+
+def log(*a) -> None:
+    """Prints on rank 0 only (every rank computes the same figures)."""
+    if tessera.get_rank() == 0:
+        print(*a, flush=True)
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -125,6 +137,16 @@ def prepare_partitions(args) -> str:
     out = args.part_dir or os.path.join("out", "partitions",
                                         f"{name}-{args.part_method}-p{args.parts}")
     config = os.path.join(out, f"{name}.json")
+    if tessera.get_rank() != 0:  # rank 0 writes the partitions; the others wait for it
+        dist.barrier()
+        return config
+    try:
+        return _partition(args, name, out, config)
+    finally:
+        dist.barrier()
+
+
+def _partition(args, name: str, out: str, config: str) -> str:
     if os.path.exists(config) and not args.repartition:
         print(f"[train] reusing partitions {config}", flush=True)
         return config
@@ -172,35 +194,46 @@ def mask_column(t, split: int) -> np.ndarray:
 
 # --- model evaluation --------------------------------------------------------------------------
 @torch.no_grad()
-def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int) -> torch.Tensor:
-    """Outputs of every node with full neighborhoods, one layer at a time (DGL's inference)."""
+def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int):
+    """Outputs of every node with full neighborhoods, one layer at a time (DGL's inference).
+
+    Distributed: each rank computes the nodes it owns and writes them into a DistTensor per
+    layer, whose rows the next layer (and the metric) read from their owners."""
     model.eval()
     n = g.num_nodes()
-    all_nodes = np.arange(n, dtype=np.int64)
+    distributed = g.is_distributed
+    lo, hi = g.local_node_range()
+    nodes = np.arange(lo, hi, dtype=np.int64)
     sampler = tessera.NeighborSampler([-1])
-    loader = tessera.NodeDataLoader(g, all_nodes, sampler, batch_size=batch_size, shuffle=False,
+    loader = tessera.NodeDataLoader(g, nodes, sampler, batch_size=batch_size, shuffle=False,
                                     num_workers=1, seed=0)
     h = None
     for i, layer in enumerate(model.layers):
-        out = None
+        dim = layer.out_feats
+        out = tessera.DistTensor((n, dim), torch.float32, f"inference-layer{i}",
+                                 part_policy=g.get_node_partition_policy()) \
+            if distributed else torch.empty((n, dim), dtype=torch.float32)
         for input_nodes, seeds, blocks in loader:
             x = feats(input_nodes) if i == 0 else h[input_nodes]
             y = layer(blocks[0], x)
             if i < model.num_layers - 1:
                 y = F.relu(model.norms[i](y))
-            if out is None:
-                out = torch.empty((n, y.shape[1]), dtype=y.dtype)
             out[seeds] = y
+        if distributed:
+            g.barrier()  # every rank's rows are written before anyone reads them
         h = out
     return h
 
 
-def metric_of(logits: torch.Tensor, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> float:
+def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> float:
+    """Metric over ``nodes``; ``logits`` is a tensor or a DistTensor (rows read from their
+    owners, so every rank computes the same figure)."""
     idx = torch.from_numpy(nodes)
+    rows = logits[idx]
     if kind == "rocauc":
-        scores = torch.softmax(logits[idx], 1)[:, 1].numpy()
+        scores = torch.softmax(rows, 1)[:, 1].numpy()
         return roc_auc(scores, labels[idx].numpy()) * 100.0
-    return float((logits[idx].argmax(1) == labels[idx]).float().mean()) * 100.0
+    return float((rows.argmax(1) == labels[idx]).float().mean()) * 100.0
 
 
 # --- training ------------------------------------------------------------------------------------
@@ -209,26 +242,39 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     train_mask = mask_column(g.ndata["train_mask"], split)
     val_nodes = np.nonzero(mask_column(g.ndata["val_mask"], split))[0]
     test_nodes = np.nonzero(mask_column(g.ndata["test_mask"], split))[0]
-    world = args.parts  # trainers; > 1 runs them in this process (see the module docstring)
     sampler = tessera.NeighborSampler(args.fanouts)
     loaders = []
-    for r in range(world):
-        nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
+    if g.is_distributed:  # one trainer per rank
+        if args.batching == "global":
+            nids = np.nonzero(train_mask)[0]  # the same on every rank: global batches
+        else:
+            nids = tessera.node_split(train_mask, book)
         loaders.append(tessera.DistNodeDataLoader(
             g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
-            num_workers=args.num_workers, seed=args.seed + 1000 * split))
+            num_workers=args.num_workers, seed=args.seed + 1000 * split,
+            global_order=args.batching == "global"))
+    else:  # simulated: the P trainers of a P-part partitioning in this process
+        world = args.parts
+        for r in range(world):
+            nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
+            loaders.append(tessera.DistNodeDataLoader(
+                g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
+                num_workers=args.num_workers, seed=args.seed + 1000 * split))
 
     torch.manual_seed(args.seed + split)
     num_classes = int(labels.max()) + 1
     model = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
                       dropout=args.dropout, input_dropout=args.input_dropout,
                       norm="layer" if args.layer_norm else None)
+    dist.broadcast_parameters(model)  # same seed gives the same init; made certain here
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
 
     ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and \
         not str(args.split).isdigit() else args.checkpoint
+    if ckpt and tessera.get_world_size() > 1:  # every rank keeps its loader position
+        ckpt = f"{ckpt}.rank{tessera.get_rank()}"
     if ckpt and args.resume and os.path.exists(ckpt):
         c = torch.load(ckpt, weights_only=False)
         model.load_state_dict(c["model"])
@@ -237,7 +283,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             dl.load_state_dict(s)
         torch.set_rng_state(c["torch_rng"])
         state = c["state"]
-        print(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}", flush=True)
+        log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}")
 
     while state["epoch"] < args.epochs:
         epoch = state["epoch"]
@@ -245,7 +291,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         t0 = time.time()
         iters = [iter(dl) for dl in loaders]
         steps = max(len(dl) for dl in loaders)
-        bar = Progress(steps, f"split {split} epoch {epoch:3d}", enabled=not args.quiet)
+        bar = Progress(steps, f"split {split} epoch {epoch:3d}",
+                       enabled=not args.quiet and tessera.get_rank() == 0)
         total, count = 0.0, 0
         for _ in range(steps):
             opt.zero_grad()
@@ -259,6 +306,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 losses.append(F.cross_entropy(logits, labels[seeds]))
             loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
             loss.backward()
+            dist.all_reduce_gradients(model)  # distributed: the mean over the ranks
             opt.step()
             total += loss.item()
             count += 1
@@ -267,7 +315,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         for it in iters:  # finish the generators so every loader advances to the next epoch
             for _ in it:
                 pass
-        train_loss = total / max(count, 1)
+        sums = dist.all_reduce(np.array([total, count], dtype=np.float64))
+        train_loss = float(sums[0] / max(sums[1], 1))
         val = float("nan")
         if (epoch + 1) % args.eval_every == 0 or epoch == args.epochs - 1:
             logits = layerwise_inference(model, g, feats, args.eval_batch_size)
@@ -280,8 +329,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         state["epoch"] = epoch + 1
         if not args.quiet or epoch == args.epochs - 1:
             shown = f"{val:6.2f}" if val == val else "     -"
-            print(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
-                  f"{shown}  ({time.time() - t0:.2f}s)", flush=True)
+            log(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
+                f"{shown}  ({time.time() - t0:.2f}s)")
         if ckpt:
             atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loaders": [dl.state_dict() for dl in loaders],
@@ -289,16 +338,19 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                          "args": vars(args)}, ckpt)
         if args.stop_after is not None and state["epoch"] >= args.stop_after \
                 and state["epoch"] < args.epochs:
-            print(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)",
-                  flush=True)
+            log(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)")
             return {"stopped": True, **state}
 
     logits = layerwise_inference(model, g, feats, args.eval_batch_size)
     final_test = metric_of(logits, labels, test_nodes, metric)
     digest = param_digest(model)
-    print(f"split {split}: best val {metric} {state['best_val']:.2f} at epoch "
+    digests = dist.all_gather_object(digest)
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"split {split}: the ranks' parameters differ: {digests}")
+    log(f"split {split}: best val {metric} {state['best_val']:.2f} at epoch "
           f"{state['best_epoch']}, test {metric} {state['test_at_best']:.2f} "
-          f"(last epoch: {final_test:.2f}); parameters {digest}", flush=True)
+        f"(last epoch: {final_test:.2f}); parameters {digest}"
+        + (f" (identical on {len(digests)} ranks)" if len(digests) > 1 else ""))
     return {"stopped": False, "final_test": final_test, "digest": digest, **state}
 
 
@@ -331,7 +383,10 @@ def plot(results: dict, path: str, metric: str) -> None:
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, help="dataset folder (npy layout) or path")
-    p.add_argument("--parts", type=int, default=1, help="partitions = trainers (P)")
+    p.add_argument("--parts", type=int, default=None,
+                   help="partitions = trainers (P); default: the number of ranks")
+    p.add_argument("--batching", default="global", choices=["global", "split"],
+                   help="distributed batches: global (identical for any P) or DGL's node_split")
     p.add_argument("--part-method", default="metis", choices=["metis", "random"])
     p.add_argument("--part-dir", default=None, help="where the partitions go (reused)")
     p.add_argument("--repartition", action="store_true")
@@ -390,12 +445,17 @@ def main(argv=None) -> int:
     args.fanouts = [int(f) for f in str(args.fanouts).split(",")]
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.parts > 1:
-        print(f"[train] P = {args.parts}: the {args.parts} trainers run in this process "
-              "(distributed runtime not built yet); gradients are averaged per step",
-              flush=True)
 
     tessera.initialize()
+    world = tessera.get_world_size()
+    if args.parts is None:
+        args.parts = world
+    if world > 1 and args.parts != world:
+        raise SystemExit(f"train_sage.py: --parts {args.parts} under a job of {world} ranks; "
+                         "the partitioning needs one part per rank")
+    if world == 1 and args.parts > 1:
+        print(f"[train] P = {args.parts} in one process (simulated): the {args.parts} trainers "
+              "run here; gradients are averaged per step", flush=True)
     config = prepare_partitions(args)
     name = os.path.basename(os.path.normpath(args.dataset))
     g = tessera.DistGraph(name, part_config=config)
@@ -405,9 +465,8 @@ def main(argv=None) -> int:
     nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
     splits = list(range(nsplits)) if args.split == "all" else \
         [int(x) for x in str(args.split).split(",")]
-    print(f"[train] {g}; {metric}; splits {splits}; fanouts {args.fanouts}, batch "
-          f"{args.batch_size}, hidden {args.hidden}, lr {args.lr}, epochs {args.epochs}",
-          flush=True)
+    log(f"[train] {g}; {world} rank(s); {metric}; splits {splits}; fanouts {args.fanouts}, "
+        f"batch {args.batch_size}, hidden {args.hidden}, lr {args.lr}, epochs {args.epochs}")
 
     results = {}
     t0 = time.time()
@@ -417,13 +476,16 @@ def main(argv=None) -> int:
             return 0
         results[s] = r
     tests = np.array([r["test_at_best"] for r in results.values()])
-    print(f"[train] test {metric} (at best validation): {tests.mean():.2f} +- "
-          f"{tests.std():.2f} over {len(tests)} split(s) "
-          f"[{', '.join(f'{t:.2f}' for t in tests)}]; {time.time() - t0:.1f}s", flush=True)
+    log(f"[train] test {metric} (at best validation): {tests.mean():.2f} +- "
+        f"{tests.std():.2f} over {len(tests)} split(s) "
+        f"[{', '.join(f'{t:.2f}' for t in tests)}]; {time.time() - t0:.1f}s")
+    if tessera.get_rank() != 0:
+        return 0
     plot(results, args.plot or os.path.join("out", f"{name}-p{args.parts}-loss.png"), metric)
     if args.results:
         with open(args.results, "w") as f:
-            json.dump({"dataset": args.dataset, "parts": args.parts, "metric": metric,
+            json.dump({"dataset": args.dataset, "parts": args.parts, "ranks": world,
+                       "batching": args.batching, "metric": metric,
                        "mean": float(tests.mean()), "std": float(tests.std()),
                        "splits": {str(k): {kk: v for kk, v in r.items() if kk != "history"}
                                   for k, r in results.items()},

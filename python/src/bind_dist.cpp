@@ -14,7 +14,9 @@
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/dist/embedding.hpp"
 #include "tessera/dist/graph.hpp"
+#include "tessera/dist/io.hpp"
 #include "tessera/dist/loader.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
@@ -343,6 +345,93 @@ void bind_dist(nb::module_& m) {
         if (!ok) return nb::none();
         return node_batch_to_py(std::move(mb));
       });
+
+  m.def(
+      "save_dist_tensor",
+      [](const DistTensor& t, const std::string& dir) {
+        nb::gil_scoped_release nogil;
+        dist::save_dist_tensor(t, dir);
+      },
+      nb::arg("tensor"), nb::arg("dir"),
+      "Every rank writes its rows to dir (atomically); rank 0 the JSON. Collective.");
+  m.def(
+      "load_dist_tensor",
+      [](DistTensor& t, const std::string& dir) {
+        nb::gil_scoped_release nogil;
+        dist::load_dist_tensor(t, dir);
+      },
+      nb::arg("tensor"), nb::arg("dir"),
+      "Reads what save_dist_tensor wrote into the tensor (same shape, dtype and row ranges), "
+      "all ranks or none. Collective.");
+
+  using dist::SparseOptimizer;
+  nb::class_<SparseOptimizer>(m, "SparseOptimizer",
+                              "SparseAdagrad / SparseAdam over a float32 [N, dim] DistTensor: "
+                              "gradients pushed to the rows' owners and applied there.")
+      .def_static(
+          "adagrad",
+          [](const DistTensor& emb, double lr, double eps, double init) {
+            dist::SparseAdagradOptions o;
+            o.lr = lr;
+            o.eps = eps;
+            o.initial_accumulator_value = init;
+            nb::gil_scoped_release nogil;
+            return SparseOptimizer::adagrad(emb, o);
+          },
+          nb::arg("embedding"), nb::arg("lr") = 0.01, nb::arg("eps") = 1e-10,
+          nb::arg("initial_accumulator_value") = 0.0)
+      .def_static(
+          "adam",
+          [](const DistTensor& emb, double lr, double beta1, double beta2, double eps) {
+            dist::SparseAdamOptions o;
+            o.lr = lr;
+            o.beta1 = beta1;
+            o.beta2 = beta2;
+            o.eps = eps;
+            nb::gil_scoped_release nogil;
+            return SparseOptimizer::adam(emb, o);
+          },
+          nb::arg("embedding"), nb::arg("lr") = 0.001, nb::arg("beta1") = 0.9,
+          nb::arg("beta2") = 0.999, nb::arg("eps") = 1e-8)
+      .def(
+          "step",
+          [](SparseOptimizer& o, const I64Array& ids,
+             const nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>& grads) {
+            const int64_t dim = o.embedding().shape().size() == 2 ? o.embedding().shape()[1] : 0;
+            TESSERA_EXPECTS(grads.shape(0) == ids.shape(0) && static_cast<int64_t>(grads.shape(1)) == dim,
+                            ValueError,
+                            "SparseOptimizer '{}' step: gradients of shape [{}, {}] for {} IDs "
+                            "of a [N, {}] embedding",
+                            o.embedding().name(), grads.shape(0), grads.shape(1), ids.shape(0),
+                            dim);
+            const float* g = grads.data();
+            nb::gil_scoped_release nogil;
+            o.step(span_of(ids), g);
+          },
+          nb::arg("ids"), nb::arg("grads"),
+          "Collective: this rank's gradient rows (float32 [len(ids), dim]; repeats summed).")
+      .def_prop_rw("lr", &SparseOptimizer::lr, &SparseOptimizer::set_lr)
+      .def_prop_ro("num_steps", &SparseOptimizer::num_steps)
+      .def_prop_ro("kind",
+                   [](const SparseOptimizer& o) {
+                     return o.kind() == SparseOptimizer::Kind::kAdam ? "adam" : "adagrad";
+                   })
+      .def_prop_ro("embedding", [](const SparseOptimizer& o) { return o.embedding(); })
+      .def_prop_ro("state_tensors", [](const SparseOptimizer& o) { return o.state_tensors(); })
+      .def(
+          "save",
+          [](const SparseOptimizer& o, const std::string& dir) {
+            nb::gil_scoped_release nogil;
+            o.save(dir);
+          },
+          nb::arg("dir"))
+      .def(
+          "load",
+          [](SparseOptimizer& o, const std::string& dir) {
+            nb::gil_scoped_release nogil;
+            o.load(dir);
+          },
+          nb::arg("dir"));
 
   m.def(
       "launch",

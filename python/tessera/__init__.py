@@ -12,6 +12,8 @@ from .partition import (graph_from_arrays, load_dataset, load_partition_config,
 from . import dataloading, distributed
 from .dataloading import (Block, DistEdgeDataLoader, DistNodeDataLoader, EdgeDataLoader,
                           NeighborSampler, NodeDataLoader)
+from .embedding import DistEmbedding
+from . import optim
 
 __version__ = _C.__version__
 
@@ -21,7 +23,18 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split",
            "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
-           "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert"]
+           "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert",
+           "DistEmbedding", "optim", "launch"]
+
+
+def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,
+           master_addr: str = "127.0.0.1", master_port: int = 0,
+           prefix_output: bool = True) -> int:
+    """Runs ``command`` (a list of strings) once per local rank with the job's environment
+    set (``tessera launch``; DGL's launch.py); returns 0, or the exit code of the first rank
+    that failed, after stopping the others."""
+    return _C.launch([str(c) for c in command], int(nproc_per_node), int(nnodes),
+                     int(node_rank), str(master_addr), int(master_port), bool(prefix_output))
 
 
 def __getattr__(name):

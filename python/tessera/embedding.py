@@ -1,0 +1,179 @@
+"""Learnable node embeddings stored in a DistTensor (DGL's ``dgl.distributed.DistEmbedding``)
+and their sparse optimizers (DGL's ``dgl.distributed.optim.SparseAdagrad`` / ``SparseAdam``).
+
+A forward pass reads the rows of the batch (remote rows from their owners) into a torch tensor
+that records its gradient; ``optimizer.step()`` pushes each rank's gradient rows to the rows'
+owners in one all-to-all, and the owners sum them (in rank order) and apply the update to
+their rows and optimizer state. ``step()`` is collective: every rank calls it once per training
+step, with or without rows of its own.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _C, _runtime
+from ._tensor import require_torch, to_numpy_ids
+from .dist import DistTensor, _PartitionPolicy
+
+__all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
+
+_anonymous = 0
+
+
+class DistEmbedding:
+    """``num_embeddings`` x ``embedding_dim`` float32 rows spread over the ranks.
+
+    ``part_policy``: usually ``g.get_node_partition_policy()`` (row v lives with node v's
+    owner); default: even contiguous ranges over the ranks. ``init_func(shape, dtype)`` fills
+    this rank's rows (default zeros, DGL's default too; pass e.g. a uniform init). Creation is
+    collective and idempotent by ``name``. ``emb(ids)`` returns the rows as a torch tensor that
+    records gradients in training mode (``torch.is_grad_enabled()``).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, name: Optional[str] = None,
+                 init_func: Optional[Callable] = None,
+                 part_policy: Optional[_PartitionPolicy] = None):
+        torch = require_torch("DistEmbedding")
+        global _anonymous
+        if name is None:
+            _anonymous += 1
+            name = f"embedding-{_anonymous}"
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        rt = _runtime.runtime()
+        if part_policy is not None and part_policy.distributed:
+            kind, offsets = part_policy.kind, [int(o) for o in part_policy.offsets()]
+        else:
+            if part_policy is not None and _runtime.get_world_size() > 1:
+                raise ValueError("DistEmbedding: part_policy is not of a distributed DistGraph")
+            kind, offsets = "even", _even_offsets(self.num_embeddings, rt.world_size)
+        if offsets[-1] != self.num_embeddings:
+            raise ValueError(f"DistEmbedding {name!r}: {self.num_embeddings} rows, but the "
+                             f"partition policy covers {offsets[-1]} IDs")
+        t = _C.DistTensor(rt, name, [self.num_embeddings, self.embedding_dim], "float32", kind,
+                          offsets, True)
+        if init_func is not None:
+            local = t.local_view()
+            v = init_func(local.shape, torch.float32)
+            v = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
+            local[...] = v.astype(np.float32, copy=False)
+        rt.barrier()
+        self.name = name
+        self.weight = DistTensor(t.shape, None, name, part_policy=part_policy, _dist=t)
+        self._trace: list = []  # (ids, rows) read with gradients since the last step
+
+    def __call__(self, idx, device=None):
+        torch = require_torch("DistEmbedding")
+        ids = to_numpy_ids(idx, f"DistEmbedding {self.name!r} IDs")
+        rows = torch.from_numpy(self.weight._dist.read(ids))
+        if torch.is_grad_enabled():
+            rows.requires_grad_(True)
+            self._trace.append((ids, rows))
+        return rows if device is None else rows.to(device)
+
+    def reset_trace(self) -> None:
+        self._trace = []
+
+    def save(self, path: str) -> None:
+        """Writes the rows into folder ``path`` (one .npy part per rank and a JSON written by
+        rank 0, each atomically). Collective."""
+        os.makedirs(path, exist_ok=True)
+        _C.save_dist_tensor(self.weight._dist, os.fspath(path))
+
+    def load(self, path: str) -> None:
+        """Reads rows saved by ``save`` (same shape and row ownership; every rank or none).
+        Collective."""
+        _C.load_dist_tensor(self.weight._dist, os.fspath(path))
+
+    def __repr__(self) -> str:
+        return (f"DistEmbedding(name={self.name!r}, num_embeddings={self.num_embeddings}, "
+                f"embedding_dim={self.embedding_dim})")
+
+
+def _even_offsets(rows: int, world: int) -> list[int]:
+    base, extra = divmod(rows, world)
+    out = [0]
+    for r in range(world):
+        out.append(out[-1] + base + (1 if r < extra else 0))
+    return out
+
+
+class _SparseOptimizer:
+    def __init__(self, params: Sequence[DistEmbedding], make):
+        if isinstance(params, DistEmbedding):
+            params = [params]
+        self.params = list(params)
+        if not self.params or not all(isinstance(p, DistEmbedding) for p in self.params):
+            raise TypeError(f"{type(self).__name__}: params must be a list of DistEmbedding")
+        self._opt = [make(p.weight._dist) for p in self.params]
+
+    def zero_grad(self) -> None:
+        """Forgets the rows read since the last step (their gradients are not applied)."""
+        for p in self.params:
+            p.reset_trace()
+
+    def step(self) -> None:
+        """Pushes the gradients of the rows read since the last step to their owners and
+        applies them there. Collective: every rank calls it, with or without rows."""
+        torch = require_torch("sparse optimizers")
+        for emb, opt in zip(self.params, self._opt):
+            ids, grads = [], []
+            for i, rows in emb._trace:
+                g = rows.grad
+                if g is None:  # read but not used in the loss: no gradient
+                    continue
+                ids.append(i)
+                grads.append(g.detach().to(torch.float32).cpu().numpy())
+            emb.reset_trace()
+            if ids:
+                all_ids = np.concatenate(ids)
+                all_g = np.ascontiguousarray(np.concatenate(grads), dtype=np.float32)
+            else:
+                all_ids = np.zeros(0, dtype=np.int64)
+                all_g = np.zeros((0, emb.embedding_dim), dtype=np.float32)
+            opt.step(all_ids, all_g)
+
+    @property
+    def lr(self) -> float:
+        return float(self._opt[0].lr)
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        for o in self._opt:
+            o.lr = float(value)
+
+    def save(self, path: str) -> None:
+        """Writes the optimizer state of every embedding under folder ``path``. Collective."""
+        os.makedirs(path, exist_ok=True)
+        for emb, o in zip(self.params, self._opt):
+            d = os.path.join(path, _C_safe(emb.name))
+            os.makedirs(d, exist_ok=True)
+            o.save(d)
+
+    def load(self, path: str) -> None:
+        """Reads the state ``save`` wrote. Collective."""
+        for emb, o in zip(self.params, self._opt):
+            o.load(os.path.join(path, _C_safe(emb.name)))
+
+
+def _C_safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class SparseAdagrad(_SparseOptimizer):
+    """DGL's ``SparseAdagrad``: per element, sum += g^2; w -= lr * g / (sqrt(sum) + eps)."""
+
+    def __init__(self, params, lr: float = 0.01, eps: float = 1e-10,
+                 initial_accumulator_value: float = 0.0):
+        super().__init__(params, lambda t: _C.SparseOptimizer.adagrad(
+            t, float(lr), float(eps), float(initial_accumulator_value)))
+
+
+class SparseAdam(_SparseOptimizer):
+    """DGL's ``SparseAdam`` (per-row step counts; only rows with a gradient are updated)."""
+
+    def __init__(self, params, lr: float = 0.001, betas=(0.9, 0.999), eps: float = 1e-8):
+        super().__init__(params, lambda t: _C.SparseOptimizer.adam(
+            t, float(lr), float(betas[0]), float(betas[1]), float(eps)))
