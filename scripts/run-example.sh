@@ -3,9 +3,11 @@
 #  1. set up and build the `tessera` tool;
 #  2. partition Cora into 2 METIS parts (train/val/test balanced, 1-hop halo) and validate every
 #     partition contract and checksum against the source dataset;
-#  3. build the Python package and train GraphSAGE on the 2 partitions (2 trainers, each on its
-#     node_split share, in one process), printing per-epoch loss/validation accuracy and the
-#     final test accuracy (published GCN: 81.5%), with a loss-curve plot in out/.
+#  3. build the Python package and train GraphSAGE on those 2 partitions with 2 ranks under
+#     `tessera launch` (rank r loads partition r, remote neighborhoods and features come from
+#     the other rank over UCX, gradients are averaged every step), printing per-epoch
+#     loss/validation accuracy and the final test accuracy (published GCN: 81.5%), with a
+#     loss-curve plot in out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,5 +23,7 @@ cmake --build build -j"$(nproc)" --target tessera
 bash scripts/setup-python.sh
 echo "[example] building the Python package ..." >&2
 python3 -m pip install . --no-build-isolation -q
-python3 python/examples/train_sage.py --dataset data/cora --parts 2 --part-dir out/cora-train \
+# The config written above is reused by the training script (--part-dir): rank r loads part r.
+./build/bin/tessera launch --nproc-per-node 2 -- \
+  python3 python/examples/train_sage.py --dataset data/cora --part-dir out/cora-2 \
   --plot out/cora-2-loss.png --results out/cora-2-results.json

@@ -185,6 +185,47 @@ class Features:
         return x
 
 
+class LearnedInputs:
+    """Learnable node embeddings instead of input features (DGL's DistEmbedding example):
+    rows read per batch from their owners, updated by SparseAdagrad on their owners."""
+
+    def __init__(self, g, dim: int, lr: float, name: str):
+        gen = torch.Generator().manual_seed(12345)
+        self.emb = tessera.DistEmbedding(
+            g.num_nodes(), dim, name, part_policy=g.get_node_partition_policy(),
+            init_func=lambda shape, dtype: torch.empty(shape).uniform_(-0.1, 0.1, generator=gen))
+        self.opt = tessera.optim.SparseAdagrad([self.emb], lr=lr)
+        self.dim = dim
+
+    def __call__(self, ids) -> torch.Tensor:
+        return self.emb(ids)
+
+    def step(self) -> None:
+        self.opt.step()
+
+    def save(self, path: str) -> None:
+        self.emb.save(os.path.join(path, "embedding"))
+        self.opt.save(os.path.join(path, "optimizer"))
+
+    def load(self, path: str) -> None:
+        self.emb.load(os.path.join(path, "embedding"))
+        self.opt.load(os.path.join(path, "optimizer"))
+
+
+def check_embedding_round_trip(inputs: LearnedInputs, path: str) -> None:
+    """Saves the embeddings, scrambles this rank's rows, loads them back and compares."""
+    local = inputs.emb.weight.local_partition()
+    before = local.copy()
+    inputs.emb.save(path)
+    local[...] = 0.0
+    inputs.emb.load(path)
+    same = bool(np.array_equal(local, before))
+    ok = all(dist.all_gather_object(same))
+    if not ok:
+        raise RuntimeError(f"embeddings did not round-trip through {path}")
+    log(f"[train] embeddings saved to {path} and loaded back: identical on every rank")
+
+
 def mask_column(t, split: int) -> np.ndarray:
     m = t.numpy()
     if m.ndim == 2:
@@ -262,6 +303,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 num_workers=args.num_workers, seed=args.seed + 1000 * split))
 
     torch.manual_seed(args.seed + split)
+    if args.embed:
+        feats = LearnedInputs(g, args.embed, args.sparse_lr, f"{g.graph_name}-emb-split{split}")
     num_classes = int(labels.max()) + 1
     model = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
                       dropout=args.dropout, input_dropout=args.input_dropout,
@@ -283,6 +326,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             dl.load_state_dict(s)
         torch.set_rng_state(c["torch_rng"])
         state = c["state"]
+        if args.embed:
+            feats.load(f"{ckpt}.emb")
         log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}")
 
     while state["epoch"] < args.epochs:
@@ -308,6 +353,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             loss.backward()
             dist.all_reduce_gradients(model)  # distributed: the mean over the ranks
             opt.step()
+            if args.embed:
+                feats.step()  # sparse: each rank's rows' gradients pushed to their owners
             total += loss.item()
             count += 1
             bar.update(loss.item())
@@ -332,6 +379,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             log(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
                 f"{shown}  ({time.time() - t0:.2f}s)")
         if ckpt:
+            if args.embed:
+                feats.save(f"{ckpt}.emb")
             atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loaders": [dl.state_dict() for dl in loaders],
                          "torch_rng": torch.get_rng_state(), "state": state,
@@ -343,6 +392,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
 
     logits = layerwise_inference(model, g, feats, args.eval_batch_size)
     final_test = metric_of(logits, labels, test_nodes, metric)
+    if args.embed and args.save_embeddings:
+        check_embedding_round_trip(feats, os.path.join(args.save_embeddings, f"split{split}"))
     digest = param_digest(model)
     digests = dist.all_gather_object(digest)
     if len(set(digests)) != 1:
@@ -406,6 +457,12 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--weight-decay", type=float, default=None)
     p.add_argument("--feat-norm", default=None, choices=["none", "row", "standard"])
+    p.add_argument("--embed", type=int, default=0, metavar="DIM",
+                   help="learn DIM-dimensional node embeddings (DistEmbedding + SparseAdagrad) "
+                        "instead of reading the input features")
+    p.add_argument("--sparse-lr", type=float, default=0.05, help="SparseAdagrad learning rate")
+    p.add_argument("--save-embeddings", default=None,
+                   help="with --embed: save the final embeddings here and check they load back")
     p.add_argument("--metric", default="auto", choices=["auto", "acc", "rocauc"])
     p.add_argument("--split", default="0",
                    help="split index of [N, S] masks, a comma-separated list, or 'all'")
