@@ -505,6 +505,9 @@ def main(argv=None) -> int:
 
     tessera.initialize()
     world = tessera.get_world_size()
+    if not args.threads and world > 1:  # the ranks of this node share its cores (DGL does too)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
     if args.parts is None:
         args.parts = world
     if world > 1 and args.parts != world:
