@@ -71,15 +71,19 @@ def broadcast_parameters(module, src: int = 0) -> None:
     a no-op in a world of one."""
     if get_world_size() == 1:
         return
-    tensors = [t for t in list(module.parameters()) + list(module.buffers())
-               if t.dtype == torch.float32]
+    tensors = list(module.parameters()) + list(module.buffers())
     with torch.no_grad():
-        flat = _flat([t.detach() for t in tensors]).contiguous()
-        if get_rank() != src:
-            flat.zero_()
-        runtime().all_reduce(flat.numpy(), "sum")  # x + 0 + ... + 0 == x: bitwise rank src's
+        # The bytes of every tensor (any dtype), summed as int64 with zeros from the other
+        # ranks: an integer x + 0 + ... + 0 is x for every bit pattern, whereas a float sum
+        # turns -0.0 into +0.0 and float32 only would skip float64, int and bool tensors.
+        raw = [t.detach().cpu().contiguous().reshape(-1).view(torch.uint8) for t in tensors]
+        nbytes = sum(r.numel() for r in raw)
+        buf = torch.zeros(-(-nbytes // 8) * 8, dtype=torch.uint8)
+        if get_rank() == src and nbytes:
+            buf[:nbytes].copy_(torch.cat(raw))
+        runtime().all_reduce(buf.view(torch.int64).numpy(), "sum")
         offset = 0
-        for t in tensors:
-            n = t.numel()
-            t.copy_(flat[offset:offset + n].view_as(t))
+        for t, r in zip(tensors, raw):
+            n = r.numel()
+            t.copy_(buf[offset:offset + n].clone().view(t.dtype).view(t.shape))
             offset += n
