@@ -264,8 +264,10 @@ class NodeDataLoader(_LoaderBase):
     ``(input_nodes, seeds, blocks)``.
 
     Over a distributed-mode DistGraph creation is collective and every rank gets the same
-    number of batches per epoch (a rank with fewer wraps around to its first ones), so no rank
-    leaves the gradient all-reduce early. ``global_order=False`` (DGL's way): ``nids`` is this
+    number of batches per epoch, so no rank leaves the gradient all-reduce early: a rank with
+    fewer batches repeats batches from the start of the epoch (its own first ones with
+    ``global_order=False``; with ``global_order=True`` the global list wraps, as torch's
+    DistributedSampler pads). ``global_order=False`` (DGL's way): ``nids`` is this
     rank's share (``node_split``). ``global_order=True``: every rank passes the same ``nids``
     (e.g. all training nodes); they are ordered by original node ID, shuffled per epoch and
     cut into global batches, rank r taking batches r, r + P, ...; batch j has the same seeds

@@ -51,7 +51,8 @@ def all_reduce_gradients(module, average: bool = True) -> None:
         return
     params = [p for p in module.parameters() if p.requires_grad]
     grads = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in params]
-    flat = _flat(grads).to(torch.float32).contiguous()
+    wide = any(g.dtype == torch.float64 for g in grads)  # reduce in the widest dtype present
+    flat = _flat(grads).to(torch.float64 if wide else torch.float32).contiguous()
     runtime().all_reduce(flat.numpy(), "sum")
     if average:
         flat /= world
