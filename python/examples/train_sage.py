@@ -278,6 +278,16 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
 
 
 # --- training ------------------------------------------------------------------------------------
+def per_rank_batch(args) -> int:
+    """Seeds per rank and step. --batch-size is the global batch: P ranks take batch_size / P
+    each, so one step trains on as many seeds as at P = 1 and an epoch has as many steps. With
+    --batching global and P dividing batch_size, step s even covers exactly the seeds of step s
+    at P = 1 (global batches j = sP .. sP + P - 1 are consecutive slices of the epoch's order)."""
+    world = tessera.get_world_size()
+    return max(1, -(-args.batch_size // world))
+
+
+
 def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str) -> dict:
     book = g.get_partition_book()
     train_mask = mask_column(g.ndata["train_mask"], split)
@@ -291,7 +301,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         else:
             nids = tessera.node_split(train_mask, book)
         loaders.append(tessera.DistNodeDataLoader(
-            g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
+            g, nids, sampler, batch_size=per_rank_batch(args), shuffle=True, drop_last=False,
             num_workers=args.num_workers, seed=args.seed + 1000 * split,
             global_order=args.batching == "global"))
     else:  # simulated: the P trainers of a P-part partitioning in this process
@@ -445,7 +455,8 @@ def parse_args(argv=None):
                    help="keep edges directed (the shipped datasets store each pair once)")
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--fanouts", default=None, help="per layer, input layer first: 10,25")
-    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="seeds per optimizer step over all ranks (each of P ranks takes 1/P)")
     p.add_argument("--eval-batch-size", type=int, default=32768,
                    help="nodes per batch of the layer-wise full-neighbor inference")
     p.add_argument("--eval-every", type=int, default=None,
@@ -526,7 +537,8 @@ def main(argv=None) -> int:
     splits = list(range(nsplits)) if args.split == "all" else \
         [int(x) for x in str(args.split).split(",")]
     log(f"[train] {g}; {world} rank(s); {metric}; splits {splits}; fanouts {args.fanouts}, "
-        f"batch {args.batch_size}, hidden {args.hidden}, lr {args.lr}, epochs {args.epochs}")
+        f"batch {args.batch_size} ({per_rank_batch(args)} per rank), hidden {args.hidden}, "
+        f"lr {args.lr}, epochs {args.epochs}")
 
     results = {}
     t0 = time.time()
