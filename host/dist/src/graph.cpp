@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <numeric>
 
@@ -193,11 +194,51 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       ++q;
     }
   }
+
+  // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
+  // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
+  const int64_t me_edges = ehi - elo;
+  TESSERA_EXPECTS(m == me_edges, ValueError,
+                  "DistGraph '{}': partition {} stores {} in-edges of its inner nodes but its edge "
+                  "range [{}, {}) holds {}",
+                  graph_name, me, m, elo, ehi, me_edges);
+  std::vector<int64_t> ends(static_cast<size_t>(2 * m), -1), oe(static_cast<size_t>(m), -1);
+  for (int64_t i = 0; i < ni; ++i) {
+    for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
+      const int64_t r = eid[k] - elo;
+      TESSERA_EXPECTS(r >= 0 && r < m && oe[r] < 0, ValueError,
+                      "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
+                      "range [{}, {}) or twice",
+                      graph_name, me, k, eid[k], elo, ehi);
+      ends[2 * r] = src_new[k];
+      ends[2 * r + 1] = nid[i];
+      oe[r] = oeid[k];
+    }
+  }
+  auto from = [](const std::vector<int64_t>& v, int64_t lo, int64_t width) {
+    return [&v, lo, width](int64_t b, int64_t e, void* dst) {
+      std::memcpy(dst, v.data() + (b - lo) * width, static_cast<size_t>((e - b) * width) * 8);
+    };
+  };
+  g.orig_eid = DistTensor(rt, fmt::format("{}:orig_eid", graph_name), {g.config.num_edges},
+                          DType::kInt64, epol, from(oe, elo, 1), true);
+  g.edge_endpoints =
+      DistTensor(rt, fmt::format("{}:edge:_endpoints", graph_name), {g.config.num_edges, 2},
+                 DType::kInt64, epol, from(ends, elo, 2), true);
+  // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
+  g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", graph_name), {n}, DType::kInt64,
+                         PartPolicy::even(n, world), nullptr, true);
+  {
+    std::vector<int64_t> mine(static_cast<size_t>(ni));
+    std::iota(mine.begin(), mine.end(), nlo);
+    g.new_nid.write(ops::Span<const int64_t>(onid, ni), mine.data());
+  }
+
   {
     std::lock_guard<std::mutex> lk(rs.mu);
     rs.graphs[g.id] = g.sg;
   }
-  t.barrier();  // every owner can sample before anyone asks
+  t.barrier();  // every owner can sample (and every new_nid row is written) before anyone asks
 }
 
 DistGraph::~DistGraph() {
@@ -269,6 +310,15 @@ const DistTensor& DistGraph::edge_data(const std::string& name) const {
 }
 const DistTensor& DistGraph::orig_nid() const {
   return st_->orig_nid;
+}
+const DistTensor& DistGraph::orig_eid() const {
+  return st_->orig_eid;
+}
+const DistTensor& DistGraph::edge_endpoints() const {
+  return st_->edge_endpoints;
+}
+const DistTensor& DistGraph::new_nid() const {
+  return st_->new_nid;
 }
 const std::shared_ptr<Runtime>& DistGraph::runtime() const {
   return st_->rt;

@@ -234,8 +234,12 @@ DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t
   }
 }
 
-std::vector<ops::Block> DistNeighborSampler::sample_blocks(ops::Span<const int64_t> seeds,
-                                                           const RngKey& key) const {
+std::vector<ops::Block> DistNeighborSampler::sample_blocks(
+    ops::Span<const int64_t> seeds, const RngKey& key,
+    ops::Span<const int64_t> exclude_eids) const {
+  std::vector<int64_t> excluded(exclude_eids.begin(), exclude_eids.end());
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
   const int64_t layers = static_cast<int64_t>(fanouts_.size());
   std::vector<ops::Block> blocks(static_cast<size_t>(layers));
   ops::CompactWorkspace ws;
@@ -247,7 +251,20 @@ std::vector<ops::Block> DistNeighborSampler::sample_blocks(ops::Span<const int64
     const int64_t l = layers - 1 - h;  // the output layer samples first, as ops::NeighborSampler
     so.fanout = fanouts_[static_cast<size_t>(l)];
     so.key.layer = static_cast<uint32_t>(h);
-    const ops::SampledEdges edges = sample_neighbors(g_, frontier, so);
+    ops::SampledEdges edges = sample_neighbors(g_, frontier, so);
+    if (!excluded.empty()) {  // post-filter (see the header), order kept
+      size_t q = 0;
+      for (size_t k = 0; k < edges.eid.size(); ++k) {
+        if (std::binary_search(excluded.begin(), excluded.end(), edges.eid[k])) continue;
+        edges.src[q] = edges.src[k];
+        edges.dst[q] = edges.dst[k];
+        edges.eid[q] = edges.eid[k];
+        ++q;
+      }
+      edges.src.resize(q);
+      edges.dst.resize(q);
+      edges.eid.resize(q);
+    }
     ops::Block& b = blocks[static_cast<size_t>(l)];
     b = ops::to_block(edges, frontier, &ws);
     frontier = ops::Span<const int64_t>(b.src_nodes.data(), b.num_src());

@@ -68,6 +68,9 @@ struct GraphState {
   LocalPartition part;
   std::map<std::string, DistTensor> ndata, edata;
   DistTensor orig_nid;
+  DistTensor orig_eid;        // int64 [E], edge policy
+  DistTensor edge_endpoints;  // int64 [E, 2] (src, dst) new node IDs, edge policy
+  DistTensor new_nid;         // int64 [N] by ORIGINAL node ID, even policy
   std::shared_ptr<SampleGraph> sg = std::make_shared<SampleGraph>();
 };
 

@@ -35,8 +35,9 @@ struct DistGraphOptions {
 /// when one was given a config of another partitioning.
 ///
 /// IDs: everything a DistGraph takes and returns uses the relabelled global IDs of the
-/// partitioning ("new" IDs; docs/partition-format.md). orig_nid()/orig_eid() of the partition
-/// map them back. Sampling keys by the *original* node ID (see sampling.hpp).
+/// partitioning ("new" IDs; docs/partition-format.md). orig_nid() / orig_eid() map them back,
+/// new_nid() maps original node IDs to new ones. Sampling keys by the *original* node ID (see
+/// sampling.hpp).
 class DistGraph {
  public:
   /// Collective. `graph_name` must be the config's graph_name.
@@ -66,6 +67,17 @@ class DistGraph {
   const DistTensor& edge_data(const std::string& name) const;
   /// The original node ID of every node, as a DistTensor (int64, [num_nodes]).
   const DistTensor& orig_nid() const;
+  /// The original edge ID (the input's CSC edge space, docs/partition-format.md) of every edge:
+  /// int64 [num_edges] over the edge policy, "<graph>:orig_eid".
+  const DistTensor& orig_eid() const;
+  /// (src, dst) of every edge in new node IDs: int64 [num_edges, 2] over the edge policy,
+  /// "<graph>:edge:_endpoints" (the owner of an edge is the owner of its destination and fills
+  /// it from its partition's inner edges at load). Not in edata().
+  const DistTensor& edge_endpoints() const;
+  /// The inverse of orig_nid: row o holds the new ID of original node o. int64 [num_nodes]
+  /// over PartPolicy::even (rows are original IDs), "<graph>:new_nid"; filled at load by one
+  /// write per rank of its own nodes.
+  const DistTensor& new_nid() const;
   const std::shared_ptr<Runtime>& runtime() const;
 
   detail::GraphState& state() const { return *st_; }

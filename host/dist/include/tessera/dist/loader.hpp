@@ -12,6 +12,10 @@
 
 namespace tessera::dist {
 
+namespace detail {
+class BatchPlan;
+}
+
 /// How the seed set is cut into batches across the ranks.
 enum class BatchOrder : uint8_t {
   /// DGL's: every rank passes its own share (node_split) and cuts it into batches. Rank r's
@@ -35,16 +39,17 @@ class DistNodeDataLoader {
   /// `seeds`: global (new) node IDs. Every rank needs at least one batch: when one has none
   /// (empty share, or drop_last with fewer seeds than batch_size), every rank throws ValueError
   /// naming it. ValueError for bad options and, in kGlobal mode, when the ranks passed different
-  /// seed sets; IndexError for an ID out of range.
+  /// seed sets or options; IndexError for an ID out of range. A bad argument on one rank fails
+  /// every rank (the others' message names it).
   DistNodeDataLoader(const DistNeighborSampler& sampler, std::vector<int64_t> seeds,
                      ops::LoaderOptions opts, BatchOrder order = BatchOrder::kLocal);
   ~DistNodeDataLoader();
 
   /// Batches per epoch on this rank (the same on every rank).
-  int64_t num_batches() const { return steps_; }
+  int64_t num_batches() const;
   /// Batches of one epoch over all ranks (kGlobal: the global batch count B; kLocal: the sum
   /// of the ranks' own counts).
-  int64_t num_global_batches() const { return global_batches_; }
+  int64_t num_global_batches() const;
   /// The key index (global batch index) of this rank's batch `b`.
   int64_t global_batch_index(int64_t b) const;
   /// Seeds of this rank's batch `b` of `epoch`.
@@ -57,16 +62,11 @@ class DistNodeDataLoader {
   bool next(ops::NodeMiniBatch& out);
 
  private:
-  std::vector<int64_t> epoch_order(int64_t epoch) const;  // seeds_ permuted for `epoch`
   const DistNeighborSampler& sampler_;
-  std::vector<int64_t> seeds_;  // kGlobal: ordered by original ID
   ops::LoaderOptions opts_;
-  BatchOrder order_;
-  int rank_ = 0, world_ = 1;
-  int64_t own_batches_ = 0;  // kLocal: batches of this rank's seeds; kGlobal: B
-  int64_t steps_ = 0, global_batches_ = 0;
+  std::unique_ptr<detail::BatchPlan> plan_;
   int64_t epoch_ = -1;
-  std::vector<int64_t> epoch_order_;
+  std::vector<int64_t> epoch_order_;  // the plan's order for epoch_
   std::unique_ptr<ops::detail::OrderedPrefetcher<ops::NodeMiniBatch>> pipe_;
 };
 

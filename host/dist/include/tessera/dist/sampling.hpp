@@ -44,7 +44,16 @@ class DistNeighborSampler {
   /// uses the key (seed, epoch, batch, layer = h), like ops::NeighborSampler, so after ID
   /// mapping the blocks equal ops::NeighborSampler's on the unpartitioned graph. `seeds` must
   /// be unique (ValueError).
-  std::vector<ops::Block> sample_blocks(ops::Span<const int64_t> seeds, const RngKey& key) const;
+  ///
+  /// `exclude_eids` (global new edge IDs, any order, repeats allowed): edges left out of every
+  /// hop. This is a POST-filter, as DGL's distributed sampler applies `exclude` (its
+  /// EidExcluder on the sampled frontier): each hop samples `fanout` in-edges from all of a
+  /// node's in-edges, then drops the excluded ones before compaction, so a node may keep fewer
+  /// than `fanout` edges although it has enough others (ops::NeighborSampler's exclusion is a
+  /// pre-filter: excluded edges are never drawn). Sources reached only through excluded edges
+  /// do not enter the next hop's frontier.
+  std::vector<ops::Block> sample_blocks(ops::Span<const int64_t> seeds, const RngKey& key,
+                                        ops::Span<const int64_t> exclude_eids = {}) const;
   const std::vector<int64_t>& fanouts() const { return fanouts_; }
   bool replace() const { return replace_; }
   const DistGraph& graph() const { return g_; }

@@ -1,0 +1,185 @@
+#include "tessera/dist/edge_loader.hpp"
+
+#include <chrono>
+#include <unordered_map>
+
+#include "batch_plan.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/dist/graph.hpp"
+#include "tessera/dist/runtime.hpp"
+#include "tessera/ops/sampler.hpp"
+
+namespace tessera::dist {
+
+namespace {
+
+const char* exclude_name(ops::ExcludeMode m) {
+  switch (m) {
+    case ops::ExcludeMode::kNone:
+      return "none";
+    case ops::ExcludeMode::kSelf:
+      return "self";
+    case ops::ExcludeMode::kReverseId:
+      return "reverse_id";
+  }
+  return "?";
+}
+
+}  // namespace
+
+DistEdgeDataLoader::DistEdgeDataLoader(const DistNeighborSampler& sampler,
+                                       std::vector<int64_t> seed_eids, ops::LoaderOptions opts,
+                                       ops::EdgeLoaderOptions eopts, BatchOrder order)
+    : sampler_(sampler), opts_(opts), eopts_(std::move(eopts)) {
+  const DistGraph& g = sampler_.graph();
+  auto& t = g.runtime()->transport();
+  const int64_t ne = g.num_edges();
+  const std::string on = fmt::format("DistEdgeDataLoader on rank {}", t.rank());
+  auto check = [&] {
+    TESSERA_EXPECTS(eopts_.negatives >= 0, ValueError, "{}: negatives {} < 0", on,
+                    eopts_.negatives);
+    TESSERA_EXPECTS(eopts_.negatives == 0 || g.num_nodes() > 0, ValueError,
+                    "{}: negatives requested on a graph without nodes", on);
+    if (eopts_.exclude != ops::ExcludeMode::kReverseId) return;
+    TESSERA_EXPECTS(static_cast<int64_t>(eopts_.reverse_eids.size()) == ne, ValueError,
+                    "{}: reverse_eids has {} entries for the {} edges of '{}' (new edge IDs)", on,
+                    eopts_.reverse_eids.size(), ne, g.graph_name());
+    for (size_t e = 0; e < eopts_.reverse_eids.size(); ++e) {
+      const int64_t r = eopts_.reverse_eids[e];
+      TESSERA_EXPECTS(r >= -1 && r < ne, IndexError,
+                      "{}: reverse_eids[{}] = {} outside [0, {}) (or -1: no reverse)", on, e, r,
+                      ne);
+    }
+  };
+  plan_ = std::make_unique<detail::BatchPlan>(
+      t, std::move(seed_eids), ne, g.orig_eid(), opts_, order, "DistEdgeDataLoader", "seed edge",
+      check,
+      fmt::format(", negatives {}, exclude {}", eopts_.negatives, exclude_name(eopts_.exclude)));
+}
+
+DistEdgeDataLoader::~DistEdgeDataLoader() {
+  pipe_.reset();
+}
+
+int64_t DistEdgeDataLoader::num_batches() const {
+  return plan_->steps();
+}
+
+int64_t DistEdgeDataLoader::num_global_batches() const {
+  return plan_->global_batches();
+}
+
+int64_t DistEdgeDataLoader::global_batch_index(int64_t b) const {
+  return plan_->global_batch_index(b);
+}
+
+std::vector<int64_t> DistEdgeDataLoader::batch_eids(int64_t epoch, int64_t b) const {
+  if (epoch == epoch_) return plan_->batch(epoch_order_, b);
+  return plan_->batch(plan_->epoch_order(epoch), b);
+}
+
+ops::EdgeMiniBatch DistEdgeDataLoader::sample_batch(int64_t epoch, int64_t b) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DistGraph& g = sampler_.graph();
+  ops::EdgeMiniBatch mb;
+  mb.epoch = epoch;
+  mb.index = global_batch_index(b);
+  mb.eids = batch_eids(epoch, b);
+  const RngKey key = ops::make_rng_key(opts_.seed, epoch, mb.index, 0);
+  const int64_t m = static_cast<int64_t>(mb.eids.size()), k = eopts_.negatives;
+  const Array ends = g.edge_endpoints().read(mb.eids);
+  const int64_t* ep = ends.data<int64_t>();
+  mb.pos_src.resize(static_cast<size_t>(m));
+  mb.pos_dst.resize(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) {
+    mb.pos_src[i] = ep[2 * i];
+    mb.pos_dst[i] = ep[2 * i + 1];
+  }
+  if (k > 0) {
+    // Keyed and drawn in original IDs (the unpartitioned graph's terms), then mapped back.
+    const Array oe = g.orig_eid().read(mb.eids);
+    std::vector<int64_t> neg_dst_orig;
+    ops::uniform_negatives(g.num_nodes(), mb.pos_src,
+                           ops::Span<const int64_t>(oe.data<int64_t>(), m), k, key, mb.neg_src,
+                           neg_dst_orig);
+    const Array nd = g.new_nid().read(neg_dst_orig);
+    mb.neg_dst.assign(nd.data<int64_t>(), nd.data<int64_t>() + nd.rows());
+  }
+  // Seeds: unique endpoints in order of first appearance; pair endpoints as indices into them.
+  std::unordered_map<int64_t, int64_t> slot;
+  slot.reserve(static_cast<size_t>(2 * m * (1 + k)));
+  auto local = [&](int64_t v) {
+    auto [it, fresh] = slot.emplace(v, static_cast<int64_t>(mb.seeds.size()));
+    if (fresh) mb.seeds.push_back(v);
+    return it->second;
+  };
+  mb.pos_src_local.resize(mb.pos_src.size());
+  mb.pos_dst_local.resize(mb.pos_dst.size());
+  for (int64_t i = 0; i < m; ++i) {
+    mb.pos_src_local[i] = local(mb.pos_src[i]);
+    mb.pos_dst_local[i] = local(mb.pos_dst[i]);
+  }
+  mb.neg_src_local.resize(mb.neg_src.size());
+  mb.neg_dst_local.resize(mb.neg_dst.size());
+  for (size_t i = 0; i < mb.neg_src.size(); ++i) {
+    mb.neg_src_local[i] = local(mb.neg_src[i]);
+    mb.neg_dst_local[i] = local(mb.neg_dst[i]);
+  }
+  std::vector<int64_t> exclude;
+  if (eopts_.exclude != ops::ExcludeMode::kNone) {
+    exclude = mb.eids;
+    if (eopts_.exclude == ops::ExcludeMode::kReverseId)
+      for (int64_t e : mb.eids)
+        if (eopts_.reverse_eids[e] >= 0) exclude.push_back(eopts_.reverse_eids[e]);
+  }
+  mb.blocks = sampler_.sample_blocks(mb.seeds, key, exclude);
+  mb.input_nodes = mb.blocks.front().src_nodes;
+  mb.stats.seeds = static_cast<int64_t>(mb.seeds.size());
+  for (const auto& bl : mb.blocks)
+    mb.stats.sampled_edges += bl.num_edges();
+  mb.stats.sample_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return mb;
+}
+
+void DistEdgeDataLoader::start_epoch(int64_t epoch) {
+  pipe_.reset();
+  epoch_order_ = plan_->epoch_order(epoch);  // validates the epoch
+  epoch_ = epoch;
+  pipe_ = std::make_unique<ops::detail::OrderedPrefetcher<ops::EdgeMiniBatch>>(
+      plan_->steps(), opts_.num_workers, opts_.prefetch,
+      [this, epoch](int64_t b, int /*worker*/) { return sample_batch(epoch, b); });
+}
+
+bool DistEdgeDataLoader::next(ops::EdgeMiniBatch& out) {
+  TESSERA_EXPECTS(pipe_ != nullptr, ValueError, "DistEdgeDataLoader: call start_epoch() first");
+  return pipe_->next(out);
+}
+
+std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g) {
+  const PartitionConfig& c = g.config();
+  TESSERA_EXPECTS(c.build.symmetrize, ValueError,
+                  "symmetrized_reverse_eids: '{}' ({}) was not built with symmetrize; pass "
+                  "reverse_eids of your own",
+                  g.graph_name(), c.path.string());
+  const int64_t ne = g.num_edges(), ein = c.num_input_edges;
+  std::vector<int64_t> all(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e)
+    all[e] = e;
+  const Array orig = g.orig_eid().read(all);
+  const int64_t* o = orig.data<int64_t>();
+  std::vector<int64_t> new_of(static_cast<size_t>(2 * ein), -1);
+  for (int64_t e = 0; e < ne; ++e) {
+    TESSERA_EXPECTS(o[e] >= 0 && o[e] < 2 * ein, ValueError,
+                    "symmetrized_reverse_eids: edge {} of '{}' has original ID {} outside the "
+                    "symmetrized space [0, {})",
+                    e, g.graph_name(), o[e], 2 * ein);
+    new_of[o[e]] = e;
+  }
+  std::vector<int64_t> rev(static_cast<size_t>(ne));
+  for (int64_t e = 0; e < ne; ++e)
+    rev[e] = new_of[o[e] < ein ? o[e] + ein : o[e] - ein];
+  return rev;
+}
+
+}  // namespace tessera::dist
