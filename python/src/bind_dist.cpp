@@ -1,5 +1,5 @@
 // The distributed runtime (host/dist over transport/): Runtime, DistTensor, DistGraph,
-// node_split / edge_split, distributed sampling and the distributed node loader, and the
+// node_split / edge_split, distributed sampling, the distributed node and edge loaders, and the
 // launcher. Every call that may wait on other ranks releases the GIL, so a rank's Python
 // threads keep running while it waits and the transport's handler thread never needs the GIL.
 #include <nanobind/stl/map.h>
@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/dist/edge_loader.hpp"
 #include "tessera/dist/embedding.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/io.hpp"
@@ -242,7 +243,23 @@ void bind_dist(nb::module_& m) {
       .def_prop_ro("book", [](const DistGraph& g) { return g.book(); })
       .def_prop_ro("ndata", [](const DistGraph& g) { return tensors_to_py(g.ndata()); })
       .def_prop_ro("edata", [](const DistGraph& g) { return tensors_to_py(g.edata()); })
-      .def_prop_ro("orig_nid", [](const DistGraph& g) { return g.orig_nid(); });
+      .def_prop_ro("orig_nid", [](const DistGraph& g) { return g.orig_nid(); })
+      .def_prop_ro("orig_eid", [](const DistGraph& g) { return g.orig_eid(); })
+      .def_prop_ro("edge_endpoints", [](const DistGraph& g) { return g.edge_endpoints(); })
+      .def_prop_ro("new_nid", [](const DistGraph& g) { return g.new_nid(); });
+
+  m.def(
+      "dist_symmetrized_reverse_eids",
+      [](const DistGraph& g) {
+        std::vector<int64_t> r;
+        {
+          nb::gil_scoped_release nogil;
+          r = dist::symmetrized_reverse_eids(g);
+        }
+        return vector_to_numpy(std::move(r));
+      },
+      nb::arg("graph"),
+      "reverse_eids (new edge IDs; -1: no reverse) of a partitioning built with symmetrize.");
 
   m.def(
       "dist_node_split",
@@ -344,6 +361,74 @@ void bind_dist(nb::module_& m) {
         }
         if (!ok) return nb::none();
         return node_batch_to_py(std::move(mb));
+      });
+
+  nb::class_<dist::DistEdgeDataLoader>(m, "DistEdgeDataLoader")
+      .def(
+          "__init__",
+          [](dist::DistEdgeDataLoader* self, const dist::DistNeighborSampler& sampler,
+             const I64Array& seed_eids, int64_t batch_size, bool shuffle, bool drop_last,
+             int num_workers, int prefetch, int64_t seed, int64_t negatives,
+             const std::string& exclude, nb::object reverse_eids, bool global_order) {
+            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+            ops::LoaderOptions o;
+            o.batch_size = batch_size;
+            o.shuffle = shuffle;
+            o.drop_last = drop_last;
+            o.num_workers = num_workers;
+            o.prefetch = prefetch;
+            o.seed = static_cast<uint64_t>(seed);
+            ops::EdgeLoaderOptions eo;
+            eo.negatives = negatives;
+            eo.exclude = parse_exclude(exclude);
+            if (!reverse_eids.is_none()) {
+              const auto r = nb::cast<I64Array>(reverse_eids);
+              eo.reverse_eids.assign(r.data(), r.data() + r.shape(0));
+            }
+            std::vector<int64_t> s(seed_eids.data(), seed_eids.data() + seed_eids.shape(0));
+            nb::gil_scoped_release nogil;
+            new (self) dist::DistEdgeDataLoader(
+                sampler, std::move(s), o, std::move(eo),
+                global_order ? dist::BatchOrder::kGlobal : dist::BatchOrder::kLocal);
+          },
+          nb::arg("sampler"), nb::arg("seed_eids"), nb::arg("batch_size"), nb::arg("shuffle"),
+          nb::arg("drop_last"), nb::arg("num_workers"), nb::arg("prefetch"), nb::arg("seed"),
+          nb::arg("negatives") = 0, nb::arg("exclude") = "none",
+          nb::arg("reverse_eids") = nb::none(), nb::arg("global_order") = false,
+          nb::keep_alive<1, 2>(),
+          "Collective. seed_eids: new edge IDs (this rank's share, or with global_order the same "
+          "set on every rank); reverse_eids: per new edge ID, its reverse or -1.")
+      .def_prop_ro("num_batches", &dist::DistEdgeDataLoader::num_batches)
+      .def_prop_ro("num_global_batches", &dist::DistEdgeDataLoader::num_global_batches)
+      .def("global_batch_index", &dist::DistEdgeDataLoader::global_batch_index, nb::arg("b"))
+      .def(
+          "batch_eids",
+          [](const dist::DistEdgeDataLoader& l, int64_t epoch, int64_t b) {
+            return vector_to_numpy(l.batch_eids(epoch, b));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def(
+          "sample_batch",
+          [](const dist::DistEdgeDataLoader& l, int64_t epoch, int64_t b) {
+            ops::EdgeMiniBatch mb;
+            {
+              nb::gil_scoped_release nogil;
+              mb = l.sample_batch(epoch, b);
+            }
+            return edge_batch_to_py(std::move(mb));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def("start_epoch", &dist::DistEdgeDataLoader::start_epoch, nb::arg("epoch"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("next", [](dist::DistEdgeDataLoader& l) -> nb::object {
+        ops::EdgeMiniBatch mb;
+        bool ok;
+        {
+          nb::gil_scoped_release nogil;
+          ok = l.next(mb);
+        }
+        if (!ok) return nb::none();
+        return edge_batch_to_py(std::move(mb));
       });
 
   m.def(

@@ -28,13 +28,6 @@ EdgeDir parse_dir(const std::string& s) {
   TESSERA_FAIL(ValueError, "edge_dir must be 'in' or 'out', got '{}'", s);
 }
 
-ExcludeMode parse_exclude(const std::string& s) {
-  if (s.empty() || s == "none") return ExcludeMode::kNone;
-  if (s == "self") return ExcludeMode::kSelf;
-  if (s == "reverse_id") return ExcludeMode::kReverseId;
-  TESSERA_FAIL(ValueError, "exclude must be None, 'self' or 'reverse_id', got '{}'", s);
-}
-
 LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, int num_workers,
                              int prefetch, int64_t seed) {
   TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
@@ -46,6 +39,29 @@ LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, i
   o.prefetch = prefetch;
   o.seed = static_cast<uint64_t>(seed);
   return o;
+}
+
+template <typename T>
+nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
+  auto& b = nb::cast<Block&>(self);
+  auto& v = b.*field;
+  return view_numpy(v.data(), v.size(), self);
+}
+
+}  // namespace
+
+nb::list blocks_to_py(std::vector<Block>&& blocks) {
+  nb::list out;
+  for (auto& b : blocks)
+    out.append(nb::cast(std::move(b)));
+  return out;
+}
+
+ExcludeMode parse_exclude(const std::string& s) {
+  if (s.empty() || s == "none") return ExcludeMode::kNone;
+  if (s == "self") return ExcludeMode::kSelf;
+  if (s == "reverse_id") return ExcludeMode::kReverseId;
+  TESSERA_FAIL(ValueError, "exclude must be None, 'self' or 'reverse_id', got '{}'", s);
 }
 
 nb::dict edge_batch_to_py(EdgeMiniBatch&& b) {
@@ -65,22 +81,6 @@ nb::dict edge_batch_to_py(EdgeMiniBatch&& b) {
   d["input_nodes"] = vector_to_numpy(std::move(b.input_nodes));
   d["blocks"] = blocks_to_py(std::move(b.blocks));
   return d;
-}
-
-template <typename T>
-nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
-  auto& b = nb::cast<Block&>(self);
-  auto& v = b.*field;
-  return view_numpy(v.data(), v.size(), self);
-}
-
-}  // namespace
-
-nb::list blocks_to_py(std::vector<Block>&& blocks) {
-  nb::list out;
-  for (auto& b : blocks)
-    out.append(nb::cast(std::move(b)));
-  return out;
 }
 
 nb::dict node_batch_to_py(NodeMiniBatch&& b) {

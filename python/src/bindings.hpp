@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
 #include <vector>
 
 #include "tessera/ops/block.hpp"
@@ -18,4 +19,9 @@ void bind_dist(nanobind::module_& m);
 nanobind::list blocks_to_py(std::vector<ops::Block>&& blocks);
 /// A node mini-batch as a dict (epoch, index, seeds, input_nodes, blocks, timings).
 nanobind::dict node_batch_to_py(ops::NodeMiniBatch&& b);
+/// A link-prediction mini-batch as a dict (epoch, index, eids, pos/neg endpoints global and
+/// local, seeds, input_nodes, blocks).
+nanobind::dict edge_batch_to_py(ops::EdgeMiniBatch&& b);
+/// An edge loader's `exclude` argument: "none" (or ""), "self" or "reverse_id"; ValueError else.
+ops::ExcludeMode parse_exclude(const std::string& s);
 }  // namespace tessera::python
