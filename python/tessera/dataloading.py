@@ -326,18 +326,35 @@ class EdgeDataLoader(_LoaderBase):
 
     ``exclude`` is None, "self" or "reverse_id" (with ``reverse_eids``); for a graph built
     with ``symmetrize`` from E input edges, ``reverse_eids`` is
-    ``tessera.dataloading.symmetrized_reverse_eids(E)``.
+    ``tessera.dataloading.symmetrized_reverse_eids(E)`` (in the graph's edge IDs: for a
+    partitioned graph map it through the relabelling, or pass the DistGraph itself).
+
+    Over a distributed-mode DistGraph of several partitions (one per rank) this is DGL's
+    ``DistEdgeDataLoader`` (C++ ``dist::DistEdgeDataLoader``): creation is collective, every
+    rank runs the same number of batches per epoch (short shares wrap around), positives are
+    looked up in the graph's edge-endpoint table, negatives are drawn over original node IDs
+    keyed by (seed, epoch, global batch index, original edge ID), and ``exclude`` is applied as
+    a post-filter of each hop's sampled edges (as DGL's distributed sampler does; the
+    standalone loader never draws excluded edges instead). ``reverse_eids`` then holds, per new
+    edge ID, its reverse or -1. ``global_order=False``: ``eids`` is this rank's share
+    (``edge_split``); ``global_order=True``: every rank passes the same ``eids``; they are
+    ordered by original edge ID and cut into global batches dealt round-robin, so batch j is
+    the same for any number of ranks (also selects the distributed loader at one partition).
+    A 1-part distributed-mode graph without ``global_order`` samples its whole graph locally.
     """
 
     def __init__(self, g, eids, graph_sampler: NeighborSampler, batch_size: int = 1024,
                  shuffle: bool = True, drop_last: bool = False, num_workers: int = 1,
                  seed: Optional[int] = 0, device=None, negative_sampler=None, exclude=None,
-                 reverse_eids=None, prefetch: int = 4, **kwargs):
+                 reverse_eids=None, prefetch: int = 4, global_order: bool = False,
+                 **kwargs):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
-        if _is_distributed(g) and g.get_partition_book().num_partitions() > 1:
-            raise ValueError("EdgeDataLoader over a distributed DistGraph of several ranks is "
-                             "not implemented yet; use a 1-part partitioning (standalone) or "
-                             "NodeDataLoader")
+        self.global_order = bool(global_order)
+        distributed = _is_distributed(g) and (
+            g.get_partition_book().num_partitions() > 1 or self.global_order)
+        if self.global_order and not distributed:
+            raise ValueError("EdgeDataLoader(global_order=True) needs a distributed-mode "
+                             "DistGraph (one partition per process)")
         ep = getattr(graph_sampler, "_edge_pred", {})
         negative_sampler = negative_sampler or ep.get("negative_sampler")
         exclude = exclude if exclude is not None else ep.get("exclude")
@@ -347,12 +364,32 @@ class EdgeDataLoader(_LoaderBase):
         self.eids = to_numpy_ids(eids, "eids")
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
-        # A 1-part distributed-mode graph (standalone) samples its whole graph locally.
-        self._sampler = graph_sampler.bind(g.local_graph if _is_distributed(g) else g)
-        self._loader = _C.EdgeDataLoader(self._sampler, self.eids, self.batch_size,
-                                         self.shuffle, self.drop_last, self.num_workers,
-                                         int(prefetch), self.seed, self.negatives,
-                                         exclude or "none", rev)
+        if distributed:
+            self._sampler = graph_sampler.bind(g)
+            self._loader = _C.DistEdgeDataLoader(self._sampler, self.eids, self.batch_size,
+                                                 self.shuffle, self.drop_last,
+                                                 self.num_workers, int(prefetch), self.seed,
+                                                 self.negatives, exclude or "none", rev,
+                                                 self.global_order)
+        else:
+            # A 1-part distributed-mode graph (standalone) samples its whole graph locally.
+            self._sampler = graph_sampler.bind(g.local_graph if _is_distributed(g) else g)
+            self._loader = _C.EdgeDataLoader(self._sampler, self.eids, self.batch_size,
+                                             self.shuffle, self.drop_last, self.num_workers,
+                                             int(prefetch), self.seed, self.negatives,
+                                             exclude or "none", rev)
+
+    def global_batch_index(self, b: int) -> int:
+        """The sampling key's batch index of this rank's batch ``b`` (b itself standalone)."""
+        if hasattr(self._loader, "global_batch_index"):
+            return int(self._loader.global_batch_index(b))
+        return int(b)
+
+    def batch_eids(self, epoch: int, batch: int) -> np.ndarray:
+        """The seed edges of this rank's batch ``batch`` of ``epoch``."""
+        if hasattr(self._loader, "batch_eids"):
+            return self._loader.batch_eids(epoch, batch)
+        return self._loader.sample_batch(epoch, batch)["eids"]
 
     def __iter__(self):
         for mb in self._batches():
@@ -370,6 +407,12 @@ class EdgeDataLoader(_LoaderBase):
 DistEdgeDataLoader = EdgeDataLoader
 
 
-def symmetrized_reverse_eids(num_input_edges: int) -> np.ndarray:
-    """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other."""
+def symmetrized_reverse_eids(num_input_edges) -> np.ndarray:
+    """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other.
+
+    Given a distributed-mode DistGraph instead of E: the same in its new (relabelled) edge IDs,
+    -1 where an edge's reverse was dropped (deduplicate, self loops); every rank can call it
+    (it reads the original ID of every edge)."""
+    if _is_distributed(num_input_edges):
+        return _C.dist_symmetrized_reverse_eids(num_input_edges.runtime_graph)
     return _C.symmetrized_reverse_eids(int(num_input_edges))
