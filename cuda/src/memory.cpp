@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "tessera/cuda/check.cuh"
+#include "tessera/cuda/device.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
 
@@ -152,6 +153,27 @@ size_t l2_cache_bytes() {
   TESSERA_CUDA_TRY(cudaGetDevice(&dev));
   TESSERA_CUDA_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrL2CacheSize, dev));
   return static_cast<size_t>(n);
+}
+
+int current_device() {
+  require_cuda("current_device");
+  int dev = 0;
+  TESSERA_CUDA_TRY(cudaGetDevice(&dev));
+  return dev;
+}
+void set_device(int device) {
+  TESSERA_CUDA_TRY(cudaSetDevice(device));
+}
+DeviceGuard::DeviceGuard(int device) {
+  if (device < 0) return;
+  const int prev = current_device();
+  if (prev != device) {
+    set_device(device);
+    prev_ = prev;
+  }
+}
+DeviceGuard::~DeviceGuard() {
+  if (prev_ >= 0) TESSERA_CUDA_TRY_NOTHROW(cudaSetDevice(prev_));
 }
 
 namespace {

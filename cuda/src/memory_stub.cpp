@@ -1,4 +1,5 @@
 // CPU-only build: memory, streams and kernels exist and raise not_compiled_with_cuda.
+#include "tessera/cuda/device.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -75,6 +76,18 @@ size_t l2_cache_bytes() {
   require_cuda("l2_cache_bytes");
   return 0;
 }
+
+int current_device() {
+  require_cuda("current_device");
+  return 0;
+}
+void set_device(int) {
+  require_cuda("set_device");
+}
+DeviceGuard::DeviceGuard(int device) {
+  if (device >= 0) require_cuda("DeviceGuard");
+}
+DeviceGuard::~DeviceGuard() = default;
 
 namespace {
 class NoDeviceUpstream final : public Upstream {

@@ -370,12 +370,16 @@ std::vector<BackendInfo> list_backends() {
 }
 
 std::unique_ptr<Transport> create_transport(const std::string& backend, const Options& options) {
+  return create_transport(backend, detect_launch_env(), options);
+}
+
+std::unique_ptr<Transport> create_transport(const std::string& backend, const LaunchEnv& env,
+                                            const Options& options) {
   std::string name = backend;
   if (name.empty() || name == "auto") {
     const char* v = std::getenv("TESSERA_TRANSPORT");
     name = (v && *v) ? v : "auto";
   }
-  const LaunchEnv env = detect_launch_env();
   if (name == "auto") {
     if (env.world_size == 1) {
       return detail::make_local(options);

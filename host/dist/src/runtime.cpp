@@ -5,6 +5,8 @@
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/transport/launch.hpp"
+#include "tessera/transport/rendezvous.hpp"
 
 namespace tessera::dist {
 
@@ -63,15 +65,18 @@ std::shared_ptr<const SampleGraph> RuntimeState::graph(uint64_t id, int from) {
 
 namespace {
 
-// Rows of a tensor this rank owns: validates that every requested row is ours.
-const uint8_t* own_row(const TensorStore& s, int64_t id, int me, int from) {
+// Index of a row this rank owns among its rows: validates that every requested row is ours.
+int64_t own_index(const TensorStore& s, int64_t id, int me, int from) {
   if (id < s.lo || id >= s.hi) {
     TESSERA_FAIL(IndexError,
                  "DistTensor '{}': row {} requested by rank {} is not owned by rank {} "
                  "(it owns [{}, {}))",
                  s.name, id, from, me, s.lo, s.hi);
   }
-  return s.data + static_cast<size_t>(id - s.lo) * s.row_bytes;
+  return id - s.lo;
+}
+const uint8_t* own_row(const TensorStore& s, int64_t id, int me, int from) {
+  return s.data + static_cast<size_t>(own_index(s, id, me, from)) * s.row_bytes;
 }
 
 transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payload) {
@@ -83,6 +88,17 @@ transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payl
   const uint8_t* ids = r.take(n * 8);
   transport::Bytes out(n * s->row_bytes);
   const int me = st.rank;
+  if (s->dev) {
+    // Device rows: one gather kernel into pinned staging, then the response.
+    std::vector<int64_t> rel(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t id;
+      std::memcpy(&id, ids + 8 * i, 8);
+      rel[i] = own_index(*s, id, me, from);
+    }
+    gather_device_rows(*s, rel.data(), static_cast<int64_t>(n), out.data());
+    return out;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     int64_t id;
     std::memcpy(&id, ids + 8 * i, 8);
@@ -101,6 +117,16 @@ transport::Bytes serve_write(RuntimeState& st, int from, transport::ByteView pay
   const uint8_t* ids = r.take(n * 8);
   const uint8_t* rows = r.take(n * s->row_bytes);
   const int me = st.rank;
+  if (s->dev) {
+    std::vector<int64_t> rel(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t id;
+      std::memcpy(&id, ids + 8 * i, 8);
+      rel[i] = own_index(*s, id, me, from);
+    }
+    scatter_device_rows(*s, rel.data(), static_cast<int64_t>(n), rows);
+    return {};
+  }
   for (uint64_t i = 0; i < n; ++i) {
     int64_t id;
     std::memcpy(&id, ids + 8 * i, 8);
@@ -178,7 +204,9 @@ Runtime::~Runtime() {
     std::lock_guard<std::mutex> lk(st.mu);
     st.graphs.clear();
   }
-  // Regions and remote keys before the transport.
+  // The device transport first (it may still run work on device rows), then regions and remote
+  // keys before the host transport.
+  st.dt.reset();
   for (auto& [id, s] : st.tensors) {
     s->remotes.clear();
     s->region.reset();
@@ -211,6 +239,55 @@ void Runtime::set_one_sided_reads(bool on) {
 }
 void Runtime::barrier() {
   state_->t->barrier();
+}
+
+void Runtime::attach_device_transport(std::unique_ptr<transport::Transport> t) {
+  auto& st = *state_;
+  TESSERA_EXPECTS(t != nullptr, ValueError,
+                  "dist::Runtime::attach_device_transport: null transport");
+  TESSERA_EXPECTS(!st.dt, ValueError,
+                  "dist::Runtime: rank {} already has a device transport ('{}')", st.rank,
+                  st.dt ? st.dt->name() : "");
+  const auto caps = t->capabilities();
+  TESSERA_EXPECTS(caps.device_memory && caps.collectives, ValueError,
+                  "dist::Runtime::attach_device_transport: transport '{}' has no device-memory "
+                  "collectives (use nccl)",
+                  t->name());
+  TESSERA_EXPECTS(t->rank() == st.t->rank() && t->world_size() == st.t->world_size(), ValueError,
+                  "dist::Runtime::attach_device_transport: transport '{}' is rank {} of {} but the "
+                  "runtime is rank {} of {}",
+                  t->name(), t->rank(), t->world_size(), st.t->rank(), st.t->world_size());
+  st.dt = std::move(t);
+}
+
+void Runtime::attach_device_transport(const std::string& backend) {
+  auto& st = *state_;
+  TESSERA_EXPECTS(!st.dt, ValueError,
+                  "dist::Runtime: rank {} already has a device transport ('{}')", st.rank,
+                  st.dt ? st.dt->name() : "");
+  transport::LaunchEnv env = transport::detect_launch_env();
+  TESSERA_EXPECTS(env.rank == st.t->rank() && env.world_size == st.t->world_size(), ValueError,
+                  "dist::Runtime::attach_device_transport: the launcher environment ({}) says "
+                  "rank {} of {} but the runtime is rank {} of {}",
+                  env.source, env.rank, env.world_size, st.t->rank(), st.t->world_size());
+  // The host transport's store keeps its port for its lifetime; the second store gets a port
+  // rank 0 picks, agreed on over the host transport (every rank learns the same one).
+  int64_t port = st.t->rank() == 0 ? transport::pick_free_port() : 0;
+  st.t->all_reduce(&port, 1, transport::DType::i64, transport::ReduceOp::max);
+  env.master_port = static_cast<int>(port);
+  attach_device_transport(transport::create_transport(backend, env, st.t->options()));
+}
+
+bool Runtime::has_device_transport() const {
+  return static_cast<bool>(state_->dt);
+}
+
+transport::Transport& Runtime::device_transport() const {
+  TESSERA_EXPECTS(state_->dt != nullptr, ValueError,
+                  "dist::Runtime: rank {} has no device transport (call "
+                  "Runtime::attach_device_transport first, e.g. with the nccl backend)",
+                  state_->rank);
+  return *state_->dt;
 }
 
 }  // namespace tessera::dist

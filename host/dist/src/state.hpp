@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/cuda/memory.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/tensor.hpp"
@@ -29,6 +30,17 @@ constexpr transport::MessageId kMsgSample = 0xF0001003;
 /// a 4 KB one, while a request moves all of an owner's rows in one message).
 constexpr size_t kAutoMinGetBytes = 1024;
 
+/// The local rows of a Placement::kDevice tensor (tensor_device.cpp).
+struct DeviceShard {
+  int device = -1;          // the CUDA device holding `rows`
+  cuda::DeviceBuffer rows;  // (hi - lo) * row_bytes bytes
+  /// The owner's own work on its rows: init, answering peers' requests, reads into host memory.
+  /// Shared by threads; each one synchronizes it before using what it enqueued.
+  cuda::Stream stream;
+  DeviceShard();
+  ~DeviceShard();  // frees on `device`
+};
+
 /// One tensor's local rows and what peers need to read them.
 struct TensorStore {
   uint64_t id = 0;  // same on every rank (creation order)
@@ -39,7 +51,9 @@ struct TensorStore {
   bool persistent = false;
   size_t row_bytes = 0;
   int64_t lo = 0, hi = 0;  // this rank's rows
-  uint8_t* data = nullptr;
+  Placement placement = Placement::kHost;
+  uint8_t* data = nullptr;           // this rank's rows: host memory, or device memory of `dev`
+  std::unique_ptr<DeviceShard> dev;  // kDevice storage (data = dev->rows)
   std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
   std::vector<uint8_t> heap;                        // plain storage (request/response only)
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
@@ -47,6 +61,10 @@ struct TensorStore {
   size_t min_get_bytes = 0;  // rows smaller than this are read by request even so
   Runtime* rt = nullptr;
   std::weak_ptr<void> handle;  // the per-rank Ref shared by every handle of this tensor
+  /// Pinned host staging of device transfers (rows to or from the GPU), grown on demand and
+  /// kept; a thread that finds it busy allocates its own (see StagingLease).
+  mutable std::mutex staging_mu;
+  mutable cuda::PinnedBuffer staging;
 };
 
 /// What the owner needs to sample the nodes it owns.
@@ -76,6 +94,8 @@ struct GraphState {
 
 struct RuntimeState {
   std::unique_ptr<transport::Transport> t;
+  /// Optional device-memory transport (nccl) for read_collective_into_device.
+  std::unique_ptr<transport::Transport> dt;
   int rank = 0;  // kept apart from `t`: handlers may still run while `t` is being destroyed
   bool one_sided = false;
   size_t min_get_bytes = 0;                                  // see kAutoMinGetBytes
@@ -148,6 +168,30 @@ class Reader {
 
 /// Reads rows of a DistTensor (the shared implementation of read/read_into).
 void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out);
+
+/// Checks that every ID is a row of the tensor (IndexError naming the first bad one).
+void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what);
+
+// --- device rows (tensor_device.cpp) ------------------------------------------------------------
+// Every function below needs a CUDA build with a device (NotCompiledError / ValueError otherwise).
+// `rel` are row indices relative to s.lo, already validated; host pointers are pageable memory.
+
+/// Allocates s.dev on the current device and fills it: `init` writes a zero-filled host staging
+/// buffer that is copied to the device (zeros without `init`). Sets s.data.
+void init_device_shard(TensorStore& s, const InitFn& init);
+/// out_host[k] = row rel[k] of a kDevice shard, for k in [0, n): one gather kernel on the
+/// shard's stream into device scratch, one copy into pinned staging, then into `out_host`.
+void gather_device_rows(const TensorStore& s, const int64_t* rel, int64_t n, uint8_t* out_host);
+/// Row rel[k] of a kDevice shard = rows_host[k]; with repeated rows the last one wins (as on the
+/// host). Returns once the rows are stored.
+void scatter_device_rows(const TensorStore& s, const int64_t* rel, int64_t n,
+                         const uint8_t* rows_host);
+/// DistTensor::read_into_device (ids already validated).
+void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
+                      cuda::StreamHandle stream);
+/// DistTensor::read_collective_into_device (ids already validated, device transport present).
+void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
+                            cuda::StreamHandle stream);
 
 /// The handler of kMsgSample (sampling.cpp).
 transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload);

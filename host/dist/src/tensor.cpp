@@ -3,6 +3,7 @@
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/cuda/runtime.hpp"
 #include "tessera/partition/format.hpp"
 
 namespace tessera::dist {
@@ -55,14 +56,45 @@ struct Ref {
   }
 };
 
-std::string describe(const std::vector<int64_t>& shape, DType dtype, const PartPolicy& p) {
+const char* placement_name(Placement p) {
+  return p == Placement::kDevice ? "device" : "host";
+}
+
+std::string describe(const std::vector<int64_t>& shape, DType dtype, const PartPolicy& p,
+                     Placement placement) {
   std::string off;
   for (size_t i = 0; i < p.offsets.size(); ++i) {
     off += (i ? "," : "") + std::to_string(p.offsets[i]);
   }
-  return fmt::format("shape {} dtype {} policy {} [{}]", shape_string(shape), dtype_name(dtype),
-                     p.kind, off);
+  return fmt::format("shape {} dtype {} policy {} [{}] placement {}", shape_string(shape),
+                     dtype_name(dtype), p.kind, off, placement_name(placement));
 }
+
+// The checks of read_into_device / read_collective_into_device that need no GPU, then the GPU.
+void check_device_output(const TensorStore& s, ops::Span<const int64_t> ids, const void* out,
+                         const char* what, bool collective) {
+  TESSERA_EXPECTS(out != nullptr || ids.empty() || s.row_bytes == 0, ValueError,
+                  "DistTensor '{}' {}: null output", s.name, what);
+  check_ids(s, ids.data(), ids.size(), what);
+  TESSERA_EXPECTS(cuda::compiled_with_cuda(), NotCompiledError,
+                  "DistTensor '{}' {}: device output needs CUDA (not_compiled_with_cuda: this "
+                  "Tessera build has TESSERA_WITH_CUDA=OFF); rebuild with -DTESSERA_WITH_CUDA=ON "
+                  "or use read() / read_collective() into host memory",
+                  s.name, what);
+  if (collective) {
+    s.rt->device_transport();  // ValueError naming attach_device_transport when absent
+  }
+  cuda::require_cuda(fmt::format("DistTensor '{}' {}", s.name, what).c_str());
+  if (ids.empty() || s.row_bytes == 0) {
+    return;
+  }
+  TESSERA_EXPECTS(cuda::is_device_accessible(out), ValueError,
+                  "DistTensor '{}' {}: the output at {} is not device memory (nor pinned host "
+                  "memory); use read_into() for pageable host memory",
+                  s.name, what, out);
+}
+
+}  // namespace
 
 void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what) {
   const int64_t rows = s.policy.num_rows();
@@ -74,24 +106,35 @@ void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* 
   }
 }
 
-}  // namespace
-
 void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out) {
   check_ids(s, ids, n, "read");
   const size_t rb = s.row_bytes;
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  std::vector<int64_t> local_pos, local_rel;  // device rows: gathered by one kernel below
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     if (id >= s.lo && id < s.hi) {
-      std::memcpy(out + i * rb, s.data + (id - s.lo) * rb, rb);
+      if (s.dev) {
+        local_pos.push_back(i);
+        local_rel.push_back(id - s.lo);
+      } else {
+        std::memcpy(out + i * rb, s.data + (id - s.lo) * rb, rb);
+      }
     } else {
       pos[s.policy.owner(id)].push_back(i);
     }
   }
   if (rb == 0) {
     return;
+  }
+  if (!local_pos.empty()) {
+    std::vector<uint8_t> rows(local_pos.size() * rb);
+    gather_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()), rows.data());
+    for (size_t k = 0; k < local_pos.size(); ++k) {
+      std::memcpy(out + local_pos[k] * rb, rows.data() + k * rb, rb);
+    }
   }
   try {
     if (s.one_sided && rb >= s.min_get_bytes) {
@@ -194,10 +237,6 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                        const InitFn& init, bool persistent, Placement placement) {
   TESSERA_EXPECTS(rt != nullptr, ValueError, "DistTensor '{}': null runtime", name);
   TESSERA_EXPECTS(!name.empty(), ValueError, "DistTensor: empty name");
-  TESSERA_EXPECTS(placement == Placement::kHost, NotCompiledError,
-                  "DistTensor '{}': device placement is not implemented yet (host only; see "
-                  "docs/dist.md)",
-                  name);
   TESSERA_EXPECTS(!shape.empty(), ValueError, "DistTensor '{}': shape must have >= 1 dimension",
                   name);
   for (int64_t d : shape) {
@@ -214,16 +253,27 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   TESSERA_EXPECTS(shape[0] == policy.num_rows(), ValueError,
                   "DistTensor '{}': shape {} has {} rows but the {} policy covers {}", name,
                   shape_string(shape), shape[0], policy.kind, policy.num_rows());
+  TESSERA_EXPECTS(placement == Placement::kHost || placement == Placement::kDevice, ValueError,
+                  "DistTensor '{}': unknown placement code {}", name, static_cast<int>(placement));
+  if (placement == Placement::kDevice) {
+    TESSERA_EXPECTS(cuda::compiled_with_cuda(), NotCompiledError,
+                    "DistTensor '{}': Placement::kDevice needs CUDA (not_compiled_with_cuda: this "
+                    "Tessera build has TESSERA_WITH_CUDA=OFF); rebuild with "
+                    "-DTESSERA_WITH_CUDA=ON or create the tensor with Placement::kHost",
+                    name);
+    cuda::require_cuda(fmt::format("DistTensor '{}' (Placement::kDevice)", name).c_str());
+  }
   auto& st = rt->state();
   {
     std::lock_guard<std::mutex> lk(st.mu);
     auto it = st.by_name.find(name);
     if (it != st.by_name.end()) {
       const auto& e = *it->second;
-      TESSERA_EXPECTS(e.shape == shape && e.dtype == dtype && e.policy == policy, ValueError,
-                      "DistTensor '{}' already exists with {}; it cannot be created again with {}",
-                      name, detail::describe(e.shape, e.dtype, e.policy),
-                      detail::describe(shape, dtype, policy));
+      TESSERA_EXPECTS(
+          e.shape == shape && e.dtype == dtype && e.policy == policy && e.placement == placement,
+          ValueError, "DistTensor '{}' already exists with {}; it cannot be created again with {}",
+          name, detail::describe(e.shape, e.dtype, e.policy, e.placement),
+          detail::describe(shape, dtype, policy, placement));
       s_ = it->second;
     }
   }
@@ -243,7 +293,7 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     id = st.next_tensor_id++;
   }
   const std::string meta =
-      fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy));
+      fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy, placement));
   const auto all = t.all_gather(transport::ByteView(meta.data(), meta.size()));
   for (int r = 0; r < world; ++r) {
     const std::string theirs(all[r].begin(), all[r].end());
@@ -266,18 +316,24 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   }
   std::tie(s->lo, s->hi) = policy.range(me);
   s->rt = rt.get();
-  s->one_sided = st.one_sided && world > 1;
+  s->placement = placement;
+  // Peers never get device rows one-sidedly: the owner's server answers (a gather kernel).
+  s->one_sided = st.one_sided && world > 1 && placement == Placement::kHost;
   s->min_get_bytes = st.min_get_bytes;
   const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
-  if (s->one_sided) {
-    s->region = t.allocate_memory(bytes);
-    s->data = static_cast<uint8_t*>(s->region->data());
+  if (placement == Placement::kDevice) {
+    detail::init_device_shard(*s, init);
   } else {
-    s->heap.assign(bytes, 0);
-    s->data = s->heap.data();
-  }
-  if (init && s->hi > s->lo) {
-    init(s->lo, s->hi, s->data);
+    if (s->one_sided) {
+      s->region = t.allocate_memory(bytes);
+      s->data = static_cast<uint8_t*>(s->region->data());
+    } else {
+      s->heap.assign(bytes, 0);
+      s->data = s->heap.data();
+    }
+    if (init && s->hi > s->lo) {
+      init(s->lo, s->hi, s->data);
+    }
   }
   {
     std::lock_guard<std::mutex> lk(st.mu);
@@ -316,6 +372,9 @@ const PartPolicy& DistTensor::policy() const {
 bool DistTensor::persistent() const {
   return s_->persistent;
 }
+Placement DistTensor::placement() const {
+  return s_->placement;
+}
 Runtime& DistTensor::runtime() const {
   return *s_->rt;
 }
@@ -323,7 +382,21 @@ std::pair<int64_t, int64_t> DistTensor::local_range() const {
   return {s_->lo, s_->hi};
 }
 void* DistTensor::local_data() const {
+  TESSERA_EXPECTS(s_->placement == Placement::kHost, ValueError,
+                  "DistTensor '{}': its rows are in device memory (Placement::kDevice), not host "
+                  "memory; use local_device_data(), or read() for a host copy",
+                  s_->name);
   return s_->data;
+}
+void* DistTensor::local_device_data() const {
+  TESSERA_EXPECTS(s_->placement == Placement::kDevice, ValueError,
+                  "DistTensor '{}': its rows are in host memory (Placement::kHost); use "
+                  "local_data()",
+                  s_->name);
+  return s_->data;
+}
+int DistTensor::device_index() const {
+  return s_->dev ? s_->dev->device : -1;
 }
 
 Array DistTensor::read(ops::Span<const int64_t> ids) const {
@@ -364,15 +437,24 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
+  std::vector<int64_t> local_rel;  // device rows: stored by one scatter below
+  std::vector<uint8_t> local_rows;
   for (int64_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
     if (id >= s.lo && id < s.hi) {
-      if (rb) {
+      if (rb && s.dev) {
+        local_rel.push_back(id - s.lo);
+        local_rows.insert(local_rows.end(), rows + i * rb, rows + (i + 1) * rb);
+      } else if (rb) {
         std::memcpy(s.data + (id - s.lo) * rb, rows + i * rb, rb);
       }
     } else {
       pos[s.policy.owner(id)].push_back(i);
     }
+  }
+  if (!local_rel.empty()) {
+    detail::scatter_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()),
+                                local_rows.data());
   }
   try {
     std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
@@ -427,6 +509,7 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
   }
   const auto asked = t.all_to_all_v(req);
   std::vector<transport::Bytes> rows(static_cast<size_t>(world));
+  std::vector<int64_t> dev_rel;  // device rows: all peers' rows in one gather below
   for (int p = 0; p < world; ++p) {
     const size_t k = asked[p].size() / 8;
     rows[p].resize(k * rb);
@@ -436,8 +519,21 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
       TESSERA_EXPECTS(id >= s.lo && id < s.hi, IndexError,
                       "DistTensor '{}': rank {} asked rank {} for row {} it does not own", s.name,
                       p, t.rank(), id);
-      if (rb) {
+      if (rb && s.dev) {
+        dev_rel.push_back(id - s.lo);
+      } else if (rb) {
         std::memcpy(rows[p].data() + j * rb, s.data + (id - s.lo) * rb, rb);
+      }
+    }
+  }
+  if (!dev_rel.empty()) {
+    std::vector<uint8_t> all(dev_rel.size() * rb);
+    detail::gather_device_rows(s, dev_rel.data(), static_cast<int64_t>(dev_rel.size()), all.data());
+    size_t o = 0;
+    for (int p = 0; p < world; ++p) {
+      if (!rows[p].empty()) {
+        std::memcpy(rows[p].data(), all.data() + o, rows[p].size());
+        o += rows[p].size();
       }
     }
   }
@@ -457,6 +553,20 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
     }
   }
   return out;
+}
+
+void DistTensor::read_into_device(ops::Span<const int64_t> ids, void* out_device,
+                                  cuda::StreamHandle stream) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  detail::check_device_output(*s_, ids, out_device, "read_into_device", false);
+  detail::read_rows_device(*s_, ids.data(), ids.size(), out_device, stream);
+}
+
+void DistTensor::read_collective_into_device(ops::Span<const int64_t> ids, void* out_device,
+                                             cuda::StreamHandle stream) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  detail::check_device_output(*s_, ids, out_device, "read_collective_into_device", true);
+  detail::read_collective_device(*s_, ids.data(), ids.size(), out_device, stream);
 }
 
 }  // namespace tessera::dist

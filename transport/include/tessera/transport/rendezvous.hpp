@@ -110,4 +110,10 @@ struct Rendezvous {
 /// Sets up the rendezvous for `env` with `timeout_s` as connect deadline.
 Rendezvous rendezvous(const LaunchEnv& env, double timeout_s);
 
+/// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
+/// transport of the same job (dist::Runtime's device transport) whose rendezvous store must
+/// listen on another port than the first one's. `backend` as in create_transport.
+std::unique_ptr<Transport> create_transport(const std::string& backend, const LaunchEnv& env,
+                                            const Options& options);
+
 }  // namespace tessera::transport

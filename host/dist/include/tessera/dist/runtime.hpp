@@ -49,6 +49,23 @@ class Runtime {
   /// Collective barrier over the transport.
   void barrier();
 
+  /// Adds a second, device-memory transport (capabilities().device_memory, e.g. nccl) for the
+  /// device collectives of DistTensor::read_collective_into_device; the host transport keeps
+  /// serving everything else. `t` must have this runtime's rank and world size; one device
+  /// transport per runtime (ValueError otherwise). Attach on every rank before the first device
+  /// collective. The runtime owns it and destroys it before the host transport.
+  void attach_device_transport(std::unique_ptr<transport::Transport> t);
+  /// Collective: creates `backend` (default nccl) for this job and attaches it. Its rendezvous
+  /// store needs a port of its own: rank 0 picks a free one and sends it to every rank over the
+  /// host transport; the address, ranks and job token are the launcher's (as for the host
+  /// transport), the timeouts the host transport's. NotCompiledError without NCCL, ValueError
+  /// without a GPU.
+  void attach_device_transport(const std::string& backend = "nccl");
+  /// Whether a device transport is attached.
+  bool has_device_transport() const;
+  /// The device transport (ValueError naming attach_device_transport when there is none).
+  transport::Transport& device_transport() const;
+
   detail::RuntimeState& state() const { return *state_; }
 
  private:

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/cuda/memory.hpp"
 #include "tessera/graph/npy.hpp"
 #include "tessera/ops/span.hpp"
 #include "tessera/partition/book.hpp"
@@ -44,23 +45,31 @@ struct PartPolicy {
 /// (row_end - row_begin) * row_bytes bytes, C-contiguous, already zero-filled.
 using InitFn = std::function<void(int64_t row_begin, int64_t row_end, void* dst)>;
 
-/// Where a tensor's local rows live. Only kHost is implemented; kDevice (GPU memory, remote
-/// reads through a request to the owner or an NCCL all-to-all-v) is declared for the GPU build
-/// and throws NotCompiledError here (docs/dist.md says what is owed).
-enum class Placement : uint8_t { kHost, kDevice };
+/// Where a tensor's local rows live (docs/dist.md, "Device placement").
+enum class Placement : uint8_t {
+  /// Host memory (registered with the transport for one-sided gets where it can).
+  kHost,
+  /// Device memory (cuda::DeviceBuffer) on the creating thread's current CUDA device. Peers
+  /// never read these rows one-sidedly: the owner's server answers their requests (a gather
+  /// kernel into pinned staging, then the response). CUDA builds only: a build without CUDA
+  /// throws NotCompiledError, a CUDA build without a device ValueError.
+  kDevice
+};
 
 /// A distributed tensor of shape [num_rows, ...]. A handle: copies share the same tensor.
 /// Created collectively (every rank, same order) and idempotently by name: creating a name that
-/// exists with the same shape, dtype and policy returns the existing tensor; a different shape,
-/// dtype or policy throws ValueError naming both. Reads and writes are batched per owner: local
-/// rows are copied directly, remote rows are read with one-sided gets of the owner's registered
-/// memory where the transport supports them (else one request per owner), and written with one
-/// request per owner that is acknowledged before write() returns.
+/// exists with the same shape, dtype, policy and placement returns the existing tensor; a
+/// different one throws ValueError naming both. Reads and writes are batched per owner: local
+/// rows are copied directly (kDevice: by the CUDA gather / scatter kernels), remote rows of kHost
+/// owners are read with one-sided gets of the owner's registered memory where the transport
+/// supports them (else one request per owner), those of kDevice owners always by one request per
+/// owner; writes send one request per owner that is acknowledged before write() returns.
 class DistTensor {
  public:
   DistTensor() = default;
   /// Collective. `shape[0]` must equal policy.num_rows() and the policy must cover the world.
-  /// `init` (optional) fills this rank's rows; otherwise they are zero. A non-persistent
+  /// `init` (optional) fills this rank's rows (host memory; for kDevice a host staging buffer
+  /// that is then copied to the device); otherwise they are zero. A non-persistent
   /// tensor's name is released when the last handle on this rank is destroyed (its memory is
   /// kept until the runtime ends, since peers may still read it); a persistent one lives as
   /// long as the runtime.
@@ -78,6 +87,7 @@ class DistTensor {
   size_t row_bytes() const;
   const PartPolicy& policy() const;
   bool persistent() const;
+  Placement placement() const;
   /// The runtime the tensor was created on.
   Runtime& runtime() const;
 
@@ -92,15 +102,45 @@ class DistTensor {
   /// t[ids] = rows with an Array of shape [ids.size(), shape[1:]...] and the tensor's dtype.
   void write(ops::Span<const int64_t> ids, const Array& rows);
 
-  /// Collective gather in which every rank takes part in the same step (the NCCL all-to-all-v
-  /// path of GPU builds; here over the transport's host all_to_all_v): each rank gets t[ids] of
-  /// its own `ids`. Same result as read().
+  /// Collective gather in which every rank takes part in the same step, over the runtime's host
+  /// transport (two all_to_all_v: IDs out, rows back): each rank gets t[ids] of its own `ids`.
+  /// Same result as read().
   Array read_collective(ops::Span<const int64_t> ids) const;
 
-  /// This rank's rows [first, second) (global IDs) and their memory (row-major, writable; other
-  /// ranks read it concurrently).
+  /// t[ids] into `out_device`: ids.size() * row_bytes() bytes of device memory (or pinned host
+  /// memory, written through UVA) of the calling thread's current device, row-major. Any
+  /// placement: local device rows are gathered by the CUDA gather kernel on `stream` straight
+  /// into `out_device`; host rows (local, one-sided gets, or the owners' answers, which for
+  /// kDevice owners come from their GPUs) are gathered into pinned staging and copied to the
+  /// device in one host-to-device copy on `stream`. On return the rows are in `out_device` for
+  /// every later operation on `stream`; when some rows came through host staging the call has
+  /// synchronized `stream` (it waits for its staging copy), otherwise it returns without waiting.
+  /// IndexError / ValueError as read(); ValueError for a null or pageable `out_device`, or a
+  /// kDevice tensor on another device than the calling thread's. NotCompiledError without CUDA.
+  void read_into_device(ops::Span<const int64_t> ids, void* out_device,
+                        cuda::StreamHandle stream) const;
+
+  /// read_collective with the result on the device: collective (every rank, same step). The IDs
+  /// go to their owners over the runtime's host transport; each owner gathers the asked rows on
+  /// its GPU (kDevice: gather kernel; kHost: pinned staging and one copy) and the rows are
+  /// exchanged with the device transport's all_to_all_v (Runtime::attach_device_transport, e.g.
+  /// nccl) ordered after earlier work on `stream`, then put in `ids` order by a gather kernel on
+  /// `stream`. Waits (with the transport's deadline and lost-rank checks) for the exchange, not
+  /// for the final kernel. `out_device` as read_into_device. ValueError when no device transport
+  /// is attached.
+  void read_collective_into_device(ops::Span<const int64_t> ids, void* out_device,
+                                   cuda::StreamHandle stream) const;
+
+  /// This rank's rows [first, second) (global IDs).
   std::pair<int64_t, int64_t> local_range() const;
+  /// Their host memory (row-major, writable; other ranks read it concurrently). ValueError for a
+  /// kDevice tensor, whose rows are not in host memory (see local_device_data()).
   void* local_data() const;
+  /// The device memory of a kDevice tensor's rows (row-major, on device_index()); ValueError for
+  /// a kHost tensor.
+  void* local_device_data() const;
+  /// The CUDA device holding a kDevice tensor's rows; -1 for kHost.
+  int device_index() const;
 
  private:
   std::shared_ptr<detail::TensorStore> s_;
