@@ -95,7 +95,11 @@ std::vector<uint8_t> read_to_device(const DistTensor& t, const std::vector<int64
     pin = cuda::PinnedBuffer(nb + 16);
     p = pin.data();
   }
-  cuda::memset_async(p, 0xAB, nb + 16, stream);  // rows the read misses stay poisoned
+  // Rows the read misses stay poisoned.
+  if (out == Out::kDevice)
+    cuda::memset_async(p, 0xAB, nb + 16, stream);
+  else
+    std::memset(p, 0xAB, nb + 16);
   if (collective)
     t.read_collective_into_device(ids, p, stream);
   else
