@@ -53,8 +53,10 @@ transport::DType reduce_dtype(nb::dlpack::dtype t) {
     case DType::kUInt64:
       return transport::DType::u64;
     default:
-      TESSERA_FAIL(TypeError, "all_reduce: dtype {} is not reducible (float32, float64, int32, "
-                   "int64, uint64)", dtype_name(d));
+      TESSERA_FAIL(TypeError,
+                   "all_reduce: dtype {} is not reducible (float32, float64, int32, "
+                   "int64, uint64)",
+                   dtype_name(d));
   }
 }
 
@@ -156,8 +158,8 @@ void bind_dist(nb::module_& m) {
             const DType dt = parse_dtype(dtype, "DistTensor dtype");
             dist::PartPolicy p = make_policy(kind, std::move(offsets));
             nb::gil_scoped_release nogil;
-            new (self) DistTensor(rt, name, std::move(shape), dt, std::move(p), nullptr,
-                                  persistent);
+            new (self)
+                DistTensor(rt, name, std::move(shape), dt, std::move(p), nullptr, persistent);
           },
           nb::arg("runtime"), nb::arg("name"), nb::arg("shape"), nb::arg("dtype"),
           nb::arg("policy_kind"), nb::arg("offsets"), nb::arg("persistent") = false,
@@ -201,8 +203,8 @@ void bind_dist(nb::module_& m) {
                             dtype_name(dt), dtype_name(t.dtype()));
             const size_t n = ids.shape(0);
             TESSERA_EXPECTS(rows.nbytes() == n * t.row_bytes(), ValueError,
-                            "DistTensor '{}' write: {} IDs need {} bytes of rows, got {}",
-                            t.name(), n, n * t.row_bytes(), rows.nbytes());
+                            "DistTensor '{}' write: {} IDs need {} bytes of rows, got {}", t.name(),
+                            n, n * t.row_bytes(), rows.nbytes());
             const void* data = rows.data();
             nb::gil_scoped_release nogil;
             t.write(span_of(ids), data);
@@ -293,15 +295,14 @@ void bind_dist(nb::module_& m) {
       .def_prop_ro("fanouts", &dist::DistNeighborSampler::fanouts)
       .def(
           "sample_blocks",
-          [](const dist::DistNeighborSampler& s, const I64Array& seeds, int64_t seed,
-             int64_t epoch, int64_t batch) {
+          [](const dist::DistNeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
+             int64_t batch) {
             TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
             std::vector<ops::Block> blocks;
             {
               nb::gil_scoped_release nogil;
-              blocks = s.sample_blocks(span_of(seeds), ops::make_rng_key(
-                                                           static_cast<uint64_t>(seed), epoch,
-                                                           batch, 0));
+              blocks = s.sample_blocks(
+                  span_of(seeds), ops::make_rng_key(static_cast<uint64_t>(seed), epoch, batch, 0));
             }
             return blocks_to_py(std::move(blocks));
           },
@@ -483,12 +484,12 @@ void bind_dist(nb::module_& m) {
           [](SparseOptimizer& o, const I64Array& ids,
              const nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu>& grads) {
             const int64_t dim = o.embedding().shape().size() == 2 ? o.embedding().shape()[1] : 0;
-            TESSERA_EXPECTS(grads.shape(0) == ids.shape(0) && static_cast<int64_t>(grads.shape(1)) == dim,
-                            ValueError,
-                            "SparseOptimizer '{}' step: gradients of shape [{}, {}] for {} IDs "
-                            "of a [N, {}] embedding",
-                            o.embedding().name(), grads.shape(0), grads.shape(1), ids.shape(0),
-                            dim);
+            TESSERA_EXPECTS(
+                grads.shape(0) == ids.shape(0) && static_cast<int64_t>(grads.shape(1)) == dim,
+                ValueError,
+                "SparseOptimizer '{}' step: gradients of shape [{}, {}] for {} IDs "
+                "of a [N, {}] embedding",
+                o.embedding().name(), grads.shape(0), grads.shape(1), ids.shape(0), dim);
             const float* g = grads.data();
             nb::gil_scoped_release nogil;
             o.step(span_of(ids), g);

@@ -157,8 +157,8 @@ TEST(DistLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
   ASSERT_EQ(one[0].exit_code, 0) << describe(one);
   const auto ref = collect(one);
   ASSERT_GT(ref.size(), 10u);
-  for (const auto& [world, method] : std::vector<std::pair<int, std::string>>{
-           {2, "metis"}, {4, "metis"}, {2, "random"}}) {
+  for (const auto& [world, method] :
+       std::vector<std::pair<int, std::string>>{{2, "metis"}, {4, "metis"}, {2, "random"}}) {
     const fs::path cfg = partitions(world, method);
     auto res = run_ranks(job(world), [&](int) { return dump_epoch(world, cfg, epoch); });
     for (const auto& r : res)
@@ -213,9 +213,8 @@ TEST(DistLoader, BadSeedSetsFailEveryRank) {
       std::vector<int64_t> seeds = {1, 2, 3, 4};
       if (which == "global-mismatch" && r == 1) seeds.push_back(5);
       if (which == "empty-share" && r == 1) seeds.clear();
-      DistNodeDataLoader loader(sampler, seeds, o,
-                                which == "global-mismatch" ? BatchOrder::kGlobal
-                                                           : BatchOrder::kLocal);
+      DistNodeDataLoader loader(
+          sampler, seeds, o, which == "global-mismatch" ? BatchOrder::kGlobal : BatchOrder::kLocal);
       return std::string("created");
     });
     for (const auto& r : res) {
