@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "multiprocess.hpp"
+#include "dist_fixtures.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/dist/edge_loader.hpp"
 #include "tessera/dist/graph.hpp"
@@ -37,23 +37,7 @@ using dist::Runtime;
 const std::vector<int64_t> kFanouts = {10, 5};
 constexpr int64_t kNegatives = 2;
 
-fs::path scratch_dir() {
-  return fs::temp_directory_path() / ("tessera-edge-loader-test-" + std::to_string(::getpid()));
-}
-
-struct Cleanup {
-  ~Cleanup() {
-    std::error_code ec;
-    fs::remove_all(scratch_dir(), ec);
-  }
-} cleanup;
-
-ReadOptions read_options() {
-  ReadOptions ro;
-  ro.build.symmetrize = true;  // the shared datasets store each undirected edge once
-  ro.build.deduplicate = true;
-  return ro;
-}
+ScratchCleanup cleanup{"edge-loader-test"};
 
 /// The unpartitioned dataset (loaded in the parent before any fork) and its edges by ID.
 struct Reference {
@@ -64,7 +48,7 @@ struct Reference {
 const Reference& reference() {
   static const Reference ref = [] {
     Reference r;
-    r.ds = read_dataset(dataset("cora"), Format::kNpy, read_options());
+    r.ds = read_dataset(dataset("cora"), Format::kNpy, symmetric_read_options());
     const Graph& g = r.ds.graph;
     int64_t space = 0;
     for (int64_t k = 0; k < g.num_edges(); ++k)
@@ -82,39 +66,11 @@ const Reference& reference() {
 }
 
 fs::path partitions(int parts, const std::string& method) {
-  static std::map<std::string, fs::path> cache;
-  const std::string key = fmt::format("cora-{}-{}", parts, method);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  Dataset ds = read_dataset(dataset("cora"), Format::kNpy, read_options());
-  PartitionOptions po;
-  po.num_parts = parts;
-  po.method = parse_part_method(method);
-  WriteOptions wo;
-  wo.out_dir = scratch_dir() / key;
-  wo.name = "cora";
-  PhaseTimer timer;
-  set_quiet(true);
-  partition_dataset(ds, po, wo, timer);
-  return cache[key] = wo.out_dir / "cora.json";
+  return cached_partitions("edge-loader-test", "cora", parts, method);
 }
 
 JobSpec job(int world, double deadline = 90) {
-  JobSpec s;
-  s.world = world;
-  s.deadline_s = deadline;
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
-  s.env["TESSERA_OP_TIMEOUT"] = "30";
-  s.env["TESSERA_TRANSPORT"] = world == 1 ? "local" : "ucx";
-  if (world > 1) s.env["UCX_TLS"] = "tcp";
-  return s;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
+  return dist_job(world, deadline);
 }
 
 uint64_t mix64(uint64_t x) {  // order-independent multiset fingerprint: sum of mixed IDs

@@ -8,15 +8,11 @@
 #include <map>
 #include <sstream>
 
-#include "multiprocess.hpp"
-#include "tessera/core/progress.hpp"
+#include "dist_fixtures.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/loader.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
-#include "tessera/graph/dataset.hpp"
-#include "tessera/partition/partition.hpp"
-#include "tessera_test.hpp"
 
 namespace tessera::test {
 namespace {
@@ -28,54 +24,14 @@ using dist::DistNeighborSampler;
 using dist::DistNodeDataLoader;
 using dist::Runtime;
 
-fs::path scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera-loader-test-" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-struct Cleanup {
-  ~Cleanup() {
-    std::error_code ec;  // not scratch(): its static may already be destroyed at exit
-    fs::remove_all(
-        fs::temp_directory_path() / ("tessera-loader-test-" + std::to_string(::getpid())), ec);
-  }
-} cleanup;
+ScratchCleanup cleanup{"loader-test"};
 
 fs::path partitions(int parts, const std::string& method) {
-  static std::map<std::string, fs::path> cache;
-  const std::string key = fmt::format("cora-{}-{}", parts, method);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  ReadOptions ro;
-  ro.build.symmetrize = true;
-  ro.build.deduplicate = true;
-  Dataset ds = read_dataset(dataset("cora"), Format::kNpy, ro);
-  PartitionOptions po;
-  po.num_parts = parts;
-  po.method = parse_part_method(method);
-  WriteOptions wo;
-  wo.out_dir = scratch() / key;
-  wo.name = "cora";
-  PhaseTimer timer;
-  set_quiet(true);
-  partition_dataset(ds, po, wo, timer);
-  return cache[key] = wo.out_dir / "cora.json";
+  return cached_partitions("loader-test", "cora", parts, method);
 }
 
 JobSpec job(int world, double deadline = 60) {
-  JobSpec s;
-  s.world = world;
-  s.deadline_s = deadline;
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
-  s.env["TESSERA_OP_TIMEOUT"] = "30";
-  s.env["TESSERA_TRANSPORT"] = world == 1 ? "local" : "ucx";
-  if (world > 1) s.env["UCX_TLS"] = "tcp";
-  return s;
+  return dist_job(world, deadline);
 }
 
 /// Nodes whose original ID is a multiple of 3, as new IDs of this partitioning.
@@ -88,13 +44,6 @@ std::vector<int64_t> seed_set(const DistGraph& g) {
   for (int64_t v = 0; v < g.num_nodes(); ++v)
     if (orig.data<int64_t>()[v] % 3 == 0) seeds.push_back(v);
   return seeds;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 /// One line per batch: "j:<count> <hash>" of "seeds... | src>dst ..." with every node in
