@@ -3,6 +3,7 @@
 
     python python/examples/train_link.py --dataset data/cora \\
         --out-json out/link_cora.json --plot out/link_cora.png
+    python -m tessera launch --nproc-per-node 2 -- python python/examples/train_link.py ...
 
 The script is the one DGL users know for link prediction (partition_graph, DistGraph,
 DistEdgeDataLoader with a uniform negative sampler and ``exclude="reverse_id"``, SAGEConv):
@@ -11,15 +12,22 @@ DistEdgeDataLoader with a uniform negative sampler and ``exclude="reverse_id"``,
    into train / val / test (85 / 5 / 10 % by default). Only the train edges enter the graph
    that messages pass over: it is built symmetrized (input edge i and its reverse E + i) and
    partitioned into one part, which relabels nodes and edges; the reverse-edge map is carried
-   into the new edge IDs.
+   into the new edge IDs. Under ``tessera launch`` with P ranks, rank 0 partitions the
+   training graph into P parts (the others wait) and rank r loads part r.
 2. Every edge of that graph is a positive; each comes with ``--negatives`` uniform negative
    pairs. The batch's own edges and their reverses are left out of its message-flow blocks, so
    the model cannot read the answer off the graph. GraphSAGE gives node embeddings, an MLP on
    h_u * h_v (or, with ``--predictor dot``, the dot product) scores a pair, the loss is binary
-   cross-entropy.
+   cross-entropy. With P
+   ranks every rank passes every edge to the distributed loader with the global batch order
+   and takes batch_size / P positives per step (global batches j = sP .. sP + P - 1 make step
+   s), gradients are averaged over the ranks after backward, and exclusion is the distributed
+   sampler's post-filter (docs/dist.md).
 3. Validation and test pairs are the held-out edges and as many (``--eval-negatives`` times)
    sampled node pairs that are edges in no split. Embeddings come from full-neighbor
-   layer-wise inference over the training graph. Metrics: ROC-AUC and Hits@K (OGB's: the
+   layer-wise inference over the training graph (distributed: each rank computes the
+   embeddings of the nodes it owns into a DistTensor, then every rank reads the rows of the
+   pairs' endpoints and computes the same figures). Metrics: ROC-AUC and Hits@K (OGB's: the
    fraction of positive pairs scored above the K-th highest negative score), next to the same
    metrics of seeded random scores on the same pairs. The test figures reported are those of
    the epoch with the best validation ROC-AUC.
@@ -32,6 +40,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,12 +57,19 @@ except ImportError:  # running from a source tree without `pip install .`
 import torch
 import torch.nn.functional as F
 
+import tessera.distributed as dist
 from tessera.nn import GraphSAGE
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 # --- small utilities -------------------------------------------------------------------------
+def log(*a) -> None:
+    """Prints on rank 0 only (every rank computes the same figures)."""
+    if tessera.get_rank() == 0:
+        print(*a, flush=True)
+
+
 class Progress:
     """tqdm when installed, else a single rewritten status line."""
 
@@ -188,8 +204,9 @@ def sample_non_edges(num_nodes: int, count: int, forbidden: set, rng) -> np.ndar
 
 
 def prepare(args, workdir: str) -> dict:
-    """Loads the dataset, splits its edges, partitions the training graph (one part) and
-    returns everything in the partition's (relabelled) node and edge IDs."""
+    """Loads the dataset, splits its edges, partitions the training graph (one part per rank,
+    written by rank 0) and returns everything in the partition's (relabelled) node and edge
+    IDs. Every rank reads and splits the dataset (seeded: the same split everywhere)."""
     try:
         ds = tessera.load_dataset(args.dataset)
     except (OSError, ValueError, RuntimeError, IndexError) as e:
@@ -207,28 +224,40 @@ def prepare(args, workdir: str) -> dict:
     negs = sample_non_edges(n, n_val_neg + n_test_neg, forbidden, rng)
     val_neg, test_neg = negs[:n_val_neg], negs[n_val_neg:]
 
-    # Training graph: the train pairs, symmetrized (input edge i reverses edge E + i).
+    # Training graph: the train pairs, symmetrized (input edge i reverses edge E + i), in one
+    # part per rank; rank 0 writes it while the others wait.
     name = os.path.basename(os.path.normpath(args.dataset)) or "graph"
-    train_ds = tessera.graph_from_arrays((train[:, 0], train[:, 1]), n,
-                                         ndata={"feat": ds.ndata["feat"]},
-                                         name=f"{name}-link-train", symmetrize=True)
-    t0 = time.time()
-    orig_nids, orig_eids = tessera.partition_graph(
-        train_ds, name, 1, workdir, part_method="random", seed=args.seed,
-        return_mapping=True)
-    print(f"[link] partitioned the training graph ({train_ds.num_edges} directed edges) in "
-          f"{time.time() - t0:.2f}s: {workdir}", flush=True)
+    world = tessera.get_world_size()
+    if tessera.get_rank() == 0:
+        try:
+            train_ds = tessera.graph_from_arrays((train[:, 0], train[:, 1]), n,
+                                                 ndata={"feat": ds.ndata["feat"]},
+                                                 name=f"{name}-link-train", symmetrize=True)
+            t0 = time.time()
+            tessera.partition_graph(train_ds, name, world, workdir,
+                                    part_method="random" if world == 1 else args.part_method,
+                                    seed=args.seed)
+            print(f"[link] partitioned the training graph ({train_ds.num_edges} directed edges) "
+                  f"into {world} part(s) in {time.time() - t0:.2f}s: {workdir}", flush=True)
+        finally:
+            if world > 1:
+                dist.barrier()
+    else:
+        dist.barrier()
     g = tessera.DistGraph(name, part_config=os.path.join(workdir, f"{name}.json"))
 
-    new_nid = np.empty(n, dtype=np.int64)
-    new_nid[orig_nids] = np.arange(n, dtype=np.int64)
-    new_eid = np.empty(len(orig_eids), dtype=np.int64)
-    new_eid[orig_eids] = np.arange(len(orig_eids), dtype=np.int64)
-    rev_orig = tessera.dataloading.symmetrized_reverse_eids(train_ds.num_input_edges)
-    reverse_eids = new_eid[np.asarray(rev_orig)[orig_eids]]
+    # Original -> new node IDs (the DistGraph's new_nid table) and the reverse of every new
+    # edge ID (input edges i and E + i of the symmetrized training graph).
+    def new_ids(p: np.ndarray) -> np.ndarray:
+        flat = np.ascontiguousarray(p.reshape(-1), dtype=np.int64)
+        return np.asarray(g.runtime_graph.new_nid.read(flat)).reshape(p.shape)
+
+    reverse_eids = np.asarray(tessera.dataloading.symmetrized_reverse_eids(g))
+    if (reverse_eids < 0).any():
+        raise SplitError("the training graph has edges without a reverse")
     return {
         "g": g, "reverse_eids": reverse_eids, "num_nodes": n,
-        "val": (new_nid[val], new_nid[val_neg]), "test": (new_nid[test], new_nid[test_neg]),
+        "val": (new_ids(val), new_ids(val_neg)), "test": (new_ids(test), new_ids(test_neg)),
         "split": {"num_nodes": n, "undirected_edges": len(pairs), "train_edges": len(train),
                   "val_edges": len(val), "test_edges": len(test),
                   "val_negatives": len(val_neg), "test_negatives": len(test_neg),
@@ -274,32 +303,40 @@ class ScorePredictor(torch.nn.Module):
 
 
 @torch.no_grad()
-def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int) -> torch.Tensor:
-    """Embeddings of every node with full neighborhoods, one layer at a time (DGL's inference)."""
+def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int):
+    """Embeddings of every node with full neighborhoods, one layer at a time (DGL's inference).
+
+    Each rank computes the nodes it owns (all of them at one rank) and writes them into a
+    DistTensor per layer, whose rows the next layer and the scores read from their owners."""
     model.eval()
     n = g.num_nodes()
-    loader = tessera.NodeDataLoader(g, np.arange(n, dtype=np.int64), tessera.NeighborSampler([-1]),
-                                    batch_size=batch_size, shuffle=False, num_workers=1, seed=0)
+    lo, hi = g.local_node_range()
+    loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64),
+                                    tessera.NeighborSampler([-1]), batch_size=batch_size,
+                                    shuffle=False, num_workers=1, seed=0)
     h = None
     for i, layer in enumerate(model.layers):
-        out = None
+        out = tessera.DistTensor((n, layer.out_feats), torch.float32, f"link-inference-layer{i}",
+                                 part_policy=g.get_node_partition_policy())
         for input_nodes, seeds, blocks in loader:
             x = feats(input_nodes) if i == 0 else h[input_nodes]
             y = layer(blocks[0], x)
             if i < model.num_layers - 1:
                 y = F.relu(model.norms[i](y))
-            if out is None:
-                out = torch.empty((n, y.shape[1]), dtype=y.dtype)
             out[seeds] = y
+        g.barrier()  # every rank's rows are written before anyone reads them
         h = out
     return h
 
 
 @torch.no_grad()
-def pair_scores(pred: ScorePredictor, h: torch.Tensor, pairs: np.ndarray) -> np.ndarray:
+def pair_scores(pred: ScorePredictor, h, pairs: np.ndarray) -> np.ndarray:
+    """Scores of node pairs; ``h`` is a DistTensor: the endpoints' rows are read once."""
     pred.eval()
-    idx = torch.from_numpy(pairs)
-    return pred(h[idx[:, 0]], h[idx[:, 1]]).numpy().astype(np.float64)
+    nodes, inv = np.unique(pairs, return_inverse=True)
+    rows = h[torch.from_numpy(nodes)]
+    idx = torch.from_numpy(inv.reshape(pairs.shape).astype(np.int64))
+    return pred(rows[idx[:, 0]], rows[idx[:, 1]]).numpy().astype(np.float64)
 
 
 def evaluate(model, pred, g, feats, data: dict, which: str, args) -> dict:
@@ -316,21 +353,34 @@ def random_baseline(data: dict, which: str, args) -> dict:
 
 
 # --- training ------------------------------------------------------------------------------------
+def per_rank_batch(args) -> int:
+    """Positive edges per rank and step: --batch-size is the global batch, P ranks take
+    batch_size / P each, so a step trains on as many edges as at P = 1."""
+    return max(1, -(-args.batch_size // tessera.get_world_size()))
+
+
 def train(args, data: dict) -> dict:
     g = data["g"]
+    world = tessera.get_world_size()
     feats = Features(g, args.feat_norm)
     sampler = tessera.dataloading.as_edge_prediction_sampler(
         tessera.NeighborSampler(args.fanouts), exclude="reverse_id",
         reverse_eids=data["reverse_eids"],
         negative_sampler=tessera.dataloading.negative_sampler.Uniform(args.negatives))
     train_eids = np.arange(g.num_edges(), dtype=np.int64)  # both directions of every pair
-    loader = tessera.DistEdgeDataLoader(g, train_eids, sampler, batch_size=args.batch_size,
+    # Several ranks: every rank passes every edge, global batches dealt round-robin (the same
+    # batches for any P); one rank keeps the standalone loader.
+    loader = tessera.DistEdgeDataLoader(g, train_eids, sampler, batch_size=per_rank_batch(args),
                                         shuffle=True, drop_last=False,
-                                        num_workers=args.num_workers, seed=args.seed)
+                                        num_workers=args.num_workers, seed=args.seed,
+                                        global_order=world > 1)
     torch.manual_seed(args.seed)
     model = GraphSAGE(feats.dim, args.hidden, args.hidden, num_layers=len(args.fanouts),
                       dropout=args.dropout)
     pred = ScorePredictor(args.hidden, args.predictor)
+    if world > 1:  # the same seed gives the same init; made certain here
+        dist.broadcast_parameters(model)
+        dist.broadcast_parameters(pred)
     opt = torch.optim.Adam(list(model.parameters()) + list(pred.parameters()), lr=args.lr,
                            weight_decay=args.weight_decay)
     hk = f"hits@{args.hits_k}"
@@ -340,7 +390,8 @@ def train(args, data: dict) -> dict:
         model.train()
         pred.train()
         t0 = time.time()
-        bar = Progress(len(loader), f"epoch {epoch:3d}", enabled=not args.quiet)
+        bar = Progress(len(loader), f"epoch {epoch:3d}",
+                       enabled=not args.quiet and tessera.get_rank() == 0)
         total, count = 0.0, 0
         for input_nodes, pos_graph, neg_graph, blocks in loader:
             h = model(blocks, feats(input_nodes))  # embeddings of the batch's pair endpoints
@@ -352,12 +403,19 @@ def train(args, data: dict) -> dict:
             loss = F.binary_cross_entropy_with_logits(scores, labels)
             opt.zero_grad()
             loss.backward()
+            if world > 1:  # the mean over the ranks
+                dist.all_reduce_gradients(model)
+                dist.all_reduce_gradients(pred)
             opt.step()
             total += loss.item()
             count += 1
             bar.update(loss.item())
         bar.close()
         train_seconds = time.time() - t0
+        if world > 1:  # the mean loss over every rank's batches
+            tc = np.array([total, count], dtype=np.float64)
+            dist.all_reduce(tc)
+            total, count = float(tc[0]), int(tc[1])
         train_loss = total / max(count, 1)
         entry = {"epoch": epoch, "loss": train_loss, "seconds": train_seconds}
         if (epoch + 1) % args.eval_every == 0 or epoch == args.epochs - 1:
@@ -370,8 +428,8 @@ def train(args, data: dict) -> dict:
         if not args.quiet or epoch == args.epochs - 1:
             shown = (f"val ROC-AUC {entry['val_roc_auc']:.4f}  {hk} {entry[f'val_{hk}']:.4f}"
                      if "val_roc_auc" in entry else "val -")
-            print(f"epoch {epoch:3d}  loss {train_loss:.4f}  {shown}  ({train_seconds:.2f}s "
-                  f"training)", flush=True)
+            log(f"epoch {epoch:3d}  loss {train_loss:.4f}  {shown}  ({train_seconds:.2f}s "
+                f"training)")
     state["test_last_epoch"] = evaluate(model, pred, g, feats, data, "test", args)
     return state
 
@@ -436,7 +494,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--part-dir", default=None,
                    help="where the training graph's partition goes (default: a temporary "
-                        "folder, removed at exit)")
+                        "folder, removed at exit; under tessera launch all ranks must see it)")
+    p.add_argument("--part-method", default="metis", choices=["metis", "random"],
+                   help="partitioning of the training graph over several ranks")
     p.add_argument("--plot", default=None, help="loss/metric PNG (default out/link-<name>.png)")
     p.add_argument("--out-json", default=None, help="write the figures as JSON here")
     p.add_argument("--quiet", action="store_true", help="no progress bar, last epoch only")
@@ -478,20 +538,23 @@ def run(args, workdir: str) -> int:
     data = prepare(args, workdir)
     hk = f"hits@{args.hits_k}"
     s = data["split"]
-    print(f"[link] {data['g']}; edges train / val / test {s['train_edges']} / {s['val_edges']} "
-          f"/ {s['test_edges']} (undirected), eval negatives {s['val_negatives']} / "
-          f"{s['test_negatives']}; fanouts {args.fanouts}, batch {args.batch_size}, k "
-          f"{args.negatives}, hidden {args.hidden}, {args.predictor} predictor, lr {args.lr}, "
-          f"epochs {args.epochs}", flush=True)
+    world = tessera.get_world_size()
+    log(f"[link] {data['g']}; {world} rank(s); edges train / val / test {s['train_edges']} / "
+        f"{s['val_edges']} / {s['test_edges']} (undirected), eval negatives "
+        f"{s['val_negatives']} / {s['test_negatives']}; fanouts {args.fanouts}, batch "
+        f"{args.batch_size} ({per_rank_batch(args)} per rank), k {args.negatives}, hidden "
+        f"{args.hidden}, {args.predictor} predictor, lr {args.lr}, epochs {args.epochs}")
     baseline = {w: random_baseline(data, w, args) for w in ("val", "test")}
     state = train(args, data)
     test, last = state["test_at_best"], state["test_last_epoch"]
     rb = baseline["test"]
-    print(f"[link] test (epoch {state['best_epoch']}, best val ROC-AUC "
-          f"{state['best_val']:.4f}): ROC-AUC {test['roc_auc']:.4f}, {hk} {test[hk]:.4f}; "
-          f"random baseline ROC-AUC {rb['roc_auc']:.4f}, {hk} {rb[hk]:.4f}; last epoch: "
-          f"ROC-AUC {last['roc_auc']:.4f}, {hk} {last[hk]:.4f}; "
-          f"{time.time() - t_start:.1f}s", flush=True)
+    log(f"[link] test (epoch {state['best_epoch']}, best val ROC-AUC "
+        f"{state['best_val']:.4f}): ROC-AUC {test['roc_auc']:.4f}, {hk} {test[hk]:.4f}; "
+        f"random baseline ROC-AUC {rb['roc_auc']:.4f}, {hk} {rb[hk]:.4f}; last epoch: "
+        f"ROC-AUC {last['roc_auc']:.4f}, {hk} {last[hk]:.4f}; "
+        f"{time.time() - t_start:.1f}s")
+    if tessera.get_rank() != 0:  # every rank has the same figures; rank 0 writes them
+        return 0
     name = os.path.basename(os.path.normpath(args.dataset))
     plot(state["history"], hk, baseline["val"],
          args.plot or os.path.join("out", f"link-{name}.png"),
@@ -510,6 +573,8 @@ def run(args, workdir: str) -> int:
             "command": " ".join(["python/examples/train_link.py"] + args.argv),
             "dataset": args.dataset,
             "split": s,
+            "ranks": world,
+            "batch_per_rank": per_rank_batch(args),
             "metric_definitions": {
                 "roc_auc": "ROC-AUC of held-out edges against sampled non-edges",
                 hk: f"fraction of held-out edges scored above the {args.hits_k}-th highest "
@@ -532,11 +597,27 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     tessera.initialize()
+    world = tessera.get_world_size()
+    if not args.threads and world > 1:  # the ranks of this node share its cores
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
     try:
         if args.part_dir:
             return run(args, args.part_dir)
-        with tempfile.TemporaryDirectory(prefix="tessera-link-") as tmp:
-            return run(args, tmp)
+        if world == 1:
+            with tempfile.TemporaryDirectory(prefix="tessera-link-") as tmp:
+                return run(args, tmp)
+        # Rank 0's temporary folder, shared with the ranks of this node (one node assumed:
+        # several nodes need --part-dir on a shared file system).
+        tmp = tempfile.mkdtemp(prefix="tessera-link-") if tessera.get_rank() == 0 else None
+        tmp = dist.all_gather_object(tmp)[0]
+        try:
+            rc = run(args, tmp)
+            dist.barrier()  # nobody reads the partition any more
+            return rc
+        finally:
+            if tessera.get_rank() == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
     except SplitError as e:
         print(f"train_link.py: error: {e}", file=sys.stderr)
         return 2
