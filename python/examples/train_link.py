@@ -570,7 +570,9 @@ def run(args, workdir: str) -> int:
                         "platform": platform.platform(), "torch": torch.__version__,
                         "tessera": f"{tessera.__version__} "
                                    f"({os.path.dirname(os.path.abspath(tessera.__file__))})"},
-            "command": " ".join(["python/examples/train_link.py"] + args.argv),
+            "command": " ".join(
+                ([f"python -m tessera launch --nproc-per-node {world} --"] if world > 1 else [])
+                + ["python/examples/train_link.py"] + args.argv),
             "dataset": args.dataset,
             "split": s,
             "ranks": world,
