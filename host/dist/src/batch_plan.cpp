@@ -46,11 +46,15 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     TESSERA_EXPECTS(opts_.seed < (uint64_t{1} << 32), ValueError,
                     "{}: seed {} out of range: the Philox key holds a 32-bit seed (< 2^32)", on,
                     opts_.seed);
-    for (int64_t i = 0; i < n; ++i)
-      if (ids_[i] < 0 || ids_[i] >= limit)
+    for (int64_t i = 0; i < n; ++i) {
+      if (ids_[i] < 0 || ids_[i] >= limit) {
         TESSERA_FAIL(IndexError, "{}: {} {} at position {} outside [0, {})", on, what, ids_[i], i,
                      limit);
-    if (check) check();
+      }
+    }
+    if (check) {
+      check();
+    }
     own_batches_ = count_batches(n, opts_);
     w.put<int64_t>(order_ == BatchOrder::kGlobal ? 1 : 0);
     w.put<int64_t>(own_batches_);
@@ -86,13 +90,15 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     std::memcpy(&v, all[r].data() + off, sizeof v);
     return v;
   };
-  for (int r = 1; r < world_; ++r)
+  for (int r = 1; r < world_; ++r) {
     TESSERA_EXPECTS(field(r, 0) == field(0, 0), ValueError,
                     "{}: rank {} uses the {} batch order but rank 0 the {}", loader_, r,
                     field(r, 0) ? "global" : "local", field(0, 0) ? "global" : "local");
+  }
   std::vector<int64_t> counts(static_cast<size_t>(world_));
-  for (int r = 0; r < world_; ++r)
+  for (int r = 0; r < world_; ++r) {
     counts[r] = field(r, 8);
+  }
   if (order_ == BatchOrder::kGlobal) {
     auto settings = [&](int r) { return std::string(all[r].begin() + 32, all[r].end()); };
     for (int r = 1; r < world_; ++r) {
@@ -111,12 +117,13 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     global_batches_ = own_batches_;
     steps_ = (own_batches_ + world_ - 1) / world_;
   } else {
-    for (int r = 0; r < world_; ++r)
+    for (int r = 0; r < world_; ++r) {
       TESSERA_EXPECTS(counts[r] > 0, ValueError,
                       "{}: rank {} has no batch of {}s (its share is smaller than batch_size {} "
                       "with drop_last, or empty); every rank needs one so that all ranks run the "
                       "same number of steps",
                       loader_, r, what, opts_.batch_size);
+    }
     steps_ = *std::max_element(counts.begin(), counts.end());
     global_batches_ = std::accumulate(counts.begin(), counts.end(), int64_t{0});
   }
@@ -125,17 +132,22 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
 int64_t BatchPlan::global_batch_index(int64_t b) const {
   TESSERA_EXPECTS(b >= 0 && b < steps_, IndexError, "{}: batch {} outside [0, {})", loader_, b,
                   steps_);
-  if (order_ == BatchOrder::kGlobal) return (b * world_ + rank_) % global_batches_;
+  if (order_ == BatchOrder::kGlobal) {
+    return (b * world_ + rank_) % global_batches_;
+  }
   return (b % own_batches_) * world_ + rank_;
 }
 
 std::vector<int64_t> BatchPlan::epoch_order(int64_t epoch) const {
   const RngKey k = ops::make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch
-  if (!opts_.shuffle) return ids_;
+  if (!opts_.shuffle) {
+    return ids_;
+  }
   const auto perm = ops::philox_permutation(static_cast<int64_t>(ids_.size()), k.seed, k.epoch);
   std::vector<int64_t> out(ids_.size());
-  for (size_t i = 0; i < ids_.size(); ++i)
+  for (size_t i = 0; i < ids_.size(); ++i) {
     out[i] = ids_[static_cast<size_t>(perm[i])];
+  }
   return out;
 }
 

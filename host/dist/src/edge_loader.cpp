@@ -40,7 +40,9 @@ DistEdgeDataLoader::DistEdgeDataLoader(const DistNeighborSampler& sampler,
                     eopts_.negatives);
     TESSERA_EXPECTS(eopts_.negatives == 0 || g.num_nodes() > 0, ValueError,
                     "{}: negatives requested on a graph without nodes", on);
-    if (eopts_.exclude != ops::ExcludeMode::kReverseId) return;
+    if (eopts_.exclude != ops::ExcludeMode::kReverseId) {
+      return;
+    }
     TESSERA_EXPECTS(static_cast<int64_t>(eopts_.reverse_eids.size()) == ne, ValueError,
                     "{}: reverse_eids has {} entries for the {} edges of '{}' (new edge IDs)", on,
                     eopts_.reverse_eids.size(), ne, g.graph_name());
@@ -74,7 +76,9 @@ int64_t DistEdgeDataLoader::global_batch_index(int64_t b) const {
 }
 
 std::vector<int64_t> DistEdgeDataLoader::batch_eids(int64_t epoch, int64_t b) const {
-  if (epoch == epoch_) return plan_->batch(epoch_order_, b);
+  if (epoch == epoch_) {
+    return plan_->batch(epoch_order_, b);
+  }
   return plan_->batch(plan_->epoch_order(epoch), b);
 }
 
@@ -110,7 +114,9 @@ ops::EdgeMiniBatch DistEdgeDataLoader::sample_batch(int64_t epoch, int64_t b) co
   slot.reserve(static_cast<size_t>(2 * m * (1 + k)));
   auto local = [&](int64_t v) {
     auto [it, fresh] = slot.emplace(v, static_cast<int64_t>(mb.seeds.size()));
-    if (fresh) mb.seeds.push_back(v);
+    if (fresh) {
+      mb.seeds.push_back(v);
+    }
     return it->second;
   };
   mb.pos_src_local.resize(mb.pos_src.size());
@@ -128,15 +134,20 @@ ops::EdgeMiniBatch DistEdgeDataLoader::sample_batch(int64_t epoch, int64_t b) co
   std::vector<int64_t> exclude;
   if (eopts_.exclude != ops::ExcludeMode::kNone) {
     exclude = mb.eids;
-    if (eopts_.exclude == ops::ExcludeMode::kReverseId)
-      for (int64_t e : mb.eids)
-        if (eopts_.reverse_eids[e] >= 0) exclude.push_back(eopts_.reverse_eids[e]);
+    if (eopts_.exclude == ops::ExcludeMode::kReverseId) {
+      for (int64_t e : mb.eids) {
+        if (eopts_.reverse_eids[e] >= 0) {
+          exclude.push_back(eopts_.reverse_eids[e]);
+        }
+      }
+    }
   }
   mb.blocks = sampler_.sample_blocks(mb.seeds, key, exclude);
   mb.input_nodes = mb.blocks.front().src_nodes;
   mb.stats.seeds = static_cast<int64_t>(mb.seeds.size());
-  for (const auto& bl : mb.blocks)
+  for (const auto& bl : mb.blocks) {
     mb.stats.sampled_edges += bl.num_edges();
+  }
   mb.stats.sample_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return mb;
@@ -164,8 +175,9 @@ std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g) {
                   g.graph_name(), c.path.string());
   const int64_t ne = g.num_edges(), ein = c.num_input_edges;
   std::vector<int64_t> all(static_cast<size_t>(ne));
-  for (int64_t e = 0; e < ne; ++e)
+  for (int64_t e = 0; e < ne; ++e) {
     all[e] = e;
+  }
   const Array orig = g.orig_eid().read(all);
   const int64_t* o = orig.data<int64_t>();
   std::vector<int64_t> new_of(static_cast<size_t>(2 * ein), -1);
@@ -177,8 +189,9 @@ std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g) {
     new_of[o[e]] = e;
   }
   std::vector<int64_t> rev(static_cast<size_t>(ne));
-  for (int64_t e = 0; e < ne; ++e)
+  for (int64_t e = 0; e < ne; ++e) {
     rev[e] = new_of[o[e] < ein ? o[e] + ein : o[e] - ein];
+  }
   return rev;
 }
 

@@ -34,7 +34,9 @@ int64_t DistNodeDataLoader::global_batch_index(int64_t b) const {
 }
 
 std::vector<int64_t> DistNodeDataLoader::batch_seeds(int64_t epoch, int64_t b) const {
-  if (epoch == epoch_) return plan_->batch(epoch_order_, b);
+  if (epoch == epoch_) {
+    return plan_->batch(epoch_order_, b);
+  }
   return plan_->batch(plan_->epoch_order(epoch), b);
 }
 
