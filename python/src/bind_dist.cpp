@@ -74,6 +74,37 @@ dist::PartPolicy make_policy(const std::string& kind, std::vector<int64_t> offse
   return p;
 }
 
+/// The methods DistNodeDataLoader and DistEdgeDataLoader share; `to_py` converts a mini-batch.
+template <typename Loader, typename Batch, typename ToPy>
+void add_loader_methods(nb::class_<Loader>& c, ToPy to_py) {
+  c.def_prop_ro("num_batches", &Loader::num_batches)
+      .def_prop_ro("num_global_batches", &Loader::num_global_batches)
+      .def("global_batch_index", &Loader::global_batch_index, nb::arg("b"))
+      .def(
+          "sample_batch",
+          [to_py](const Loader& l, int64_t epoch, int64_t b) {
+            Batch mb;
+            {
+              nb::gil_scoped_release nogil;
+              mb = l.sample_batch(epoch, b);
+            }
+            return to_py(std::move(mb));
+          },
+          nb::arg("epoch"), nb::arg("batch"))
+      .def("start_epoch", &Loader::start_epoch, nb::arg("epoch"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("next", [to_py](Loader& l) -> nb::object {
+        Batch mb;
+        bool ok;
+        {
+          nb::gil_scoped_release nogil;
+          ok = l.next(mb);
+        }
+        if (!ok) return nb::none();
+        return to_py(std::move(mb));
+      });
+}
+
 nb::dict tensors_to_py(const std::map<std::string, DistTensor>& m) {
   nb::dict d;
   for (const auto& [k, v] : m)
@@ -308,20 +339,15 @@ void bind_dist(nb::module_& m) {
           },
           nb::arg("seeds"), nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("batch") = 0);
 
-  nb::class_<dist::DistNodeDataLoader>(m, "DistNodeDataLoader")
+  nb::class_<dist::DistNodeDataLoader> node_loader(m, "DistNodeDataLoader");
+  node_loader
       .def(
           "__init__",
           [](dist::DistNodeDataLoader* self, const dist::DistNeighborSampler& sampler,
              const I64Array& seeds, int64_t batch_size, bool shuffle, bool drop_last,
              int num_workers, int prefetch, int64_t seed, bool global_order) {
-            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
-            ops::LoaderOptions o;
-            o.batch_size = batch_size;
-            o.shuffle = shuffle;
-            o.drop_last = drop_last;
-            o.num_workers = num_workers;
-            o.prefetch = prefetch;
-            o.seed = static_cast<uint64_t>(seed);
+            const ops::LoaderOptions o =
+                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed);
             std::vector<int64_t> s(seeds.data(), seeds.data() + seeds.shape(0));
             nb::gil_scoped_release nogil;
             new (self) dist::DistNodeDataLoader(
@@ -331,54 +357,25 @@ void bind_dist(nb::module_& m) {
           nb::arg("sampler"), nb::arg("seeds"), nb::arg("batch_size"), nb::arg("shuffle"),
           nb::arg("drop_last"), nb::arg("num_workers"), nb::arg("prefetch"), nb::arg("seed"),
           nb::arg("global_order") = false, nb::keep_alive<1, 2>())
-      .def_prop_ro("num_batches", &dist::DistNodeDataLoader::num_batches)
-      .def_prop_ro("num_global_batches", &dist::DistNodeDataLoader::num_global_batches)
-      .def("global_batch_index", &dist::DistNodeDataLoader::global_batch_index, nb::arg("b"))
       .def(
           "batch_seeds",
           [](const dist::DistNodeDataLoader& l, int64_t epoch, int64_t b) {
             return vector_to_numpy(l.batch_seeds(epoch, b));
           },
-          nb::arg("epoch"), nb::arg("batch"))
-      .def(
-          "sample_batch",
-          [](const dist::DistNodeDataLoader& l, int64_t epoch, int64_t b) {
-            ops::NodeMiniBatch mb;
-            {
-              nb::gil_scoped_release nogil;
-              mb = l.sample_batch(epoch, b);
-            }
-            return node_batch_to_py(std::move(mb));
-          },
-          nb::arg("epoch"), nb::arg("batch"))
-      .def("start_epoch", &dist::DistNodeDataLoader::start_epoch, nb::arg("epoch"),
-           nb::call_guard<nb::gil_scoped_release>())
-      .def("next", [](dist::DistNodeDataLoader& l) -> nb::object {
-        ops::NodeMiniBatch mb;
-        bool ok;
-        {
-          nb::gil_scoped_release nogil;
-          ok = l.next(mb);
-        }
-        if (!ok) return nb::none();
-        return node_batch_to_py(std::move(mb));
-      });
+          nb::arg("epoch"), nb::arg("batch"));
+  add_loader_methods<dist::DistNodeDataLoader, ops::NodeMiniBatch>(
+      node_loader, [](ops::NodeMiniBatch&& b) { return node_batch_to_py(std::move(b)); });
 
-  nb::class_<dist::DistEdgeDataLoader>(m, "DistEdgeDataLoader")
+  nb::class_<dist::DistEdgeDataLoader> edge_loader(m, "DistEdgeDataLoader");
+  edge_loader
       .def(
           "__init__",
           [](dist::DistEdgeDataLoader* self, const dist::DistNeighborSampler& sampler,
              const I64Array& seed_eids, int64_t batch_size, bool shuffle, bool drop_last,
              int num_workers, int prefetch, int64_t seed, int64_t negatives,
              const std::string& exclude, nb::object reverse_eids, bool global_order) {
-            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
-            ops::LoaderOptions o;
-            o.batch_size = batch_size;
-            o.shuffle = shuffle;
-            o.drop_last = drop_last;
-            o.num_workers = num_workers;
-            o.prefetch = prefetch;
-            o.seed = static_cast<uint64_t>(seed);
+            const ops::LoaderOptions o =
+                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed);
             ops::EdgeLoaderOptions eo;
             eo.negatives = negatives;
             eo.exclude = parse_exclude(exclude);
@@ -399,38 +396,14 @@ void bind_dist(nb::module_& m) {
           nb::keep_alive<1, 2>(),
           "Collective. seed_eids: new edge IDs (this rank's share, or with global_order the same "
           "set on every rank); reverse_eids: per new edge ID, its reverse or -1.")
-      .def_prop_ro("num_batches", &dist::DistEdgeDataLoader::num_batches)
-      .def_prop_ro("num_global_batches", &dist::DistEdgeDataLoader::num_global_batches)
-      .def("global_batch_index", &dist::DistEdgeDataLoader::global_batch_index, nb::arg("b"))
       .def(
           "batch_eids",
           [](const dist::DistEdgeDataLoader& l, int64_t epoch, int64_t b) {
             return vector_to_numpy(l.batch_eids(epoch, b));
           },
-          nb::arg("epoch"), nb::arg("batch"))
-      .def(
-          "sample_batch",
-          [](const dist::DistEdgeDataLoader& l, int64_t epoch, int64_t b) {
-            ops::EdgeMiniBatch mb;
-            {
-              nb::gil_scoped_release nogil;
-              mb = l.sample_batch(epoch, b);
-            }
-            return edge_batch_to_py(std::move(mb));
-          },
-          nb::arg("epoch"), nb::arg("batch"))
-      .def("start_epoch", &dist::DistEdgeDataLoader::start_epoch, nb::arg("epoch"),
-           nb::call_guard<nb::gil_scoped_release>())
-      .def("next", [](dist::DistEdgeDataLoader& l) -> nb::object {
-        ops::EdgeMiniBatch mb;
-        bool ok;
-        {
-          nb::gil_scoped_release nogil;
-          ok = l.next(mb);
-        }
-        if (!ok) return nb::none();
-        return edge_batch_to_py(std::move(mb));
-      });
+          nb::arg("epoch"), nb::arg("batch"));
+  add_loader_methods<dist::DistEdgeDataLoader, ops::EdgeMiniBatch>(
+      edge_loader, [](ops::EdgeMiniBatch&& b) { return edge_batch_to_py(std::move(b)); });
 
   m.def(
       "save_dist_tensor",

@@ -28,6 +28,15 @@ EdgeDir parse_dir(const std::string& s) {
   TESSERA_FAIL(ValueError, "edge_dir must be 'in' or 'out', got '{}'", s);
 }
 
+template <typename T>
+nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
+  auto& b = nb::cast<Block&>(self);
+  auto& v = b.*field;
+  return view_numpy(v.data(), v.size(), self);
+}
+
+}  // namespace
+
 LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, int num_workers,
                              int prefetch, int64_t seed) {
   TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
@@ -40,15 +49,6 @@ LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, i
   o.seed = static_cast<uint64_t>(seed);
   return o;
 }
-
-template <typename T>
-nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
-  auto& b = nb::cast<Block&>(self);
-  auto& v = b.*field;
-  return view_numpy(v.data(), v.size(), self);
-}
-
-}  // namespace
 
 nb::list blocks_to_py(std::vector<Block>&& blocks) {
   nb::list out;

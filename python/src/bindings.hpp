@@ -15,6 +15,9 @@ void bind_partition(nanobind::module_& m);
 void bind_ops(nanobind::module_& m);
 void bind_dist(nanobind::module_& m);
 
+/// Loader options from the Python arguments (ValueError for a seed outside [0, 2^32)).
+ops::LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, int num_workers,
+                                  int prefetch, int64_t seed);
 /// Blocks as a Python list of _C.Block (moved, no copy of the arrays).
 nanobind::list blocks_to_py(std::vector<ops::Block>&& blocks);
 /// A node mini-batch as a dict (epoch, index, seeds, input_nodes, blocks, timings).

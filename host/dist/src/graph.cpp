@@ -7,6 +7,7 @@
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 
 namespace tessera::dist {
 
@@ -90,6 +91,12 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                   "DistGraph '{}': the config {} holds graph '{}'", graph_name,
                   part_config.string(), g.config.graph_name);
   check_same_partitioning(t, g.config);
+  // Tensor names carry the partitioning's identity: loading the same partitioning again shares
+  // its tensors (idempotent, as DGL), another partitioning of a graph of the same name in this
+  // process gets its own.
+  const std::string sums = fingerprint(g.config)["checksums"].get<std::string>();
+  const std::string prefix =
+      fmt::format("{}@{:08x}", graph_name, crc32_update(0, sums.data(), sums.size()));
   TESSERA_EXPECTS(g.config.num_parts == world, ValueError,
                   "DistGraph '{}': {} has {} partitions but the job has {} ranks (one partition "
                   "per rank; a world of one process needs a 1-partition config)",
@@ -115,7 +122,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
                     "DistGraph '{}': partition {} lacks node data '{}'", graph_name, me, s.name);
     g.ndata.emplace(s.name,
-                    DistTensor(rt, fmt::format("{}:node:{}", graph_name, s.name), s.shape, s.dtype,
+                    DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype,
                                npol, copy_rows(it->second, nlo, "node data " + s.name), true));
   }
   for (const auto& s : g.config.edata) {
@@ -123,10 +130,10 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
                     "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, me, s.name);
     g.edata.emplace(s.name,
-                    DistTensor(rt, fmt::format("{}:edge:{}", graph_name, s.name), s.shape, s.dtype,
+                    DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype,
                                epol, copy_rows(it->second, elo, "edge data " + s.name), true));
   }
-  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", graph_name), {g.config.num_nodes},
+  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", prefix), {g.config.num_nodes},
                           DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true);
 
   // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
@@ -220,13 +227,13 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       std::memcpy(dst, v.data() + (b - lo) * width, static_cast<size_t>((e - b) * width) * 8);
     };
   };
-  g.orig_eid = DistTensor(rt, fmt::format("{}:orig_eid", graph_name), {g.config.num_edges},
+  g.orig_eid = DistTensor(rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges},
                           DType::kInt64, epol, from(oe, elo, 1), true);
   g.edge_endpoints =
-      DistTensor(rt, fmt::format("{}:edge:_endpoints", graph_name), {g.config.num_edges, 2},
+      DistTensor(rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2},
                  DType::kInt64, epol, from(ends, elo, 2), true);
   // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
-  g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", graph_name), {n}, DType::kInt64,
+  g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", prefix), {n}, DType::kInt64,
                          PartPolicy::even(n, world), nullptr, true);
   {
     std::vector<int64_t> mine(static_cast<size_t>(ni));

@@ -59,7 +59,8 @@ class DistGraph {
   std::pair<int64_t, int64_t> local_node_range() const;
   std::pair<int64_t, int64_t> local_edge_range() const;
   /// Node data ("feat", "label", "train_mask", ...) as DistTensors over the node policy,
-  /// named "<graph>:node:<name>"; edge data over the edge policy ("<graph>:edge:<name>").
+  /// named "<graph>@<id>:node:<name>" (<id>: CRC32 of the partitioning's file checksums); edge
+  /// data over the edge policy ("<graph>@<id>:edge:<name>").
   const std::map<std::string, DistTensor>& ndata() const;
   const std::map<std::string, DistTensor>& edata() const;
   /// ndata().at(name) with a ValueError listing the names when absent.
