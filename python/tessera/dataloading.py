@@ -211,6 +211,12 @@ class _LoaderBase:
         self.num_workers = int(num_workers)
         if seed is None:
             seed = int(np.random.default_rng().integers(0, 2**31))
+            from . import _runtime
+
+            if _runtime.get_world_size() > 1:  # loader creation is collective: take rank 0's
+                from .distributed import all_gather_object
+
+                seed = all_gather_object(seed)[0]
         self.seed = int(seed)
         self.device = device
         self.epoch = 0  # the epoch the next __iter__ runs
