@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import platform
@@ -58,61 +57,14 @@ import torch
 import torch.nn.functional as F
 
 import tessera.distributed as dist
+from tessera.metrics import hits_at_k, roc_auc  # noqa: F401 (tests use them from here)
 from tessera.nn import GraphSAGE
+from tessera.utils import Progress, atomic_write_json, log
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 # --- small utilities -------------------------------------------------------------------------
-def log(*a) -> None:
-    """Prints on rank 0 only (every rank computes the same figures)."""
-    if tessera.get_rank() == 0:
-        print(*a, flush=True)
-
-
-class Progress:
-    """tqdm when installed, else a single rewritten status line."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.n, self.enabled = total, desc, 0, enabled
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
-            except ImportError:
-                pass
-        self.t0 = time.time()
-
-    def update(self, loss: float) -> None:
-        self.n += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(1)
-            self._bar.set_postfix(loss=f"{loss:.4f}")
-        elif sys.stderr.isatty() or self.n == self.total:
-            sys.stderr.write(f"\r{self.desc}: {self.n}/{self.total} batches, loss {loss:.4f}, "
-                             f"{time.time() - self.t0:.1f}s")
-            if self.n == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
-def atomic_write_json(obj, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 def commit_id() -> str:
     """HEAD of the repository, with +dirty when tracked files are modified."""
     try:
@@ -126,29 +78,6 @@ def commit_id() -> str:
 
 
 # --- metrics ---------------------------------------------------------------------------------
-def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """ROC-AUC of positive against negative scores (Mann-Whitney U, average ranks for ties)."""
-    npos, nneg = len(pos), len(neg)
-    if npos == 0 or nneg == 0:
-        return float("nan")
-    s = np.concatenate([pos, neg]).astype(np.float64)
-    _, inv, counts = np.unique(s, return_inverse=True, return_counts=True)
-    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based average rank of each value
-    ranks = avg_rank[inv]
-    return float((ranks[:npos].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
-
-
-def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
-    """OGB's Hits@K: the fraction of positives scored strictly above the K-th highest negative
-    (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator)."""
-    if len(pos) == 0:
-        return float("nan")
-    if len(neg) < k:
-        return 1.0
-    kth = np.partition(neg, len(neg) - k)[len(neg) - k]
-    return float((pos > kth).mean())
-
-
 def metrics(pos: np.ndarray, neg: np.ndarray, k: int) -> dict:
     return {"roc_auc": roc_auc(pos, neg), f"hits@{k}": hits_at_k(pos, neg, k)}
 
@@ -303,33 +232,6 @@ class ScorePredictor(torch.nn.Module):
 
 
 @torch.no_grad()
-def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int):
-    """Embeddings of every node with full neighborhoods, one layer at a time (DGL's inference).
-
-    Each rank computes the nodes it owns (all of them at one rank) and writes them into a
-    DistTensor per layer, whose rows the next layer and the scores read from their owners."""
-    model.eval()
-    n = g.num_nodes()
-    lo, hi = g.local_node_range()
-    loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64),
-                                    tessera.NeighborSampler([-1]), batch_size=batch_size,
-                                    shuffle=False, num_workers=1, seed=0)
-    h = None
-    for i, layer in enumerate(model.layers):
-        out = tessera.DistTensor((n, layer.out_feats), torch.float32, f"link-inference-layer{i}",
-                                 part_policy=g.get_node_partition_policy())
-        for input_nodes, seeds, blocks in loader:
-            x = feats(input_nodes) if i == 0 else h[input_nodes]
-            y = layer(blocks[0], x)
-            if i < model.num_layers - 1:
-                y = F.relu(model.norms[i](y))
-            out[seeds] = y
-        g.barrier()  # every rank's rows are written before anyone reads them
-        h = out
-    return h
-
-
-@torch.no_grad()
 def pair_scores(pred: ScorePredictor, h, pairs: np.ndarray) -> np.ndarray:
     """Scores of node pairs; ``h`` is a DistTensor: the endpoints' rows are read once."""
     pred.eval()
@@ -340,7 +242,7 @@ def pair_scores(pred: ScorePredictor, h, pairs: np.ndarray) -> np.ndarray:
 
 
 def evaluate(model, pred, g, feats, data: dict, which: str, args) -> dict:
-    h = layerwise_inference(model, g, feats, args.eval_batch_size)
+    h = model.inference(g, feats, args.eval_batch_size, name="link-inference")
     pos, neg = data[which]
     return metrics(pair_scores(pred, h, pos), pair_scores(pred, h, neg), args.hits_k)
 

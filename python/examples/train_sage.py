@@ -44,71 +44,12 @@ import torch
 import torch.nn.functional as F
 
 import tessera.distributed as dist
+from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-
-
-def log(*a) -> None:
-    """Prints on rank 0 only (every rank computes the same figures)."""
-    if tessera.get_rank() == 0:
-        print(*a, flush=True)
+from tessera.utils import Progress, log
 
 
 # --- small utilities -------------------------------------------------------------------------
-class Progress:
-    """tqdm when installed, else a single rewritten status line."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.n, self.enabled = total, desc, 0, enabled
-        self._bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
-            except ImportError:
-                pass
-        self.t0 = time.time()
-
-    def update(self, loss: float) -> None:
-        self.n += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(1)
-            self._bar.set_postfix(loss=f"{loss:.4f}")
-        elif sys.stderr.isatty() or self.n == self.total:
-            sys.stderr.write(f"\r{self.desc}: {self.n}/{self.total} batches, loss {loss:.4f}, "
-                             f"{time.time() - self.t0:.1f}s")
-            if self.n == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
-def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """ROC-AUC of binary labels (Mann-Whitney U with average ranks for ties)."""
-    labels = labels.astype(bool)
-    npos, nneg = int(labels.sum()), int((~labels).sum())
-    if npos == 0 or nneg == 0:
-        return float("nan")
-    order = np.argsort(scores, kind="mergesort")
-    s = scores[order]
-    ranks = np.empty(len(s), dtype=np.float64)
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[i]:
-            j += 1
-        ranks[i:j + 1] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    r = np.empty_like(ranks)
-    r[order] = ranks
-    return float((r[labels].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
-
-
 def param_digest(model: torch.nn.Module) -> str:
     h = hashlib.sha256()
     for name, p in sorted(model.state_dict().items()):
@@ -234,38 +175,6 @@ def mask_column(t, split: int) -> np.ndarray:
 
 
 # --- model evaluation --------------------------------------------------------------------------
-@torch.no_grad()
-def layerwise_inference(model: GraphSAGE, g, feats: Features, batch_size: int):
-    """Outputs of every node with full neighborhoods, one layer at a time (DGL's inference).
-
-    Distributed: each rank computes the nodes it owns and writes them into a DistTensor per
-    layer, whose rows the next layer (and the metric) read from their owners."""
-    model.eval()
-    n = g.num_nodes()
-    distributed = g.is_distributed
-    lo, hi = g.local_node_range()
-    nodes = np.arange(lo, hi, dtype=np.int64)
-    sampler = tessera.NeighborSampler([-1])
-    loader = tessera.NodeDataLoader(g, nodes, sampler, batch_size=batch_size, shuffle=False,
-                                    num_workers=1, seed=0)
-    h = None
-    for i, layer in enumerate(model.layers):
-        dim = layer.out_feats
-        out = tessera.DistTensor((n, dim), torch.float32, f"inference-layer{i}",
-                                 part_policy=g.get_node_partition_policy()) \
-            if distributed else torch.empty((n, dim), dtype=torch.float32)
-        for input_nodes, seeds, blocks in loader:
-            x = feats(input_nodes) if i == 0 else h[input_nodes]
-            y = layer(blocks[0], x)
-            if i < model.num_layers - 1:
-                y = F.relu(model.norms[i](y))
-            out[seeds] = y
-        if distributed:
-            g.barrier()  # every rank's rows are written before anyone reads them
-        h = out
-    return h
-
-
 def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> float:
     """Metric over ``nodes``; ``logits`` is a tensor or a DistTensor (rows read from their
     owners, so every rank computes the same figure)."""
@@ -273,7 +182,8 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
     rows = logits[idx]
     if kind == "rocauc":
         scores = torch.softmax(rows, 1)[:, 1].numpy()
-        return roc_auc(scores, labels[idx].numpy()) * 100.0
+        y = labels[idx].numpy().astype(bool)
+        return roc_auc(scores[y], scores[~y]) * 100.0
     return float((rows.argmax(1) == labels[idx]).float().mean()) * 100.0
 
 
@@ -376,7 +286,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         train_loss = float(sums[0] / max(sums[1], 1))
         val = float("nan")
         if (epoch + 1) % args.eval_every == 0 or epoch == args.epochs - 1:
-            logits = layerwise_inference(model, g, feats, args.eval_batch_size)
+            logits = model.inference(g, feats, args.eval_batch_size)
             val = metric_of(logits, labels, val_nodes, metric)
             if val > state["best_val"]:
                 state.update(best_val=val, best_epoch=epoch,
@@ -400,7 +310,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             log(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)")
             return {"stopped": True, **state}
 
-    logits = layerwise_inference(model, g, feats, args.eval_batch_size)
+    logits = model.inference(g, feats, args.eval_batch_size)
     final_test = metric_of(logits, labels, test_nodes, metric)
     if args.embed and args.save_embeddings:
         check_embedding_round_trip(feats, os.path.join(args.save_embeddings, f"split{split}"))

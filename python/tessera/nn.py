@@ -114,6 +114,43 @@ class GraphSAGE(nn.Module):
     def num_layers(self) -> int:
         return len(self.layers)
 
+    @torch.no_grad()
+    def inference(self, g, x_of, batch_size: int = 32768, name: str = "inference"):
+        """Outputs of every node of ``g`` with full neighborhoods, one layer at a time (DGL's
+        ``model.inference``). ``x_of(ids)`` gives the input rows of node IDs (e.g. a feature
+        DistTensor's ``__getitem__``).
+
+        On a distributed DistGraph each rank computes the nodes it owns and writes them into a
+        DistTensor per layer (``<name>-layer<i>``), whose rows the next layer reads from their
+        owners; the result is that DistTensor (collective). Otherwise a torch tensor."""
+        import numpy as np
+
+        import tessera
+
+        self.eval()
+        n = g.num_nodes()
+        distributed = bool(getattr(g, "is_distributed", False))
+        lo, hi = g.local_node_range() if hasattr(g, "local_node_range") else (0, n)
+        loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64),
+                                        tessera.NeighborSampler([-1]), batch_size=batch_size,
+                                        shuffle=False, num_workers=1, seed=0)
+        h = None
+        for i, layer in enumerate(self.layers):
+            dim = layer.out_feats
+            out = tessera.DistTensor((n, dim), torch.float32, f"{name}-layer{i}",
+                                     part_policy=g.get_node_partition_policy()) \
+                if distributed else torch.empty((n, dim), dtype=torch.float32)
+            for input_nodes, seeds, blocks in loader:
+                x = x_of(input_nodes) if i == 0 else h[input_nodes]
+                y = layer(blocks[0], x)
+                if i < self.num_layers - 1:
+                    y = F.relu(self.norms[i](y))
+                out[seeds] = y
+            if distributed:
+                g.barrier()  # every rank's rows are written before anyone reads them
+            h = out
+        return h
+
     def forward(self, blocks: Sequence, x: "torch.Tensor") -> "torch.Tensor":
         if len(blocks) != len(self.layers):
             raise ValueError(f"GraphSAGE: {len(self.layers)} layers but {len(blocks)} blocks")

@@ -1,0 +1,38 @@
+"""Evaluation metrics of the examples (NumPy only)."""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["roc_auc", "hits_at_k", "accuracy"]
+
+
+def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """ROC-AUC of positive against negative scores (Mann-Whitney U, average ranks for ties);
+    NaN when either side is empty. For binary labels: ``roc_auc(s[y == 1], s[y == 0])``."""
+    pos, neg = np.asarray(pos), np.asarray(neg)
+    npos, nneg = len(pos), len(neg)
+    if npos == 0 or nneg == 0:
+        return float("nan")
+    s = np.concatenate([pos, neg]).astype(np.float64)
+    _, inv, counts = np.unique(s, return_inverse=True, return_counts=True)
+    avg_rank = np.cumsum(counts) - (counts - 1) / 2.0  # 1-based average rank of each value
+    ranks = avg_rank[inv]
+    return float((ranks[:npos].sum() - npos * (npos + 1) / 2.0) / (npos * nneg))
+
+
+def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
+    """OGB's Hits@K: the fraction of positives scored strictly above the K-th highest negative
+    (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator)."""
+    pos, neg = np.asarray(pos), np.asarray(neg)
+    if len(pos) == 0:
+        return float("nan")
+    if len(neg) < k:
+        return 1.0
+    kth = np.partition(neg, len(neg) - k)[len(neg) - k]
+    return float((pos > kth).mean())
+
+
+def accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
+    """Fraction of equal entries (NaN when empty)."""
+    pred, labels = np.asarray(pred), np.asarray(labels)
+    return float((pred == labels).mean()) if len(labels) else float("nan")
