@@ -121,17 +121,17 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     auto it = g.part.ndata.find(s.name);
     TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
                     "DistGraph '{}': partition {} lacks node data '{}'", graph_name, me, s.name);
-    g.ndata.emplace(s.name,
-                    DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype,
-                               npol, copy_rows(it->second, nlo, "node data " + s.name), true));
+    g.ndata.emplace(
+        s.name, DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype, npol,
+                           copy_rows(it->second, nlo, "node data " + s.name), true));
   }
   for (const auto& s : g.config.edata) {
     auto it = g.part.edata.find(s.name);
     TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
                     "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, me, s.name);
-    g.edata.emplace(s.name,
-                    DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype,
-                               epol, copy_rows(it->second, elo, "edge data " + s.name), true));
+    g.edata.emplace(
+        s.name, DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype, epol,
+                           copy_rows(it->second, elo, "edge data " + s.name), true));
   }
   g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", prefix), {g.config.num_nodes},
                           DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true);
