@@ -1,7 +1,6 @@
 #include "tessera/dist/edge_loader.hpp"
 
 #include <chrono>
-#include <unordered_map>
 
 #include "batch_plan.hpp"
 #include "tessera/core/error.hpp"
@@ -109,28 +108,7 @@ ops::EdgeMiniBatch DistEdgeDataLoader::sample_batch(int64_t epoch, int64_t b) co
     const Array nd = g.new_nid().read(neg_dst_orig);
     mb.neg_dst.assign(nd.data<int64_t>(), nd.data<int64_t>() + nd.rows());
   }
-  // Seeds: unique endpoints in order of first appearance; pair endpoints as indices into them.
-  std::unordered_map<int64_t, int64_t> slot;
-  slot.reserve(static_cast<size_t>(2 * m * (1 + k)));
-  auto local = [&](int64_t v) {
-    auto [it, fresh] = slot.emplace(v, static_cast<int64_t>(mb.seeds.size()));
-    if (fresh) {
-      mb.seeds.push_back(v);
-    }
-    return it->second;
-  };
-  mb.pos_src_local.resize(mb.pos_src.size());
-  mb.pos_dst_local.resize(mb.pos_dst.size());
-  for (int64_t i = 0; i < m; ++i) {
-    mb.pos_src_local[i] = local(mb.pos_src[i]);
-    mb.pos_dst_local[i] = local(mb.pos_dst[i]);
-  }
-  mb.neg_src_local.resize(mb.neg_src.size());
-  mb.neg_dst_local.resize(mb.neg_dst.size());
-  for (size_t i = 0; i < mb.neg_src.size(); ++i) {
-    mb.neg_src_local[i] = local(mb.neg_src[i]);
-    mb.neg_dst_local[i] = local(mb.neg_dst[i]);
-  }
+  ops::compact_pair_endpoints(mb);  // seeds: unique endpoints in order of first appearance
   std::vector<int64_t> exclude;
   if (eopts_.exclude != ops::ExcludeMode::kNone) {
     exclude = mb.eids;

@@ -103,6 +103,30 @@ bool NodeDataLoader::next(NodeMiniBatch& out) {
 
 // ---- EdgeDataLoader --------------------------------------------------------------------------
 
+void compact_pair_endpoints(EdgeMiniBatch& mb) {
+  detail::IdMap map;
+  map.reset(static_cast<int64_t>(mb.pos_src.size() + mb.neg_src.size()) * 2);
+  mb.seeds.clear();
+  auto local = [&](int64_t v) {
+    bool ins;
+    const int64_t l = map.find_or_insert(v, static_cast<int64_t>(mb.seeds.size()), ins);
+    if (ins) mb.seeds.push_back(v);
+    return l;
+  };
+  mb.pos_src_local.resize(mb.pos_src.size());
+  mb.pos_dst_local.resize(mb.pos_dst.size());
+  for (size_t i = 0; i < mb.pos_src.size(); ++i) {
+    mb.pos_src_local[i] = local(mb.pos_src[i]);
+    mb.pos_dst_local[i] = local(mb.pos_dst[i]);
+  }
+  mb.neg_src_local.resize(mb.neg_src.size());
+  mb.neg_dst_local.resize(mb.neg_dst.size());
+  for (size_t i = 0; i < mb.neg_src.size(); ++i) {
+    mb.neg_src_local[i] = local(mb.neg_src[i]);
+    mb.neg_dst_local[i] = local(mb.neg_dst[i]);
+  }
+}
+
 std::vector<int64_t> symmetrized_reverse_eids(int64_t num_input_edges) {
   std::vector<int64_t> r(static_cast<size_t>(2 * num_input_edges));
   for (int64_t i = 0; i < num_input_edges; ++i) {
@@ -175,27 +199,7 @@ EdgeMiniBatch EdgeDataLoader::sample_batch(int64_t epoch, int64_t b, CompactWork
   const RngKey key = make_rng_key(opts_.seed, epoch, b, 0);
   uniform_negatives(sampler_.graph().num_nodes, mb.pos_src, mb.eids, eopts_.negatives, key,
                     mb.neg_src, mb.neg_dst);
-  // Seeds: unique endpoints in order of first appearance; pair endpoints in local IDs.
-  detail::IdMap map;
-  map.reset(2 * m * (1 + eopts_.negatives));
-  auto local = [&](int64_t v) {
-    bool ins;
-    const int64_t l = map.find_or_insert(v, static_cast<int64_t>(mb.seeds.size()), ins);
-    if (ins) mb.seeds.push_back(v);
-    return l;
-  };
-  mb.pos_src_local.resize(mb.pos_src.size());
-  mb.pos_dst_local.resize(mb.pos_dst.size());
-  for (int64_t i = 0; i < m; ++i) {
-    mb.pos_src_local[i] = local(mb.pos_src[i]);
-    mb.pos_dst_local[i] = local(mb.pos_dst[i]);
-  }
-  mb.neg_src_local.resize(mb.neg_src.size());
-  mb.neg_dst_local.resize(mb.neg_dst.size());
-  for (size_t i = 0; i < mb.neg_src.size(); ++i) {
-    mb.neg_src_local[i] = local(mb.neg_src[i]);
-    mb.neg_dst_local[i] = local(mb.neg_dst[i]);
-  }
+  compact_pair_endpoints(mb);
   // Excluded edges, keyed by the row that stores them (dst for kIn, src for kOut).
   ExcludeEdges exclude;
   if (eopts_.exclude != ExcludeMode::kNone) {

@@ -206,6 +206,11 @@ struct EdgeMiniBatch {
   SampleStats stats;
 };
 
+/// Fills mb.seeds (the unique endpoints of pos_* then neg_*, in order of first appearance) and
+/// the *_local indices of every pair endpoint into them. Shared by the standalone and the
+/// distributed edge loader.
+void compact_pair_endpoints(EdgeMiniBatch& mb);
+
 /// Edge loader (DGL's DataLoader over edge IDs with an as_edge_prediction_sampler). Holds a
 /// reference to the sampler and graph.
 class EdgeDataLoader {
