@@ -66,16 +66,16 @@ inline std::filesystem::path cached_partitions(const std::string& tag, const std
   return cache[key] = wo.out_dir / (name + ".json");
 }
 
-/// The environment of a job of `world` forked ranks: local transport for one rank, else UCX
-/// over `tls` ("tcp", or "posix,sysv,cma" for shared memory), with short deadlines.
-inline JobSpec dist_job(int world, double deadline = 60, const std::string& tls = "tcp") {
+/// The environment of a job of `world` forked ranks over the local transport (`tls` empty; one
+/// rank) or UCX over `tls` ("tcp", or "posix,sysv,cma" for shared memory), with short deadlines.
+inline JobSpec job(int world, const std::string& tls, double deadline = 60) {
   JobSpec s;
   s.world = world;
   s.deadline_s = deadline;
   s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
   s.env["TESSERA_OP_TIMEOUT"] = "30";
-  s.env["TESSERA_TRANSPORT"] = world == 1 ? "local" : "ucx";
-  if (world > 1) s.env["UCX_TLS"] = tls;
+  s.env["TESSERA_TRANSPORT"] = tls.empty() ? "local" : "ucx";
+  if (!tls.empty()) s.env["UCX_TLS"] = tls;
   return s;
 }
 

@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "multiprocess.hpp"
+#include "dist_fixtures.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
@@ -43,52 +43,12 @@ fs::path dataset_path(const std::string& name) {
   return dataset(name);
 }
 
-ReadOptions dataset_read_options() {
-  ReadOptions ro;
-  ro.build.symmetrize = true;  // the shared datasets store each undirected edge once
-  ro.build.deduplicate = true;
-  return ro;
-}
-
-fs::path scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tessera-dist-test-" + std::to_string(::getpid()));
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-struct Cleanup {
-  ~Cleanup() {
-    std::error_code ec;
-    fs::remove_all(fs::temp_directory_path() / ("tessera-dist-test-" + std::to_string(::getpid())),
-                   ec);
-  }
-} cleanup;
+ScratchCleanup cleanup{"dist-test"};
 
 /// `tessera partition` of a shared dataset, cached per process.
-fs::path partitions(const std::string& dataset, int parts, const std::string& method = "metis",
+fs::path partitions(const std::string& name, int parts, const std::string& method = "metis",
                     int halo = 1) {
-  static std::map<std::string, fs::path> cache;
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lk(mu);
-  const std::string key = fmt::format("{}-{}-{}-h{}", dataset, parts, method, halo);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  Dataset ds = read_dataset(dataset_path(dataset), Format::kNpy, dataset_read_options());
-  PartitionOptions po;
-  po.num_parts = parts;
-  po.method = parse_part_method(method);
-  po.halo_hops = halo;
-  WriteOptions wo;
-  wo.out_dir = scratch() / key;
-  wo.name = dataset;
-  PhaseTimer timer;
-  set_quiet(true);
-  partition_dataset(ds, po, wo, timer);
-  return cache[key] = wo.out_dir / (dataset + ".json");
+  return cached_partitions("dist-test", name, parts, method, halo);
 }
 
 struct Case {
@@ -104,17 +64,6 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.label();
-}
-
-JobSpec job(int world, const std::string& tls, double deadline = 60) {
-  JobSpec s;
-  s.world = world;
-  s.deadline_s = deadline;
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
-  s.env["TESSERA_OP_TIMEOUT"] = "30";
-  s.env["TESSERA_TRANSPORT"] = tls.empty() ? "local" : "ucx";
-  if (!tls.empty()) s.env["UCX_TLS"] = tls;
-  return s;
 }
 
 std::string shm_tls() {

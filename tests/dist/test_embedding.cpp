@@ -14,7 +14,7 @@
 #include <map>
 #include <random>
 
-#include "multiprocess.hpp"
+#include "dist_fixtures.hpp"
 #include "tessera/dist/embedding.hpp"
 #include "tessera/dist/io.hpp"
 #include "tessera/dist/runtime.hpp"
@@ -42,17 +42,6 @@ struct Backend {
 
 void PrintTo(const Backend& b, std::ostream* os) {
   *os << b.label();
-}
-
-JobSpec job(int world, const std::string& tls, double deadline = 60) {
-  JobSpec s;
-  s.world = world;
-  s.deadline_s = deadline;
-  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "20";
-  s.env["TESSERA_OP_TIMEOUT"] = "30";
-  s.env["TESSERA_TRANSPORT"] = tls.empty() ? "local" : "ucx";
-  if (!tls.empty()) s.env["UCX_TLS"] = tls;
-  return s;
 }
 
 void expect_all_ok(const std::vector<RankResult>& res) {

@@ -31,7 +31,8 @@ fs::path partitions(int parts, const std::string& method) {
 }
 
 JobSpec job(int world, double deadline = 60) {
-  return dist_job(world, deadline);
+  return tessera::test::job(world, world == 1 ? "" : "tcp",
+                            deadline);  // one rank: local; else ucx over tcp
 }
 
 /// Nodes whose original ID is a multiple of 3, as new IDs of this partitioning.
