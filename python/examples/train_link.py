@@ -59,7 +59,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import hits_at_k, roc_auc  # noqa: F401 (tests use them from here)
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, atomic_write_json, log
+from tessera.utils import Progress, atomic_write_json, log, per_rank_batch
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -255,12 +255,6 @@ def random_baseline(data: dict, which: str, args) -> dict:
 
 
 # --- training ------------------------------------------------------------------------------------
-def per_rank_batch(args) -> int:
-    """Positive edges per rank and step: --batch-size is the global batch, P ranks take
-    batch_size / P each, so a step trains on as many edges as at P = 1."""
-    return max(1, -(-args.batch_size // tessera.get_world_size()))
-
-
 def train(args, data: dict) -> dict:
     g = data["g"]
     world = tessera.get_world_size()
@@ -272,7 +266,8 @@ def train(args, data: dict) -> dict:
     train_eids = np.arange(g.num_edges(), dtype=np.int64)  # both directions of every pair
     # Several ranks: every rank passes every edge, global batches dealt round-robin (the same
     # batches for any P); one rank keeps the standalone loader.
-    loader = tessera.DistEdgeDataLoader(g, train_eids, sampler, batch_size=per_rank_batch(args),
+    loader = tessera.DistEdgeDataLoader(g, train_eids, sampler,
+                                        batch_size=per_rank_batch(args.batch_size),
                                         shuffle=True, drop_last=False,
                                         num_workers=args.num_workers, seed=args.seed,
                                         global_order=world > 1)
@@ -444,7 +439,8 @@ def run(args, workdir: str) -> int:
     log(f"[link] {data['g']}; {world} rank(s); edges train / val / test {s['train_edges']} / "
         f"{s['val_edges']} / {s['test_edges']} (undirected), eval negatives "
         f"{s['val_negatives']} / {s['test_negatives']}; fanouts {args.fanouts}, batch "
-        f"{args.batch_size} ({per_rank_batch(args)} per rank), k {args.negatives}, hidden "
+        f"{args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "
+        f"k {args.negatives}, hidden "
         f"{args.hidden}, {args.predictor} predictor, lr {args.lr}, epochs {args.epochs}")
     baseline = {w: random_baseline(data, w, args) for w in ("val", "test")}
     state = train(args, data)
@@ -478,7 +474,7 @@ def run(args, workdir: str) -> int:
             "dataset": args.dataset,
             "split": s,
             "ranks": world,
-            "batch_per_rank": per_rank_batch(args),
+            "batch_per_rank": per_rank_batch(args.batch_size),
             "metric_definitions": {
                 "roc_auc": "ROC-AUC of held-out edges against sampled non-edges",
                 hk: f"fraction of held-out edges scored above the {args.hits_k}-th highest "

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, log
+from tessera.utils import Progress, log, per_rank_batch
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -188,16 +188,6 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
 
 
 # --- training ------------------------------------------------------------------------------------
-def per_rank_batch(args) -> int:
-    """Seeds per rank and step. --batch-size is the global batch: P ranks take batch_size / P
-    each, so one step trains on as many seeds as at P = 1 and an epoch has as many steps. With
-    --batching global and P dividing batch_size, step s even covers exactly the seeds of step s
-    at P = 1 (global batches j = sP .. sP + P - 1 are consecutive slices of the epoch's order)."""
-    world = tessera.get_world_size()
-    return max(1, -(-args.batch_size // world))
-
-
-
 def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str) -> dict:
     book = g.get_partition_book()
     train_mask = mask_column(g.ndata["train_mask"], split)
@@ -211,7 +201,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         else:
             nids = tessera.node_split(train_mask, book)
         loaders.append(tessera.DistNodeDataLoader(
-            g, nids, sampler, batch_size=per_rank_batch(args), shuffle=True, drop_last=False,
+            g, nids, sampler, batch_size=per_rank_batch(args.batch_size), shuffle=True,
+            drop_last=False,
             num_workers=args.num_workers, seed=args.seed + 1000 * split,
             global_order=args.batching == "global"))
     else:  # simulated: the P trainers of a P-part partitioning in this process
@@ -366,7 +357,9 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--fanouts", default=None, help="per layer, input layer first: 10,25")
     p.add_argument("--batch-size", type=int, default=None,
-                   help="seeds per optimizer step over all ranks (each of P ranks takes 1/P)")
+                   help="seeds per optimizer step over all ranks (each of P ranks takes 1/P); "
+                        "with --batching global and P dividing it, step s covers exactly the "
+                        "seeds of step s at P = 1")
     p.add_argument("--eval-batch-size", type=int, default=32768,
                    help="nodes per batch of the layer-wise full-neighbor inference")
     p.add_argument("--eval-every", type=int, default=None,
@@ -447,7 +440,8 @@ def main(argv=None) -> int:
     splits = list(range(nsplits)) if args.split == "all" else \
         [int(x) for x in str(args.split).split(",")]
     log(f"[train] {g}; {world} rank(s); {metric}; splits {splits}; fanouts {args.fanouts}, "
-        f"batch {args.batch_size} ({per_rank_batch(args)} per rank), hidden {args.hidden}, "
+        f"batch {args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "
+        f"hidden {args.hidden}, "
         f"lr {args.lr}, epochs {args.epochs}")
 
     results = {}

@@ -406,6 +406,14 @@ void bind_dist(nb::module_& m) {
       edge_loader, [](ops::EdgeMiniBatch&& b) { return edge_batch_to_py(std::move(b)); });
 
   m.def(
+      "even_offsets",
+      [](int64_t rows, int world) { return dist::PartPolicy::even(rows, world).offsets; },
+      nb::arg("rows"), nb::arg("world"),
+      "Row ownership of the 'even' policy: world + 1 offsets, range sizes differing by at most "
+      "one.");
+  m.def("sanitized_tensor_name", &dist::sanitized_tensor_name, nb::arg("name"),
+        "The file-name form of a DistTensor name that save_dist_tensor uses.");
+  m.def(
       "save_dist_tensor",
       [](const DistTensor& t, const std::string& dir) {
         nb::gil_scoped_release nogil;

@@ -205,13 +205,7 @@ class DistTensor:
         self._dist = _C.DistTensor(_runtime.runtime(), name, list(self._shape), np_dtype.name,
                                    self._policy.kind, [int(o) for o in self._offsets],
                                    bool(persistent))
-        if init_func is not None:
-            local = self._dist.local_view()
-            v = init_func(local.shape, dtype)
-            v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
-                else np.asarray(v)
-            local[...] = v.astype(np_dtype, copy=False)
-        _runtime.barrier()  # every rank's rows are initialized before anyone reads them
+        _fill_local(self._dist, init_func, dtype)
 
     # --- DGL's interface -------------------------------------------------------------------
     @property
@@ -314,6 +308,18 @@ class DistTensor:
 
 
 _anonymous = 0  # names of DistTensors created without one (same sequence on every rank)
+
+
+def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> None:
+    """DGL's init_func(shape, dtype) fills this rank's rows of a new runtime tensor; then a
+    barrier, so every rank's rows are initialized before anyone reads them. Collective."""
+    if init_func is not None:
+        local = t.local_view()
+        v = init_func(local.shape, dtype)
+        v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+            else np.asarray(v)
+        local[...] = v.astype(local.dtype, copy=False)
+    _runtime.barrier()
 
 _TORCH_DTYPES = {}
 if HAVE_TORCH:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _C, _runtime
 from ._tensor import require_torch, to_numpy_ids
-from .dist import DistTensor, _PartitionPolicy
+from .dist import DistTensor, _fill_local, _PartitionPolicy
 
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
 
@@ -48,18 +48,13 @@ class DistEmbedding:
         else:
             if part_policy is not None and _runtime.get_world_size() > 1:
                 raise ValueError("DistEmbedding: part_policy is not of a distributed DistGraph")
-            kind, offsets = "even", _even_offsets(self.num_embeddings, rt.world_size)
+            kind, offsets = "even", list(_C.even_offsets(self.num_embeddings, rt.world_size))
         if offsets[-1] != self.num_embeddings:
             raise ValueError(f"DistEmbedding {name!r}: {self.num_embeddings} rows, but the "
                              f"partition policy covers {offsets[-1]} IDs")
         t = _C.DistTensor(rt, name, [self.num_embeddings, self.embedding_dim], "float32", kind,
                           offsets, True)
-        if init_func is not None:
-            local = t.local_view()
-            v = init_func(local.shape, torch.float32)
-            v = v.detach().cpu().numpy() if isinstance(v, torch.Tensor) else np.asarray(v)
-            local[...] = v.astype(np.float32, copy=False)
-        rt.barrier()
+        _fill_local(t, init_func, torch.float32)
         self.name = name
         self.weight = DistTensor(t.shape, None, name, part_policy=part_policy, _dist=t)
         self._trace: list = []  # (ids, rows) read with gradients since the last step
@@ -90,14 +85,6 @@ class DistEmbedding:
     def __repr__(self) -> str:
         return (f"DistEmbedding(name={self.name!r}, num_embeddings={self.num_embeddings}, "
                 f"embedding_dim={self.embedding_dim})")
-
-
-def _even_offsets(rows: int, world: int) -> list[int]:
-    base, extra = divmod(rows, world)
-    out = [0]
-    for r in range(world):
-        out.append(out[-1] + base + (1 if r < extra else 0))
-    return out
 
 
 class _SparseOptimizer:
@@ -148,18 +135,14 @@ class _SparseOptimizer:
         """Writes the optimizer state of every embedding under folder ``path``. Collective."""
         os.makedirs(path, exist_ok=True)
         for emb, o in zip(self.params, self._opt):
-            d = os.path.join(path, _C_safe(emb.name))
+            d = os.path.join(path, _C.sanitized_tensor_name(emb.name))
             os.makedirs(d, exist_ok=True)
             o.save(d)
 
     def load(self, path: str) -> None:
         """Reads the state ``save`` wrote. Collective."""
         for emb, o in zip(self.params, self._opt):
-            o.load(os.path.join(path, _C_safe(emb.name)))
-
-
-def _C_safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+            o.load(os.path.join(path, _C.sanitized_tensor_name(emb.name)))
 
 
 class SparseAdagrad(_SparseOptimizer):

@@ -8,7 +8,7 @@ import time
 
 from . import _runtime
 
-__all__ = ["log", "Progress", "atomic_write_json"]
+__all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch"]
 
 
 def log(*a) -> None:
@@ -61,3 +61,9 @@ def atomic_write_json(obj, path: str) -> None:
         json.dump(obj, f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
+
+
+def per_rank_batch(global_batch: int) -> int:
+    """Items per rank and step when ``global_batch`` is the batch of one step over all ranks:
+    ceil(global_batch / P), so a step trains on as many items at any number of ranks P."""
+    return max(1, -(-int(global_batch) // _runtime.get_world_size()))
