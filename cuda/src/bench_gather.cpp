@@ -89,4 +89,35 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
   return r;
 }
 
+double copy_bandwidth_gbps(size_t bytes, bool pinned_h2d, int iters) {
+  require_cuda("copy bandwidth");
+  TESSERA_EXPECTS(bytes > 0 && iters > 0, ValueError,
+                  "copy bandwidth: need bytes and iterations > 0 (got {}, {})", bytes, iters);
+  Stream stream;
+  DeviceBuffer dst(bytes);
+  DeviceBuffer src_dev;
+  PinnedBuffer src_host;
+  const void* src = nullptr;
+  if (pinned_h2d) {
+    src_host = PinnedBuffer(bytes);
+    std::fill_n(static_cast<unsigned char*>(src_host.data()), bytes, 0x5a);
+    src = src_host.data();
+  } else {
+    src_dev = DeviceBuffer(bytes);
+    memset_async(src_dev.data(), 0x5a, bytes, stream.get());
+    src = src_dev.data();
+  }
+  copy_async(dst.data(), src, bytes, stream.get());  // warm-up
+  Event start, stop;
+  std::vector<double> gbps;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream.get());
+    copy_async(dst.data(), src, bytes, stream.get());
+    stop.record(stream.get());
+    stop.synchronize();
+    gbps.push_back(static_cast<double>(bytes) / (1e6 * stop.elapsed_ms_since(start)));
+  }
+  return median(gbps);
+}
+
 }  // namespace tessera::cuda

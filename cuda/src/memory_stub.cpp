@@ -138,10 +138,23 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t*, const int64_t*, const
   require_cuda("sample_neighbors");
   return {};
 }
+DeviceSample sample_neighbors_weighted_impl(const int64_t*, const int64_t*, const int64_t*,
+                                            const float*, const double*, const int64_t*, int64_t,
+                                            int64_t, bool, bool, const RngKey&, StreamHandle) {
+  require_cuda("sample_neighbors (weighted)");
+  return {};
+}
+void weight_prefix_sums_impl(const int64_t*, int64_t, const float*, double*, StreamHandle) {
+  require_cuda("weight_prefix_sums");
+}
 DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t*, int64_t,
                           StreamHandle) {
   require_cuda("to_block");
   return {};
+}
+double copy_bandwidth_gbps(size_t, bool, int) {
+  require_cuda("copy bandwidth");
+  return 0;
 }
 GatherBenchResult bench_gather_device(const void*, int64_t, int64_t, int64_t, bool, int, int,
                                       uint64_t) {

@@ -16,11 +16,14 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_sample.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/philox.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/cuda/placement.hpp"
+#include "tessera/cuda/runtime.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera/graph/rmat.hpp"
 #include "tessera/ops/loader.hpp"
@@ -58,6 +61,9 @@ struct SampleArgs {
   bool no_huge_pages = false;
   bool no_interleave = false;
   bool no_weight_prefix = false;
+  std::string device = "cpu";
+  std::string placement = "gpu";
+  int64_t check_batches = 2;
   std::string json;
 };
 
@@ -213,6 +219,17 @@ void run_bench_sample(const SampleArgs& a) {
   if (a.no_huge_pages) cmd += " --no-huge-pages";
   if (a.no_interleave) cmd += " --no-interleave";
   if (a.no_weight_prefix) cmd += " --no-weight-prefix";
+  TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
+                  "--device: expected cpu or cuda, got '{}'", a.device);
+  const bool on_gpu = a.device == "cuda";
+  if (on_gpu) {
+    cmd += fmt::format(" --device cuda --placement {} --check-batches {}", a.placement,
+                       a.check_batches);
+    TESSERA_EXPECTS(a.check_batches >= 0, ValueError, "--check-batches {} < 0", a.check_batches);
+    TESSERA_EXPECTS(cuda::parse_placement(a.placement, "--placement") != cuda::Placement::kHost,
+                    ValueError, "--placement host: the GPU sampler reads gpu or uva memory only");
+    cuda::require_cuda("bench sample --device cuda");  // before loading a large graph
+  }
   if (!a.json.empty()) cmd += fmt::format(" --json {}", a.json);
 
   PhaseTimer timer("bench sample");
@@ -222,7 +239,7 @@ void run_bench_sample(const SampleArgs& a) {
   Dataset ds = read_dataset(a.graph, Format::kAuto, ro);
   timer.end();
   int64_t huge = 0;
-  if (!a.no_huge_pages) {
+  if (!a.no_huge_pages && !on_gpu) {
     timer.begin("huge pages");
     huge = advise_huge_pages(ds.graph);
     timer.end();
@@ -244,6 +261,25 @@ void run_bench_sample(const SampleArgs& a) {
           0.1 + uniform01(philox_u64(philox_draw(wk, static_cast<uint64_t>(g.eid(k)), 0))));
   }
 
+  if (on_gpu) {
+    SampleCudaRun r;
+    r.graph = &g;
+    r.graph_spec = a.graph;
+    r.symmetrized = ro.build.symmetrize;
+    r.weights = std::move(weights);
+    r.fanouts = fanouts;
+    r.replace = a.replace;
+    r.batch_size = a.batch_size;
+    r.batches = a.batches;
+    r.check_batches = a.check_batches;
+    r.seed = a.seed;
+    r.placement = a.placement;
+    r.command = cmd;
+    r.json = a.json;
+    r.timer = &timer;
+    run_bench_sample_cuda(r);
+    return;
+  }
   NeighborSamplerOptions so;
   so.fanouts = fanouts;
   so.replace = a.replace;
@@ -445,6 +481,16 @@ void add_bench_sample(CLI::App& bench) {
               "prefix sums, +8 B/edge)");
   c->add_flag("--no-huge-pages", args->no_huge_pages,
               "keep the graph in ordinary pages (default: advise transparent huge pages)");
+  c->add_option("--device", args->device,
+                "cpu (the CPU sampler and the reference) or cuda (the GPU sampler, checked "
+                "against the CPU twin, with the copy bound of --placement)")
+      ->capture_default_str();
+  c->add_option("--placement", args->placement,
+                "with --device cuda: gpu (graph in HBM) or uva (pinned host memory)")
+      ->capture_default_str();
+  c->add_option("--check-batches", args->check_batches,
+                "with --device cuda: batches compared bit for bit with the CPU twin")
+      ->capture_default_str();
   c->add_option("--json", args->json, "write the results as JSON to this file");
   c->callback([args] { run_bench_sample(*args); });
 }

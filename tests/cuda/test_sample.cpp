@@ -15,7 +15,9 @@
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/graph/graph.hpp"
 #include "tessera/ops/block.hpp"
+#include "tessera/ops/device_sampler.hpp"
 #include "tessera/ops/sample.hpp"
+#include "tessera/ops/sampler.hpp"
 #include "tessera_test.hpp"
 #include "twin_support.hpp"
 
@@ -102,6 +104,187 @@ INSTANTIATE_TEST_SUITE_P(Uniform, SampleTwin,
                                               std::get<1>(info.param) ? "replace" : "noreplace",
                                               std::get<2>(info.param) ? "in" : "out");
                          });
+
+// Weights by edge ID for test_graph(): a quarter zero, node 11's row all zero, and the hub's row
+// heavy-tailed (a few 1e6 among 1e-3: the redraws run out and the exact walk runs).
+std::vector<float> test_weights(const Graph& g) {
+  std::mt19937_64 rng(9);
+  std::vector<float> by_eid(static_cast<size_t>(g.num_edges()));
+  std::uniform_real_distribution<float> u(0.0f, 4.0f);
+  for (auto& x : by_eid)
+    x = rng() % 4 == 0 ? 0.0f : u(rng);
+  std::vector<float> w = ops::weights_in_storage_order(g, by_eid);
+  for (int64_t k = g.indptr[11]; k < g.indptr[12]; ++k)
+    w[k] = 0.0f;
+  int64_t j = 0;
+  for (int64_t k = g.indptr[7]; k < g.indptr[8]; ++k, ++j)
+    w[k] = j % 97 == 0 ? 1e6f : 1e-3f;
+  return w;
+}
+
+// Weighted sampling and the device prefix sums, in GPU memory and through UVA, against the CPU
+// twin bit for bit; also through ops::sample_neighbors(device = kCuda).
+class WeightedTwin
+    : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, cuda::Placement>> {};
+
+TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto [fanout, replace, dir_in, placement] = GetParam();
+  static const Graph csc = test_graph();
+  static const Graph csr = transpose(csc);
+  const Graph& g = dir_in ? csc : csr;
+  const std::vector<float> w = test_weights(g);
+  std::mt19937_64 rng(3);
+  std::vector<int64_t> seeds(1500);
+  for (auto& s : seeds)
+    s = static_cast<int64_t>(rng() % 3000);
+  seeds[0] = 7;
+  seeds[1] = 7;
+  seeds[2] = 11;
+  ops::SampleOptions o;
+  o.fanout = fanout;
+  o.replace = replace;
+  o.weights = w;
+  o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
+  o.key = ops::make_rng_key(777, 1, 5, 2);
+  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+
+  cuda::Stream stream;
+  const ops::DeviceGraph dg(g, placement, w, stream.get());
+  // The device prefix sums equal the host's bit for bit.
+  const std::vector<double> host_prefix = ops::weight_prefix_sums(g, w);
+  std::vector<double> dev_prefix(host_prefix.size());
+  cuda::copy_async(dev_prefix.data(), dg.prefix(), dev_prefix.size() * 8, stream.get());
+  stream.synchronize();
+  EXPECT_EQ(dev_prefix, host_prefix);
+
+  DeviceCopy d_seeds(seeds.data(), seeds.size() * 8, 0, false);
+  const cuda::DeviceSample gpu = cuda::sample_neighbors_weighted_impl(
+      dg.indptr(), dg.indices(), dg.eids(), dg.weights(), dg.prefix(),
+      static_cast<const int64_t*>(d_seeds.data()), static_cast<int64_t>(seeds.size()), fanout,
+      replace, dir_in, o.key, stream.get());
+  ASSERT_EQ(gpu.size, cpu.size());
+  auto download = [&](const int64_t* d) {
+    std::vector<int64_t> h(static_cast<size_t>(gpu.size));
+    if (!h.empty()) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
+    stream.synchronize();
+    return h;
+  };
+  EXPECT_EQ(download(gpu.src_ptr()), cpu.src);
+  EXPECT_EQ(download(gpu.dst_ptr()), cpu.dst);
+  EXPECT_EQ(download(gpu.eid_ptr()), cpu.eid);
+
+  ops::SampleOptions oc = o;  // the dispatching entry point
+  oc.device = ops::Device::kCuda;
+  const ops::SampledEdges via_ops = ops::sample_neighbors(g, seeds, oc);
+  EXPECT_EQ(via_ops.src, cpu.src);
+  EXPECT_EQ(via_ops.dst, cpu.dst);
+  EXPECT_EQ(via_ops.eid, cpu.eid);
+}
+
+INSTANTIATE_TEST_SUITE_P(Weighted, WeightedTwin,
+                         ::testing::Combine(::testing::Values(int64_t{-1}, int64_t{1}, int64_t{5},
+                                                              int64_t{25}, int64_t{100}),
+                                            ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(cuda::Placement::kGpu,
+                                                              cuda::Placement::kPinnedHost)),
+                         [](const auto& info) {
+                           const int64_t f = std::get<0>(info.param);
+                           return fmt::format("{}_fanout_{}_{}_{}_{}", backend_name(kBackend),
+                                              f < 0 ? std::string("all") : std::to_string(f),
+                                              std::get<1>(info.param) ? "replace" : "noreplace",
+                                              std::get<2>(info.param) ? "in" : "out",
+                                              cuda::placement_name(std::get<3>(info.param)));
+                         });
+
+// The multi-layer GPU sampler (DeviceNeighborSampler through NeighborSampler with
+// device = kCuda) gives the CPU NeighborSampler's blocks bit for bit: uniform and weighted, with
+// and without replacement, graph in GPU memory and in pinned host memory (UVA).
+class BlocksTwin : public ::testing::TestWithParam<std::tuple<bool, bool, bool, cuda::Placement>> {
+};
+
+TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU sampler is tested in tests/host/ops";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto [weighted, replace, dir_in, placement] = GetParam();
+  static const Graph csc = test_graph();
+  static const Graph csr = transpose(csc);
+  const Graph& g = dir_in ? csc : csr;
+  const std::vector<float> w = test_weights(g);
+  ops::NeighborSamplerOptions o;
+  o.fanouts = {15, 10, 5};
+  o.replace = replace;
+  o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
+  if (weighted) o.weights = w;
+  const ops::NeighborSampler cpu(g, o);
+  o.device = ops::Device::kCuda;
+  o.placement = placement;
+  const ops::NeighborSampler gpu(g, o);
+  std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
+  for (int64_t i = 0; i < g.num_nodes; ++i)
+    perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(4));
+  for (int64_t batch = 0; batch < 3; ++batch) {
+    std::vector<int64_t> seeds(perm.begin() + batch * 512, perm.begin() + (batch + 1) * 512);
+    const RngKey key = ops::make_rng_key(99, 3, batch, 0);
+    const std::vector<ops::Block> a = cpu.sample_blocks(seeds, key);
+    ops::SampleStats st;
+    const std::vector<ops::Block> b = gpu.sample_blocks(seeds, key, nullptr, nullptr, &st);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t l = 0; l < a.size(); ++l) {
+      SCOPED_TRACE(fmt::format("batch {} block {}", batch, l));
+      EXPECT_EQ(b[l].num_dst, a[l].num_dst);
+      EXPECT_EQ(b[l].src_nodes, a[l].src_nodes);
+      EXPECT_EQ(b[l].src, a[l].src);
+      EXPECT_EQ(b[l].dst, a[l].dst);
+      EXPECT_EQ(b[l].eids, a[l].eids);
+    }
+    int64_t edges = 0;
+    for (const auto& blk : a)
+      edges += blk.num_edges();
+    EXPECT_EQ(st.sampled_edges, edges);
+  }
+  // Seeds are checked on the host path; exclusion is refused on the GPU.
+  const std::vector<int64_t> bad = {1, 3000};
+  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(bad, ops::make_rng_key(1, 0, 0, 0)), IndexError,
+                           "seed 3000 at position 1 is out of range");
+  const std::vector<int64_t> twice = {4, 4};
+  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(twice, ops::make_rng_key(1, 0, 0, 0)), ValueError,
+                           "seed 4 is listed twice");
+  const ops::ExcludeEdges ex(std::vector<int64_t>{1}, std::vector<int64_t>{0});
+  const std::vector<int64_t> one = {1};
+  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(one, ops::make_rng_key(1, 0, 0, 0), &ex), ValueError,
+                           "edge exclusion is not implemented on device=cuda");
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, BlocksTwin,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(cuda::Placement::kGpu,
+                                                              cuda::Placement::kPinnedHost)),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}_{}_{}_{}", backend_name(kBackend),
+                                              std::get<0>(info.param) ? "weighted" : "uniform",
+                                              std::get<1>(info.param) ? "replace" : "noreplace",
+                                              std::get<2>(info.param) ? "in" : "out",
+                                              cuda::placement_name(std::get<3>(info.param)));
+                         });
+
+// Without CUDA the GPU sampler says so at construction, whatever the placement.
+TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {
+  if (cuda::compiled_with_cuda()) GTEST_SKIP() << "CUDA build";
+  static const Graph g = test_graph();
+  ops::NeighborSamplerOptions o;
+  o.fanouts = {5};
+  o.device = ops::Device::kCuda;
+  EXPECT_THROW(ops::NeighborSampler(g, o), NotCompiledError);
+  EXPECT_THROW(ops::DeviceGraph(g, cuda::Placement::kGpu), NotCompiledError);
+  ops::SampleOptions so;
+  so.fanout = 3;
+  so.device = ops::Device::kCuda;
+  const std::vector<int64_t> seeds = {1};
+  EXPECT_THROW(ops::sample_neighbors(g, seeds, so), NotCompiledError);
+}
 
 // Block compaction: the CUDA twin's src_nodes / src / dst equal the CPU twin's on sampled
 // edges (several hops' worth of repeated sources), including no edges and no destinations.

@@ -7,6 +7,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/ops/device_sampler.hpp"
 
 namespace tessera::ops {
 
@@ -151,7 +152,7 @@ Block to_block(const SampledEdges& edges, Span<const int64_t> dst_nodes, Compact
   detail::validate_to_block_args(edges, dst_nodes);
   if (device == Device::kCuda) {
     cuda::require_cuda("to_block");
-    TESSERA_FAIL(NotCompiledError, "to_block: the CUDA twin is not implemented yet");
+    return detail::to_block_cuda(edges, dst_nodes);
   }
   CompactWorkspace local;
   Block out;

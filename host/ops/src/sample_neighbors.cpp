@@ -6,6 +6,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/ops/device_sampler.hpp"
 #include "tessera/ops/sample.hpp"
 
 namespace tessera::ops {
@@ -688,8 +689,9 @@ SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
   detail::validate_sample_args(graph, seeds, opts);
   if (opts.device == Device::kCuda) {
     cuda::require_cuda("sample_neighbors");
-    TESSERA_FAIL(NotCompiledError,
-                 "sample_neighbors: the CUDA twin is not implemented yet; use device=cpu");
+    SampledEdges out;
+    detail::sample_neighbors_cuda(graph, seeds, opts, out);
+    return out;
   }
   return detail::sample_neighbors_cpu(graph, seeds, opts);
 }
@@ -699,8 +701,8 @@ void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const 
   detail::validate_sample_args(graph, seeds, opts);
   if (opts.device == Device::kCuda) {
     cuda::require_cuda("sample_neighbors");
-    TESSERA_FAIL(NotCompiledError,
-                 "sample_neighbors: the CUDA twin is not implemented yet; use device=cpu");
+    detail::sample_neighbors_cuda(graph, seeds, opts, out);
+    return;
   }
   detail::sample_neighbors_cpu_into(graph, seeds, opts, out);
 }

@@ -5,6 +5,7 @@
 #include "id_map.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/ops/device_sampler.hpp"
 
 namespace tessera::ops {
 
@@ -24,6 +25,12 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
                   "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
                   graph_.num_nodes);
   if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
+  if (opts_.device == Device::kCuda) {
+    dev_graph_ = std::make_shared<const DeviceGraph>(graph_, opts_.placement, opts_.weights);
+    dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(*dev_graph_, opts_.fanouts,
+                                                                 opts_.replace, opts_.dir);
+    return;  // the host-side copies below serve the CPU twin only
+  }
   if (opts_.interleave) pairs_ = interleave_adjacency(graph_);
   if (opts_.weight_prefix && !opts_.weights.empty())
     prefix_ = weight_prefix_sums(graph_, opts_.weights);
@@ -32,6 +39,12 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
 std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
                                                   const ExcludeEdges* exclude, CompactWorkspace* ws,
                                                   SampleStats* stats) const {
+  if (dev_sampler_) {
+    TESSERA_EXPECTS(exclude == nullptr || exclude->empty(), ValueError,
+                    "NeighborSampler: edge exclusion is not implemented on device=cuda; sample "
+                    "with device=cpu");
+    return dev_sampler_->sample_blocks_host(seeds, key, nullptr, stats);
+  }
   CompactWorkspace local;
   CompactWorkspace& work = ws ? *ws : local;
   // Sampled IDs are < num_nodes: compact over a direct-mapped table when the graph is small

@@ -583,8 +583,11 @@ TEST(SampleNeighbors, BadArgumentsGiveClearErrors) {
                              "not_compiled_with_cuda");
   } else if (cuda::device_count() == 0) {
     TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "no CUDA device");
-  } else {
-    EXPECT_THROW(sample_neighbors(g, seeds, o), NotCompiledError);  // twin not hooked up yet
+  } else {  // dispatched to the CUDA twin: the CPU twin's result
+    const SampledEdges gpu = sample_neighbors(g, seeds, o);
+    o.device = Device::kCpu;
+    const SampledEdges cpu = sample_neighbors(g, seeds, o);
+    expect_same(gpu, cpu);
   }
   o.device = Device::kCpu;
   TESSERA_EXPECT_THROW_MSG(make_rng_key(uint64_t{1} << 32, 0, 0, 0), ValueError,

@@ -118,6 +118,24 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t*
                                            int64_t fanout, bool replace, bool dir_in,
                                            const RngKey& key, StreamHandle stream);
 
+/// CUDA twin of ops::sample_neighbors for WEIGHTED sampling without edge exclusion, bit-identical
+/// to the CPU twin: `weights` (float, storage order, already validated finite and >= 0) and
+/// `prefix` (their per-row double prefix sums, the layout of ops::weight_prefix_sums; see
+/// weight_prefix_sums_impl) in device memory or UVA. A zero weight is never drawn; without
+/// replacement a row keeps all its positive-weight neighbors when there are at most `fanout`.
+/// Other arguments and the synchronization as sample_neighbors_uniform_impl.
+DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t* indices,
+                                            const int64_t* eids, const float* weights,
+                                            const double* prefix, const int64_t* seeds, int64_t n,
+                                            int64_t fanout, bool replace, bool dir_in,
+                                            const RngKey& key, StreamHandle stream);
+
+/// out[k] = per-row inclusive prefix sums of `weights` in double, summed in storage order from
+/// each row's start (exactly ops::weight_prefix_sums), for a graph of num_nodes rows; indptr,
+/// weights and out (num_edges doubles) in device memory or UVA. Enqueued on `stream`.
+void weight_prefix_sums_impl(const int64_t* indptr, int64_t num_nodes, const float* weights,
+                             double* out, StreamHandle stream);
+
 /// A block (message-flow graph) in device memory: local source IDs index src_nodes, whose
 /// first num_dst entries are the destination nodes; the layout of ops::Block (without eids,
 /// which keep the order of the input edges and are not copied).
@@ -167,5 +185,10 @@ struct GatherBenchResult {
 /// memory (`uva` false), pinned host-to-device when `uva`. Synchronizes (it is a benchmark).
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed);
+
+/// The copy bound of the benchmarks: median GB/s (1e9 bytes/s) of `iters` cudaMemcpyAsync of
+/// `bytes`, device-to-device (`pinned_h2d` false) or pinned host-to-device, timed with CUDA
+/// events after one warm-up copy. Synchronizes (it is a benchmark).
+double copy_bandwidth_gbps(size_t bytes, bool pinned_h2d, int iters);
 
 }  // namespace tessera::cuda

@@ -3,13 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "tessera/cuda/placement.hpp"
 #include "tessera/graph/graph.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/ops/sample.hpp"
 
 namespace tessera::ops {
+
+class DeviceGraph;
+class DeviceNeighborSampler;
 
 /// Options of a multi-layer neighbor sampler (DGL's NeighborSampler).
 struct NeighborSamplerOptions {
@@ -20,7 +25,12 @@ struct NeighborSamplerOptions {
   /// Optional edge weights in storage order (not owned; must outlive the sampler).
   Span<const float> weights;
   EdgeDir dir = EdgeDir::kIn;
+  /// kCuda: the sampler copies the graph (and weights) once into `placement` and samples and
+  /// compacts every batch with the CUDA twins (DeviceNeighborSampler); blocks come back to the
+  /// host, identical to the CPU twin's. No edge exclusion on that path.
   Device device = Device::kCpu;
+  /// Where the graph lives for device == kCuda: kGpu (HBM) or kPinnedHost (read through UVA).
+  cuda::Placement placement = cuda::Placement::kGpu;
   /// Threads per sample_neighbors call (see SampleOptions::num_threads).
   int num_threads = 1;
   /// Keep an interleaved (neighbor, edge ID) copy of the adjacency (16 bytes per edge more
@@ -72,6 +82,9 @@ class NeighborSampler {
   NeighborSamplerOptions opts_;
   std::vector<int64_t> pairs_;  // interleave_adjacency(graph_) when opts_.interleave
   std::vector<double> prefix_;  // weight_prefix_sums(graph_, weights) when opts_.weight_prefix
+  // device == kCuda: the placed graph and the GPU sampler over it (shared by copies).
+  std::shared_ptr<const DeviceGraph> dev_graph_;
+  std::shared_ptr<const DeviceNeighborSampler> dev_sampler_;
 };
 
 /// Uniform negative sampling (DGL's dgl.dataloading.negative_sampler.Uniform): for each

@@ -1,0 +1,182 @@
+// The per-row arithmetic of the CUDA sampling kernels, as TESSERA_HD functions over raw pointers:
+// one thread runs one seed's row. The kernels in cuda/src/sample.cu call exactly these; a host
+// test (tests/cuda/test_sample_rows.cpp) runs them on the CPU against ops::sample_neighbors, so
+// the algorithm of every kernel is checked bit for bit in CI even where no GPU can run it.
+//
+// A row is (d storage positions, b + 0 .. b + d - 1). The functions write *row offsets* (0..d-1)
+// of the chosen neighbors, grouped in the CPU twin's output order, into `pos`, which has room for
+// row_count(...) entries; membership tests scan `pos` itself (O(k^2) for a fanout k), which the
+// typical fanouts want and which does not change the result.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/core/philox.hpp"
+
+namespace tessera::cuda::rows {
+
+TESSERA_HD inline int64_t draw_bounded(const RngKey& key, uint64_t node, uint32_t t, uint64_t n) {
+  return static_cast<int64_t>(bounded_u64(philox_u64(philox_draw(key, node, t)), n));
+}
+
+TESSERA_HD inline double draw_uniform01(const RngKey& key, uint64_t node, uint32_t t) {
+  return uniform01(philox_u64(philox_draw(key, node, t)));
+}
+
+TESSERA_HD inline void insertion_sort(int64_t* a, int64_t k) {
+  for (int64_t t = 1; t < k; ++t) {
+    const int64_t x = a[t];
+    int64_t q = t - 1;
+    while (q >= 0 && a[q] > x) {
+      a[q + 1] = a[q];
+      --q;
+    }
+    a[q + 1] = x;
+  }
+}
+
+// ---- Uniform ---------------------------------------------------------------------------------
+
+/// Edges a row of degree d yields (the CPU twin's rule).
+TESSERA_HD inline int64_t uniform_count(int64_t d, int64_t fanout, bool replace) {
+  if (d == 0 || fanout == 0) return 0;
+  if (fanout < 0 || (!replace && d <= fanout)) return d;
+  return fanout;
+}
+
+/// Uniform positions: all (in order) when cnt == d and not drawing with replacement; `cnt`
+/// bounded draws with replacement; Floyd's sampling, sorted, without replacement.
+TESSERA_HD inline void uniform_positions(const RngKey& key, uint64_t node, int64_t d, int64_t cnt,
+                                         int64_t fanout, bool replace, int64_t* pos) {
+  if (cnt == d && (fanout < 0 || !replace)) {
+    for (int64_t t = 0; t < d; ++t)
+      pos[t] = t;
+  } else if (replace) {
+    for (int64_t t = 0; t < cnt; ++t)
+      pos[t] = draw_bounded(key, node, static_cast<uint32_t>(t), static_cast<uint64_t>(d));
+  } else {
+    // Floyd: draw t picks r in [0, j], j = d - k + t, and takes j when r was taken.
+    const int64_t k = cnt;
+    for (int64_t t = 0; t < k; ++t) {
+      const int64_t j = d - k + t;
+      int64_t r = draw_bounded(key, node, static_cast<uint32_t>(t), static_cast<uint64_t>(j + 1));
+      for (int64_t q = 0; q < t; ++q)
+        if (pos[q] == r) {
+          r = j;
+          break;
+        }
+      pos[t] = r;
+    }
+    insertion_sort(pos, k);
+  }
+}
+
+// ---- Weighted --------------------------------------------------------------------------------
+// `w` and `cdf` point at the row's first weight and first prefix sum (ops::weight_prefix_sums:
+// double, summed in storage order from the row's start), so cdf[i] - cdf[i - 1] is exactly the
+// CPU twin's weight_at(i).
+
+TESSERA_HD inline int64_t positive_count(const float* w, int64_t d) {
+  int64_t p = 0;
+  for (int64_t i = 0; i < d; ++i)
+    p += w[i] > 0;
+  return p;
+}
+
+/// Edges a weighted row yields: its positive-weight neighbors for fanout -1 or (without
+/// replacement) when there are at most `fanout` of them; `fanout` draws with replacement when any
+/// weight is positive; else min(positive, fanout).
+TESSERA_HD inline int64_t weighted_count(const float* w, int64_t d, int64_t fanout, bool replace) {
+  if (d == 0 || fanout == 0) return 0;
+  const int64_t p = positive_count(w, d);
+  if (fanout < 0) return p;
+  if (replace) return p > 0 ? fanout : 0;
+  return p < fanout ? p : fanout;
+}
+
+/// std::upper_bound(cdf, cdf + d, target) - cdf: the first position whose sum exceeds target.
+TESSERA_HD inline int64_t upper_bound_position(const double* cdf, int64_t d, double target) {
+  int64_t lo = 0, hi = d;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (cdf[mid] > target)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo;
+}
+
+TESSERA_HD inline double weight_at(const double* cdf, int64_t i) {
+  return cdf[i] - (i > 0 ? cdf[i - 1] : 0.0);
+}
+
+TESSERA_HD inline bool taken_in(const int64_t* pos, int64_t n, int64_t i) {
+  for (int64_t q = 0; q < n; ++q)
+    if (pos[q] == i) return true;
+  return false;
+}
+
+/// Redraws from the prefix sums before the exact walk (the CPU twin's kRetries).
+inline constexpr int kWeightedRetries = 16;
+
+/// Weighted positions, `cnt` = weighted_count(...) of them:
+/// - fanout -1, or without replacement and at most `fanout` positive weights: every positive
+///   weight's position in order;
+/// - with replacement: inverse CDF of draw t over the row's sums (a target rounded up to the
+///   total takes the last positive weight);
+/// - without replacement: successive sampling. Each step redraws from the sums (draw j is the
+///   node's j-th attempt) until it hits a neighbor not yet taken, up to kWeightedRetries times,
+///   then draws once from the remaining weight walking the row; the positions are then sorted.
+TESSERA_HD inline void weighted_positions(const RngKey& key, uint64_t node, const float* w,
+                                          const double* cdf, int64_t d, int64_t cnt, int64_t fanout,
+                                          bool replace, int64_t* pos) {
+  if (cnt == 0) return;
+  if (fanout < 0 || (!replace && positive_count(w, d) <= fanout)) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < d; ++i)
+      if (w[i] > 0) pos[n++] = i;
+    return;
+  }
+  const double total = cdf[d - 1];
+  if (replace) {
+    int64_t last = d - 1;
+    while (last > 0 && !(w[last] > 0))
+      --last;
+    for (int64_t t = 0; t < cnt; ++t) {
+      int64_t i =
+          upper_bound_position(cdf, d, draw_uniform01(key, node, static_cast<uint32_t>(t)) * total);
+      if (i > last) i = last;  // target rounded up to the total
+      pos[t] = i;
+    }
+    return;
+  }
+  uint32_t draw = 0;
+  double taken_weight = 0;
+  for (int64_t n = 0; n < cnt; ++n) {
+    int64_t pick = -1;
+    for (int r = 0; r < kWeightedRetries && pick < 0; ++r) {
+      int64_t i = upper_bound_position(cdf, d, draw_uniform01(key, node, draw++) * total);
+      if (i >= d) i = d - 1;
+      while (i > 0 && weight_at(cdf, i) <= 0)  // target rounded onto a zero-weight tail
+        --i;
+      if (!taken_in(pos, n, i)) pick = i;
+    }
+    if (pick < 0) {  // exact draw from the remaining weight
+      double target = draw_uniform01(key, node, draw++) * (total - taken_weight);
+      for (int64_t i = 0; i < d; ++i) {
+        if (taken_in(pos, n, i)) continue;
+        const double wi = weight_at(cdf, i);
+        if (wi <= 0) continue;
+        pick = i;
+        if (target < wi) break;
+        target -= wi;
+      }
+    }
+    pos[n] = pick;
+    taken_weight += weight_at(cdf, pick);
+  }
+  insertion_sort(pos, cnt);
+}
+
+}  // namespace tessera::cuda::rows

@@ -1,0 +1,37 @@
+// `tessera bench sample` on the GPU (bench_sample_cuda.cpp), called by cmd_bench.cpp once the
+// graph is loaded and the command line checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/progress.hpp"
+#include "tessera/graph/graph.hpp"
+
+namespace tessera::tools {
+
+struct SampleCudaRun {
+  const Graph* graph = nullptr;
+  std::string graph_spec;
+  bool symmetrized = true;
+  std::vector<float> weights;  // storage order; empty: uniform
+  std::vector<int64_t> fanouts;
+  bool replace = false;
+  int64_t batch_size = 1024;
+  int64_t batches = 50;
+  int64_t check_batches = 2;
+  uint64_t seed = 0;
+  std::string placement = "gpu";
+  std::string command;
+  std::string json;
+  PhaseTimer* timer = nullptr;
+};
+
+/// Places the graph (gpu or uva), checks the first batches against the CPU twin bit for bit,
+/// times `batches` batches of sampling and compaction on the GPU, measures the copy bound of
+/// the placement in the same run, prints all of it and writes the JSON. NotCompiledError
+/// without CUDA.
+void run_bench_sample_cuda(const SampleCudaRun& run);
+
+}  // namespace tessera::tools

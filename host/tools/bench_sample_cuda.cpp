@@ -1,0 +1,185 @@
+// `tessera bench sample --device cuda --placement gpu|uva`: multi-layer sampling with compaction
+// on the GPU (DeviceNeighborSampler), the graph in HBM or in pinned host memory read through UVA.
+// In the same run: the copy bound of that placement (D2D or pinned H2D cudaMemcpy), the
+// issue's throughput target, and a bit-for-bit check of the first batches against the CPU
+// NeighborSampler on the same seeds and keys (a mismatch fails the command).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench_sample.hpp"
+#include "bench_util.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/runtime.hpp"
+#include "tessera/ops/device_sampler.hpp"
+#include "tessera/ops/sampler.hpp"
+
+namespace tessera::tools {
+
+using namespace tessera::ops;  // NOLINT(build/namespaces)
+
+void run_bench_sample_cuda(const SampleCudaRun& r) {
+  cuda::require_cuda("bench sample --device cuda");
+  const Graph& g = *r.graph;
+  const cuda::Placement placement = cuda::parse_placement(r.placement, "--placement");
+  TESSERA_EXPECTS(placement != cuda::Placement::kHost, ValueError,
+                  "--placement host: the GPU sampler reads gpu or uva (pinned) memory only");
+  const bool uva = placement == cuda::Placement::kPinnedHost;
+  PhaseTimer& timer = *r.timer;
+  fmt::print("device: {}\n", cuda::describe());
+
+  timer.begin(fmt::format("place graph ({})", cuda::placement_name(placement)));
+  cuda::Stream stream;
+  const DeviceGraph dg(g, placement, r.weights, stream.get());
+  timer.end();
+  fmt::print("graph placed: {} ({})\n", human_bytes(static_cast<double>(dg.bytes())),
+             uva ? "pinned host memory, read through UVA" : "GPU memory");
+  const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace);
+
+  // Batches: a Philox permutation of all nodes cut into batch_size seeds (unique per batch).
+  const int64_t n_batches = std::min<int64_t>(r.batches, g.num_nodes / r.batch_size);
+  TESSERA_EXPECTS(n_batches >= 1, ValueError, "the graph has fewer than --batch-size {} nodes",
+                  r.batch_size);
+  const std::vector<int64_t> perm =
+      philox_permutation(g.num_nodes, static_cast<uint32_t>(r.seed), 0, RngStream::kShuffle);
+  const size_t seed_count = static_cast<size_t>(n_batches * r.batch_size);
+  cuda::DeviceBuffer d_seeds(seed_count * sizeof(int64_t));
+  cuda::copy_async(d_seeds.data(), perm.data(), d_seeds.size(), stream.get());
+  auto seeds_of = [&](int64_t b) {
+    return static_cast<const int64_t*>(d_seeds.data()) + b * r.batch_size;
+  };
+  auto key_of = [&](int64_t b) { return make_rng_key(r.seed, 0, b, 0); };
+
+  // Check: the first batches against the CPU twin, bit for bit.
+  timer.begin("check against the CPU twin");
+  const int64_t checks = std::min<int64_t>(r.check_batches, n_batches);
+  {
+    NeighborSamplerOptions so;
+    so.fanouts = r.fanouts;
+    so.replace = r.replace;
+    so.weights = r.weights;
+    const NeighborSampler cpu(g, so);
+    for (int64_t b = 0; b < checks; ++b) {
+      const std::vector<int64_t> seeds(perm.begin() + b * r.batch_size,
+                                       perm.begin() + (b + 1) * r.batch_size);
+      const std::vector<Block> want = cpu.sample_blocks(seeds, key_of(b));
+      const std::vector<Block> got = download_blocks(
+          sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get()), stream.get());
+      for (size_t l = 0; l < want.size(); ++l) {
+        const bool same = got[l].num_dst == want[l].num_dst &&
+                          got[l].src_nodes == want[l].src_nodes && got[l].src == want[l].src &&
+                          got[l].dst == want[l].dst && got[l].eids == want[l].eids;
+        TESSERA_EXPECTS(same, Error,
+                        "bench sample: batch {} block {} on the GPU differs from the CPU twin "
+                        "({} vs {} edges, {} vs {} source nodes)",
+                        b, l, got[l].num_edges(), want[l].num_edges(), got[l].num_src(),
+                        want[l].num_src());
+      }
+    }
+  }
+  timer.end();
+  fmt::print("check:     the first {} batch(es) are bit-identical to the CPU twin\n", checks);
+
+  // Warm-up (the caching allocator fills), then the timed batches.
+  for (int64_t b = 0; b < std::min<int64_t>(3, n_batches); ++b)
+    sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get());
+  stream.synchronize();
+  timer.begin("sample (cuda)");
+  SampleStats total;
+  double wall = 0;
+  {
+    Progress progress("sampling", n_batches, " batches");
+    const double t0 = now_seconds();
+    for (int64_t b = 0; b < n_batches; ++b) {
+      const DeviceBlocks blocks =
+          sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get());
+      total.add(blocks.stats);
+      progress.update(b + 1);
+    }
+    stream.synchronize();
+    wall = now_seconds() - t0;
+    progress.done();
+  }
+  timer.end();
+
+  timer.begin("copy bound");
+  const size_t bound_bytes = size_t{256} << 20;
+  const double bound_gbps = cuda::copy_bandwidth_gbps(bound_bytes, uva, 10);
+  timer.end();
+
+  const double edges_s = static_cast<double>(total.sampled_edges) / wall;
+  const double seeds_s = static_cast<double>(total.seeds) / wall;
+  // Graph bytes each sampled edge reads at random: its neighbor and its edge ID (8 B each), plus
+  // the weight prefix sums' binary search when weighted (not counted: it varies with degree).
+  const double bytes_per_edge = dg.eids() ? 16.0 : 8.0;
+  const double touched_gbps = edges_s * bytes_per_edge / 1e9;
+  const double target = uva ? 0.3e9 : 1.5e9;
+  const double busy = total.sample_seconds + total.compact_seconds;
+  fmt::print("tessera:   {} batches x {} seeds, fanouts [{}], {}{}, graph in {}\n", n_batches,
+             r.batch_size, fmt::join(r.fanouts, ","),
+             r.replace ? "with replacement" : "without replacement",
+             r.weights.empty() ? "" : ", weighted", cuda::placement_name(placement));
+  fmt::print("  {:.0f} seeds/s, {} sampled edges/s, {:.1f} edges/seed (wall {:.3f} s)\n", seeds_s,
+             human_count(edges_s), static_cast<double>(total.sampled_edges) / total.seeds, wall);
+  fmt::print(
+      "  stages (host wall, incl. syncs): sampling {:.3f} s ({:.0f}%), compaction {:.3f} s "
+      "({:.0f}%)\n",
+      total.sample_seconds, 100 * total.sample_seconds / busy, total.compact_seconds,
+      100 * total.compact_seconds / busy);
+  fmt::print(
+      "bound:     {} cudaMemcpy {:.1f} GB/s (same run); the sampler's random graph reads "
+      "{:.2f} GB/s ({:.0f} B per sampled edge) = {:.3f} of it\n",
+      uva ? "pinned host-to-device" : "device-to-device", bound_gbps, touched_gbps, bytes_per_edge,
+      touched_gbps / bound_gbps);
+  fmt::print("target:    {} sampled edges/s ({}): {:.2f}x the target\n", human_count(target),
+             uva ? "graph in pinned host memory" : "graph in GPU memory", edges_s / target);
+
+  if (!r.json.empty()) {
+    nlohmann::json j;
+    j["benchmark"] = "sample";
+    j["command"] = r.command;
+    j["commit"] = commit_id();
+    j["machine"] = machine_json();
+    j["device"] = cuda::describe();
+    j["graph"] = {{"spec", r.graph_spec},
+                  {"num_nodes", g.num_nodes},
+                  {"num_edges", g.num_edges()},
+                  {"symmetrized", r.symmetrized},
+                  {"placement", cuda::placement_name(placement)},
+                  {"placed_bytes", dg.bytes()}};
+    j["params"] = {{"fanouts", r.fanouts}, {"batch_size", r.batch_size},
+                   {"replace", r.replace}, {"weighted", !r.weights.empty()},
+                   {"batches", n_batches}, {"seed", r.seed},
+                   {"device", "cuda"},     {"check_batches", checks}};
+    j["tessera"] = {{"seconds", wall},
+                    {"seeds", total.seeds},
+                    {"sampled_edges", total.sampled_edges},
+                    {"seeds_per_s", seeds_s},
+                    {"edges_per_s", edges_s},
+                    {"stage_seconds",
+                     {{"sampling", total.sample_seconds}, {"compaction", total.compact_seconds}}}};
+    j["bound"] = {{"kind", uva ? "pinned_h2d_memcpy" : "d2d_memcpy"},
+                  {"gbps", bound_gbps},
+                  {"bytes", bound_bytes},
+                  {"sampler_random_read_gbps", touched_gbps},
+                  {"bytes_per_sampled_edge", bytes_per_edge}};
+    j["target"] = {{"edges_per_s", target}, {"ratio", edges_s / target}};
+    j["check"] = {{"batches", checks}, {"bit_identical_to_cpu", true}};
+    nlohmann::json phases = nlohmann::json::array();
+    for (const auto& p : timer.phases())
+      phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss", p.peak_rss}});
+    j["phases"] = phases;
+    std::ofstream f(r.json);
+    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", r.json);
+    f << j.dump(2) << "\n";
+    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", r.json);
+    fmt::print("wrote {}\n", r.json);
+  }
+}
+
+}  // namespace tessera::tools
