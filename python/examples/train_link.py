@@ -31,6 +31,11 @@ DistEdgeDataLoader with a uniform negative sampler and ``exclude="reverse_id"``,
    fraction of positive pairs scored above the K-th highest negative score), next to the same
    metrics of seeded random scores on the same pairs. The test figures reported are those of
    the epoch with the best validation ROC-AUC.
+
+``--device auto`` (default) trains on a GPU when torch sees one, else on the CPU (under a
+launcher rank r of a node takes ``cuda:<LOCAL_RANK % GPUs>``): model, predictor, blocks, pair
+graphs and each batch's input features live there; gradients are all-reduced through host
+memory.
 """
 from __future__ import annotations
 
@@ -59,7 +64,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import hits_at_k, roc_auc  # noqa: F401 (tests use them from here)
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, atomic_write_json, log, per_rank_batch
+from tessera.utils import Progress, atomic_write_json, log, per_rank_batch, pick_device
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -232,19 +237,23 @@ class ScorePredictor(torch.nn.Module):
 
 
 @torch.no_grad()
-def pair_scores(pred: ScorePredictor, h, pairs: np.ndarray) -> np.ndarray:
-    """Scores of node pairs; ``h`` is a DistTensor: the endpoints' rows are read once."""
+def pair_scores(pred: ScorePredictor, h, pairs: np.ndarray,
+                device: torch.device = torch.device("cpu")) -> np.ndarray:
+    """Scores of node pairs on ``device``; ``h`` is a tensor or a DistTensor: the endpoints'
+    rows are read once (a DistTensor returns them on the device of the IDs)."""
     pred.eval()
     nodes, inv = np.unique(pairs, return_inverse=True)
-    rows = h[torch.from_numpy(nodes)]
-    idx = torch.from_numpy(inv.reshape(pairs.shape).astype(np.int64))
-    return pred(rows[idx[:, 0]], rows[idx[:, 1]]).numpy().astype(np.float64)
+    rows = h[torch.from_numpy(nodes).to(device)]
+    idx = torch.from_numpy(inv.reshape(pairs.shape).astype(np.int64)).to(device)
+    return pred(rows[idx[:, 0]], rows[idx[:, 1]]).cpu().numpy().astype(np.float64)
 
 
 def evaluate(model, pred, g, feats, data: dict, which: str, args) -> dict:
     h = model.inference(g, feats, args.eval_batch_size, name="link-inference")
     pos, neg = data[which]
-    return metrics(pair_scores(pred, h, pos), pair_scores(pred, h, neg), args.hits_k)
+    device = next(model.parameters()).device
+    return metrics(pair_scores(pred, h, pos, device), pair_scores(pred, h, neg, device),
+                   args.hits_k)
 
 
 def random_baseline(data: dict, which: str, args) -> dict:
@@ -255,7 +264,7 @@ def random_baseline(data: dict, which: str, args) -> dict:
 
 
 # --- training ------------------------------------------------------------------------------------
-def train(args, data: dict) -> dict:
+def train(args, data: dict, device: torch.device) -> dict:
     g = data["g"]
     world = tessera.get_world_size()
     feats = Features(g, args.feat_norm)
@@ -270,11 +279,12 @@ def train(args, data: dict) -> dict:
                                         batch_size=per_rank_batch(args.batch_size),
                                         shuffle=True, drop_last=False,
                                         num_workers=args.num_workers, seed=args.seed,
-                                        global_order=world > 1)
+                                        global_order=world > 1,
+                                        device=device if device.type != "cpu" else None)
     torch.manual_seed(args.seed)
     model = GraphSAGE(feats.dim, args.hidden, args.hidden, num_layers=len(args.fanouts),
-                      dropout=args.dropout)
-    pred = ScorePredictor(args.hidden, args.predictor)
+                      dropout=args.dropout).to(device)
+    pred = ScorePredictor(args.hidden, args.predictor).to(device)
     if world > 1:  # the same seed gives the same init; made certain here
         dist.broadcast_parameters(model)
         dist.broadcast_parameters(pred)
@@ -389,6 +399,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-workers", type=int, default=1, help="sampler threads")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda when torch sees a GPU, else cpu), cpu, cuda (under a "
+                        "launcher cuda:<LOCAL_RANK %% GPUs>) or cuda:N")
     p.add_argument("--part-dir", default=None,
                    help="where the training graph's partition goes (default: a temporary "
                         "folder, removed at exit; under tessera launch all ranks must see it)")
@@ -430,20 +443,21 @@ def parse_args(argv=None):
     return args
 
 
-def run(args, workdir: str) -> int:
+def run(args, workdir: str, device: torch.device) -> int:
     t_start = time.time()
     data = prepare(args, workdir)
     hk = f"hits@{args.hits_k}"
     s = data["split"]
     world = tessera.get_world_size()
-    log(f"[link] {data['g']}; {world} rank(s); edges train / val / test {s['train_edges']} / "
+    log(f"[link] {data['g']}; {world} rank(s) on {device}; edges train / val / test "
+        f"{s['train_edges']} / "
         f"{s['val_edges']} / {s['test_edges']} (undirected), eval negatives "
         f"{s['val_negatives']} / {s['test_negatives']}; fanouts {args.fanouts}, batch "
         f"{args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "
         f"k {args.negatives}, hidden "
         f"{args.hidden}, {args.predictor} predictor, lr {args.lr}, epochs {args.epochs}")
     baseline = {w: random_baseline(data, w, args) for w in ("val", "test")}
-    state = train(args, data)
+    state = train(args, data, device)
     test, last = state["test_at_best"], state["test_last_epoch"]
     rb = baseline["test"]
     log(f"[link] test (epoch {state['best_epoch']}, best val ROC-AUC "
@@ -474,6 +488,7 @@ def run(args, workdir: str) -> int:
             "dataset": args.dataset,
             "split": s,
             "ranks": world,
+            "device": str(device),
             "batch_per_rank": per_rank_batch(args.batch_size),
             "metric_definitions": {
                 "roc_auc": "ROC-AUC of held-out edges against sampled non-edges",
@@ -494,6 +509,11 @@ def run(args, workdir: str) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    try:
+        device = pick_device(args.device)
+    except ValueError as e:
+        print(f"train_link.py: error: {e}", file=sys.stderr)
+        return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     tessera.initialize()
@@ -503,16 +523,16 @@ def main(argv=None) -> int:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
     try:
         if args.part_dir:
-            return run(args, args.part_dir)
+            return run(args, args.part_dir, device)
         if world == 1:
             with tempfile.TemporaryDirectory(prefix="tessera-link-") as tmp:
-                return run(args, tmp)
+                return run(args, tmp, device)
         # Rank 0's temporary folder, shared with the ranks of this node (one node assumed:
         # several nodes need --part-dir on a shared file system).
         tmp = tempfile.mkdtemp(prefix="tessera-link-") if tessera.get_rank() == 0 else None
         tmp = dist.all_gather_object(tmp)[0]
         try:
-            rc = run(args, tmp)
+            rc = run(args, tmp, device)
             dist.barrier()  # nobody reads the partition any more
             return rc
         finally:

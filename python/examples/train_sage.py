@@ -21,6 +21,13 @@ batches are the same for any P; ``--batching split`` is DGL's node_split share p
 Without a launcher, ``--parts P > 1`` runs the P trainers *in one process* (simulated mode):
 trainer r takes ``node_split(..., rank=r, world_size=P)``, and the P losses are averaged
 before one optimizer step, as the all-reduce would do.
+
+``--device auto`` (default) trains on a GPU when torch sees one, else on the CPU; under a
+launcher each rank takes ``cuda:<LOCAL_RANK % GPUs>``. The model, the blocks, the labels and
+the input features of each batch are on that device (features are read by ``DistTensor`` with
+IDs on the device, straight into device memory in a CUDA build of Tessera); gradients are
+all-reduced through host memory. Bitwise reproducibility (``--resume``) holds on the CPU;
+PyTorch's CUDA scatter-add is not deterministic.
 """
 from __future__ import annotations
 
@@ -46,7 +53,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, log, per_rank_batch
+from tessera.utils import Progress, log, per_rank_batch, pick_device
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -105,20 +112,20 @@ def _partition(args, name: str, out: str, config: str) -> str:
 class Features:
     """Reads input features through the DistTensor and applies the chosen normalization."""
 
-    def __init__(self, g, mode: str):
+    def __init__(self, g, mode: str, device: torch.device):
         self.t = g.ndata["feat"]
         self.mode = mode
         if mode == "standard":
             x = self.t.numpy().astype(np.float64)
-            self.mean = torch.from_numpy(x.mean(0).astype(np.float32))
-            self.std = torch.from_numpy(np.maximum(x.std(0), 1e-6).astype(np.float32))
+            self.mean = torch.from_numpy(x.mean(0).astype(np.float32)).to(device)
+            self.std = torch.from_numpy(np.maximum(x.std(0), 1e-6).astype(np.float32)).to(device)
 
     @property
     def dim(self) -> int:
         return int(self.t.shape[1])
 
     def __call__(self, ids) -> torch.Tensor:
-        x = self.t[ids].to(torch.float32)
+        x = self.t[ids].to(torch.float32)  # on the device of `ids`
         if self.mode == "row":
             x = x / x.abs().sum(1, keepdim=True).clamp(min=1e-12)
         elif self.mode == "standard":
@@ -179,7 +186,7 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
     """Metric over ``nodes``; ``logits`` is a tensor or a DistTensor (rows read from their
     owners, so every rank computes the same figure)."""
     idx = torch.from_numpy(nodes)
-    rows = logits[idx]
+    rows = logits[idx].cpu()  # a tensor on the training device, or a DistTensor's host rows
     if kind == "rocauc":
         scores = torch.softmax(rows, 1)[:, 1].numpy()
         y = labels[idx].numpy().astype(bool)
@@ -188,8 +195,12 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
 
 
 # --- training ------------------------------------------------------------------------------------
-def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str) -> dict:
+def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str,
+                device: torch.device) -> dict:
     book = g.get_partition_book()
+    on_gpu = device.type != "cpu"
+    loader_device = device if on_gpu else None  # the loaders move blocks and IDs there
+    train_labels = labels.to(device)
     train_mask = mask_column(g.ndata["train_mask"], split)
     val_nodes = np.nonzero(mask_column(g.ndata["val_mask"], split))[0]
     test_nodes = np.nonzero(mask_column(g.ndata["test_mask"], split))[0]
@@ -204,14 +215,15 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             g, nids, sampler, batch_size=per_rank_batch(args.batch_size), shuffle=True,
             drop_last=False,
             num_workers=args.num_workers, seed=args.seed + 1000 * split,
-            global_order=args.batching == "global"))
+            global_order=args.batching == "global", device=loader_device))
     else:  # simulated: the P trainers of a P-part partitioning in this process
         world = args.parts
         for r in range(world):
             nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
             loaders.append(tessera.DistNodeDataLoader(
                 g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
-                num_workers=args.num_workers, seed=args.seed + 1000 * split))
+                num_workers=args.num_workers, seed=args.seed + 1000 * split,
+                device=loader_device))
 
     torch.manual_seed(args.seed + split)
     if args.embed:
@@ -219,7 +231,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     num_classes = int(labels.max()) + 1
     model = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
                       dropout=args.dropout, input_dropout=args.input_dropout,
-                      norm="layer" if args.layer_norm else None)
+                      norm="layer" if args.layer_norm else None).to(device)
     dist.broadcast_parameters(model)  # same seed gives the same init; made certain here
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
@@ -230,12 +242,14 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     if ckpt and tessera.get_world_size() > 1:  # every rank keeps its loader position
         ckpt = f"{ckpt}.rank{tessera.get_rank()}"
     if ckpt and args.resume and os.path.exists(ckpt):
-        c = torch.load(ckpt, weights_only=False)
+        c = torch.load(ckpt, weights_only=False, map_location="cpu")
         model.load_state_dict(c["model"])
         opt.load_state_dict(c["optimizer"])
         for dl, s in zip(loaders, c["loaders"]):
             dl.load_state_dict(s)
         torch.set_rng_state(c["torch_rng"])
+        if on_gpu and c.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(c["cuda_rng"], device)
         state = c["state"]
         if args.embed:
             feats.load(f"{ckpt}.emb")
@@ -259,7 +273,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                     continue
                 input_nodes, seeds, blocks = batch
                 logits = model(blocks, feats(input_nodes))
-                losses.append(F.cross_entropy(logits, labels[seeds]))
+                losses.append(F.cross_entropy(logits, train_labels[seeds]))
             loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
             loss.backward()
             dist.all_reduce_gradients(model)  # distributed: the mean over the ranks
@@ -294,7 +308,9 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 feats.save(f"{ckpt}.emb")
             atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                          "loaders": [dl.state_dict() for dl in loaders],
-                         "torch_rng": torch.get_rng_state(), "state": state,
+                         "torch_rng": torch.get_rng_state(),
+                         "cuda_rng": torch.cuda.get_rng_state(device) if on_gpu else None,
+                         "state": state,
                          "args": vars(args)}, ckpt)
         if args.stop_after is not None and state["epoch"] >= args.stop_after \
                 and state["epoch"] < args.epochs:
@@ -383,6 +399,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--num-workers", type=int, default=1, help="sampler threads per loader")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--device", default="auto",
+                   help="auto (cuda when torch sees a GPU, else cpu), cpu, cuda (under a "
+                        "launcher cuda:<LOCAL_RANK %% GPUs>) or cuda:N")
     p.add_argument("--checkpoint", default=None, help="checkpoint file (saved every epoch)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--stop-after", type=int, default=None,
@@ -417,6 +436,10 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    try:
+        device = pick_device(args.device)
+    except ValueError as e:
+        raise SystemExit(f"train_sage.py: {e}") from None
     tessera.initialize()
     world = tessera.get_world_size()
     if not args.threads and world > 1:  # the ranks of this node share its cores (DGL does too)
@@ -433,13 +456,14 @@ def main(argv=None) -> int:
     config = prepare_partitions(args)
     name = os.path.basename(os.path.normpath(args.dataset))
     g = tessera.DistGraph(name, part_config=config)
-    feats = Features(g, args.feat_norm)
+    feats = Features(g, args.feat_norm, device)
     labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64))
     tm = g.ndata["train_mask"]
     nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
     splits = list(range(nsplits)) if args.split == "all" else \
         [int(x) for x in str(args.split).split(",")]
-    log(f"[train] {g}; {world} rank(s); {metric}; splits {splits}; fanouts {args.fanouts}, "
+    log(f"[train] {g}; {world} rank(s) on {device}; {metric}; splits {splits}; "
+        f"fanouts {args.fanouts}, "
         f"batch {args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "
         f"hidden {args.hidden}, "
         f"lr {args.lr}, epochs {args.epochs}")
@@ -447,7 +471,7 @@ def main(argv=None) -> int:
     results = {}
     t0 = time.time()
     for s in splits:
-        r = train_split(args, g, feats, labels, s, metric)
+        r = train_split(args, g, feats, labels, s, metric, device)
         if r["stopped"]:
             return 0
         results[s] = r
@@ -461,6 +485,7 @@ def main(argv=None) -> int:
     if args.results:
         with open(args.results, "w") as f:
             json.dump({"dataset": args.dataset, "parts": args.parts, "ranks": world,
+                       "device": str(device),
                        "batching": args.batching, "metric": metric,
                        "mean": float(tests.mean()), "std": float(tests.std()),
                        "splits": {str(k): {kk: v for kk, v in r.items() if kk != "history"}

@@ -14,6 +14,8 @@
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/cuda/device.hpp"
+#include "tessera/cuda/runtime.hpp"
 #include "tessera/dist/edge_loader.hpp"
 #include "tessera/dist/embedding.hpp"
 #include "tessera/dist/graph.hpp"
@@ -22,6 +24,7 @@
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
 #include "tessera/dist/tensor.hpp"
+#include "tessera/partition/format.hpp"
 #include "tessera/transport/launch.hpp"
 
 namespace tessera::python {
@@ -214,6 +217,49 @@ void bind_dist(nb::module_& m) {
             return to_numpy(out);
           },
           nb::arg("ids"), "t[ids] as a new NumPy array (rows of remote owners fetched).")
+      .def(
+          "read_into",
+          [](const DistTensor& t, const I64Array& ids, nb::object out,
+             uintptr_t stream) -> nb::object {
+            const std::string op = "DistTensor '" + t.name() + "' read_into";
+            const BufferInfo o = buffer_info(writable_buffer(out, op, "out"), op, "out");
+            TESSERA_EXPECTS(o.dtype == t.dtype(), TypeError, "{}: out is {}, the tensor is {}", op,
+                            dtype_name(o.dtype), dtype_name(t.dtype()));
+            std::vector<int64_t> want = t.shape();
+            want[0] = static_cast<int64_t>(ids.shape(0));
+            TESSERA_EXPECTS(o.shape == want, ValueError,
+                            "{}: out has shape {} but {} IDs of a tensor of shape {} need {}", op,
+                            shape_string(o.shape), ids.shape(0), shape_string(t.shape()),
+                            shape_string(want));
+            const OpDevice dev = common_device(op, {&o});
+            {
+              nb::gil_scoped_release nogil;
+              if (!dev.cuda) {
+                t.read_into(span_of(ids), o.data);
+              } else {
+                // read_into_device writes memory of the calling thread's current device.
+                // Without CUDA compiled in it throws NotCompiledError naming the tensor (no
+                // guard then: the guard's own error would name only itself); without a device,
+                // require_cuda's ValueError names the tensor.
+                const bool compiled = cuda::compiled_with_cuda();
+                if (compiled) {
+                  cuda::require_cuda(op.c_str());
+                }
+                cuda::DeviceGuard guard(compiled ? dev.device : -1);
+                // NOLINTNEXTLINE(performance-no-int-to-ptr): a cudaStream_t from Python
+                const auto st = reinterpret_cast<cuda::StreamHandle>(stream);
+                t.read_into_device(span_of(ids), o.data, st);
+              }
+            }
+            return out;
+          },
+          nb::arg("ids"), nb::arg("out"), nb::arg("stream") = 0,
+          "t[ids] into `out` (shape [len(ids), ...], the tensor's dtype, C-contiguous), in place "
+          "through DLPack: a CPU `out` by read_into; a CUDA `out` by read_into_device on "
+          "`stream` (a cudaStream_t as an integer, 0 = legacy default stream): local device "
+          "rows by a gather kernel straight into `out`, host rows through pinned staging and "
+          "one host-to-device copy (then the stream is synchronized). IDs are host memory (they "
+          "route the read). Returns `out`.")
       .def(
           "read_collective",
           [](const DistTensor& t, const I64Array& ids) {

@@ -6,11 +6,14 @@
 #include "convert.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
+#include "tessera/cuda/device.hpp"
+#include "tessera/cuda/runtime.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/ops/gather.hpp"
 #include "tessera/ops/loader.hpp"
 #include "tessera/ops/sample.hpp"
 #include "tessera/ops/sampler.hpp"
+#include "tessera/partition/format.hpp"
 
 namespace tessera::python {
 
@@ -33,6 +36,48 @@ nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
   auto& b = nb::cast<Block&>(self);
   auto& v = b.*field;
   return view_numpy(v.data(), v.size(), self);
+}
+
+enum class RowsOp { kGather, kScatter };
+
+// gather_rows / scatter_rows over buffers of any device: `table` is the indexed matrix (src of
+// a gather, dst of a scatter), `dense` has one row per index. Shapes are checked here in full
+// (the op's validator sees them flattened to 2-D); dtypes, index values and memory kinds by
+// the op's one validator (host/ops gather.cpp), which also picks the CPU or the CUDA twin.
+void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const BufferInfo& dense,
+             uintptr_t stream, bool check_indices) {
+  const char* op = kind == RowsOp::kGather ? "gather_rows" : "scatter_rows";
+  const OpDevice dev = common_device(op, {&table, &idx, &dense});
+  TESSERA_EXPECTS(!table.shape.empty(), ValueError, "{}: {} must have at least 1 dimension", op,
+                  table.name);
+  TESSERA_EXPECTS(idx.shape.size() == 1, ValueError, "{}: idx must be 1-D, got shape {}", op,
+                  shape_string(idx.shape));
+  std::vector<int64_t> want = table.shape;
+  want[0] = idx.shape[0];
+  TESSERA_EXPECTS(dense.shape == want, ValueError,
+                  "{}: {} has shape {} but {} of shape {} and {} indices need {}", op, dense.name,
+                  shape_string(dense.shape), table.name, shape_string(table.shape), idx.shape[0],
+                  shape_string(want));
+  const Memory mem = dev.cuda ? Memory::kDevice : Memory::kHost;
+  const MatrixRef t{table.data, table.dtype, table.shape[0], table.row_elems(), mem};
+  const MatrixRef d{dense.data, dense.dtype, dense.shape[0], dense.row_elems(), mem};
+  const IndexRef i{idx.data, idx.dtype, idx.shape[0], mem};
+  ExecOptions opts;
+  // A cudaStream_t handed over from Python as an integer (torch's Stream.cuda_stream).
+  opts.stream = reinterpret_cast<cuda::StreamHandle>(stream);  // NOLINT(performance-no-int-to-ptr)
+  opts.check_indices = check_indices;
+  if (dev.cuda) {
+    // NotCompiledError in a build without CUDA, ValueError without a device: before anything
+    // touches the (device) pointers.
+    cuda::require_cuda(op);
+  }
+  nb::gil_scoped_release nogil;
+  cuda::DeviceGuard guard(dev.cuda ? dev.device : -1);  // kernels run on the operands' device
+  if (kind == RowsOp::kGather) {
+    gather_rows(t, i, d, opts);
+  } else {
+    scatter_rows(d, i, t, opts);
+  }
 }
 
 }  // namespace
@@ -176,24 +221,61 @@ void bind_ops(nb::module_& m) {
 
   m.def(
       "gather_rows",
-      [](const AnyArray& src, const I64Array& idx) {
-        const DType dt = from_dlpack(src.dtype(), "src");
-        std::vector<int64_t> shape(src.ndim());
-        for (size_t i = 0; i < src.ndim(); ++i)
-          shape[i] = static_cast<int64_t>(src.shape(i));
-        TESSERA_EXPECTS(!shape.empty(), ValueError, "gather_rows: src must have >= 1 dimension");
-        Array s = Array::wrap(dt, shape, const_cast<void*>(src.data()), nullptr, false);
-        Array i = Array::wrap(DType::kInt64, {static_cast<int64_t>(idx.shape(0))},
-                              const_cast<int64_t*>(idx.data()), nullptr, false);
-        Array out;
-        {
-          nb::gil_scoped_release nogil;
-          out = ops::gather_rows(s, i);
+      [](const DeviceArray& src, const DeviceArray& idx, nb::object out, uintptr_t stream,
+         bool check_indices) -> nb::object {
+        const BufferInfo s = buffer_info(src, "gather_rows", "src");
+        const BufferInfo i = buffer_info(idx, "gather_rows", "idx");
+        if (out.is_none()) {
+          // The host convenience: a new NumPy array (the CPU twin only).
+          TESSERA_EXPECTS(!s.is_cuda() && !i.is_cuda(), TypeError,
+                          "gather_rows: src is on {} and idx on {}; without `out` the result is "
+                          "a new host array, so pass `out` (an array on the device) for device "
+                          "operands (tessera.ops.gather_rows allocates it)",
+                          s.device(), i.device());
+          TESSERA_EXPECTS(!s.shape.empty(), ValueError,
+                          "gather_rows: src must have at least 1 dimension");
+          TESSERA_EXPECTS(i.shape.size() == 1, ValueError,
+                          "gather_rows: idx must be 1-D, got shape {}", shape_string(i.shape));
+          std::vector<int64_t> shape = s.shape;
+          shape[0] = i.shape[0];
+          Array result = Array::zeros(s.dtype, shape);
+          BufferInfo o = s;
+          o.name = "out";
+          o.data = result.numel() ? result.raw_mut() : nullptr;
+          o.shape = shape;
+          rows_op(RowsOp::kGather, s, i, o, stream, check_indices);
+          return to_numpy(result);
         }
-        return to_numpy(out);
+        const BufferInfo o =
+            buffer_info(writable_buffer(out, "gather_rows", "out"), "gather_rows", "out");
+        rows_op(RowsOp::kGather, s, i, o, stream, check_indices);
+        return out;
       },
-      nb::arg("src"), nb::arg("idx"),
-      "out[i] = src[idx[i]] (rows of a host matrix, read in place); IndexError out of range.");
+      nb::arg("src"), nb::arg("idx"), nb::arg("out") = nb::none(), nb::arg("stream") = 0,
+      nb::arg("check_indices") = true,
+      "out[i] = src[idx[i]] for rows of any width (src [R, ...], idx int32/int64 [n], out "
+      "[n, ...] of src's dtype), read and written in place through DLPack. All on the CPU: the "
+      "CPU twin; all on one CUDA device: the CUDA twin on `stream` (a cudaStream_t as an "
+      "integer; 0 = the legacy default stream), which with check_indices synchronizes the "
+      "stream to turn a bad index into IndexError. Mixed devices: TypeError. Without `out` "
+      "(CPU only) returns a new NumPy array; otherwise returns `out`.");
+
+  m.def(
+      "scatter_rows",
+      [](const DeviceArray& src, const DeviceArray& idx, nb::object dst, uintptr_t stream,
+         bool check_indices) -> nb::object {
+        const BufferInfo s = buffer_info(src, "scatter_rows", "src");
+        const BufferInfo i = buffer_info(idx, "scatter_rows", "idx");
+        const BufferInfo d =
+            buffer_info(writable_buffer(dst, "scatter_rows", "dst"), "scatter_rows", "dst");
+        rows_op(RowsOp::kScatter, d, i, s, stream, check_indices);
+        return dst;
+      },
+      nb::arg("src"), nb::arg("idx"), nb::arg("dst"), nb::arg("stream") = 0,
+      nb::arg("check_indices") = true,
+      "dst[idx[i]] = src[i] (src [n, ...], idx int32/int64 [n], dst [R, ...] of src's dtype), "
+      "in place; devices, streams and errors as gather_rows. With repeated indices the CPU "
+      "twin keeps the last row and the CUDA twin an unspecified one. Returns `dst`.");
 
   nb::class_<NeighborSampler>(m, "NeighborSampler")
       .def(

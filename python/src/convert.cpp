@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tessera/core/error.hpp"
+#include "tessera/partition/format.hpp"
 
 namespace tessera::python {
 
@@ -122,6 +123,107 @@ std::vector<int64_t> int64_vector(const AnyArray& a, const std::string& what) {
   Array view = Array::wrap(dt, {static_cast<int64_t>(a.shape(0))}, const_cast<void*>(a.data()),
                            nullptr, false);
   return view.to_int64_vector(what);
+}
+
+namespace {
+
+template <typename Arr>
+BufferInfo make_info(const Arr& a, const std::string& op, const std::string& name) {
+  BufferInfo b;
+  b.name = name;
+  b.data = const_cast<void*>(static_cast<const void*>(a.data()));
+  b.device_type = a.device_type();
+  b.device_id = a.device_id();
+  b.dtype = from_dlpack(a.dtype(), op + ": " + name);
+  b.shape.resize(a.ndim());
+  int64_t numel = 1;
+  for (size_t i = 0; i < a.ndim(); ++i) {
+    b.shape[i] = static_cast<int64_t>(a.shape(i));
+    numel *= b.shape[i];
+  }
+  if (numel > 1) {
+    // Strides in elements; size-1 dimensions may have any stride (as numpy/torch report them).
+    int64_t expect = 1;
+    for (size_t k = a.ndim(); k-- > 0;) {
+      TESSERA_EXPECTS(b.shape[k] == 1 || a.stride(k) == expect, ValueError,
+                      "{}: {} is not C-contiguous (shape {}, stride {} in dimension {} where {} "
+                      "was expected); pass a contiguous array (e.g. t.contiguous())",
+                      op, name, shape_string(b.shape), a.stride(k), k, expect);
+      expect *= b.shape[k];
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+bool BufferInfo::is_cuda() const {
+  return device_type == nb::device::cuda::value;
+}
+
+std::string BufferInfo::device() const {
+  if (device_type == nb::device::cpu::value) {
+    return "cpu";
+  }
+  if (device_type == nb::device::cuda::value) {
+    return "cuda:" + std::to_string(device_id);
+  }
+  return "DLPack device " + std::to_string(device_type) + ":" + std::to_string(device_id);
+}
+
+int64_t BufferInfo::row_elems() const {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) {
+    n *= shape[i];
+  }
+  return n;
+}
+
+BufferInfo buffer_info(const DeviceArray& a, const std::string& op, const std::string& name) {
+  return make_info(a, op, name);
+}
+
+BufferInfo buffer_info(const MutDeviceArray& a, const std::string& op, const std::string& name) {
+  return make_info(a, op, name);
+}
+
+MutDeviceArray writable_buffer(nb::handle obj, const std::string& op, const std::string& name) {
+  MutDeviceArray a;
+  if (!nb::try_cast(obj, a, false)) {
+    DeviceArray ro;
+    const bool read_only = nb::try_cast(obj, ro, false);
+    const std::string type = nb::type_name(obj.type()).c_str();
+    TESSERA_FAIL(TypeError,
+                 "{}: {} must be a writable array that speaks DLPack or the buffer protocol (a "
+                 "NumPy array, a torch tensor), got {}{}",
+                 op, name, read_only ? "a read-only " : "", type);
+  }
+  return a;
+}
+
+OpDevice common_device(const std::string& op, const std::vector<const BufferInfo*>& bufs) {
+  std::string where;
+  bool mixed = false, unsupported = false;
+  for (const BufferInfo* b : bufs) {
+    where += fmt::format("{}{}: {}", where.empty() ? "" : ", ", b->name, b->device());
+    if (b->device_type != nb::device::cpu::value && !b->is_cuda()) {
+      unsupported = true;
+    }
+    if (b->device_type != bufs.front()->device_type || b->device_id != bufs.front()->device_id) {
+      mixed = true;
+    }
+  }
+  TESSERA_EXPECTS(!unsupported, TypeError, "{}: Tessera runs on the CPU or a CUDA device, got {}",
+                  op, where);
+  TESSERA_EXPECTS(!mixed, TypeError,
+                  "{}: the arguments are on different devices ({}); move them to one device", op,
+                  where);
+  OpDevice d;
+  if (!bufs.empty() && bufs.front()->is_cuda()) {
+    d.cuda = true;
+    d.device = bufs.front()->device_id;
+  }
+  return d;
 }
 
 }  // namespace tessera::python

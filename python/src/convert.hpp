@@ -21,6 +21,45 @@ namespace nb = nanobind;
 using AnyArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 /// A 1-D int64 host buffer, read in place (NumPy arrays of other integer types are converted).
 using I64Array = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// A read-only buffer on any device (CPU or CUDA), any dtype and strides: never converted or
+/// copied by nanobind; the op checks contiguity, dtype and device itself (buffer_info).
+using DeviceArray = nb::ndarray<nb::ro>;
+/// A writable buffer on any device, as DeviceArray (outputs the op writes in place).
+using MutDeviceArray = nb::ndarray<>;
+
+/// What an op needs to know about a buffer passed from Python, whatever its device.
+struct BufferInfo {
+  std::string name;  ///< the argument's name, for messages
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  int32_t device_type = 1;  ///< DLPack device type (kDLCPU = 1, kDLCUDA = 2, ...)
+  int32_t device_id = 0;
+
+  bool is_cuda() const;
+  /// "cpu", "cuda:0", or "DLPack device <type>:<id>" for the devices Tessera does not run on.
+  std::string device() const;
+  /// Product of shape[1:] (1 for a 1-D buffer).
+  int64_t row_elems() const;
+};
+
+/// The BufferInfo of `a`, argument `name` of `op`. ValueError when `a` is not C-contiguous
+/// (nothing is copied behind the caller's back: an output must be written in place), TypeError
+/// for a dtype Tessera has no name for.
+BufferInfo buffer_info(const DeviceArray& a, const std::string& op, const std::string& name);
+BufferInfo buffer_info(const MutDeviceArray& a, const std::string& op, const std::string& name);
+/// Casts a Python object to a writable buffer of any device (no conversion); TypeError naming
+/// `name` of `op` for anything else (a read-only array, a list).
+MutDeviceArray writable_buffer(nb::handle obj, const std::string& op, const std::string& name);
+
+/// Where an op over `bufs` runs: CPU (every buffer on the CPU) or one CUDA device (every buffer
+/// on it). TypeError naming every argument and its device when they are mixed, or when a buffer
+/// is on a device Tessera does not run on.
+struct OpDevice {
+  bool cuda = false;
+  int device = -1;  ///< CUDA device index when `cuda`
+};
+OpDevice common_device(const std::string& op, const std::vector<const BufferInfo*>& bufs);
 
 /// DLPack dtype of a Tessera dtype (bool as DLPack's bool, 8 bits).
 nb::dlpack::dtype to_dlpack(DType t);

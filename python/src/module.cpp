@@ -6,21 +6,22 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bindings.hpp"
 #include "convert.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/cuda/runtime.hpp"
 
 namespace nb = nanobind;
 
 NB_MODULE(_C, m) {
   m.doc() = "Tessera's C++ core (graph ingest, partitioning, sampling, loaders)";
   m.attr("__version__") = TESSERA_VERSION;
-#ifdef TESSERA_WITH_CUDA_BUILD
-  m.attr("cuda_compiled") = true;
-#else
-  m.attr("cuda_compiled") = false;
-#endif
+  // Asked of the linked library, not of a macro: the module is the same source in both builds.
+  m.attr("cuda_compiled") = tessera::cuda::compiled_with_cuda();
+  m.def("cuda_device_count", &tessera::cuda::device_count,
+        "CUDA devices Tessera can use (0 without a CUDA build or without a GPU).");
 
   // NotCompiledError is a RuntimeError subclass so `except RuntimeError` still catches it.
   // Deliberately never released: the translator may run until interpreter shutdown.
@@ -64,6 +65,24 @@ NB_MODULE(_C, m) {
       [](const tessera::python::AnyArray& a) { return reinterpret_cast<uintptr_t>(a.data()); },
       nb::arg("array"),
       "The address C++ sees for a CPU buffer passed in (to check zero-copy passing).");
+
+  m.def(
+      "_device_view",
+      [](nb::handle owner, int device_type, int device_id) {
+        auto a = nb::cast<nb::ndarray<nb::c_contig, nb::device::cpu>>(owner, false);
+        std::vector<size_t> shape(a.ndim());
+        for (size_t i = 0; i < a.ndim(); ++i) {
+          shape[i] = a.shape(i);
+        }
+        nb::ndarray<nb::array_api> v(a.data(), shape.size(), shape.data(), owner, nullptr,
+                                     a.dtype(), device_type, device_id);
+        return nb::cast(v, nb::rv_policy::reference);
+      },
+      nb::arg("array"), nb::arg("device_type"), nb::arg("device_id") = 0,
+      "For tests of the device dispatch: a DLPack view of a writable C-contiguous CPU array "
+      "that CLAIMS to live on another device (device_type 2 = CUDA). Its memory is host "
+      "memory: pass it only where the call must fail before any device access (a CPU-only "
+      "build, or mixed devices).");
 
   tessera::python::bind_graph(m);
   tessera::python::bind_partition(m);

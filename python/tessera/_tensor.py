@@ -19,10 +19,14 @@ def require_torch(what: str):
 
 
 def to_numpy_ids(ids, what: str = "ids") -> np.ndarray:
-    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU)."""
+    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU).
+
+    IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
+    on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
+    (``DistTensor.__getitem__`` does)."""
     if HAVE_TORCH and isinstance(ids, torch.Tensor):
         if ids.device.type != "cpu":
-            ids = ids.cpu()
+            ids = ids.detach().cpu()
         if ids.dtype == torch.bool:
             return np.nonzero(ids.numpy())[0].astype(np.int64)
         ids = ids.numpy()
@@ -52,3 +56,24 @@ def as_tensor(a: np.ndarray):
     if a.dtype == np.bool_:
         return torch.from_numpy(a)
     return torch.utils.dlpack.from_dlpack(a)
+
+
+def device_of(x):
+    """The torch device of ``x`` when it is a torch tensor off the CPU, else None."""
+    if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+        return x.device
+    return None
+
+
+def on_device_of(result, like):
+    """``result`` (NumPy or torch) as a torch tensor on the device of ``like`` when ``like`` is
+    a torch tensor off the CPU (one host-to-device copy); otherwise ``as_tensor(result)``."""
+    t = as_tensor(result) if isinstance(result, np.ndarray) else result
+    dev = device_of(like)
+    return t if dev is None else t.to(dev)
+
+
+def cuda_stream_of(device) -> int:
+    """torch's current CUDA stream on ``device`` as the integer (cudaStream_t) the bindings
+    take, so Tessera's kernels are ordered with the caller's torch work on that stream."""
+    return int(torch.cuda.current_stream(device).cuda_stream)

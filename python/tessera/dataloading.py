@@ -129,6 +129,13 @@ class PairGraph:
     def num_nodes(self) -> int:
         return self._n
 
+    def to(self, device):
+        """The same pairs with their arrays on ``device`` (a new PairGraph)."""
+        out = PairGraph.__new__(PairGraph)
+        out.src, out.dst, out._n = self.src.to(device), self.dst.to(device), self._n
+        out.eids = None if self.eids is None else self.eids.to(device)
+        return out
+
     def num_edges(self) -> int:
         return int(len(self.src))
 
@@ -403,9 +410,13 @@ class EdgeDataLoader(_LoaderBase):
             n = len(mb["seeds"])
             pos = PairGraph(mb["pos_src_local"], mb["pos_dst_local"], n, mb["eids"])
             input_nodes = self._to(as_tensor(mb["input_nodes"]))
+            moved = self.device is not None and HAVE_TORCH
+            if moved:
+                blocks = [b.to(self.device) for b in blocks]
+                pos = pos.to(self.device)
             if self.negatives:
                 neg = PairGraph(mb["neg_src_local"], mb["neg_dst_local"], n)
-                yield input_nodes, pos, neg, blocks
+                yield input_nodes, pos, neg.to(self.device) if moved else neg, blocks
             else:
                 yield input_nodes, pos, blocks
 

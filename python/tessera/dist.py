@@ -21,7 +21,8 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from . import _C, _runtime
-from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
+from ._tensor import (HAVE_TORCH, as_tensor, cuda_stream_of, device_of, on_device_of,
+                      to_numpy_ids, torch)
 
 __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
            "EdgePartitionPolicy", "node_split", "edge_split"]
@@ -46,10 +47,12 @@ class GraphPartitionBook:
         return int(self._book.num_parts)
 
     def nid2partid(self, nids):
-        return as_tensor(self._book.nid2part(to_numpy_ids(nids, "nids")).astype(np.int64))
+        return on_device_of(self._book.nid2part(to_numpy_ids(nids, "nids")).astype(np.int64),
+                            nids)
 
     def eid2partid(self, eids):
-        return as_tensor(self._book.eid2part(to_numpy_ids(eids, "eids")).astype(np.int64))
+        return on_device_of(self._book.eid2part(to_numpy_ids(eids, "eids")).astype(np.int64),
+                            eids)
 
     def partid2nids(self, partid: int):
         lo, hi = self._book.node_range(partid)
@@ -71,7 +74,7 @@ class GraphPartitionBook:
         if ids.size and (ids.min() < lo or ids.max() >= hi):
             raise IndexError(f"nid2localnid: some IDs are not owned by partition {partid} "
                              f"[{lo}, {hi})")
-        return as_tensor(ids - lo)
+        return on_device_of(ids - lo, nids)
 
     def metadata(self) -> list[dict]:
         out = []
@@ -144,6 +147,15 @@ class DistTensor:
     is installed, else NumPy) and ``t[ids] = values`` writes them. In standalone mode the rows
     live in this process (the partition files, memory-mapped, or memory it allocated);
     memory-mapped rows are copied on first write, never written back to the files.
+
+    ``t[ids]`` returns the rows on the device of ``ids``: IDs in a CUDA torch tensor give a
+    CUDA tensor. The IDs are copied to the host (they route the read to the owners); with a
+    CUDA build of Tessera and a runtime tensor (distributed mode, or one process with a 1-part
+    partitioning) the rows are written straight into a torch-allocated CUDA tensor by the C++
+    ``read_into_device`` on torch's current stream, with no host copy of the rows on this
+    side of the boundary (host-resident rows still pass through pinned staging and one
+    host-to-device copy inside C++). Otherwise (simulated mode, a build without CUDA) the rows
+    are gathered on the host and copied to the device by torch.
     """
 
     def __init__(self, shape: Sequence[int], dtype, name: Optional[str] = None,
@@ -234,6 +246,9 @@ class DistTensor:
         return f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype})"
 
     def __getitem__(self, ids):
+        dev = device_of(ids)
+        if dev is not None:
+            return self.read_to(ids, dev)
         return as_tensor(self.gather(ids))
 
     def __setitem__(self, ids, values) -> None:
@@ -267,6 +282,26 @@ class DistTensor:
             sel = np.nonzero(owner == p)[0]
             out[sel] = self._take(self._parts[p], idx[sel] - self._offsets[p])
         return out
+
+    def read_to(self, ids, device):
+        """Rows ``ids`` as a torch tensor on ``device`` (``t[ids]`` with IDs on a device).
+
+        A CUDA device with a runtime tensor and a CUDA build: ``read_into_device`` writes the
+        rows into a new torch CUDA tensor (DLPack, no copy across the boundary) on torch's
+        current stream of that device. Otherwise the host gather followed by one copy to
+        ``device``."""
+        device = torch.device(device)
+        idx = to_numpy_ids(ids, f"{self._name} IDs")  # host IDs: they route the read
+        tdtype = _TORCH_DTYPES.get(np.dtype(self._dtype))
+        if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
+                and tdtype is not None:
+            if device.index is None:
+                device = torch.device("cuda", torch.cuda.current_device())
+            out = torch.empty((idx.size,) + self._shape[1:], dtype=tdtype, device=device)
+            with torch.cuda.device(device):
+                self._dist.read_into(idx, out, cuda_stream_of(device))
+            return out
+        return as_tensor(self.gather(idx)).to(device)
 
     def local_partition(self, part: Optional[int] = None) -> np.ndarray:
         """The rows partition ``part`` (default: this rank's) owns: a view of the stored array
@@ -508,7 +543,7 @@ class DistGraph:
 
     def in_degrees(self, v=None):
         deg = np.diff(np.asarray(self.local_graph.indptr))
-        return as_tensor(deg if v is None else deg[to_numpy_ids(v)])
+        return as_tensor(deg) if v is None else on_device_of(deg[to_numpy_ids(v)], v)
 
     def orig_nids(self, ids=None) -> np.ndarray:
         """For every new (relabelled) node ID (or those in ``ids``), its ID in the input
@@ -553,6 +588,10 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     if not 0 <= rank < world:
         raise ValueError(f"{what}: rank {rank} outside [0, {world})")
     a = mask_or_ids
+
+    def on_dev(ids):  # the result on the device of a torch input
+        return on_device_of(ids, mask_or_ids)
+
     if isinstance(a, DistTensor):
         a = a.numpy()
     if HAVE_TORCH and isinstance(a, torch.Tensor):
@@ -568,15 +607,15 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
         if ids.size and (ids[0] < 0 or ids[-1] >= total):
             raise IndexError(f"{what}: ID outside [0, {total})")
     if world == 1:
-        return as_tensor(ids)
+        return on_dev(ids)
     if force_even:
-        return as_tensor(_split_even(ids, rank, world))
+        return on_dev(_split_even(ids, rank, world))
     nparts = len(offsets) - 1
     if nparts != world:
         raise ValueError(f"{what}: force_even=False needs one partition per trainer "
                          f"({nparts} partitions, {world} trainers)")
     lo, hi = offsets[rank], offsets[rank + 1]
-    return as_tensor(ids[(ids >= lo) & (ids < hi)])
+    return on_dev(ids[(ids >= lo) & (ids < hi)])
 
 
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",

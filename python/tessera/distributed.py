@@ -17,10 +17,19 @@ from ._tensor import HAVE_TORCH, torch
 
 
 def all_reduce(x, op: str = "sum"):
-    """Reduces ``x`` (a contiguous CPU NumPy array or torch tensor) in place over all ranks
-    and returns it. Every rank gets the same bits (the reduction runs in rank order).
+    """Reduces ``x`` (a contiguous NumPy array or torch tensor) in place over all ranks and
+    returns it. Every rank gets the same bits (the reduction runs in rank order). A tensor on a
+    GPU is copied to the host, reduced there by the host transport and copied back in place.
     Collective; a no-op in a world of one."""
     if get_world_size() == 1:
+        return x
+    if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+        if not x.is_contiguous():
+            raise TypeError("all_reduce: expected a contiguous tensor")
+        host = x.detach().cpu()
+        runtime().all_reduce(host.numpy(), op)
+        with torch.no_grad():
+            x.copy_(host)
         return x
     arr = x.numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
     if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
@@ -52,14 +61,17 @@ def all_reduce_gradients(module, average: bool = True) -> None:
     params = [p for p in module.parameters() if p.requires_grad]
     grads = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in params]
     wide = any(g.dtype == torch.float64 for g in grads)  # reduce in the widest dtype present
-    flat = _flat(grads).to(torch.float64 if wide else torch.float32).contiguous()
+    # The transport reduces host memory (UCX / the CPU backend; no device transport is used
+    # here), so gradients on a GPU are copied to the host in one flat buffer and back into each
+    # parameter's .grad on its device below. On the CPU .cpu() is the tensor itself.
+    flat = _flat(grads).to(torch.float64 if wide else torch.float32).cpu().contiguous()
     runtime().all_reduce(flat.numpy(), "sum")
     if average:
         flat /= world
     offset = 0
     for p in params:
         n = p.numel()
-        g = flat[offset:offset + n].view_as(p).to(p.dtype)
+        g = flat[offset:offset + n].view_as(p).to(device=p.device, dtype=p.dtype)
         if p.grad is None:
             p.grad = g.clone()
         else:

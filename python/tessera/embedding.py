@@ -15,7 +15,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from . import _C, _runtime
-from ._tensor import require_torch, to_numpy_ids
+from ._tensor import device_of, require_torch, to_numpy_ids
 from .dist import DistTensor, _fill_local, _PartitionPolicy
 
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
@@ -60,7 +60,12 @@ class DistEmbedding:
         self._trace: list = []  # (ids, rows) read with gradients since the last step
 
     def __call__(self, idx, device=None):
+        """The rows of ``idx`` on ``device`` (default: the device of ``idx`` when it is a torch
+        tensor, else the CPU). The recorded rows are a host leaf tensor (its gradient goes to
+        the owners from the host); a device result is a differentiable copy of it."""
         torch = require_torch("DistEmbedding")
+        if device is None:
+            device = device_of(idx)
         ids = to_numpy_ids(idx, f"DistEmbedding {self.name!r} IDs")
         rows = torch.from_numpy(self.weight._dist.read(ids))
         if torch.is_grad_enabled():

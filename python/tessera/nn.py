@@ -122,7 +122,11 @@ class GraphSAGE(nn.Module):
 
         On a distributed DistGraph each rank computes the nodes it owns and writes them into a
         DistTensor per layer (``<name>-layer<i>``), whose rows the next layer reads from their
-        owners; the result is that DistTensor (collective). Otherwise a torch tensor."""
+        owners; the result is that DistTensor (collective). Otherwise a torch tensor.
+
+        With the model on a GPU the blocks and node IDs go to that device, ``x_of`` gets IDs on
+        it (a DistTensor then returns its rows there), each layer's output tensor lives there
+        (a DistTensor's rows stay on the host: rows written to it are copied back)."""
         import numpy as np
 
         import tessera
@@ -130,18 +134,24 @@ class GraphSAGE(nn.Module):
         self.eval()
         n = g.num_nodes()
         distributed = bool(getattr(g, "is_distributed", False))
+        device = next(self.parameters()).device
+        on_gpu = device.type != "cpu"
         lo, hi = g.local_node_range() if hasattr(g, "local_node_range") else (0, n)
         loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64),
                                         tessera.NeighborSampler([-1]), batch_size=batch_size,
-                                        shuffle=False, num_workers=1, seed=0)
+                                        shuffle=False, num_workers=1, seed=0,
+                                        device=device if on_gpu else None)
         h = None
         for i, layer in enumerate(self.layers):
             dim = layer.out_feats
             out = tessera.DistTensor((n, dim), torch.float32, f"{name}-layer{i}",
                                      part_policy=g.get_node_partition_policy()) \
-                if distributed else torch.empty((n, dim), dtype=torch.float32)
+                if distributed else torch.empty((n, dim), dtype=torch.float32,
+                                                device=device if on_gpu else None)
             for input_nodes, seeds, blocks in loader:
                 x = x_of(input_nodes) if i == 0 else h[input_nodes]
+                if on_gpu:
+                    x = x.to(device)
                 y = layer(blocks[0], x)
                 if i < self.num_layers - 1:
                     y = F.relu(self.norms[i](y))

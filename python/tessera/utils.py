@@ -8,7 +8,8 @@ import time
 
 from . import _runtime
 
-__all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch"]
+__all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch", "local_rank",
+           "pick_device"]
 
 
 def log(*a) -> None:
@@ -67,3 +68,41 @@ def per_rank_batch(global_batch: int) -> int:
     """Items per rank and step when ``global_batch`` is the batch of one step over all ranks:
     ceil(global_batch / P), so a step trains on as many items at any number of ranks P."""
     return max(1, -(-int(global_batch) // _runtime.get_world_size()))
+
+
+def local_rank() -> int:
+    """This process's rank among the processes of its node: LOCAL_RANK (tessera launch,
+    torchrun), else SLURM_LOCALID or OMPI_COMM_WORLD_LOCAL_RANK, else 0."""
+    for var in ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"):
+        v = os.environ.get(var)
+        if v:
+            try:
+                return int(v)
+            except ValueError:
+                raise ValueError(f"{var}={v!r} is not an integer local rank") from None
+    return 0
+
+
+def pick_device(choice: str = "auto"):
+    """The torch device of a training script's ``--device``: ``auto`` is ``cuda`` when torch
+    sees a GPU, else ``cpu``; ``cuda`` is ``cuda:<local rank % device count>`` (one GPU per
+    rank of a node under a launcher), made the current device; ``cuda:N`` is taken as given.
+    ValueError for ``cuda`` without a GPU or an unknown choice."""
+    import torch
+
+    choice = str(choice)
+    if choice == "auto":
+        choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cpu":
+        return torch.device("cpu")
+    if choice == "cuda" or choice.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {choice}: torch sees no CUDA device "
+                             f"(torch {torch.__version__}, CUDA {torch.version.cuda})")
+        n = torch.cuda.device_count()
+        dev = torch.device("cuda", local_rank() % n) if choice == "cuda" else torch.device(choice)
+        if dev.index is not None and dev.index >= n:
+            raise ValueError(f"--device {choice}: this machine has {n} CUDA device(s)")
+        torch.cuda.set_device(dev)
+        return dev
+    raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, got {choice!r}")

@@ -373,7 +373,7 @@ def test_dist_embedding_sparse_adagrad_and_save_load(partitionings, tmp_path):
 def test_train_sage_on_two_ranks(tmp_path):
     res = tmp_path / "results.json"
     run = launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 15, "--quiet", "--threads", 1,
-                 "--part-dir", tmp_path / "parts", "--results", res,
+                 "--part-dir", tmp_path / "parts", "--results", res, "--device", "cpu",
                  "--plot", tmp_path / "loss.png", cwd=tmp_path).check()
     m = re.search(r"^\[rank 0\] \[train\] test acc \(at best validation\): ([0-9.]+)", run.out,
                   re.M)
@@ -386,6 +386,30 @@ def test_train_sage_on_two_ranks(tmp_path):
     assert r["ranks"] == 2 and r["parts"] == 2 and r["batching"] == "global"
     assert abs(r["mean"] - acc) < 0.01
     assert r["splits"]["0"]["epoch"] == 15
+
+
+def _torch_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _torch_cuda(), reason="torch sees no CUDA device")
+def test_train_sage_on_two_ranks_cuda(tmp_path):
+    """Both ranks on the GPU(s) (cuda:LOCAL_RANK % devices): gradients all-reduced through
+    host memory, parameters identical on the ranks."""
+    res = tmp_path / "results.json"
+    run = launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 15, "--quiet", "--threads", 1,
+                 "--part-dir", tmp_path / "parts", "--results", res, "--device", "cuda",
+                 "--plot", tmp_path / "loss.png", cwd=tmp_path).check()
+    assert "(identical on 2 ranks)" in run.out, run.out[-4000:]
+    assert re.search(r"^\[rank 0\] \[train\] .*2 rank\(s\) on cuda:0;", run.out, re.M), \
+        run.out[-4000:]
+    r = json.loads(res.read_text())
+    assert r["device"].startswith("cuda") and r["ranks"] == 2
+    assert r["mean"] >= 70.0, r["mean"]
 
 
 # --- 6. faults --------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ sys.path.insert(0, os.path.dirname(EXAMPLE))
 import train_link  # noqa: E402
 
 
-def _run(*argv, timeout=300):  # a deadline against hangs; ~20 s on an idle 2-core VM
-    return subprocess.run([sys.executable, EXAMPLE, *argv], capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO)
+def _run(*argv, timeout=300, device="cpu"):  # a deadline against hangs; ~20 s on 2 cores
+    return subprocess.run([sys.executable, EXAMPLE, *argv, "--device", device],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
 def test_metrics_follow_their_definitions():
@@ -102,6 +102,27 @@ def test_short_run_beats_the_random_baseline(tmp_path):
     assert res["test"]["roc_auc"] > 0.7 and res["test"]["roc_auc"] > base["roc_auc"] + 0.2, res
     assert res["test"]["hits@50"] > base["hits@50"] + 0.2, res
     assert png.stat().st_size > 1000
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+def test_short_run_cuda_beats_the_random_baseline(tmp_path):
+    out = tmp_path / "link.json"
+    r = _run("--dataset", CORA, "--epochs", "3", "--quiet", "--out-json", str(out), "--plot",
+             str(tmp_path / "link.png"), device="cuda")
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["device"].startswith("cuda")
+    base = res["random_baseline"]["test"]
+    assert res["test"]["roc_auc"] > 0.7 and res["test"]["roc_auc"] > base["roc_auc"] + 0.2, res
+
+
+def test_unknown_device_is_one_clear_error():
+    r = _run("--dataset", CORA, "--epochs", "1", "--quiet", timeout=120, device="tpu")
+    assert r.returncode != 0
+    errors = [ln for ln in r.stderr.splitlines() if "error:" in ln]
+    assert len(errors) == 1 and "--device must be auto, cpu, cuda or cuda:N" in errors[0], \
+        r.stderr
+    assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

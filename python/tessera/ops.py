@@ -1,0 +1,69 @@
+"""Row gather and scatter of feature matrices on the CPU or a CUDA device, in place.
+
+``gather_rows(src, idx)`` is ``src[idx]`` and ``scatter_rows(src, idx, dst)`` is
+``dst[idx] = src`` for rows of any width and dtype with int32 or int64 indices, run by
+Tessera's ops (host/ops gather.hpp): its CPU twin when every operand is on the CPU, its CUDA
+twin when every operand is on one CUDA device. The buffers cross into C++ by DLPack with no
+copy (NumPy arrays, torch tensors, anything with ``__dlpack__``); outputs are written in place.
+
+On a CUDA device the kernel is enqueued on torch's current stream of that device (so it is
+ordered with the caller's torch work), unless ``stream`` (a ``cudaStream_t`` as an integer)
+is given; arrays of other libraries use the legacy default stream (0). With
+``check_indices=True`` (default) the call then synchronizes that stream once to turn an index
+outside the table into ``IndexError``; with ``False`` it returns at once and an out-of-range
+index zero-fills its row (gather) or writes nothing (scatter). On the CPU every index is always
+checked. Operands on different devices are a ``TypeError`` naming each one's device; a CUDA
+operand in a build without CUDA is ``tessera.NotCompiledError``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from . import _C
+from ._tensor import HAVE_TORCH, cuda_stream_of, torch
+
+__all__ = ["gather_rows", "scatter_rows"]
+
+
+def _plain(x):
+    """A torch tensor without autograd history (DLPack refuses tensors that require grad);
+    anything else as it is."""
+    if HAVE_TORCH and isinstance(x, torch.Tensor):
+        return x.detach()
+    return x
+
+
+def _run(fn, args, device_tensor, stream: Optional[int], check_indices: bool):
+    dev = device_tensor.device if HAVE_TORCH and isinstance(device_tensor, torch.Tensor) \
+        else None
+    if dev is not None and dev.type == "cuda":
+        # torch exports a CUDA tensor only while its device is the current one.
+        with torch.cuda.device(dev):
+            s = cuda_stream_of(dev) if stream is None else int(stream)
+            return fn(*args, s, check_indices)
+    return fn(*args, 0 if stream is None else int(stream), check_indices)
+
+
+def gather_rows(src, idx, out=None, *, check_indices: bool = True,
+                stream: Optional[int] = None):
+    """``out[i] = src[idx[i]]``: rows of ``src`` ([R, ...]) picked by ``idx`` (int32/int64,
+    [n]) into ``out`` ([n, ...], ``src``'s dtype, C-contiguous), which is allocated on
+    ``src``'s device when not given (a torch tensor for a torch ``src``, else NumPy).
+    Returns ``out``."""
+    src, idx = _plain(src), _plain(idx)
+    if out is None and HAVE_TORCH and isinstance(src, torch.Tensor):
+        out = torch.empty((len(idx),) + tuple(src.shape[1:]), dtype=src.dtype,
+                          device=src.device)
+    if out is None:  # NumPy: the C++ op allocates the host result
+        return _C.gather_rows(src, idx, None, 0, check_indices)
+    _run(_C.gather_rows, (src, idx, _plain(out)), src, stream, check_indices)
+    return out
+
+
+def scatter_rows(src, idx, dst, *, check_indices: bool = True,
+                 stream: Optional[int] = None):
+    """``dst[idx[i]] = src[i]`` in place (``src`` [n, ...], ``idx`` int32/int64 [n], ``dst``
+    [R, ...] of ``src``'s dtype, C-contiguous). With repeated indices the CPU twin keeps the
+    last row and the CUDA twin an unspecified one. Returns ``dst``."""
+    _run(_C.scatter_rows, (_plain(src), _plain(idx), _plain(dst)), dst, stream, check_indices)
+    return dst
