@@ -7,6 +7,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/device.hpp"
+#include "tessera/cuda/placement.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/ops/gather.hpp"
@@ -281,16 +282,25 @@ void bind_ops(nb::module_& m) {
       .def(
           "__init__",
           [](NeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
-             const std::string& edge_dir, int num_threads) {
+             const std::string& edge_dir, int num_threads, const std::string& device,
+             const std::string& placement) {
             NeighborSamplerOptions o;
             o.fanouts = std::move(fanouts);
             o.replace = replace;
             o.dir = parse_dir(edge_dir);
             o.num_threads = num_threads;
+            TESSERA_EXPECTS(device == "cpu" || device == "cuda", ValueError,
+                            "NeighborSampler: device must be 'cpu' or 'cuda', got '{}'", device);
+            o.device = device == "cuda" ? Device::kCuda : Device::kCpu;
+            o.placement = cuda::parse_placement(placement, "NeighborSampler placement");
             new (s) NeighborSampler(g, std::move(o));
           },
           nb::arg("graph"), nb::arg("fanouts"), nb::arg("replace") = false,
-          nb::arg("edge_dir") = "in", nb::arg("num_threads") = 1, nb::keep_alive<1, 2>())
+          nb::arg("edge_dir") = "in", nb::arg("num_threads") = 1, nb::arg("device") = "cpu",
+          nb::arg("placement") = "gpu", nb::keep_alive<1, 2>(),
+          "device='cuda': the graph is copied once into `placement` ('gpu' = HBM, 'uva' = "
+          "pinned host memory read in place) and every batch is sampled and compacted by the "
+          "CUDA twins; the blocks equal the CPU sampler's bit for bit.")
       .def_prop_ro("fanouts", [](const NeighborSampler& s) { return s.options().fanouts; })
       .def(
           "sample_blocks",

@@ -147,21 +147,39 @@ class NeighborSampler:
     """Multi-layer neighbor sampler (DGL's ``dgl.dataloading.NeighborSampler``).
 
     ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all.
+
+    ``device="cuda"`` samples and compacts every batch with the CUDA kernels: the graph is copied
+    once into GPU memory, or with ``use_uva=True`` into pinned host memory that the kernels read
+    in place (DGL's ``use_uva``). The blocks are bit-identical to the CPU sampler's. Needs a
+    CUDA build of Tessera and a GPU; standalone graphs only (not a distributed DistGraph).
     """
 
     def __init__(self, fanouts: Sequence[int], edge_dir: str = "in", prob=None,
-                 replace: bool = False, num_threads: int = 1):
+                 replace: bool = False, num_threads: int = 1, device: str = "cpu",
+                 use_uva: bool = False):
         if prob is not None:
             raise ValueError("NeighborSampler: weighted sampling (prob) is not exposed yet")
+        device = str(device)
+        if device not in ("cpu", "cuda"):
+            raise ValueError("NeighborSampler: device must be 'cpu' or 'cuda' (the current CUDA "
+                             f"device), got {device!r}")
         self.fanouts = [int(f) for f in fanouts]
         self.edge_dir = edge_dir
         self.replace = bool(replace)
         self.num_threads = int(num_threads)
+        self.device = device
+        self.use_uva = bool(use_uva)
         self._bound = {}
 
     def bind(self, g):
         """The C++ sampler over ``g``'s graph (cached per graph): a distributed sampler (local
         nodes sampled here, remote ones by their owners) for a distributed-mode DistGraph."""
+        if _is_distributed(g) and self.device != "cpu":
+            if g.get_partition_book().num_partitions() != 1:
+                raise ValueError("NeighborSampler(device='cuda') over a distributed DistGraph "
+                                 "of several partitions is not implemented; sample with "
+                                 "device='cpu'")
+            g = g.local_graph  # standalone: the whole graph, sampled on the GPU
         if _is_distributed(g):
             key = id(g.runtime_graph)
             s = self._bound.get(key)
@@ -176,7 +194,8 @@ class NeighborSampler:
         s = self._bound.get(id(graph))
         if s is None:
             s = _C.NeighborSampler(graph, self.fanouts, self.replace, self.edge_dir,
-                                   self.num_threads)
+                                   self.num_threads, self.device,
+                                   "uva" if self.use_uva else "gpu")
             self._bound[id(graph)] = s
         return s
 
@@ -298,7 +317,8 @@ class NodeDataLoader(_LoaderBase):
         self.nids = to_numpy_ids(nids, "nids")
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
-        if _is_distributed(g):
+        # A GPU sampler is standalone (one partition): it samples the whole graph itself.
+        if _is_distributed(g) and getattr(graph_sampler, "device", "cpu") == "cpu":
             self._loader = _C.DistNodeDataLoader(self._sampler, self.nids, self.batch_size,
                                                  self.shuffle, self.drop_last,
                                                  self.num_workers, int(prefetch), self.seed,

@@ -249,6 +249,20 @@ def test_edge_loader_moves_pair_graphs_and_blocks_to_the_device(cora_one):
     assert torch.equal(a[1].eids, b[1].eids)
 
 
+def test_neighbor_sampler_device_argument_is_checked(cora_one):
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'"):
+        tessera.NeighborSampler([3], device="gpu")
+    seeds = np.arange(10)
+    gpu = tessera.NeighborSampler([3, 2], device="cuda")
+    if not _C.cuda_compiled:
+        with pytest.raises(tessera.NotCompiledError, match="DeviceGraph: not_compiled_with_cuda"):
+            gpu.sample_blocks(g, seeds)
+    elif _C.cuda_device_count() == 0:
+        with pytest.raises(ValueError, match="no CUDA device"):
+            gpu.sample_blocks(g, seeds)
+
+
 # --- CUDA: the CUDA path against the CPU path, bit for bit ------------------------------------
 @needs_cuda_build
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
@@ -359,3 +373,21 @@ def test_train_sage_one_epoch_cuda_reaches_a_sane_accuracy(tmp_path):
     assert r["device"].startswith("cuda")
     # 60-76 % on the CPU for seeds 0-4 with these settings; chance is about 30 %.
     assert r["mean"] >= 50.0, r["mean"]
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("use_uva", [False, True])
+@pytest.mark.parametrize("replace", [False, True])
+def test_neighbor_sampler_on_cuda_equals_the_cpu_sampler(cora_one, use_uva, replace):
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    cpu = tessera.NeighborSampler([10, 5], replace=replace)
+    gpu = tessera.NeighborSampler([10, 5], replace=replace, device="cuda", use_uva=use_uva)
+    seeds = np.random.default_rng(0).permutation(g.num_nodes())[:300]
+    for batch in range(3):
+        a = cpu.sample_blocks(g, seeds, seed=7, epoch=1, batch=batch)
+        b = gpu.sample_blocks(g, seeds, seed=7, epoch=1, batch=batch)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        for x, y in zip(a[2], b[2]):
+            assert x.num_dst == y.num_dst
+            for u, v in zip(x.edges() + (x.eids, x.srcnodes), y.edges() + (y.eids, y.srcnodes)):
+                assert torch.equal(u, v)
