@@ -19,6 +19,23 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// The source of a copy bound: `bytes` of pinned host memory (`pinned`) or of device memory,
+// filled with a pattern (the device fill is enqueued on `stream`).
+struct BoundSource {
+  DeviceBuffer dev;
+  PinnedBuffer host;
+  BoundSource(size_t bytes, bool pinned, StreamHandle stream) {
+    if (pinned) {
+      host = PinnedBuffer(bytes);
+      std::fill_n(static_cast<unsigned char*>(host.data()), bytes, 0x5a);
+    } else {
+      dev = DeviceBuffer(bytes);
+      memset_async(dev.data(), 0x5a, bytes, stream);
+    }
+  }
+  const void* data() const { return host.data() ? host.data() : dev.data(); }
+};
+
 }  // namespace
 
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
@@ -41,19 +58,9 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
   DeviceBuffer out(payload);
   // Flushing twice the L2 size through a memset evicts the gathered rows between runs.
   DeviceBuffer flush(2 * l2_cache_bytes());
-  // The bound's source: the first `payload` bytes of a contiguous buffer of the same kind.
-  DeviceBuffer bound_dev;
-  PinnedBuffer bound_host;
-  const void* bound_src = nullptr;
-  if (uva) {
-    bound_host = PinnedBuffer(payload);
-    std::fill_n(static_cast<unsigned char*>(bound_host.data()), payload, 0x5a);
-    bound_src = bound_host.data();
-  } else {
-    bound_dev = DeviceBuffer(payload);
-    memset_async(bound_dev.data(), 0x5a, payload, stream.get());
-    bound_src = bound_dev.data();
-  }
+  // The bound's source: a contiguous buffer of the same kind and size as the payload.
+  const BoundSource bound_buf(payload, uva, stream.get());
+  const void* bound_src = bound_buf.data();
 
   Event start, stop;
   auto time_one = [&](auto&& body) {
@@ -95,18 +102,8 @@ double copy_bandwidth_gbps(size_t bytes, bool pinned_h2d, int iters) {
                   "copy bandwidth: need bytes and iterations > 0 (got {}, {})", bytes, iters);
   Stream stream;
   DeviceBuffer dst(bytes);
-  DeviceBuffer src_dev;
-  PinnedBuffer src_host;
-  const void* src = nullptr;
-  if (pinned_h2d) {
-    src_host = PinnedBuffer(bytes);
-    std::fill_n(static_cast<unsigned char*>(src_host.data()), bytes, 0x5a);
-    src = src_host.data();
-  } else {
-    src_dev = DeviceBuffer(bytes);
-    memset_async(src_dev.data(), 0x5a, bytes, stream.get());
-    src = src_dev.data();
-  }
+  const BoundSource src_buf(bytes, pinned_h2d, stream.get());
+  const void* src = src_buf.data();
   copy_async(dst.data(), src, bytes, stream.get());  // warm-up
   Event start, stop;
   std::vector<double> gbps;

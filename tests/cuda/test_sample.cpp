@@ -11,6 +11,7 @@
 #include <string>
 #include <tuple>
 
+#include "sample_fixture.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/graph/graph.hpp"
@@ -24,40 +25,14 @@
 namespace tessera::test {
 namespace {
 
-Graph test_graph() {
-  std::mt19937_64 rng(42);
-  EdgeList e;
-  e.num_nodes = 3000;
-  for (int i = 0; i < 40000; ++i) {
-    e.src.push_back(static_cast<int64_t>(rng() % 3000));
-    e.dst.push_back(static_cast<int64_t>(rng() % 2500));  // nodes >= 2500 have no in-edges
-  }
-  for (int i = 0; i < 700; ++i) {  // a hub
-    e.src.push_back(static_cast<int64_t>(rng() % 3000));
-    e.dst.push_back(7);
-  }
-  BuildOptions o;
-  o.symmetrize = true;  // non-identity edge IDs
-  Graph g = build_csc(std::move(e), o);
-  return g;
-}
-
 class SampleTwin : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool>> {};
 
 TEST_P(SampleTwin, UniformMatchesCpuBitForBit) {
   if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU twin is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [fanout, replace, dir_in] = GetParam();
-  static const Graph csc = test_graph();
-  static const Graph csr = transpose(csc);
-  const Graph& g = dir_in ? csc : csr;
-  std::mt19937_64 rng(3);
-  std::vector<int64_t> seeds(1500);
-  for (auto& s : seeds)
-    s = static_cast<int64_t>(rng() % 3000);
-  seeds[0] = 7;
-  seeds[1] = 7;
-  seeds[2] = 2999;
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<int64_t> seeds = sample_test_seeds();
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
@@ -105,23 +80,6 @@ INSTANTIATE_TEST_SUITE_P(Uniform, SampleTwin,
                                               std::get<2>(info.param) ? "in" : "out");
                          });
 
-// Weights by edge ID for test_graph(): a quarter zero, node 11's row all zero, and the hub's row
-// heavy-tailed (a few 1e6 among 1e-3: the redraws run out and the exact walk runs).
-std::vector<float> test_weights(const Graph& g) {
-  std::mt19937_64 rng(9);
-  std::vector<float> by_eid(static_cast<size_t>(g.num_edges()));
-  std::uniform_real_distribution<float> u(0.0f, 4.0f);
-  for (auto& x : by_eid)
-    x = rng() % 4 == 0 ? 0.0f : u(rng);
-  std::vector<float> w = ops::weights_in_storage_order(g, by_eid);
-  for (int64_t k = g.indptr[11]; k < g.indptr[12]; ++k)
-    w[k] = 0.0f;
-  int64_t j = 0;
-  for (int64_t k = g.indptr[7]; k < g.indptr[8]; ++k, ++j)
-    w[k] = j % 97 == 0 ? 1e6f : 1e-3f;
-  return w;
-}
-
 // Weighted sampling and the device prefix sums, in GPU memory and through UVA, against the CPU
 // twin bit for bit; also through ops::sample_neighbors(device = kCuda).
 class WeightedTwin
@@ -131,17 +89,9 @@ TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
   if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [fanout, replace, dir_in, placement] = GetParam();
-  static const Graph csc = test_graph();
-  static const Graph csr = transpose(csc);
-  const Graph& g = dir_in ? csc : csr;
-  const std::vector<float> w = test_weights(g);
-  std::mt19937_64 rng(3);
-  std::vector<int64_t> seeds(1500);
-  for (auto& s : seeds)
-    s = static_cast<int64_t>(rng() % 3000);
-  seeds[0] = 7;
-  seeds[1] = 7;
-  seeds[2] = 11;
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<float> w = sample_test_weights(g);
+  const std::vector<int64_t> seeds = sample_test_seeds();
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
@@ -208,10 +158,8 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
   if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU sampler is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [weighted, replace, dir_in, placement] = GetParam();
-  static const Graph csc = test_graph();
-  static const Graph csr = transpose(csc);
-  const Graph& g = dir_in ? csc : csr;
-  const std::vector<float> w = test_weights(g);
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<float> w = sample_test_weights(g);
   ops::NeighborSamplerOptions o;
   o.fanouts = {15, 10, 5};
   o.replace = replace;
@@ -273,7 +221,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, BlocksTwin,
 // Without CUDA the GPU sampler says so at construction, whatever the placement.
 TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {
   if (cuda::compiled_with_cuda()) GTEST_SKIP() << "CUDA build";
-  static const Graph g = test_graph();
+  const Graph& g = sample_test_csc();
   ops::NeighborSamplerOptions o;
   o.fanouts = {5};
   o.device = ops::Device::kCuda;
@@ -294,7 +242,7 @@ TEST_P(BlockTwin, ToBlockMatchesCpuBitForBit) {
   if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU twin is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const int64_t num_seeds = GetParam();
-  static const Graph g = test_graph();
+  const Graph& g = sample_test_csc();
   std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
   for (int64_t i = 0; i < g.num_nodes; ++i)
     perm[i] = i;

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sample_fixture.hpp"
 #include "tessera/cuda/sample_rows.hpp"
 #include "tessera/graph/graph.hpp"
 #include "tessera/ops/sample.hpp"
@@ -20,7 +21,6 @@ namespace tessera::test {
 namespace {
 
 struct RowsFixture {
-  Graph csc, csr;
   std::vector<float> w_csc, w_csr;       // storage order
   std::vector<double> cdf_csc, cdf_csr;  // ops::weight_prefix_sums
 };
@@ -28,39 +28,10 @@ struct RowsFixture {
 const RowsFixture& fixture() {
   static const RowsFixture f = [] {
     RowsFixture r;
-    std::mt19937_64 rng(42);
-    EdgeList e;
-    e.num_nodes = 3000;
-    for (int i = 0; i < 40000; ++i) {
-      e.src.push_back(static_cast<int64_t>(rng() % 3000));
-      e.dst.push_back(static_cast<int64_t>(rng() % 2500));  // nodes >= 2500: no in-edges
-    }
-    for (int i = 0; i < 700; ++i) {  // a hub
-      e.src.push_back(static_cast<int64_t>(rng() % 3000));
-      e.dst.push_back(7);
-    }
-    BuildOptions o;
-    o.symmetrize = true;  // non-identity edge IDs
-    r.csc = build_csc(std::move(e), o);
-    r.csr = transpose(r.csc);
-    // Weights by edge ID: a quarter zero, rows of node 11 all zero, the hub's heavy-tailed
-    // (a few weights 1e6, the rest 1e-3: successive draws keep hitting the heavy ones).
-    std::vector<float> by_eid(static_cast<size_t>(r.csc.num_edges()));
-    std::uniform_real_distribution<float> u(0.0f, 4.0f);
-    for (auto& x : by_eid)
-      x = rng() % 4 == 0 ? 0.0f : u(rng);
-    auto fill = [&](const Graph& g, std::vector<float>& w) {
-      w = ops::weights_in_storage_order(g, by_eid);
-      for (int64_t k = g.indptr[11]; k < g.indptr[12]; ++k)
-        w[k] = 0.0f;
-      int64_t j = 0;
-      for (int64_t k = g.indptr[7]; k < g.indptr[8]; ++k, ++j)
-        w[k] = j % 97 == 0 ? 1e6f : 1e-3f;
-    };
-    fill(r.csc, r.w_csc);
-    fill(r.csr, r.w_csr);
-    r.cdf_csc = ops::weight_prefix_sums(r.csc, r.w_csc);
-    r.cdf_csr = ops::weight_prefix_sums(r.csr, r.w_csr);
+    r.w_csc = sample_test_weights(sample_test_csc());
+    r.w_csr = sample_test_weights(sample_test_csr());
+    r.cdf_csc = ops::weight_prefix_sums(sample_test_csc(), r.w_csc);
+    r.cdf_csr = ops::weight_prefix_sums(sample_test_csr(), r.w_csr);
     return r;
   }();
   return f;
@@ -108,17 +79,10 @@ class SampleRows : public ::testing::TestWithParam<std::tuple<int64_t, bool, boo
 TEST_P(SampleRows, KernelRowLogicMatchesCpuTwin) {
   const auto [fanout, replace, dir_in, weighted] = GetParam();
   const RowsFixture& f = fixture();
-  const Graph& g = dir_in ? f.csc : f.csr;
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
   const std::vector<float>& w = dir_in ? f.w_csc : f.w_csr;
   const std::vector<double>& cdf = dir_in ? f.cdf_csc : f.cdf_csr;
-  std::mt19937_64 rng(3);
-  std::vector<int64_t> seeds(1500);
-  for (auto& s : seeds)
-    s = static_cast<int64_t>(rng() % 3000);
-  seeds[0] = 7;
-  seeds[1] = 7;
-  seeds[2] = 2999;
-  seeds[3] = 11;
+  const std::vector<int64_t> seeds = sample_test_seeds();
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
@@ -157,7 +121,7 @@ INSTANTIATE_TEST_SUITE_P(
 // the 8 heavy ones nearly every redraw hits a taken one.
 TEST(SampleRows, HeavyTailedRowTakesTheExactWalk) {
   const RowsFixture& f = fixture();
-  const int64_t b = f.csc.indptr[7], d = f.csc.indptr[8] - b;
+  const int64_t b = sample_test_csc().indptr[7], d = sample_test_csc().indptr[8] - b;
   ASSERT_GT(d, 600);
   RngKey key = ops::make_rng_key(5, 0, 0, 0);
   key.stream = RngStream::kNeighbor;
