@@ -273,10 +273,7 @@ void run(const DistGatherArgs& a) {
     j["ucx_version"] = run_capture("ucx_info -v 2>/dev/null | head -1");
     j["perftest_window"] = a.perftest_window > 0 ? a.perftest_window : a.batch;
     j["results"] = results;
-    std::ofstream f(a.json);
-    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
-    f << j.dump(2) << "\n";
-    fmt::print("wrote {}\n", a.json);
+    write_json_report(a.json, j);
   }
   rt->barrier();
 }

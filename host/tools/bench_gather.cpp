@@ -160,11 +160,7 @@ void run(const GatherArgs& a, const std::string& cmdline) {
          {"gather_gbps", r.gather_gbps},
          {"bound_gbps", r.bound_gbps},
          {"fraction_of_bound", r.bound_gbps > 0 ? r.gather_gbps / r.bound_gbps : 0.0}});
-  std::ofstream f(a.json);
-  TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
-  f << j.dump(2) << "\n";
-  TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", a.json);
-  fmt::print("wrote {}\n", a.json);
+  write_json_report(a.json, j);
 }
 
 }  // namespace

@@ -170,15 +170,8 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
                   {"bytes_per_sampled_edge", bytes_per_edge}};
     j["target"] = {{"edges_per_s", target}, {"ratio", edges_s / target}};
     j["check"] = {{"batches", checks}, {"bit_identical_to_cpu", true}};
-    nlohmann::json phases = nlohmann::json::array();
-    for (const auto& p : timer.phases())
-      phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss", p.peak_rss}});
-    j["phases"] = phases;
-    std::ofstream f(r.json);
-    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", r.json);
-    f << j.dump(2) << "\n";
-    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", r.json);
-    fmt::print("wrote {}\n", r.json);
+    j["phases"] = phases_json(timer);
+    write_json_report(r.json, j);
   }
 }
 

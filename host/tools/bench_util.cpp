@@ -1,5 +1,7 @@
 #include "bench_util.hpp"
 
+#include <fmt/format.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +98,32 @@ std::vector<int64_t> parse_size_list(const std::string& s, const std::string& fl
     pos = comma + 1;
   }
   return out;
+}
+
+nlohmann::json phases_json(const PhaseTimer& timer) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& p : timer.phases())
+    phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss", p.peak_rss}});
+  return phases;
+}
+
+void write_json_report(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp);
+    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", path);
+    f << j.dump(2) << "\n";
+    f.flush();
+    if (!f.good()) {
+      std::remove(tmp.c_str());
+      TESSERA_FAIL(IOError, "{}: write failed", path);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    TESSERA_FAIL(IOError, "{}: cannot rename the finished report into place", path);
+  }
+  fmt::print("wrote {}\n", path);
 }
 
 }  // namespace tessera::tools

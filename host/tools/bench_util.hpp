@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/progress.hpp"
+
 namespace tessera::tools {
 
 /// Runs a shell command and returns its stdout without the trailing newline ("" on failure).
@@ -23,5 +25,11 @@ double median(std::vector<double> v);
 /// Parses a size list for `flag`: "128..4096" (doubling), "128,256,1000" or "512"; every item
 /// a positive integer. Throws ValueError naming the flag and the bad item.
 std::vector<int64_t> parse_size_list(const std::string& s, const std::string& flag);
+
+/// The phases of a PhaseTimer as a JSON array of {name, seconds, peak_rss}.
+nlohmann::json phases_json(const PhaseTimer& timer);
+/// Writes `j` (indented) to `path` through a temporary file renamed into place, so a failed
+/// write leaves no half-written report; prints "wrote PATH". Throws IOError naming the path.
+void write_json_report(const std::string& path, const nlohmann::json& j);
 
 }  // namespace tessera::tools

@@ -446,15 +446,8 @@ void run_bench_sample(const SampleArgs& a) {
     j["ratio_per_core"] = ratio_core;
     j["ratio_total_wall"] = edges_s / ref_edges_s;
     j["limit"] = {{"random_reads_per_s", reads}, {"threads", a.threads}};
-    nlohmann::json phases = nlohmann::json::array();
-    for (const auto& p : timer.phases())
-      phases.push_back({{"name", p.name}, {"seconds", p.seconds}, {"peak_rss", p.peak_rss}});
-    j["phases"] = phases;
-    std::ofstream f(a.json);
-    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", a.json);
-    f << j.dump(2) << "\n";
-    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed", a.json);
-    fmt::print("wrote {}\n", a.json);
+    j["phases"] = phases_json(timer);
+    write_json_report(a.json, j);
   }
 }
 
