@@ -47,14 +47,10 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
   if (!graph.eids.empty()) eids_ = upload(graph.eids.data(), e8, stream);
   if (has_weights_ && num_edges_ > 0) {
     weights_ = upload(weights.data(), static_cast<size_t>(num_edges_) * sizeof(float), stream);
-    if (placement_ == cuda::Placement::kGpu) {
-      prefix_ = Array(static_cast<size_t>(num_edges_) * sizeof(double), placement_);
-      cuda::weight_prefix_sums_impl(indptr(), num_nodes_, this->weights(),
-                                    static_cast<double*>(prefix_.data()), stream);
-    } else {
-      const std::vector<double> p = weight_prefix_sums(graph, weights);
-      prefix_ = upload(p.data(), p.size() * sizeof(double), stream);
-    }
+    // Formed by the device in either placement (pinned memory is written through UVA).
+    prefix_ = Array(static_cast<size_t>(num_edges_) * sizeof(double), placement_);
+    cuda::weight_prefix_sums_impl(indptr(), num_nodes_, this->weights(),
+                                  static_cast<double*>(prefix_.data()), stream);
   }
   cuda::synchronize(stream);  // the host arrays may go away after the constructor
 }

@@ -24,13 +24,13 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
   TESSERA_EXPECTS(static_cast<int64_t>(graph_.indptr.size()) == graph_.num_nodes + 1, ValueError,
                   "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
                   graph_.num_nodes);
-  if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
-  if (opts_.device == Device::kCuda) {
+  if (opts_.device == Device::kCuda) {  // DeviceGraph validates the weights
     dev_graph_ = std::make_shared<const DeviceGraph>(graph_, opts_.placement, opts_.weights);
     dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(*dev_graph_, opts_.fanouts,
                                                                  opts_.replace, opts_.dir);
     return;  // the host-side copies below serve the CPU twin only
   }
+  if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
   if (opts_.interleave) pairs_ = interleave_adjacency(graph_);
   if (opts_.weight_prefix && !opts_.weights.empty())
     prefix_ = weight_prefix_sums(graph_, opts_.weights);

@@ -25,7 +25,7 @@ class DeviceGraph {
  public:
   /// Copies `graph` (CSC for in-edge sampling, CSR for out) and, when given, its storage-order
   /// `weights` (validated: one per edge, finite, >= 0; their prefix sums are formed on the
-  /// device for kGpu, on the host for kPinnedHost, identical either way). Synchronizes `stream`
+  /// device, equal to ops::weight_prefix_sums). Synchronizes `stream`
   /// before returning. Throws ValueError for Placement::kHost or bad weights, NotCompiledError
   /// without CUDA.
   DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights = {},
