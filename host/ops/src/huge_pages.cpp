@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
 #include "tessera/ops/sample.hpp"
 
 namespace tessera::ops {
@@ -45,6 +47,33 @@ std::vector<int64_t> interleave_adjacency(const Graph& graph) {
     pairs[2 * k + 1] = graph.eid(k);
   }
   return pairs;
+}
+
+bool can_pack_adjacency(const Graph& graph) {
+  constexpr uint64_t kLimit = uint64_t{1} << 32;
+  if (static_cast<uint64_t>(graph.num_nodes) > kLimit) return false;
+  if (graph.eids.empty()) return static_cast<uint64_t>(graph.num_edges()) <= kLimit;
+  for (int64_t e : graph.eids)
+    if (static_cast<uint64_t>(e) >= kLimit) return false;  // also rejects e < 0
+  return true;
+}
+
+std::vector<uint64_t> pack_adjacency(const Graph& graph) {
+  TESSERA_EXPECTS(can_pack_adjacency(graph), ValueError,
+                  "pack_adjacency: the graph has {} nodes and {} edges; a node or edge ID does not "
+                  "fit in 32 bits (use interleave_adjacency)",
+                  graph.num_nodes, graph.num_edges());
+  const int64_t m = graph.num_edges();
+  std::vector<uint64_t> packed;
+  packed.reserve(static_cast<size_t>(m));
+  advise(packed.data(), static_cast<size_t>(m) * sizeof(uint64_t));  // before first touch
+  packed.resize(static_cast<size_t>(m));
+  parallel_for(0, m, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t k = lo; k < hi; ++k)
+      packed[k] =
+          static_cast<uint64_t>(graph.eid(k)) << 32 | static_cast<uint64_t>(graph.indices[k]);
+  });
+  return packed;
 }
 
 int64_t advise_huge_pages(Graph& graph) {

@@ -130,6 +130,10 @@ void validate_sample_args(const Graph& graph, Span<const int64_t> seeds,
       opts.adjacency_pairs.empty() || opts.adjacency_pairs.size() == 2 * graph.num_edges(),
       ValueError, "sample_neighbors: adjacency_pairs has {} entries, expected 2 * num_edges = {}",
       opts.adjacency_pairs.size(), 2 * graph.num_edges());
+  TESSERA_EXPECTS(
+      opts.adjacency_packed.empty() || opts.adjacency_packed.size() == graph.num_edges(),
+      ValueError, "sample_neighbors: adjacency_packed has {} entries, expected num_edges = {}",
+      opts.adjacency_packed.size(), graph.num_edges());
   for (int64_t i = 0; i < seeds.size(); ++i) {
     const int64_t v = seeds[i];
     if (v < 0 || v >= n)
@@ -188,10 +192,51 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(co
   }
 }
 
+// floyd_small with the picks held in NV AVX-512 registers (k <= 8 * NV): the duplicate test of a
+// draw is NV compares against the registers (unused lanes hold INT64_MAX, which no pick equals),
+// and a pick's rank is NV compares and popcounts. Same output as floyd_small.
+template <int NV>
+__attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_t d, int64_t k,
+                                                     int64_t* out) {
+  __m512i v[NV];
+  for (int i = 0; i < NV; ++i)
+    v[i] = _mm512_set1_epi64(std::numeric_limits<int64_t>::max());
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t j = d - k + t;
+    const int64_t r = static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(j + 1)));
+    const __m512i br = _mm512_set1_epi64(r);
+    __mmask8 dup = 0;
+    for (int i = 0; i < NV; ++i)
+      dup |= _mm512_cmpeq_epi64_mask(v[i], br);
+    const int64_t x = dup ? j : r;
+    v[t >> 3] = _mm512_mask_set1_epi64(v[t >> 3], static_cast<__mmask8>(1u << (t & 7)), x);
+  }
+  alignas(64) int64_t picks[8 * NV];
+  for (int i = 0; i < NV; ++i)
+    _mm512_store_si512(picks + 8 * i, v[i]);
+  for (int64_t i = 0; i < k; ++i) {
+    const __m512i b = _mm512_set1_epi64(picks[i]);
+    int rank = 0;
+    for (int m = 0; m < NV; ++m)
+      rank += __builtin_popcount(_mm512_cmplt_epi64_mask(v[m], b));
+    out[rank] = picks[i];
+  }
+}
+
 // Uniform without replacement, k < d: Robert Floyd's algorithm; draw t picks from [0, d-k+t].
 // `rnd[t]` is the 64-bit value of draw t. Writes k distinct positions, sorted.
 void floyd_from(const uint64_t* rnd, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
   if (k <= 64) {
+    if (philox_simd_level() == 2) {  // the CPU has AVX-512F (tests may lower the level)
+      if (k <= 16) {
+        floyd_avx512<2>(rnd, d, k, out);
+      } else if (k <= 32) {
+        floyd_avx512<4>(rnd, d, k, out);
+      } else {
+        floyd_avx512<8>(rnd, d, k, out);
+      }
+      return;
+    }
     floyd_small(rnd, d, k, out);
     return;
   }
@@ -284,10 +329,11 @@ struct Sampler {
   const SampleOptions& o;
   const int64_t* indptr;
   const int64_t* indices;
-  const int64_t* eids;   // null: identity
-  const float* w;        // null: uniform
-  const int64_t* pairs;  // null, or (neighbor, edge ID) interleaved in storage order
-  const double* prefix;  // null, or per-row prefix sums of w (weight_prefix_sums)
+  const int64_t* eids;     // null: identity
+  const float* w;          // null: uniform
+  const int64_t* pairs;    // null, or (neighbor, edge ID) interleaved in storage order
+  const uint64_t* packed;  // null, or edge ID << 32 | neighbor in storage order (before pairs)
+  const double* prefix;    // null, or per-row prefix sums of w (weight_prefix_sums)
 
   Sampler(const Graph& graph, const SampleOptions& opts)
       : g(graph),
@@ -297,13 +343,27 @@ struct Sampler {
         eids(graph.eids.empty() ? nullptr : graph.eids.data()),
         w(opts.weights.empty() ? nullptr : opts.weights.data()),
         pairs(opts.adjacency_pairs.empty() ? nullptr : opts.adjacency_pairs.data()),
+        packed(opts.adjacency_packed.empty() ? nullptr : opts.adjacency_packed.data()),
         prefix(opts.weight_prefix.empty() || opts.weights.empty() ? nullptr
                                                                   : opts.weight_prefix.data()) {}
 
-  int64_t eid(int64_t k) const { return pairs ? pairs[2 * k + 1] : eids ? eids[k] : k; }
-  int64_t neighbor(int64_t k) const { return pairs ? pairs[2 * k] : indices[k]; }
+  int64_t eid(int64_t k) const {
+    return packed  ? static_cast<int64_t>(packed[k] >> 32)
+           : pairs ? pairs[2 * k + 1]
+           : eids  ? eids[k]
+                   : k;
+  }
+  int64_t neighbor(int64_t k) const {
+    return packed  ? static_cast<int64_t>(packed[k] & 0xFFFFFFFFu)
+           : pairs ? pairs[2 * k]
+                   : indices[k];
+  }
+  // Edges per cache line of the copy the sampler reads (for prefetching whole rows).
+  int64_t edges_per_line() const { return packed ? 8 : pairs ? 4 : 8; }
   void prefetch_edge(int64_t k) const {
-    if (pairs) {
+    if (packed) {
+      __builtin_prefetch(&packed[k]);
+    } else if (pairs) {
       __builtin_prefetch(&pairs[2 * k]);
     } else {
       __builtin_prefetch(&indices[k]);
@@ -573,7 +633,7 @@ struct Sampler {
         if (!o.replace && d <= fan) {
           for (int64_t j = 0; j < d; ++j)
             pos[q++] = b + j;
-          for (int64_t j = 0; j < d; j += pairs ? 4 : 8)
+          for (int64_t j = 0; j < d; j += edges_per_line())
             prefetch_edge(b + j);
           continue;
         }

@@ -31,7 +31,13 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
     return;  // the host-side copies below serve the CPU twin only
   }
   if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
-  if (opts_.interleave) pairs_ = interleave_adjacency(graph_);
+  if (opts_.interleave) {
+    if (can_pack_adjacency(graph_)) {
+      packed_ = pack_adjacency(graph_);
+    } else {
+      pairs_ = interleave_adjacency(graph_);
+    }
+  }
   if (opts_.weight_prefix && !opts_.weights.empty())
     prefix_ = weight_prefix_sums(graph_, opts_.weights);
 }
@@ -56,6 +62,7 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
   so.replace = opts_.replace;
   so.weights = opts_.weights;
   so.adjacency_pairs = pairs_;
+  so.adjacency_packed = packed_;
   so.weight_prefix = prefix_;
   so.dir = opts_.dir;
   so.exclude = exclude;

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "../../../host/ops/src/philox_batch.hpp"  // private: the SIMD level of the ops library
 #include "helpers.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -293,6 +294,9 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
     seeds.push_back(v);
   const auto pairs = interleave_adjacency(g);
   ASSERT_EQ(static_cast<int64_t>(pairs.size()), 2 * g.num_edges());
+  ASSERT_TRUE(can_pack_adjacency(g));
+  const auto packed = pack_adjacency(g);
+  ASSERT_EQ(static_cast<int64_t>(packed.size()), g.num_edges());
   const int64_t odd = 1;  // an odd row: never a seed
   const std::vector<int64_t> rows{odd}, eids{g.eid(g.indptr[odd])};
   ExcludeEdges ex(rows, eids);
@@ -306,6 +310,9 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
       SampleOptions p = o;
       p.adjacency_pairs = pairs;
       expect_same(base, sample_neighbors(g, seeds, p));
+      SampleOptions pk = o;
+      pk.adjacency_packed = packed;
+      expect_same(base, sample_neighbors(g, seeds, pk));
       SampleOptions r = o;
       r.exclude = &ex;
       expect_same(base, sample_neighbors(g, seeds, r));
@@ -314,66 +321,100 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
   SampleOptions bad;
   bad.adjacency_pairs = Span<const int64_t>(pairs.data(), 4);
   TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad), ValueError, "adjacency_pairs has 4");
+  SampleOptions bad_packed;
+  bad_packed.adjacency_packed = Span<const uint64_t>(packed.data(), 3);
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad_packed), ValueError,
+                           "adjacency_packed has 3");
+}
+
+// The packed copy holds 32-bit IDs: a graph whose edge IDs do not fit is refused by name (the
+// sampler then keeps the 16-byte pairs), and one that fits packs exactly.
+TEST(SampleNeighbors, PackedAdjacencyNeedsThirtyTwoBitIds) {
+  Graph g = test::random_graph(50, 4, 1);
+  const auto packed = pack_adjacency(g);
+  for (int64_t k = 0; k < g.num_edges(); ++k) {
+    ASSERT_EQ(static_cast<int64_t>(packed[k] & 0xFFFFFFFFu), g.indices[k]);
+    ASSERT_EQ(static_cast<int64_t>(packed[k] >> 32), g.eid(k));
+  }
+  g.eids.resize(static_cast<size_t>(g.num_edges()));
+  for (int64_t k = 0; k < g.num_edges(); ++k)
+    g.eids[k] = k;
+  g.eids.back() = int64_t{1} << 32;
+  EXPECT_FALSE(can_pack_adjacency(g));
+  TESSERA_EXPECT_THROW_MSG(pack_adjacency(g), ValueError, "does not fit in 32 bits");
+  g.eids.back() = (int64_t{1} << 32) - 1;
+  EXPECT_TRUE(can_pack_adjacency(g));
 }
 
 // The documented contract (docs/sampling.md), written out one draw at a time: every code path
-// (pipelined, interleaved adjacency, per row) must give exactly these edges, bit for bit.
+// (pipelined, interleaved adjacency, per row) must give exactly these edges, bit for bit, at
+// every SIMD level the CPU has (the AVX-512 Floyd holds 16, 32 or 64 picks in registers).
 TEST(SampleNeighbors, MatchesTheDocumentedDrawsExactly) {
   const Graph g = test::random_graph(5000, 40, 3);
   std::vector<int64_t> seeds;
   for (int64_t v = 0; v < g.num_nodes; v += 3)
     seeds.push_back(v);
   const auto pairs = interleave_adjacency(g);
+  const auto packed = pack_adjacency(g);
   const std::vector<int64_t> rows{1}, eids{g.eid(g.indptr[1])};  // row 1 is never a seed
   ExcludeEdges ex(rows, eids);
-  for (bool replace : {false, true}) {
-    for (int64_t fanout : {1, 5, 15, 64, 65, 100}) {
-      SampleOptions o;
-      o.fanout = fanout;
-      o.replace = replace;
-      o.key = key_of(11, 2, 9, 1);
-      SampledEdges want;
-      for (int64_t v : seeds) {
-        const int64_t b = g.indptr[v], d = g.degree(v);
-        std::vector<int64_t> pos;
-        auto draw = [&](int64_t t) {
-          return philox_u64(philox_draw(o.key, static_cast<uint64_t>(v), static_cast<uint32_t>(t)));
-        };
-        if (d == 0) continue;
-        if (replace) {
-          for (int64_t t = 0; t < fanout; ++t)
-            pos.push_back(static_cast<int64_t>(bounded_u64(draw(t), static_cast<uint64_t>(d))));
-        } else if (d <= fanout) {
-          for (int64_t i = 0; i < d; ++i)
-            pos.push_back(i);
-        } else {
-          std::set<int64_t> taken;
-          for (int64_t t = 0; t < fanout; ++t) {
-            const int64_t j = d - fanout + t;
-            int64_t r = static_cast<int64_t>(bounded_u64(draw(t), static_cast<uint64_t>(j + 1)));
-            if (taken.count(r)) r = j;
-            taken.insert(r);
+  const int native = ops::detail::philox_simd_level();
+  for (int level = 0; level <= native; ++level) {
+    ops::detail::philox_simd_level() = level;
+    for (bool replace : {false, true}) {
+      for (int64_t fanout : {1, 5, 15, 16, 17, 32, 33, 64, 65, 100}) {
+        SampleOptions o;
+        o.fanout = fanout;
+        o.replace = replace;
+        o.key = key_of(11, 2, 9, 1);
+        SampledEdges want;
+        for (int64_t v : seeds) {
+          const int64_t b = g.indptr[v], d = g.degree(v);
+          std::vector<int64_t> pos;
+          auto draw = [&](int64_t t) {
+            return philox_u64(
+                philox_draw(o.key, static_cast<uint64_t>(v), static_cast<uint32_t>(t)));
+          };
+          if (d == 0) continue;
+          if (replace) {
+            for (int64_t t = 0; t < fanout; ++t)
+              pos.push_back(static_cast<int64_t>(bounded_u64(draw(t), static_cast<uint64_t>(d))));
+          } else if (d <= fanout) {
+            for (int64_t i = 0; i < d; ++i)
+              pos.push_back(i);
+          } else {
+            std::set<int64_t> taken;
+            for (int64_t t = 0; t < fanout; ++t) {
+              const int64_t j = d - fanout + t;
+              int64_t r = static_cast<int64_t>(bounded_u64(draw(t), static_cast<uint64_t>(j + 1)));
+              if (taken.count(r)) r = j;
+              taken.insert(r);
+            }
+            pos.assign(taken.begin(), taken.end());
           }
-          pos.assign(taken.begin(), taken.end());
+          for (int64_t i : pos) {
+            want.src.push_back(g.indices[b + i]);
+            want.dst.push_back(v);
+            want.eid.push_back(g.eid(b + i));
+          }
         }
-        for (int64_t i : pos) {
-          want.src.push_back(g.indices[b + i]);
-          want.dst.push_back(v);
-          want.eid.push_back(g.eid(b + i));
-        }
+        expect_same(want, sample_neighbors(g, seeds, o));
+        SampleOptions p = o;
+        p.adjacency_pairs = pairs;
+        expect_same(want, sample_neighbors(g, seeds, p));
+        SampleOptions pk = o;
+        pk.adjacency_packed = packed;
+        expect_same(want, sample_neighbors(g, seeds, pk));
+        SampleOptions r = o;
+        r.exclude = &ex;
+        expect_same(want, sample_neighbors(g, seeds, r));
+        SampleOptions t = o;
+        t.num_threads = 3;
+        expect_same(want, sample_neighbors(g, seeds, t));
       }
-      expect_same(want, sample_neighbors(g, seeds, o));
-      SampleOptions p = o;
-      p.adjacency_pairs = pairs;
-      expect_same(want, sample_neighbors(g, seeds, p));
-      SampleOptions r = o;
-      r.exclude = &ex;
-      expect_same(want, sample_neighbors(g, seeds, r));
-      SampleOptions t = o;
-      t.num_threads = 3;
-      expect_same(want, sample_neighbors(g, seeds, t));
     }
   }
+  ops::detail::philox_simd_level() = native;
 }
 
 // Cached per-row prefix sums (weight_prefix) give exactly the sample of re-adding the weights,

@@ -87,6 +87,34 @@ TEST_F(Cli, PartitionCoraThenValidate) {
   EXPECT_NE(r.out.find("part2/nid.npy has checksum"), std::string::npos) << r.out;
 }
 
+// `tessera bench sample` end to end on a small R-MAT graph: the ratio comes from alternating
+// rounds (the fastest of each side), and the JSON holds every figure the report prints.
+TEST_F(Cli, BenchSampleReportsItsFigures) {
+  TempDir tmp;
+  const fs::path js = tmp / "sample.json";
+  CmdResult r = run(fmt::format(
+      "bench sample --graph rmat:12,8 --fanouts 5,5 --batch-size 64 --threads 1 --batches 4 "
+      "--ref-batches 3 --ref-repeats 2 --json {}",
+      js.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("fastest of 2 rounds"), std::string::npos) << r.out;
+  nlohmann::json j;
+  std::ifstream(js) >> j;
+  EXPECT_EQ(j["graph"]["adjacency_copy_bytes_per_edge"], 8);  // 32-bit IDs: packed
+  EXPECT_EQ(j["reference"]["batches"], 3);
+  EXPECT_EQ(j["reference"]["repeats"], 2);
+  ASSERT_EQ(j["reference"]["round_ratios"].size(), 2u);
+  for (const auto& x : j["reference"]["round_ratios"])
+    EXPECT_GT(x.get<double>(), 0);
+  EXPECT_GT(j["reference"]["sampled_edges"].get<int64_t>(), 0);
+  EXPECT_GT(j["tessera"]["sampled_edges"].get<int64_t>(), 0);
+  EXPECT_GT(j["ratio_per_core"].get<double>(), 0);
+
+  r = run("bench sample --graph rmat:10,8 --ref-repeats 0");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--ref-repeats"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, BadArguments) {
   TempDir tmp;
   const std::string cora = dataset("cora").string();

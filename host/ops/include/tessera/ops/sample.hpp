@@ -71,6 +71,11 @@ struct SampleOptions {
   /// 2 * num_edges; see interleave_adjacency). A sampled edge then costs one cache miss instead
   /// of two (indices and eids). Same output either way. Not owned.
   Span<const int64_t> adjacency_pairs;
+  /// Optional copy of the adjacency packed into one word per edge, edge ID << 32 | neighbor, in
+  /// storage order (size num_edges; see pack_adjacency): half the bytes of adjacency_pairs, so
+  /// the picks of a row share more cache lines. Same output either way; takes precedence over
+  /// adjacency_pairs. Not owned.
+  Span<const uint64_t> adjacency_packed;
   /// Optional per-row prefix sums of `weights` (see weight_prefix_sums; size num_edges, not
   /// owned). Weighted sampling then reads a row's sums instead of re-adding its weights (O(fanout
   /// log degree) per row instead of O(degree)); same output either way. The weights must have
@@ -109,6 +114,14 @@ std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> wei
 /// (indices[k], eid(k)) for every stored edge k, interleaved: the layout of
 /// SampleOptions::adjacency_pairs (16 bytes per edge).
 std::vector<int64_t> interleave_adjacency(const Graph& graph);
+
+/// Whether every neighbor ID and edge ID of `graph` is below 2^32 (pack_adjacency applies).
+bool can_pack_adjacency(const Graph& graph);
+
+/// eid(k) << 32 | indices[k] for every stored edge k: the layout of
+/// SampleOptions::adjacency_packed (8 bytes per edge). Throws ValueError when an ID does not fit
+/// in 32 bits (see can_pack_adjacency).
+std::vector<uint64_t> pack_adjacency(const Graph& graph);
 
 /// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
 /// ValueError naming `what` and the first bad position. sample_neighbors checks only the length

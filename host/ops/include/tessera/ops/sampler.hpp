@@ -33,8 +33,9 @@ struct NeighborSamplerOptions {
   cuda::Placement placement = cuda::Placement::kGpu;
   /// Threads per sample_neighbors call (see SampleOptions::num_threads).
   int num_threads = 1;
-  /// Keep an interleaved (neighbor, edge ID) copy of the adjacency (16 bytes per edge more
-  /// memory) so each sampled edge costs one cache miss instead of two. Output is unchanged.
+  /// Keep an interleaved (neighbor, edge ID) copy of the adjacency so each sampled edge costs
+  /// one cache miss instead of two: packed into 8 bytes per edge when every node and edge ID is
+  /// below 2^32 (pack_adjacency), else 16 (interleave_adjacency). Output is unchanged.
   bool interleave = false;
   /// With weights: keep their per-row prefix sums (weight_prefix_sums, 8 bytes per edge more
   /// memory) so a weighted row costs O(fanout log degree) instead of O(degree). Output is
@@ -80,7 +81,9 @@ class NeighborSampler {
  private:
   const Graph& graph_;
   NeighborSamplerOptions opts_;
-  std::vector<int64_t> pairs_;  // interleave_adjacency(graph_) when opts_.interleave
+  // When opts_.interleave: pack_adjacency(graph_) if the IDs fit, else interleave_adjacency.
+  std::vector<uint64_t> packed_;
+  std::vector<int64_t> pairs_;
   std::vector<double> prefix_;  // weight_prefix_sums(graph_, weights) when opts_.weight_prefix
   // device == kCuda: the placed graph and the GPU sampler over it (shared by copies).
   std::shared_ptr<const DeviceGraph> dev_graph_;
