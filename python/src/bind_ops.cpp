@@ -1,4 +1,9 @@
 // Sampling ops, blocks, the neighbor sampler and the node/edge loaders.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -79,6 +84,63 @@ void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const 
   } else {
     scatter_rows(d, i, t, opts);
   }
+}
+
+// The Python NeighborSampler. NeighborSamplerOptions::weights is only a Span, so the bound
+// object owns the storage-order weights it points into: a base class, constructed before the
+// sampler and never copied or moved (the span would dangle).
+struct OwnedSamplerWeights {
+  std::vector<float> storage_order;
+};
+
+class PyNeighborSampler : private OwnedSamplerWeights, public NeighborSampler {
+ public:
+  PyNeighborSampler(const Graph& g, NeighborSamplerOptions o, std::vector<float> weights)
+      : OwnedSamplerWeights{std::move(weights)},
+        NeighborSampler(g, with_weights(std::move(o), storage_order)) {}
+  PyNeighborSampler(const PyNeighborSampler&) = delete;
+  PyNeighborSampler& operator=(const PyNeighborSampler&) = delete;
+
+ private:
+  static NeighborSamplerOptions with_weights(NeighborSamplerOptions o,
+                                             const std::vector<float>& w) {
+    o.weights = w;
+    return o;
+  }
+};
+
+// Weights given by edge ID (a 1-D float32 or float64 array with one entry per edge ID of
+// `graph`: max(num_edges, largest edge ID + 1), so every stored edge finds its weight and no
+// modulo wraps) reordered into storage order. Errors name the edge ID, which is what the
+// caller indexed by (validate_weights, run again by the sampler, names storage positions).
+std::vector<float> storage_order_weights(const Graph& graph, const AnyArray& by_eid,
+                                         const char* what) {
+  TESSERA_EXPECTS(by_eid.ndim() == 1, ValueError,
+                  "{}: weights must be a 1-D array (one per edge ID), got {} dimensions", what,
+                  by_eid.ndim());
+  const DType dt = from_dlpack(by_eid.dtype(), std::string(what) + " weights");
+  TESSERA_EXPECTS(dt == DType::kFloat32 || dt == DType::kFloat64, TypeError,
+                  "{}: weights must be float32 or float64, got {}", what, dtype_name(dt));
+  int64_t num_ids = graph.num_edges();
+  for (const int64_t e : graph.eids) {
+    num_ids = std::max(num_ids, e + 1);
+  }
+  const auto n = static_cast<int64_t>(by_eid.shape(0));
+  TESSERA_EXPECTS(n == num_ids, ValueError,
+                  "{}: {} weights for a graph with {} edge IDs (one weight per edge, "
+                  "indexed by edge ID)",
+                  what, n, num_ids);
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e) {
+    const double x = dt == DType::kFloat32 ? static_cast<const float*>(by_eid.data())[e]
+                                           : static_cast<const double*>(by_eid.data())[e];
+    TESSERA_EXPECTS(std::isfinite(x) && x >= 0, ValueError,
+                    "{}: weight {} of edge ID {} is negative or not finite", what, x, e);
+    w[e] = static_cast<float>(x);
+    TESSERA_EXPECTS(std::isfinite(w[e]), ValueError,
+                    "{}: weight {} of edge ID {} overflows float32", what, x, e);
+  }
+  return weights_in_storage_order(graph, w);
 }
 
 }  // namespace
@@ -172,9 +234,14 @@ void bind_ops(nb::module_& m) {
   m.def(
       "sample_neighbors",
       [](const Graph& g, const I64Array& seeds, int64_t fanout, bool replace, int64_t seed,
-         int64_t epoch, int64_t batch, int64_t layer, const std::string& edge_dir,
-         int num_threads) {
+         int64_t epoch, int64_t batch, int64_t layer, const std::string& edge_dir, int num_threads,
+         std::optional<AnyArray> weights) {
+        std::vector<float> w;
+        if (weights) {
+          w = storage_order_weights(g, *weights, "sample_neighbors");
+        }
         SampleOptions o;
+        o.weights = w;
         o.fanout = fanout;
         o.replace = replace;
         o.dir = parse_dir(edge_dir);
@@ -191,9 +258,11 @@ void bind_ops(nb::module_& m) {
       },
       nb::arg("graph"), nb::arg("seeds"), nb::arg("fanout"), nb::arg("replace") = false,
       nb::arg("seed") = 0, nb::arg("epoch") = 0, nb::arg("batch") = 0, nb::arg("layer") = 0,
-      nb::arg("edge_dir") = "in", nb::arg("num_threads") = 0,
+      nb::arg("edge_dir") = "in", nb::arg("num_threads") = 0, nb::arg("weights") = nb::none(),
       "Samples up to `fanout` neighbors of every seed (read in place); returns (src, dst, "
-      "eid) arrays. The sample is a function of (seed, epoch, batch, layer, node).");
+      "eid) arrays. The sample is a function of (seed, epoch, batch, layer, node). `weights` "
+      "(one float32/float64 per edge ID, as NeighborSampler's): draws proportional to them, "
+      "from each row's weights re-added at every visit (no cached prefix sums).");
 
   m.def(
       "to_block",
@@ -278,12 +347,12 @@ void bind_ops(nb::module_& m) {
       "in place; devices, streams and errors as gather_rows. With repeated indices the CPU "
       "twin keeps the last row and the CUDA twin an unspecified one. Returns `dst`.");
 
-  nb::class_<NeighborSampler>(m, "NeighborSampler")
+  nb::class_<PyNeighborSampler>(m, "NeighborSampler")
       .def(
           "__init__",
-          [](NeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
+          [](PyNeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
              const std::string& edge_dir, int num_threads, const std::string& device,
-             const std::string& placement) {
+             const std::string& placement, std::optional<AnyArray> weights) {
             NeighborSamplerOptions o;
             o.fanouts = std::move(fanouts);
             o.replace = replace;
@@ -293,18 +362,33 @@ void bind_ops(nb::module_& m) {
                             "NeighborSampler: device must be 'cpu' or 'cuda', got '{}'", device);
             o.device = device == "cuda" ? Device::kCuda : Device::kCpu;
             o.placement = cuda::parse_placement(placement, "NeighborSampler placement");
-            new (s) NeighborSampler(g, std::move(o));
+            std::vector<float> w;
+            if (weights) {
+              w = storage_order_weights(g, *weights, "NeighborSampler");
+              // The CPU twin keeps per-row prefix sums (same output, O(fanout log degree) per
+              // row); the CUDA path forms its own on the device.
+              o.weight_prefix = o.device == Device::kCpu;
+            }
+            nb::gil_scoped_release nogil;
+            new (s) PyNeighborSampler(g, std::move(o), std::move(w));
           },
           nb::arg("graph"), nb::arg("fanouts"), nb::arg("replace") = false,
           nb::arg("edge_dir") = "in", nb::arg("num_threads") = 1, nb::arg("device") = "cpu",
-          nb::arg("placement") = "gpu", nb::keep_alive<1, 2>(),
+          nb::arg("placement") = "gpu", nb::arg("weights") = nb::none(), nb::keep_alive<1, 2>(),
           "device='cuda': the graph is copied once into `placement` ('gpu' = HBM, 'uva' = "
           "pinned host memory read in place) and every batch is sampled and compacted by the "
-          "CUDA twins; the blocks equal the CPU sampler's bit for bit.")
-      .def_prop_ro("fanouts", [](const NeighborSampler& s) { return s.options().fanouts; })
+          "CUDA twins; the blocks equal the CPU sampler's bit for bit. `weights`: one float32 "
+          "or float64 weight per edge ID (non-negative, finite; TypeError for other dtypes, "
+          "ValueError for a wrong length or a bad value, naming the edge ID): neighbors are "
+          "drawn with probability proportional to their edge's weight, weight 0 never. The "
+          "sampler keeps its own copy in storage order (and, on the CPU, its per-row prefix "
+          "sums: 12 bytes per edge).")
+      .def_prop_ro("weighted",
+                   [](const PyNeighborSampler& s) { return !s.options().weights.empty(); })
+      .def_prop_ro("fanouts", [](const PyNeighborSampler& s) { return s.options().fanouts; })
       .def(
           "sample_blocks",
-          [](const NeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
+          [](const PyNeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
              int64_t batch) {
             TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
             const RngKey key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, 0);
@@ -321,8 +405,9 @@ void bind_ops(nb::module_& m) {
   nb::class_<NodeDataLoader>(m, "NodeDataLoader")
       .def(
           "__init__",
-          [](NodeDataLoader* l, const NeighborSampler& s, const AnyArray& seeds, int64_t batch_size,
-             bool shuffle, bool drop_last, int num_workers, int prefetch, int64_t seed) {
+          [](NodeDataLoader* l, const PyNeighborSampler& s, const AnyArray& seeds,
+             int64_t batch_size, bool shuffle, bool drop_last, int num_workers, int prefetch,
+             int64_t seed) {
             new (l) NodeDataLoader(
                 s, int64_vector(seeds, "seed nodes"),
                 loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed));
@@ -372,7 +457,7 @@ void bind_ops(nb::module_& m) {
   nb::class_<EdgeDataLoader>(m, "EdgeDataLoader")
       .def(
           "__init__",
-          [](EdgeDataLoader* l, const NeighborSampler& s, const AnyArray& seed_eids,
+          [](EdgeDataLoader* l, const PyNeighborSampler& s, const AnyArray& seed_eids,
              int64_t batch_size, bool shuffle, bool drop_last, int num_workers, int prefetch,
              int64_t seed, int64_t negatives, const std::string& exclude, nb::object reverse_eids) {
             EdgeLoaderOptions eo;

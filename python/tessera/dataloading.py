@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import _C
-from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids
+from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
 
 __all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeDataLoader",
            "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader", "negative_sampler",
@@ -21,6 +21,10 @@ __all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeD
 
 def _is_distributed(g) -> bool:
     return bool(getattr(g, "is_distributed", False))
+
+
+def _is_dist_graph(g) -> bool:
+    return hasattr(g, "local_graph") and hasattr(g, "get_partition_book")
 
 
 def _graph_of(g) -> "_C.Graph":
@@ -143,10 +147,44 @@ class PairGraph:
         return f"PairGraph(num_nodes={self._n}, num_edges={self.num_edges()})"
 
 
+def _float_weights(x, what: str) -> np.ndarray:
+    """``x`` (NumPy, torch on any device, a DistTensor, a sequence) as a 1-D float32 or
+    float64 NumPy array (other float types become float32; C++ checks that float64 values fit);
+    TypeError for a non-float dtype, ValueError for another shape."""
+    if hasattr(x, "part_policy") and hasattr(x, "numpy"):  # a DistTensor: every row
+        x = x.numpy()
+    if HAVE_TORCH and isinstance(x, torch.Tensor):
+        if not x.is_floating_point():
+            raise TypeError(f"{what}: weights must be floating point, got {x.dtype}")
+        x = x.detach().to("cpu", x.dtype if x.dtype == torch.float64 else torch.float32).numpy()
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        raise TypeError(f"{what}: weights must be floating point, got {a.dtype}")
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"{what}: expected one weight per edge (shape [E] or [E, 1]), got "
+                         f"shape {a.shape}")
+    return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float64 else np.float32)
+
+
 class NeighborSampler:
     """Multi-layer neighbor sampler (DGL's ``dgl.dataloading.NeighborSampler``).
 
     ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all.
+
+    ``prob`` (DGL's): the name of an edge feature of the graph (``g.edata[prob]``, one
+    non-negative float per edge, indexed by edge ID), or such an array itself (NumPy, torch,
+    a DistTensor). Neighbors are then drawn with probability proportional to their edge's
+    weight, with or without replacement as ``replace`` says; an edge of weight 0 is never drawn
+    (without replacement a node with at most ``fanout`` positive-weight neighbors keeps all of
+    them). The weights are read once, when the sampler is first bound to a graph (the first
+    ``sample_blocks`` or loader over it), and copied into the sampler: later writes to the
+    feature are not seen (create a new sampler). Standalone graphs only: a Dataset or Graph, a
+    simulated DistGraph, or a 1-part distributed-mode DistGraph (sampled in this process); a
+    distributed DistGraph of several partitions raises ValueError. For a Dataset built with
+    ``symmetrize``, a feature of one row per input edge is also accepted (edge ``E + i``, the
+    reverse of input edge ``i``, takes row ``i``).
 
     ``device="cuda"`` samples and compacts every batch with the CUDA kernels: the graph is copied
     once into GPU memory, or with ``use_uva=True`` into pinned host memory that the kernels read
@@ -157,47 +195,91 @@ class NeighborSampler:
     def __init__(self, fanouts: Sequence[int], edge_dir: str = "in", prob=None,
                  replace: bool = False, num_threads: int = 1, device: str = "cpu",
                  use_uva: bool = False):
-        if prob is not None:
-            raise ValueError("NeighborSampler: weighted sampling (prob) is not exposed yet")
         device = str(device)
         if device not in ("cpu", "cuda"):
             raise ValueError("NeighborSampler: device must be 'cpu' or 'cuda' (the current CUDA "
                              f"device), got {device!r}")
         self.fanouts = [int(f) for f in fanouts]
         self.edge_dir = edge_dir
+        self.prob = prob
         self.replace = bool(replace)
         self.num_threads = int(num_threads)
         self.device = device
         self.use_uva = bool(use_uva)
+        # (graph, weights' source) -> (C++ sampler, the source: kept alive, so its id is not
+        # reused while it keys the cache)
         self._bound = {}
 
-    def bind(self, g):
-        """The C++ sampler over ``g``'s graph (cached per graph): a distributed sampler (local
-        nodes sampled here, remote ones by their owners) for a distributed-mode DistGraph."""
-        if _is_distributed(g) and self.device != "cpu":
-            if g.get_partition_book().num_partitions() != 1:
+    def _weights_source(self, g):
+        """The object ``self.prob`` names on ``g`` (cheap: nothing is read): the edge feature's
+        DistTensor, the Dataset holding it, or the array given."""
+        prob = self.prob
+        if not isinstance(prob, str):
+            return prob
+        if isinstance(g, _C.Graph) or not hasattr(g, "edata"):
+            raise ValueError(f"NeighborSampler(prob={prob!r}): a {type(g).__name__} has no edge "
+                             "features; pass a Dataset or DistGraph, or prob as an array of "
+                             "weights by edge ID")
+        edata = g.edata
+        if prob not in edata:
+            raise KeyError(f"NeighborSampler: prob={prob!r} is not an edge feature of the "
+                           f"graph; its edge features: {sorted(edata)}")
+        return edata[prob] if _is_dist_graph(g) else g  # Dataset.edata is a new dict per call
+
+    def _edge_weights(self, g, graph) -> np.ndarray:
+        """``self.prob`` on ``g`` as weights by edge ID (every row read)."""
+        prob = self.prob
+        if isinstance(prob, str):
+            w = _float_weights(g.edata[prob], f"NeighborSampler: edge feature {prob!r}")
+        else:
+            w = _float_weights(prob, "NeighborSampler: prob")
+        if isinstance(g, _C.Dataset) and g.build_options["symmetrize"] \
+                and 0 < len(w) == g.num_input_edges:
+            # One row per input edge: edge ID e (E + i reverses input edge i) takes row e mod E.
+            eids = np.asarray(graph.eids)
+            num_ids = max(graph.num_edges, int(eids.max()) + 1 if eids.size else 0)
+            w = w[np.arange(num_ids) % len(w)]
+        return w
+
+    def bind(self, g, local: bool = False):
+        """The C++ sampler over ``g``'s graph (cached per graph and weights): a distributed
+        sampler (local nodes sampled here, remote ones by their owners) for a distributed-mode
+        DistGraph, unless ``local`` (a 1-part DistGraph's whole graph sampled here), a GPU
+        sampler or weights (``prob``) ask for the standalone one."""
+        if _is_distributed(g):
+            one_part = g.get_partition_book().num_partitions() == 1
+            if self.prob is not None and not one_part:
+                raise ValueError("NeighborSampler(prob=...): weighted sampling is implemented "
+                                 "for standalone graphs only (a Dataset or Graph, a simulated "
+                                 "DistGraph, a 1-part DistGraph), not a distributed DistGraph "
+                                 f"of {g.get_partition_book().num_partitions()} partitions")
+            if self.device != "cpu" and not one_part:
                 raise ValueError("NeighborSampler(device='cuda') over a distributed DistGraph "
                                  "of several partitions is not implemented; sample with "
                                  "device='cpu'")
-            g = g.local_graph  # standalone: the whole graph, sampled on the GPU
-        if _is_distributed(g):
-            key = id(g.runtime_graph)
-            s = self._bound.get(key)
-            if s is None:
-                if self.edge_dir != "in":
-                    raise ValueError("NeighborSampler over a distributed DistGraph: only "
-                                     "edge_dir='in' is implemented")
-                s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace)
-                self._bound[key] = s
-            return s
+            if self.device == "cpu" and self.prob is None and not local:
+                key = id(g.runtime_graph)
+                hit = self._bound.get(key)
+                if hit is None:
+                    if self.edge_dir != "in":
+                        raise ValueError("NeighborSampler over a distributed DistGraph: only "
+                                         "edge_dir='in' is implemented")
+                    s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace)
+                    hit = self._bound[key] = (s, None)
+                return hit[0]
+            # A standalone job: the whole graph, sampled in this process (or on the GPU).
         graph = _graph_of(g)
-        s = self._bound.get(id(graph))
-        if s is None:
+        source = None if self.prob is None else self._weights_source(g)
+        key = (id(graph), None if self.prob is None else
+               (self.prob if isinstance(self.prob, str) else None, id(source)))
+        hit = self._bound.get(key)
+        if hit is None:
+            w = None if self.prob is None else self._edge_weights(g, graph)
             s = _C.NeighborSampler(graph, self.fanouts, self.replace, self.edge_dir,
                                    self.num_threads, self.device,
-                                   "uva" if self.use_uva else "gpu")
-            self._bound[id(graph)] = s
-        return s
+                                   "uva" if self.use_uva else "gpu", w)
+            hit = self._bound[key] = (s, source)
+        return hit[0]
 
     def sample_blocks(self, g, seed_nodes, seed: int = 0, epoch: int = 0, batch: int = 0):
         """Blocks of one batch of ``seed_nodes`` (unique IDs), input layer first."""
@@ -317,8 +399,8 @@ class NodeDataLoader(_LoaderBase):
         self.nids = to_numpy_ids(nids, "nids")
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
-        # A GPU sampler is standalone (one partition): it samples the whole graph itself.
-        if _is_distributed(g) and getattr(graph_sampler, "device", "cpu") == "cpu":
+        # A GPU or weighted sampler is standalone (one partition): it samples the whole graph.
+        if isinstance(self._sampler, _C.DistNeighborSampler):
             self._loader = _C.DistNodeDataLoader(self._sampler, self.nids, self.batch_size,
                                                  self.shuffle, self.drop_last,
                                                  self.num_workers, int(prefetch), self.seed,
@@ -326,7 +408,8 @@ class NodeDataLoader(_LoaderBase):
         else:
             if self.global_order:
                 raise ValueError("NodeDataLoader(global_order=True) needs a distributed-mode "
-                                 "DistGraph (one partition per process)")
+                                 "DistGraph (one partition per process) and its distributed "
+                                 "sampler (device='cpu', no prob)")
             self._loader = _C.NodeDataLoader(self._sampler, self.nids, self.batch_size,
                                              self.shuffle, self.drop_last, self.num_workers,
                                              int(prefetch), self.seed)
@@ -398,6 +481,12 @@ class EdgeDataLoader(_LoaderBase):
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
         if distributed:
+            if getattr(graph_sampler, "prob", None) is not None \
+                    or getattr(graph_sampler, "device", "cpu") != "cpu":
+                if g.get_partition_book().num_partitions() > 1:
+                    graph_sampler.bind(g)  # raises, saying what several partitions lack
+                raise ValueError("EdgeDataLoader(global_order=True) needs the distributed "
+                                 "sampler (device='cpu', no prob)")
             self._sampler = graph_sampler.bind(g)
             self._loader = _C.DistEdgeDataLoader(self._sampler, self.eids, self.batch_size,
                                                  self.shuffle, self.drop_last,
@@ -406,7 +495,7 @@ class EdgeDataLoader(_LoaderBase):
                                                  self.global_order)
         else:
             # A 1-part distributed-mode graph (standalone) samples its whole graph locally.
-            self._sampler = graph_sampler.bind(g.local_graph if _is_distributed(g) else g)
+            self._sampler = graph_sampler.bind(g, local=True)
             self._loader = _C.EdgeDataLoader(self._sampler, self.eids, self.batch_size,
                                              self.shuffle, self.drop_last, self.num_workers,
                                              int(prefetch), self.seed, self.negatives,
