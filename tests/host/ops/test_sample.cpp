@@ -285,6 +285,25 @@ TEST(SampleNeighbors, SameResultForAnyThreadCount) {
   }
 }
 
+// `want` is what every code path gives for `o`: the 16-byte pairs, the packed copy, the per-row
+// path (taken when an exclusion set is present; `ex` must touch no seed's row) and 3 threads.
+void expect_every_path(const SampledEdges& want, const Graph& g, const std::vector<int64_t>& seeds,
+                       const SampleOptions& o, const std::vector<int64_t>& pairs,
+                       const std::vector<uint64_t>& packed, const ExcludeEdges& ex) {
+  SampleOptions p = o;
+  p.adjacency_pairs = pairs;
+  expect_same(want, sample_neighbors(g, seeds, p));
+  SampleOptions pk = o;
+  pk.adjacency_packed = packed;
+  expect_same(want, sample_neighbors(g, seeds, pk));
+  SampleOptions r = o;
+  r.exclude = &ex;
+  expect_same(want, sample_neighbors(g, seeds, r));
+  SampleOptions t = o;
+  t.num_threads = 3;
+  expect_same(want, sample_neighbors(g, seeds, t));
+}
+
 TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
   // The pipelined uniform path, the interleaved-adjacency path and the per-row path (taken when
   // an exclusion set is present, here one that touches no sampled row) agree exactly.
@@ -306,16 +325,7 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
       o.fanout = fanout;
       o.replace = replace;
       o.key = key_of(8, 1, 4, 2);
-      const auto base = sample_neighbors(g, seeds, o);
-      SampleOptions p = o;
-      p.adjacency_pairs = pairs;
-      expect_same(base, sample_neighbors(g, seeds, p));
-      SampleOptions pk = o;
-      pk.adjacency_packed = packed;
-      expect_same(base, sample_neighbors(g, seeds, pk));
-      SampleOptions r = o;
-      r.exclude = &ex;
-      expect_same(base, sample_neighbors(g, seeds, r));
+      expect_every_path(sample_neighbors(g, seeds, o), g, seeds, o, pairs, packed, ex);
     }
   }
   SampleOptions bad;
@@ -399,18 +409,7 @@ TEST(SampleNeighbors, MatchesTheDocumentedDrawsExactly) {
           }
         }
         expect_same(want, sample_neighbors(g, seeds, o));
-        SampleOptions p = o;
-        p.adjacency_pairs = pairs;
-        expect_same(want, sample_neighbors(g, seeds, p));
-        SampleOptions pk = o;
-        pk.adjacency_packed = packed;
-        expect_same(want, sample_neighbors(g, seeds, pk));
-        SampleOptions r = o;
-        r.exclude = &ex;
-        expect_same(want, sample_neighbors(g, seeds, r));
-        SampleOptions t = o;
-        t.num_threads = 3;
-        expect_same(want, sample_neighbors(g, seeds, t));
+        expect_every_path(want, g, seeds, o, pairs, packed, ex);
       }
     }
   }
