@@ -1,0 +1,128 @@
+"""Tessera blocks and graphs against the real DGL and PyTorch Geometric, when installed.
+
+Each library's own GraphSAGE layer, given Tessera's SAGEConv weights, must compute the same
+output on the converted block as Tessera's layer on the block itself; and a DGLGraph or a PyG
+Data partitions exactly like the same arrays given directly. Skipped where the library is
+absent (CI has neither: DGL 2.x does not import with torch 2.11; see the module docstring of
+tessera.convert for what the conversions promise).
+"""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tessera  # noqa: E402
+from tessera.nn import SAGEConv  # noqa: E402
+
+from conftest import CORA  # noqa: E402
+
+
+def _cora_blocks(cora, fanouts=(5, 5), seeds=64):
+    sampler = tessera.NeighborSampler(list(fanouts))
+    input_nodes, _, blocks = sampler.sample_blocks(cora, np.arange(seeds), seed=3)
+    x = torch.from_numpy(np.asarray(cora.ndata["feat"])[np.asarray(input_nodes)]).float()
+    return x, blocks
+
+
+def _tessera_conv(in_feats, out_feats, seed):
+    torch.manual_seed(seed)
+    conv = SAGEConv(in_feats, out_feats)
+    with torch.no_grad():
+        conv.bias.uniform_(-0.5, 0.5)  # non-zero, so a dropped bias shows
+    return conv
+
+
+def _cora_arrays():
+    ds = tessera.load_dataset(CORA)
+    edge_index = np.stack([np.asarray(ds.graph.indices), np.repeat(
+        np.arange(ds.graph.num_nodes), np.diff(np.asarray(ds.graph.indptr)))])
+    order = np.argsort(np.asarray(ds.graph.eids), kind="stable")  # input (edge ID) order
+    return ds, edge_index[:, order]
+
+
+def test_dgl_sageconv_on_converted_blocks_equals_tessera():
+    dgl = pytest.importorskip("dgl")
+    from dgl.nn import SAGEConv as DglSAGEConv
+
+    cora = tessera.load_dataset(CORA, symmetrize=True)
+    x, blocks = _cora_blocks(cora)
+    h = x
+    for layer, block in enumerate(blocks):
+        b = tessera.convert.to_dgl_block(block)
+        assert b.num_src_nodes() == block.num_src and b.num_dst_nodes() == block.num_dst
+        assert b.num_edges() == block.num_edges()
+        np.testing.assert_array_equal(np.asarray(b.srcdata[dgl.NID]), np.asarray(block.srcnodes))
+        np.testing.assert_array_equal(np.asarray(b.edata[dgl.EID]), np.asarray(block.eids))
+        ours = _tessera_conv(h.shape[1], 16, seed=layer)
+        theirs = DglSAGEConv(h.shape[1], 16, "mean")
+        with torch.no_grad():
+            theirs.fc_self.weight.copy_(ours.fc_self.weight)
+            theirs.fc_neigh.weight.copy_(ours.fc_neigh.weight)
+            # DGL 2.x keeps the bias in fc_self; older releases had a separate `bias`.
+            if isinstance(getattr(theirs, "bias", None), torch.nn.Parameter):
+                theirs.bias.copy_(ours.bias)
+            else:
+                theirs.fc_self.bias.copy_(ours.bias)
+            want = ours(block, h)
+            got = theirs(b, (h, h[:block.num_dst]))
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        h = want
+
+
+def test_partition_of_a_dgl_graph_equals_partition_of_its_arrays(tmp_path):
+    dgl = pytest.importorskip("dgl")
+    ds, edge_index = _cora_arrays()
+    feat = np.asarray(ds.ndata["feat"])
+    g = dgl.graph((torch.from_numpy(edge_index[0]), torch.from_numpy(edge_index[1])),
+                  num_nodes=ds.graph.num_nodes)
+    g.ndata["feat"] = torch.from_numpy(feat)
+    arrays = {"edge_index": edge_index, "num_nodes": ds.graph.num_nodes,
+              "ndata": {"feat": feat}, "edata": {}}
+    a = tessera.partition_graph(g, "cora", 2, tmp_path / "dgl", symmetrize=True,
+                                return_mapping=True)
+    b = tessera.partition_graph(arrays, "cora", 2, tmp_path / "arr", symmetrize=True,
+                                return_mapping=True)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_pyg_sageconv_on_converted_blocks_equals_tessera():
+    pyg_nn = pytest.importorskip("torch_geometric.nn")
+
+    cora = tessera.load_dataset(CORA, symmetrize=True)
+    x, blocks = _cora_blocks(cora)
+    h = x
+    for layer, block in enumerate(blocks):
+        edge_index, size = tessera.convert.to_pyg(block)
+        assert tuple(edge_index.shape) == (2, block.num_edges())
+        assert size == (block.num_src, block.num_dst)
+        ours = _tessera_conv(h.shape[1], 16, seed=layer)
+        # PyG's SAGEConv: lin_l(mean of neighbors) + lin_r(root); lin_l carries the bias.
+        theirs = pyg_nn.SAGEConv(h.shape[1], 16, aggr="mean")
+        with torch.no_grad():
+            theirs.lin_l.weight.copy_(ours.fc_neigh.weight)
+            theirs.lin_l.bias.copy_(ours.bias)
+            theirs.lin_r.weight.copy_(ours.fc_self.weight)
+            want = ours(block, h)
+            got = theirs((h, h[:block.num_dst]), edge_index, size=size)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        h = want
+
+
+def test_partition_of_a_pyg_data_equals_partition_of_its_arrays(tmp_path):
+    tg_data = pytest.importorskip("torch_geometric.data")
+    ds, edge_index = _cora_arrays()
+    feat = np.asarray(ds.ndata["feat"])
+    label = np.asarray(ds.ndata["label"])
+    train = np.asarray(ds.ndata["train_mask"]).astype(bool)
+    data = tg_data.Data(x=torch.from_numpy(feat), y=torch.from_numpy(label),
+                        edge_index=torch.from_numpy(edge_index),
+                        train_mask=torch.from_numpy(train))
+    arrays = {"edge_index": edge_index, "num_nodes": ds.graph.num_nodes,
+              "ndata": {"feat": feat, "label": label, "train_mask": train}, "edata": {}}
+    a = tessera.partition_graph(data, "cora", 2, tmp_path / "pyg", symmetrize=True,
+                                balance_ntypes="train_mask", return_mapping=True)
+    b = tessera.partition_graph(arrays, "cora", 2, tmp_path / "arr", symmetrize=True,
+                                balance_ntypes="train_mask", return_mapping=True)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
