@@ -367,9 +367,14 @@ void bind_dist(nb::module_& m) {
 
   nb::class_<dist::DistNeighborSampler>(m, "DistNeighborSampler",
                                         "Multi-layer neighbor sampling over a DistGraph.")
-      .def(nb::init<const DistGraph&, std::vector<int64_t>, bool>(), nb::arg("graph"),
-           nb::arg("fanouts"), nb::arg("replace") = false, nb::keep_alive<1, 2>())
+      .def(nb::init<const DistGraph&, std::vector<int64_t>, bool, std::string>(), nb::arg("graph"),
+           nb::arg("fanouts"), nb::arg("replace") = false, nb::arg("weights_name") = "",
+           nb::keep_alive<1, 2>(),
+           "weights_name: empty (uniform) or an edge feature of the graph to sample weighted by; "
+           "every owner samples its nodes with its own rows of it (ValueError for an unknown "
+           "name or bad weights on this rank).")
       .def_prop_ro("fanouts", &dist::DistNeighborSampler::fanouts)
+      .def_prop_ro("weights_name", &dist::DistNeighborSampler::weights_name)
       .def(
           "sample_blocks",
           [](const dist::DistNeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,

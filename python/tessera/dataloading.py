@@ -180,9 +180,12 @@ class NeighborSampler:
     (without replacement a node with at most ``fanout`` positive-weight neighbors keeps all of
     them). The weights are read once, when the sampler is first bound to a graph (the first
     ``sample_blocks`` or loader over it), and copied into the sampler: later writes to the
-    feature are not seen (create a new sampler). Standalone graphs only: a Dataset or Graph, a
-    simulated DistGraph, or a 1-part distributed-mode DistGraph (sampled in this process); a
-    distributed DistGraph of several partitions raises ValueError. For a Dataset built with
+    feature are not seen (create a new sampler). Over a distributed DistGraph of several
+    partitions ``prob`` must be a name: each owner then samples its nodes weighted by its own
+    partition's rows of that edge feature (C++ ``DistNeighborSampler`` with ``weights_name``;
+    the owner reads them on its first request for the name), and the blocks equal the
+    standalone weighted sampler's after ID mapping; an array there raises ValueError. A 1-part
+    distributed-mode DistGraph is sampled in this process. For a Dataset built with
     ``symmetrize``, a feature of one row per input edge is also accepted (edge ``E + i``, the
     reverse of input edge ``i``, takes row ``i``).
 
@@ -248,23 +251,28 @@ class NeighborSampler:
         sampler or weights (``prob``) ask for the standalone one."""
         if _is_distributed(g):
             one_part = g.get_partition_book().num_partitions() == 1
-            if self.prob is not None and not one_part:
-                raise ValueError("NeighborSampler(prob=...): weighted sampling is implemented "
-                                 "for standalone graphs only (a Dataset or Graph, a simulated "
-                                 "DistGraph, a 1-part DistGraph), not a distributed DistGraph "
-                                 f"of {g.get_partition_book().num_partitions()} partitions")
+            if self.prob is not None and not one_part and not isinstance(self.prob, str):
+                raise ValueError("NeighborSampler(prob=<array>): over a distributed DistGraph "
+                                 f"of {g.get_partition_book().num_partitions()} partitions "
+                                 "prob must be the name of an edge feature of the graph (each "
+                                 "owner samples with its own rows of it), not an array")
             if self.device != "cpu" and not one_part:
                 raise ValueError("NeighborSampler(device='cuda') over a distributed DistGraph "
                                  "of several partitions is not implemented; sample with "
                                  "device='cpu'")
-            if self.device == "cpu" and self.prob is None and not local:
-                key = id(g.runtime_graph)
+            if self.device == "cpu" and not local and (self.prob is None or not one_part):
+                key = (id(g.runtime_graph), self.prob)
                 hit = self._bound.get(key)
                 if hit is None:
                     if self.edge_dir != "in":
                         raise ValueError("NeighborSampler over a distributed DistGraph: only "
                                          "edge_dir='in' is implemented")
-                    s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace)
+                    if self.prob is not None and self.prob not in g.edata:
+                        raise KeyError(f"NeighborSampler: prob={self.prob!r} is not an edge "
+                                       f"feature of the graph; its edge features: "
+                                       f"{sorted(g.edata)}")
+                    s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace,
+                                               self.prob or "")
                     hit = self._bound[key] = (s, None)
                 return hit[0]
             # A standalone job: the whole graph, sampled in this process (or on the GPU).
@@ -399,7 +407,7 @@ class NodeDataLoader(_LoaderBase):
         self.nids = to_numpy_ids(nids, "nids")
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
-        # A GPU or weighted sampler is standalone (one partition): it samples the whole graph.
+        # A GPU sampler, or a weighted one over one partition, is standalone: the whole graph.
         if isinstance(self._sampler, _C.DistNeighborSampler):
             self._loader = _C.DistNodeDataLoader(self._sampler, self.nids, self.batch_size,
                                                  self.shuffle, self.drop_last,
@@ -481,9 +489,11 @@ class EdgeDataLoader(_LoaderBase):
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
         if distributed:
-            if getattr(graph_sampler, "prob", None) is not None \
+            several = g.get_partition_book().num_partitions() > 1
+            prob = getattr(graph_sampler, "prob", None)
+            if (prob is not None and not (several and isinstance(prob, str))) \
                     or getattr(graph_sampler, "device", "cpu") != "cpu":
-                if g.get_partition_book().num_partitions() > 1:
+                if several:
                     graph_sampler.bind(g)  # raises, saying what several partitions lack
                 raise ValueError("EdgeDataLoader(global_order=True) needs the distributed "
                                  "sampler (device='cpu', no prob)")

@@ -279,6 +279,164 @@ std::vector<Case> equality_cases() {
 INSTANTIATE_TEST_SUITE_P(Datasets, DistEqualsStandalone, ::testing::ValuesIn(equality_cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.label(); });
 
+// --- weighted sampling -------------------------------------------------------------------------
+
+/// Synthetic weights of input edge i: every 5th edge 0 (never drawn), others spread over
+/// [0.01, 10), so a draw depends on which weight sits at which storage position.
+std::vector<float> synthetic_weights(int64_t num_input_edges) {
+  std::vector<float> w(static_cast<size_t>(num_input_edges));
+  for (int64_t i = 0; i < num_input_edges; ++i)
+    w[i] = i % 5 == 3 ? 0.0f : static_cast<float>((i * 2654435761ull) % 1000) / 100.0f + 0.01f;
+  return w;
+}
+
+/// Cora with edge feature "w" (synthetic_weights, one per input edge) in `parts` parts.
+fs::path weighted_partitions(int parts) {
+  static std::map<int, fs::path> cache;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  auto it = cache.find(parts);
+  if (it != cache.end()) return it->second;
+  Dataset ds = read_dataset(dataset_path("cora"), Format::kNpy, symmetric_read_options());
+  ds.edata["w"] = Array::from_vector(synthetic_weights(ds.num_input_edges));
+  PartitionOptions po;
+  po.num_parts = parts;
+  WriteOptions wo;
+  wo.out_dir = scratch_dir("dist-test") / fmt::format("cora-weighted-{}", parts);
+  wo.name = "cora";
+  PhaseTimer timer;
+  set_quiet(true);
+  partition_dataset(ds, po, wo, timer);
+  return cache[parts] = wo.out_dir / "cora.json";
+}
+
+// The body of the weighted equality test on one rank.
+std::string weighted_body(const fs::path& cfg_path) {
+  auto rt = Runtime::create();
+  const PartitionConfig cfg = load_partition_config(cfg_path);
+  DistGraph g(rt, cfg.graph_name, cfg_path);
+  ReadOptions ro;
+  ro.build = cfg.build;
+  const Dataset ds = read_dataset(dataset_path("cora"), Format::kNpy, ro);
+  const std::vector<float> by_input = synthetic_weights(ds.num_input_edges);
+  const std::vector<float> w = ops::weights_in_storage_order(ds.graph, by_input);
+  const IdMaps m = load_maps(cfg);
+  const int me = rt->rank(), world = rt->world_size();
+  const auto zero_weight = [&](int64_t new_eid) {
+    return by_input[m.orig_eid[new_eid] % ds.num_input_edges] == 0.0f;
+  };
+  int64_t edges_checked = 0;
+  // Blocks: seeds of every partition, with and without replacement.
+  std::vector<int64_t> seeds;
+  for (int64_t v = me; v < g.num_nodes(); v += 3 * world)
+    seeds.push_back(v);
+  for (bool replace : {false, true}) {
+    ops::NeighborSamplerOptions so;
+    so.fanouts = {10, 5};
+    so.replace = replace;
+    so.weights = w;
+    ops::NeighborSampler ref(ds.graph, so);
+    dist::DistNeighborSampler dsamp(g, so.fanouts, replace, "w");
+    RANK_CHECK(dsamp.weights_name() == "w", "weights_name");
+    const int64_t batch = 64;
+    for (int64_t b = 0; b * batch < static_cast<int64_t>(seeds.size()); ++b) {
+      std::vector<int64_t> s(seeds.begin() + b * batch,
+                             seeds.begin() + std::min<int64_t>(seeds.size(), (b + 1) * batch));
+      const RngKey key = ops::make_rng_key(7, replace ? 1 : 0, b, 0);
+      const auto blocks = dsamp.sample_blocks(s, key);
+      const auto want = ref.sample_blocks(map_ids(s, m.orig_nid), key);
+      RANK_CHECK(blocks.size() == want.size(), "layers");
+      for (size_t l = 0; l < blocks.size(); ++l) {
+        const auto what = fmt::format("replace {} batch {} block {}", replace, b, l);
+        RANK_CHECK(blocks[l].num_dst == want[l].num_dst, "{}: num_dst", what);
+        RANK_CHECK(map_ids(blocks[l].src_nodes, m.orig_nid) == want[l].src_nodes,
+                   "{}: src_nodes differ", what);
+        RANK_CHECK(blocks[l].src == want[l].src && blocks[l].dst == want[l].dst,
+                   "{}: local edges differ", what);
+        RANK_CHECK(map_ids(blocks[l].eids, m.orig_eid) == want[l].eids, "{}: eids differ", what);
+        for (int64_t e : blocks[l].eids)
+          RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
+        edges_checked += blocks[l].num_edges();
+      }
+    }
+  }
+  // One layer over repeated random seeds; uniform draws do hit zero-weight edges.
+  std::vector<int64_t> any;
+  std::mt19937_64 rng(me + 9);
+  for (int i = 0; i < 400; ++i)
+    any.push_back(static_cast<int64_t>(rng() % g.num_nodes()));
+  int64_t uniform_zero = 0;
+  for (auto [fanout, replace] :
+       {std::pair<int64_t, bool>{3, true}, {1, true}, {-1, false}, {2, false}, {0, false}}) {
+    dist::DistSampleOptions o;
+    o.fanout = fanout;
+    o.replace = replace;
+    o.weights_name = "w";
+    o.key = ops::make_rng_key(3, 1, 2, 1);
+    ops::SampleOptions r;
+    r.fanout = fanout;
+    r.replace = replace;
+    r.weights = w;
+    r.key = o.key;
+    const auto d = dist::sample_neighbors(g, any, o);
+    const auto what =
+        fmt::format("weighted sample_neighbors fanout {} replace {}", fanout, replace);
+    check_edges(d, ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r), m, what);
+    for (int64_t e : d.eid)
+      RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
+    edges_checked += d.size();
+    o.weights_name.clear();
+    for (int64_t e : dist::sample_neighbors(g, any, o).eid)
+      uniform_zero += zero_weight(e) ? 1 : 0;
+  }
+  RANK_CHECK(uniform_zero > 0, "uniform sampling drew no zero-weight edge: the check is vacuous");
+  // An unknown feature is refused by name, by the sampler and by the op.
+  for (int which = 0; which < 2; ++which) {
+    std::string msg;
+    try {
+      if (which == 0) {
+        dist::DistNeighborSampler bad(g, {3}, false, "nope");
+      } else {
+        dist::DistSampleOptions o;
+        o.weights_name = "nope";
+        dist::sample_neighbors(g, any, o);
+      }
+    } catch (const ValueError& e) {
+      msg = e.what();
+    }
+    RANK_CHECK(msg.find("no edge data 'nope'") != std::string::npos &&
+                   msg.find("(it has: w)") != std::string::npos,
+               "unknown weights name: '{}'", msg);
+  }
+  rt->barrier();
+  return fmt::format("rank {}/{}: {} weighted edges checked", me, world, edges_checked);
+}
+
+class DistWeighted : public ::testing::TestWithParam<int> {};
+
+TEST_P(DistWeighted, EqualsStandaloneWeightedSampling) {
+  const int parts = GetParam();
+  const fs::path cfg = weighted_partitions(parts);
+  auto res =
+      run_ranks(job(parts, parts == 1 ? "" : "tcp", 90), [&](int) { return weighted_body(cfg); });
+  for (const auto& r : res)
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+  std::cout << describe(res);
+}
+
+std::vector<int> weighted_cases() {
+#ifdef TESSERA_WITH_UCX
+  return {1, 2, 4};
+#else
+  return {1};
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Cora, DistWeighted, ::testing::ValuesIn(weighted_cases()),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return fmt::format("cora_{}", i.param);
+                         });
+
 // --- writes ------------------------------------------------------------------------------------
 
 struct WCase {

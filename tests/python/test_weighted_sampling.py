@@ -8,8 +8,10 @@
 * draws are proportional to the weights (1 : 9 with and without replacement; successive
   sampling's pair probabilities for 1 : 2 : 7 without replacement);
 * prob as a feature name (Dataset, simulated and 1-part DistGraph), an array or a tensor;
-  clear errors for an unknown name, a bad value, a wrong length or dtype, and for a
-  distributed DistGraph of several partitions (a 2-rank job);
+  clear errors for an unknown name, a bad value, a wrong length or dtype;
+* over a distributed DistGraph of several partitions (a 2-rank job) prob by name samples
+  weighted through every entry point and the blocks equal the standalone weighted sampler's
+  after ID mapping; prob as an array raises ValueError there;
 * NodeDataLoader / EdgeDataLoader over a weighted sampler sample weighted.
 """
 import os
@@ -350,19 +352,48 @@ def test_errors():
 
 
 @pytest.mark.multiprocess
-def test_weighted_over_a_distributed_distgraph_of_two_parts_raises(tmp_path):
-    ds = cora_weighted(rand_weights(E_IN))
-    config = tessera.partition_graph(ds, "cora", 2, tmp_path)
-    res = launch(2, "weighted_sampler.py", config).check()
+def test_weighted_over_a_distributed_distgraph_of_two_parts_equals_standalone(tmp_path):
+    """prob="w" over a 2-part DistGraph in a 2-rank job: every owner samples its nodes with its
+    own rows of "w"; after ID mapping the blocks equal the standalone weighted sampler's on the
+    unpartitioned graph for the same keys. prob as an array raises there."""
+    w_in = rand_weights(E_IN, seed=21, zero_frac=0.3)
+    ds = cora_weighted(w_in)
+    orig_nids, orig_eids = tessera.partition_graph(ds, "cora", 2, tmp_path / "parts",
+                                                   return_mapping=True)
+    orig_nids, orig_eids = np.asarray(orig_nids), np.asarray(orig_eids)
+    out = tmp_path / "out"
+    out.mkdir()
+    res = launch(2, "weighted_sampler.py", tmp_path / "parts" / "cora.json", out).check()
+    zero = by_edge_id(ds, w_in) == 0
     for rank in range(2):
         lines = res.lines(rank)
         raised = [ln for ln in lines if ln.startswith("raised ")]
-        assert len(raised) == 6, lines
-        assert all("weighted sampling is implemented for standalone graphs only" in ln
-                   and "2 partitions" in ln for ln in raised), raised
-        assert not [ln for ln in lines if ln.startswith("no error")], lines
+        ok = [ln for ln in lines if ln.startswith("ok ")]
+        assert len(raised) == 3 and len(ok) == 3, lines
+        assert all("prob must be the name of an edge feature" in ln and "2 partitions" in ln
+                   for ln in raised), raised
+        assert all(int(ln.split()[2]) > 0 for ln in ok), ok
         unweighted = [int(ln.split()[1]) for ln in lines if ln.startswith("unweighted ")]
         assert len(unweighted) == 1 and unweighted[0] > 0, lines
+        assert any(ln.startswith("unknown name:") and "prob='nope' is not an edge feature" in ln
+                   and "['w']" in ln for ln in lines), lines
+        z = np.load(out / f"rank{rank}.npz")
+        seeds = orig_nids[z["seeds"]]
+        drawn = 0
+        for replace in (False, True):
+            _, _, want = tessera.NeighborSampler([4, 3], prob="w", replace=replace) \
+                .sample_blocks(ds, seeds, seed=5, epoch=1, batch=rank)
+            for i, b in enumerate(want):
+                tag = f"r{int(replace)}_b{i}"
+                assert np.array_equal(orig_nids[z[tag + "_srcnodes"]], _np(b.srcnodes)), tag
+                assert np.array_equal(orig_nids[z[tag + "_dstnodes"]], _np(b.dstnodes)), tag
+                assert np.array_equal(z[tag + "_src"], _np(b.src)), tag
+                assert np.array_equal(z[tag + "_dst"], _np(b.dst)), tag
+                eids = orig_eids[z[tag + "_eids"]]
+                assert np.array_equal(eids, _np(b.eids)), tag
+                assert not zero[eids].any(), f"{tag}: a zero-weight edge was drawn"
+                drawn += len(eids)
+        assert drawn > 1000, drawn
 
 
 @pytest.mark.skipif(not (HAVE_TORCH and torch.cuda.is_available() and _C.cuda_compiled),

@@ -178,6 +178,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   sg.lo = nlo;
   sg.hi = nhi;
   sg.inner_orig.assign(onid, onid + ni);
+  sg.graph_name = graph_name;
+  sg.elo = elo;
+  sg.edata = g.part.edata;  // shares the mapped files; weights are built from them on first use
   sg.csc.num_nodes = n;
   sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < ni; ++i) {

@@ -1,6 +1,7 @@
 #include "tessera/dist/sampling.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "state.hpp"
@@ -9,6 +10,56 @@
 namespace tessera::dist {
 
 namespace detail {
+
+std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name) {
+  std::lock_guard<std::mutex> lk(sg.weights_mu);
+  auto hit = sg.weights.find(name);
+  if (hit != sg.weights.end()) {
+    return hit->second;
+  }
+  auto it = sg.edata.find(name);
+  if (it == sg.edata.end()) {
+    std::string names;
+    for (const auto& [k, v] : sg.edata) {
+      names += (names.empty() ? "" : ", ") + k;
+    }
+    TESSERA_FAIL(ValueError,
+                 "sample_neighbors: DistGraph '{}' has no edge data '{}' to sample weighted by "
+                 "(it has: {})",
+                 sg.graph_name, name, names.empty() ? "none" : names);
+  }
+  const Array& a = it->second;
+  const int64_t m = static_cast<int64_t>(sg.csc.indices.size());
+  TESSERA_EXPECTS(a.dtype() == DType::kFloat32 || a.dtype() == DType::kFloat64, TypeError,
+                  "sample_neighbors: edge data '{}' of DistGraph '{}' must be float32 or float64 "
+                  "to be used as weights, got {}",
+                  name, sg.graph_name, dtype_name(a.dtype()));
+  TESSERA_EXPECTS((a.ndim() == 1 || (a.ndim() == 2 && a.dim(1) == 1)) && a.rows() == m, ValueError,
+                  "sample_neighbors: edge data '{}' of DistGraph '{}' has shape {} on this rank, "
+                  "expected one weight per edge ([{}] or [{}, 1])",
+                  name, sg.graph_name, a.shape_str(), m, m);
+  // Storage position q holds edge eids[q]: its weight is row eids[q] - elo of the feature.
+  auto ew = std::make_shared<EdgeWeights>();
+  ew->w.resize(static_cast<size_t>(m));
+  for (int64_t q = 0; q < m; ++q) {
+    const int64_t e = sg.csc.eids[q], r = e - sg.elo;
+    TESSERA_ASSERT(r >= 0 && r < m, "edge {} outside this rank's edge range", e);
+    const double x = a.dtype() == DType::kFloat32 ? a.data<float>()[r] : a.data<double>()[r];
+    TESSERA_EXPECTS(std::isfinite(x) && x >= 0, ValueError,
+                    "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
+                    "'{}' is negative or not finite",
+                    x, e, name, sg.graph_name);
+    ew->w[q] = static_cast<float>(x);
+    TESSERA_EXPECTS(std::isfinite(ew->w[q]), ValueError,
+                    "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
+                    "'{}' overflows float32",
+                    x, e, name, sg.graph_name);
+  }
+  ew->prefix = ops::weight_prefix_sums(sg.csc, ew->w);
+  sg.weights.emplace(name, ew);
+  return ew;
+}
+
 namespace {
 
 struct OwnedSample {
@@ -19,7 +70,8 @@ struct OwnedSample {
 // Samples seeds this rank owns (global new IDs; repeats allowed) in the unpartitioned graph's
 // terms: the row of a node is indexed, and keyed, by its original ID.
 OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
-                         bool replace, const RngKey& key, int from, int me) {
+                         bool replace, const EdgeWeights* weights, const RngKey& key, int from,
+                         int me) {
   // The sample of a node depends only on (key, node): sample each distinct seed once.
   std::vector<int64_t> uniq_orig;
   std::vector<int64_t> slot(static_cast<size_t>(n));
@@ -44,6 +96,10 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   o.replace = replace;
   o.key = key;
   o.num_threads = 1;
+  if (weights) {  // in csc storage order, as the unpartitioned graph's weights of these rows
+    o.weights = weights->w;
+    o.weight_prefix = weights->prefix;
+  }
   const ops::SampledEdges e = ops::sample_neighbors(sg.csc, uniq_orig, o);
   // Edges come grouped by seed in order; the seeds are distinct, so dst delimits the groups.
   const int64_t u = static_cast<int64_t>(uniq_orig.size());
@@ -87,6 +143,9 @@ transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView pa
   key.layer = r.get<uint32_t>();
   const int64_t fanout = r.get<int64_t>();
   const bool replace = r.get<uint8_t>() != 0;
+  const uint32_t name_len = r.get<uint32_t>();
+  const auto* name_bytes = reinterpret_cast<const char*>(r.take(name_len));
+  const std::string weights_name(name_bytes, name_len);
   const uint64_t n = r.get<uint64_t>();
   TESSERA_EXPECTS(r.left() == n * 8, ValueError, "dist: malformed sample message from rank {}",
                   from);
@@ -94,8 +153,9 @@ transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView pa
   if (n) {
     std::memcpy(ids.data(), r.take(n * 8), n * 8);
   }
-  const OwnedSample s =
-      sample_owned(*sg, ids.data(), static_cast<int64_t>(n), fanout, replace, key, from, st.rank);
+  const auto weights = weights_name.empty() ? nullptr : edge_weights(*sg, weights_name);
+  const OwnedSample s = sample_owned(*sg, ids.data(), static_cast<int64_t>(n), fanout, replace,
+                                     weights.get(), key, from, st.rank);
   Writer w;
   w.buf.reserve(8 * (n + 2 * s.src.size()));
   w.put_bytes(s.counts.data(), 8 * s.counts.size());
@@ -117,6 +177,9 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
                   opts.fanout);
   TESSERA_EXPECTS(opts.key.layer < 256, ValueError, "sample_neighbors: layer {} not < 256",
                   opts.key.layer);
+  // Weighted: the name is checked (and this rank's weights built) before any request goes out.
+  const auto weights =
+      opts.weights_name.empty() ? nullptr : detail::edge_weights(*gs.sg, opts.weights_name);
   const auto& off = gs.book.node_offsets();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
   std::vector<int> owner(static_cast<size_t>(n));
@@ -146,6 +209,8 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
       w.put<uint32_t>(opts.key.layer);
       w.put<int64_t>(opts.fanout);
       w.put<uint8_t>(opts.replace ? 1 : 0);
+      w.put<uint32_t>(static_cast<uint32_t>(opts.weights_name.size()));
+      w.put_bytes(opts.weights_name.data(), opts.weights_name.size());
       w.put<uint64_t>(pos[p].size());
       for (int64_t i : pos[p]) {
         w.put<int64_t>(seeds[i]);
@@ -158,7 +223,7 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
         ids[k] = seeds[pos[me][k]];
       }
       res[me] = detail::sample_owned(*gs.sg, ids.data(), static_cast<int64_t>(ids.size()),
-                                     opts.fanout, opts.replace, opts.key, me, me);
+                                     opts.fanout, opts.replace, weights.get(), opts.key, me, me);
     }
     for (int p = 0; p < world; ++p) {
       if (!pending[p].valid()) {
@@ -221,8 +286,11 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
 }
 
 DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t> fanouts,
-                                         bool replace)
-    : g_(g), fanouts_(std::move(fanouts)), replace_(replace) {
+                                         bool replace, std::string weights_name)
+    : g_(g),
+      fanouts_(std::move(fanouts)),
+      replace_(replace),
+      weights_name_(std::move(weights_name)) {
   TESSERA_EXPECTS(!fanouts_.empty(), ValueError, "DistNeighborSampler: no fanouts given");
   TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
                   "DistNeighborSampler: {} layers exceed the 256 of the Philox key layout",
@@ -231,6 +299,9 @@ DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t
     TESSERA_EXPECTS(fanouts_[i] >= -1, ValueError,
                     "DistNeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
                     fanouts_[i], i);
+  }
+  if (!weights_name_.empty()) {
+    detail::edge_weights(*g_.state().sg, weights_name_);  // this rank's rows, checked once
   }
 }
 
@@ -245,6 +316,7 @@ std::vector<ops::Block> DistNeighborSampler::sample_blocks(
   ops::CompactWorkspace ws;
   DistSampleOptions so;
   so.replace = replace_;
+  so.weights_name = weights_name_;
   so.key = key;
   ops::Span<const int64_t> frontier = seeds;
   for (int64_t h = 0; h < layers; ++h) {

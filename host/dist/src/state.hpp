@@ -67,6 +67,12 @@ struct TensorStore {
   mutable cuda::PinnedBuffer staging;
 };
 
+/// One edge feature as sampling weights of this rank's rows, in SampleGraph::csc storage order.
+struct EdgeWeights {
+  std::vector<float> w;
+  std::vector<double> prefix;  // ops::weight_prefix_sums of w
+};
+
 /// What the owner needs to sample the nodes it owns.
 struct SampleGraph {
   /// CSC indexed by ORIGINAL node ID (rows of nodes this rank does not own are empty): row
@@ -75,7 +81,19 @@ struct SampleGraph {
   Graph csc;
   std::vector<int64_t> inner_orig;  // original ID of owned node (new ID - lo)
   int64_t lo = 0, hi = 0;
+  /// Weighted sampling: this rank's edge data (row r = new edge ID elo + r; shared with the
+  /// partition's memory-mapped files), and the weights built from it on first use, by name.
+  std::string graph_name;
+  int64_t elo = 0;
+  std::map<std::string, Array> edata;
+  mutable std::mutex weights_mu;
+  mutable std::map<std::string, std::shared_ptr<const EdgeWeights>> weights;
 };
+
+/// The weights named `name` on `sg` (built and validated on first use; ValueError naming the
+/// feature when it is absent, not float32 / float64, not one value per edge, or a weight is
+/// negative or not finite). Thread-safe.
+std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name);
 
 struct GraphState {
   std::shared_ptr<Runtime> rt;

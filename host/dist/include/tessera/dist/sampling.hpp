@@ -1,9 +1,10 @@
 // Distributed neighbor sampling over a DistGraph: nodes this rank owns are sampled here, the
 // others by their owners (one batched request per owner per layer); the result is the same as
-// sampling the unpartitioned graph with the same keys.
+// sampling the unpartitioned graph with the same keys, uniform or weighted by an edge feature.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tessera/core/philox.hpp"
@@ -14,10 +15,17 @@ namespace tessera::dist {
 
 class DistGraph;
 
-/// Options of one distributed sample_neighbors call (in-edges, uniform).
+/// Options of one distributed sample_neighbors call (in-edges).
 struct DistSampleOptions {
   int64_t fanout = -1;  ///< -1: all neighbors; >= 0 as in ops::SampleOptions
   bool replace = false;
+  /// Empty: uniform. Otherwise the name of an edge feature of the DistGraph (its edata(): one
+  /// float32 or float64 value per edge, shape [E] or [E, 1], non-negative and finite) used as
+  /// the weights of ops::SampleOptions::weights. The name travels with each request: every
+  /// owner samples its rows weighted by its own partition's rows of that feature, arranged in
+  /// the row's storage order (see below) and validated and summed (prefix sums) once, on the
+  /// owner's first use of the name.
+  std::string weights_name;
   RngKey key;  ///< (seed, epoch, batch, layer); the stream is kNeighbor
 };
 
@@ -29,8 +37,13 @@ struct DistSampleOptions {
 /// original edge ID), so mapping the result through orig_nid / orig_eid gives exactly what
 /// ops::sample_neighbors returns on the unpartitioned graph (read with the config's build
 /// options) for the original seed IDs and the same key, for any number of partitions.
-/// Throws IndexError for a seed out of range, ValueError for a bad fanout or layer; transport
-/// errors (PeerLostError, TimeoutError naming the rank) pass through.
+/// Weighted (opts.weights_name), the result equals ops::sample_neighbors with the feature's
+/// values by original edge ID as weights (ops::weights_in_storage_order of the dataset's edge
+/// array, which `tessera partition` wrote by original edge ID mod the input edge count).
+/// Throws IndexError for a seed out of range, ValueError for a bad fanout or layer, an unknown
+/// weights_name (naming it and the features there are) or bad weights of this rank's rows; a
+/// bad weight another owner holds comes back as a RemoteError with that owner's message;
+/// transport errors (PeerLostError, TimeoutError naming the rank) pass through.
 ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> seeds,
                                    const DistSampleOptions& opts);
 
@@ -39,10 +52,16 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
 class DistNeighborSampler {
  public:
   /// `fanouts` input layer first (DGL order), each >= -1; ValueError otherwise.
-  DistNeighborSampler(const DistGraph& g, std::vector<int64_t> fanouts, bool replace = false);
+  /// `weights_name`: empty for uniform sampling, or an edge feature of `g` to sample weighted
+  /// by (DistSampleOptions::weights_name); its rows on this rank are checked here (ValueError
+  /// for an unknown name or bad weights), the other owners' on their first request. Not
+  /// collective.
+  DistNeighborSampler(const DistGraph& g, std::vector<int64_t> fanouts, bool replace = false,
+                      std::string weights_name = {});
   /// Blocks in global new IDs, input layer first (blocks.back().dst_nodes() == seeds). Hop h
   /// uses the key (seed, epoch, batch, layer = h), like ops::NeighborSampler, so after ID
-  /// mapping the blocks equal ops::NeighborSampler's on the unpartitioned graph. `seeds` must
+  /// mapping the blocks equal ops::NeighborSampler's on the unpartitioned graph (with the
+  /// feature's weights in storage order when weighted). `seeds` must
   /// be unique (ValueError).
   ///
   /// `exclude_eids` (global new edge IDs, any order, repeats allowed): edges left out of every
@@ -56,12 +75,14 @@ class DistNeighborSampler {
                                         ops::Span<const int64_t> exclude_eids = {}) const;
   const std::vector<int64_t>& fanouts() const { return fanouts_; }
   bool replace() const { return replace_; }
+  const std::string& weights_name() const { return weights_name_; }
   const DistGraph& graph() const { return g_; }
 
  private:
   const DistGraph& g_;
   std::vector<int64_t> fanouts_;
   bool replace_;
+  std::string weights_name_;
 };
 
 }  // namespace tessera::dist
