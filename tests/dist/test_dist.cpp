@@ -107,6 +107,26 @@ std::vector<int64_t> map_ids(const std::vector<int64_t>& v, const std::vector<in
   return out;
 }
 
+// Distributed blocks (global new IDs) equal the standalone sampler's `want` (original IDs) after
+// ID mapping, layer by layer; returns the number of edges compared.
+int64_t check_blocks(const std::vector<ops::Block>& blocks, const std::vector<ops::Block>& want,
+                     const IdMaps& m, const std::string& what) {
+  RANK_CHECK(blocks.size() == want.size(), "{}: {} layers, {} standalone", what, blocks.size(),
+             want.size());
+  int64_t edges = 0;
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const auto w = fmt::format("{} block {}", what, l);
+    RANK_CHECK(blocks[l].num_dst == want[l].num_dst, "{}: num_dst", w);
+    RANK_CHECK(map_ids(blocks[l].src_nodes, m.orig_nid) == want[l].src_nodes,
+               "{}: src_nodes differ", w);
+    RANK_CHECK(blocks[l].src == want[l].src && blocks[l].dst == want[l].dst,
+               "{}: local edges differ", w);
+    RANK_CHECK(map_ids(blocks[l].eids, m.orig_eid) == want[l].eids, "{}: eids differ", w);
+    edges += blocks[l].num_edges();
+  }
+  return edges;
+}
+
 void check_edges(const ops::SampledEdges& d, const ops::SampledEdges& ref, const IdMaps& m,
                  const std::string& what) {
   RANK_CHECK(d.size() == ref.size(), "{}: {} edges distributed, {} standalone", what, d.size(),
@@ -189,17 +209,7 @@ std::string equality_body(const Case& c, const fs::path& cfg_path) {
       const RngKey key = ops::make_rng_key(11, epoch, b, 0);
       const auto blocks = dsamp.sample_blocks(s, key);
       const auto want = ref.sample_blocks(map_ids(s, m.orig_nid), key);
-      RANK_CHECK(blocks.size() == want.size(), "layers");
-      for (size_t l = 0; l < blocks.size(); ++l) {
-        const auto what = fmt::format("epoch {} batch {} block {}", epoch, b, l);
-        RANK_CHECK(blocks[l].num_dst == want[l].num_dst, "{}: num_dst", what);
-        RANK_CHECK(map_ids(blocks[l].src_nodes, m.orig_nid) == want[l].src_nodes,
-                   "{}: src_nodes differ", what);
-        RANK_CHECK(blocks[l].src == want[l].src && blocks[l].dst == want[l].dst,
-                   "{}: local edges differ", what);
-        RANK_CHECK(map_ids(blocks[l].eids, m.orig_eid) == want[l].eids, "{}: eids differ", what);
-        edges_checked += blocks[l].num_edges();
-      }
+      edges_checked += check_blocks(blocks, want, m, fmt::format("epoch {} batch {}", epoch, b));
       // Input features and labels of the batch.
       const auto& input = blocks.front().src_nodes;
       const auto orig = map_ids(input, m.orig_nid);
@@ -345,15 +355,9 @@ std::string weighted_body(const fs::path& cfg_path) {
       const RngKey key = ops::make_rng_key(7, replace ? 1 : 0, b, 0);
       const auto blocks = dsamp.sample_blocks(s, key);
       const auto want = ref.sample_blocks(map_ids(s, m.orig_nid), key);
-      RANK_CHECK(blocks.size() == want.size(), "layers");
+      check_blocks(blocks, want, m, fmt::format("replace {} batch {}", replace, b));
       for (size_t l = 0; l < blocks.size(); ++l) {
         const auto what = fmt::format("replace {} batch {} block {}", replace, b, l);
-        RANK_CHECK(blocks[l].num_dst == want[l].num_dst, "{}: num_dst", what);
-        RANK_CHECK(map_ids(blocks[l].src_nodes, m.orig_nid) == want[l].src_nodes,
-                   "{}: src_nodes differ", what);
-        RANK_CHECK(blocks[l].src == want[l].src && blocks[l].dst == want[l].dst,
-                   "{}: local edges differ", what);
-        RANK_CHECK(map_ids(blocks[l].eids, m.orig_eid) == want[l].eids, "{}: eids differ", what);
         for (int64_t e : blocks[l].eids)
           RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
         edges_checked += blocks[l].num_edges();

@@ -40,33 +40,47 @@ def _cora_arrays():
     return ds, edge_index[:, order]
 
 
+def _layers_agree(make_theirs, run_theirs):
+    """Over the blocks of sampled Cora, layer by layer: the other library's SAGEConv
+    (``make_theirs(in_feats, ours)``, given our weights) run on the converted block
+    (``run_theirs(conv, block, h)``) equals Tessera's SAGEConv on the block."""
+    cora = tessera.load_dataset(CORA, symmetrize=True)
+    h, blocks = _cora_blocks(cora)
+    for layer, block in enumerate(blocks):
+        ours = _tessera_conv(h.shape[1], 16, seed=layer)
+        theirs = make_theirs(h.shape[1], ours)
+        with torch.no_grad():
+            want = ours(block, h)
+            got = run_theirs(theirs, block, h)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        h = want
+
+
 def test_dgl_sageconv_on_converted_blocks_equals_tessera():
     dgl = pytest.importorskip("dgl")
     from dgl.nn import SAGEConv as DglSAGEConv
 
-    cora = tessera.load_dataset(CORA, symmetrize=True)
-    x, blocks = _cora_blocks(cora)
-    h = x
-    for layer, block in enumerate(blocks):
+    def make(in_feats, ours):
+        conv = DglSAGEConv(in_feats, 16, "mean")
+        with torch.no_grad():
+            conv.fc_self.weight.copy_(ours.fc_self.weight)
+            conv.fc_neigh.weight.copy_(ours.fc_neigh.weight)
+            # DGL 2.x keeps the bias in fc_self; older releases had a separate `bias`.
+            if isinstance(getattr(conv, "bias", None), torch.nn.Parameter):
+                conv.bias.copy_(ours.bias)
+            else:
+                conv.fc_self.bias.copy_(ours.bias)
+        return conv
+
+    def run(conv, block, h):
         b = tessera.convert.to_dgl_block(block)
         assert b.num_src_nodes() == block.num_src and b.num_dst_nodes() == block.num_dst
         assert b.num_edges() == block.num_edges()
         np.testing.assert_array_equal(np.asarray(b.srcdata[dgl.NID]), np.asarray(block.srcnodes))
         np.testing.assert_array_equal(np.asarray(b.edata[dgl.EID]), np.asarray(block.eids))
-        ours = _tessera_conv(h.shape[1], 16, seed=layer)
-        theirs = DglSAGEConv(h.shape[1], 16, "mean")
-        with torch.no_grad():
-            theirs.fc_self.weight.copy_(ours.fc_self.weight)
-            theirs.fc_neigh.weight.copy_(ours.fc_neigh.weight)
-            # DGL 2.x keeps the bias in fc_self; older releases had a separate `bias`.
-            if isinstance(getattr(theirs, "bias", None), torch.nn.Parameter):
-                theirs.bias.copy_(ours.bias)
-            else:
-                theirs.fc_self.bias.copy_(ours.bias)
-            want = ours(block, h)
-            got = theirs(b, (h, h[:block.num_dst]))
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-        h = want
+        return conv(b, (h, h[:block.num_dst]))
+
+    _layers_agree(make, run)
 
 
 def test_partition_of_a_dgl_graph_equals_partition_of_its_arrays(tmp_path):
@@ -89,24 +103,22 @@ def test_partition_of_a_dgl_graph_equals_partition_of_its_arrays(tmp_path):
 def test_pyg_sageconv_on_converted_blocks_equals_tessera():
     pyg_nn = pytest.importorskip("torch_geometric.nn")
 
-    cora = tessera.load_dataset(CORA, symmetrize=True)
-    x, blocks = _cora_blocks(cora)
-    h = x
-    for layer, block in enumerate(blocks):
+    def make(in_feats, ours):
+        # PyG's SAGEConv: lin_l(mean of neighbors) + lin_r(root); lin_l carries the bias.
+        conv = pyg_nn.SAGEConv(in_feats, 16, aggr="mean")
+        with torch.no_grad():
+            conv.lin_l.weight.copy_(ours.fc_neigh.weight)
+            conv.lin_l.bias.copy_(ours.bias)
+            conv.lin_r.weight.copy_(ours.fc_self.weight)
+        return conv
+
+    def run(conv, block, h):
         edge_index, size = tessera.convert.to_pyg(block)
         assert tuple(edge_index.shape) == (2, block.num_edges())
         assert size == (block.num_src, block.num_dst)
-        ours = _tessera_conv(h.shape[1], 16, seed=layer)
-        # PyG's SAGEConv: lin_l(mean of neighbors) + lin_r(root); lin_l carries the bias.
-        theirs = pyg_nn.SAGEConv(h.shape[1], 16, aggr="mean")
-        with torch.no_grad():
-            theirs.lin_l.weight.copy_(ours.fc_neigh.weight)
-            theirs.lin_l.bias.copy_(ours.bias)
-            theirs.lin_r.weight.copy_(ours.fc_self.weight)
-            want = ours(block, h)
-            got = theirs((h, h[:block.num_dst]), edge_index, size=size)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-        h = want
+        return conv((h, h[:block.num_dst]), edge_index, size=size)
+
+    _layers_agree(make, run)
 
 
 def test_partition_of_a_pyg_data_equals_partition_of_its_arrays(tmp_path):
