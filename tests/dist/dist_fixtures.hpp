@@ -87,4 +87,20 @@ inline uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
+/// Drains one epoch of `loader` (already started): a batch index drawn again (a short share
+/// wrapping around) must carry the same `key(batch)` as the first time. Returns
+/// "<num_batches> <batches drawn> <distinct indices>", or what went wrong.
+template <class Batch, class Loader, class Key>
+std::string drain_wrapped_epoch(Loader& loader, Key key) {
+  Batch mb;
+  std::map<int64_t, decltype(key(mb))> first;
+  int64_t n = 0;
+  while (loader.next(mb)) {
+    auto [it, fresh] = first.emplace(mb.index, key(mb));
+    if (!fresh && it->second != key(mb)) return "a repeated batch differs";
+    ++n;
+  }
+  return fmt::format("{} {} {}", loader.num_batches(), n, first.size());
+}
+
 }  // namespace tessera::test
