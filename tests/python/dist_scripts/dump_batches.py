@@ -5,7 +5,6 @@
 Every rank passes all training nodes; the test maps the (relabelled) IDs through the
 partitioning's orig_nids / orig_eids and compares global batch j across world sizes."""
 import argparse
-import json
 import os
 import sys
 
@@ -13,6 +12,7 @@ sys.modules["torch"] = None  # NumPy is enough here, and 4 ranks start faster on
 import numpy as np  # noqa: E402
 
 import tessera  # noqa: E402
+from tessera.utils import atomic_write_json  # noqa: E402
 
 
 def main() -> int:
@@ -45,11 +45,7 @@ def main() -> int:
     out = {"rank": rank, "world": world, "num_batches": len(loader),
            "train_nids": nids.tolist(), "local_node_range": list(g.local_node_range()),
            "orig_nids": np.asarray(g.orig_nids()).tolist(), "batches": batches}
-    os.makedirs(a.out, exist_ok=True)
-    tmp = os.path.join(a.out, f".rank{rank}.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, os.path.join(a.out, f"rank{rank}.json"))
+    atomic_write_json(out, os.path.join(a.out, f"rank{rank}.json"))
     tessera.exit_client()
     return 0
 

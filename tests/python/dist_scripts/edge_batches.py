@@ -6,7 +6,6 @@ With --global-order every rank passes every edge; otherwise this rank's edge_spl
 exclusion is reverse_id with the DistGraph's own reverse map. The test maps IDs through the
 dumped orig_nids / orig_eids."""
 import argparse
-import json
 import os
 import sys
 
@@ -14,6 +13,7 @@ sys.modules["torch"] = None  # NumPy is enough here
 import numpy as np  # noqa: E402
 
 import tessera  # noqa: E402
+from tessera.utils import atomic_write_json  # noqa: E402
 from tessera.dataloading import negative_sampler, symmetrized_reverse_eids  # noqa: E402
 
 
@@ -58,11 +58,7 @@ def main() -> int:
            "orig_eids": np.asarray(g.runtime_graph.orig_eid.read(
                np.arange(e, dtype=np.int64))).tolist(),
            "reverse_eids": np.asarray(rev).tolist(), "batches": batches}
-    os.makedirs(a.out, exist_ok=True)
-    tmp = os.path.join(a.out, f".rank{rank}.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(out, f)
-    os.replace(tmp, os.path.join(a.out, f"rank{rank}.json"))
+    atomic_write_json(out, os.path.join(a.out, f"rank{rank}.json"))
     tessera.exit_client()
     return 0
 
