@@ -2,6 +2,8 @@
 // graph is loaded and the command line checked.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,5 +35,14 @@ struct SampleCudaRun {
 /// the placement in the same run, prints all of it and writes the JSON. NotCompiledError
 /// without CUDA.
 void run_bench_sample_cuda(const SampleCudaRun& run);
+
+/// The "stages" line of both sampling benchmarks: time and share of sampling and compaction,
+/// in the clock `clock` names.
+inline void print_sample_stages(double sample_seconds, double compact_seconds, const char* clock) {
+  const double busy = sample_seconds + compact_seconds;
+  fmt::print("  stages ({}): sampling {:.3f} s ({:.0f}%), compaction {:.3f} s ({:.0f}%)\n", clock,
+             sample_seconds, 100 * sample_seconds / busy, compact_seconds,
+             100 * compact_seconds / busy);
+}
 
 }  // namespace tessera::tools

@@ -119,18 +119,13 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   const double bytes_per_edge = dg.eids() ? 16.0 : 8.0;
   const double touched_gbps = edges_s * bytes_per_edge / 1e9;
   const double target = uva ? 0.3e9 : 1.5e9;
-  const double busy = total.sample_seconds + total.compact_seconds;
   fmt::print("tessera:   {} batches x {} seeds, fanouts [{}], {}{}, graph in {}\n", n_batches,
              r.batch_size, fmt::join(r.fanouts, ","),
              r.replace ? "with replacement" : "without replacement",
              r.weights.empty() ? "" : ", weighted", cuda::placement_name(placement));
   fmt::print("  {:.0f} seeds/s, {} sampled edges/s, {:.1f} edges/seed (wall {:.3f} s)\n", seeds_s,
              human_count(edges_s), static_cast<double>(total.sampled_edges) / total.seeds, wall);
-  fmt::print(
-      "  stages (host wall, incl. syncs): sampling {:.3f} s ({:.0f}%), compaction {:.3f} s "
-      "({:.0f}%)\n",
-      total.sample_seconds, 100 * total.sample_seconds / busy, total.compact_seconds,
-      100 * total.compact_seconds / busy);
+  print_sample_stages(total.sample_seconds, total.compact_seconds, "host wall, incl. syncs");
   fmt::print(
       "bound:     {} cudaMemcpy {:.1f} GB/s (same run); the sampler's random graph reads "
       "{:.2f} GB/s ({:.0f} B per sampled edge) = {:.3f} of it\n",

@@ -398,7 +398,6 @@ void run_bench_sample(const SampleArgs& a) {
   const double per_core = edges_s / a.threads;
   const double per_cpu_s = static_cast<double>(total.sampled_edges) / cpu;
   const double ratio_core = ours1_edges_s / ref_edges_s;
-  const double busy = total.sample_seconds + total.compact_seconds;
   fmt::print("tessera:   {} batches x {} seeds, fanouts [{}], {} thread(s), {}{}\n", done,
              a.batch_size, a.fanouts, a.threads,
              a.replace ? "with replacement" : "without replacement",
@@ -409,10 +408,7 @@ void run_bench_sample(const SampleArgs& a) {
       "  per core: {} edges/s by wall time / threads, {} edges per CPU-second "
       "({:.2f} CPU-s used)\n",
       human_count(per_core), human_count(per_cpu_s), cpu);
-  fmt::print(
-      "  stages (thread-seconds): sampling {:.3f} s ({:.0f}%), compaction {:.3f} s ({:.0f}%)\n",
-      total.sample_seconds, 100 * total.sample_seconds / busy, total.compact_seconds,
-      100 * total.compact_seconds / busy);
+  print_sample_stages(total.sample_seconds, total.compact_seconds, "thread-seconds");
   fmt::print(
       "reference: std::mt19937 + hash sets, 1 thread, {} batches, in rounds alternating with "
       "Tessera (1 thread) on the same batches, CPU time:\n",
@@ -435,15 +431,14 @@ void run_bench_sample(const SampleArgs& a) {
     j["command"] = cmd;
     j["commit"] = commit_id();
     j["machine"] = machine_json();
-    j["graph"] = {
-        {"spec", a.graph},
-        {"num_nodes", g.num_nodes},
-        {"num_edges", g.num_edges()},
-        {"symmetrized", ro.build.symmetrize},
-        {"huge_page_bytes", huge},
-        {"interleaved_adjacency", !a.no_interleave},
-        {"adjacency_copy_bytes_per_edge", a.no_interleave ? 0 : (can_pack_adjacency(g) ? 8 : 16)},
-        {"weight_prefix", a.weighted && !a.no_weight_prefix}};
+    j["graph"] = {{"spec", a.graph},
+                  {"num_nodes", g.num_nodes},
+                  {"num_edges", g.num_edges()},
+                  {"symmetrized", ro.build.symmetrize},
+                  {"huge_page_bytes", huge},
+                  {"interleaved_adjacency", !a.no_interleave},
+                  {"adjacency_copy_bytes_per_edge", sampler.adjacency_copy_bytes_per_edge()},
+                  {"weight_prefix", a.weighted && !a.no_weight_prefix}};
     j["params"] = {{"fanouts", fanouts},   {"batch_size", a.batch_size}, {"threads", a.threads},
                    {"replace", a.replace}, {"weighted", a.weighted},     {"batches", done},
                    {"seed", a.seed}};

@@ -71,4 +71,15 @@ inline std::vector<int64_t> sample_test_seeds() {
   return seeds;
 }
 
+/// The options both suites sample with: `fanout`, `replace`, in- or out-edges, key
+/// (12345, 2, 17, 1).
+inline ops::SampleOptions sample_test_options(int64_t fanout, bool replace, bool dir_in) {
+  ops::SampleOptions o;
+  o.fanout = fanout;
+  o.replace = replace;
+  o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
+  o.key = ops::make_rng_key(12345, 2, 17, 1);
+  return o;
+}
+
 }  // namespace tessera::test

@@ -33,11 +33,7 @@ TEST_P(SampleTwin, UniformMatchesCpuBitForBit) {
   const auto [fanout, replace, dir_in] = GetParam();
   const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
   const std::vector<int64_t> seeds = sample_test_seeds();
-  ops::SampleOptions o;
-  o.fanout = fanout;
-  o.replace = replace;
-  o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-  o.key = ops::make_rng_key(12345, 2, 17, 1);
+  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
   const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
 
   DeviceCopy indptr(g.indptr.data(), g.indptr.size() * 8, 0, false);

@@ -83,11 +83,7 @@ TEST_P(SampleRows, KernelRowLogicMatchesCpuTwin) {
   const std::vector<float>& w = dir_in ? f.w_csc : f.w_csr;
   const std::vector<double>& cdf = dir_in ? f.cdf_csc : f.cdf_csr;
   const std::vector<int64_t> seeds = sample_test_seeds();
-  ops::SampleOptions o;
-  o.fanout = fanout;
-  o.replace = replace;
-  o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-  o.key = ops::make_rng_key(12345, 2, 17, 1);
+  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
   if (weighted) o.weights = w;  // the CPU twin re-adds the weights: prefix sums are not given
   const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
   const ops::SampledEdges rows =

@@ -1,5 +1,6 @@
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -58,21 +59,34 @@ bool can_pack_adjacency(const Graph& graph) {
   return true;
 }
 
-std::vector<uint64_t> pack_adjacency(const Graph& graph) {
-  TESSERA_EXPECTS(can_pack_adjacency(graph), ValueError,
-                  "pack_adjacency: the graph has {} nodes and {} edges; a node or edge ID does not "
-                  "fit in 32 bits (use interleave_adjacency)",
-                  graph.num_nodes, graph.num_edges());
+std::vector<uint64_t> try_pack_adjacency(const Graph& graph) {
+  constexpr uint64_t kLimit = uint64_t{1} << 32;
+  if (static_cast<uint64_t>(graph.num_nodes) > kLimit) return {};
   const int64_t m = graph.num_edges();
   std::vector<uint64_t> packed;
   packed.reserve(static_cast<size_t>(m));
   advise(packed.data(), static_cast<size_t>(m) * sizeof(uint64_t));  // before first touch
   packed.resize(static_cast<size_t>(m));
+  std::atomic<bool> fits{true};
   parallel_for(0, m, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
-    for (int64_t k = lo; k < hi; ++k)
-      packed[k] =
-          static_cast<uint64_t>(graph.eid(k)) << 32 | static_cast<uint64_t>(graph.indices[k]);
+    bool ok = true;
+    for (int64_t k = lo; k < hi; ++k) {
+      const auto e = static_cast<uint64_t>(graph.eid(k));  // e < 0 wraps above the limit
+      ok &= e < kLimit;
+      packed[k] = e << 32 | static_cast<uint64_t>(graph.indices[k]);
+    }
+    if (!ok) fits.store(false, std::memory_order_relaxed);
   });
+  if (!fits.load()) return {};
+  return packed;
+}
+
+std::vector<uint64_t> pack_adjacency(const Graph& graph) {
+  std::vector<uint64_t> packed = try_pack_adjacency(graph);
+  TESSERA_EXPECTS(static_cast<int64_t>(packed.size()) == graph.num_edges(), ValueError,
+                  "pack_adjacency: the graph has {} nodes and {} edges; a node or edge ID does not "
+                  "fit in 32 bits (use interleave_adjacency)",
+                  graph.num_nodes, graph.num_edges());
   return packed;
 }
 

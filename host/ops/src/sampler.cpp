@@ -32,11 +32,8 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
   }
   if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
   if (opts_.interleave) {
-    if (can_pack_adjacency(graph_)) {
-      packed_ = pack_adjacency(graph_);
-    } else {
-      pairs_ = interleave_adjacency(graph_);
-    }
+    packed_ = try_pack_adjacency(graph_);
+    if (packed_.empty() && graph_.num_edges() > 0) pairs_ = interleave_adjacency(graph_);
   }
   if (opts_.weight_prefix && !opts_.weights.empty())
     prefix_ = weight_prefix_sums(graph_, opts_.weights);

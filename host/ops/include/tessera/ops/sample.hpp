@@ -123,6 +123,10 @@ bool can_pack_adjacency(const Graph& graph);
 /// in 32 bits (see can_pack_adjacency).
 std::vector<uint64_t> pack_adjacency(const Graph& graph);
 
+/// pack_adjacency in one pass that also checks the IDs: empty when one does not fit in 32 bits
+/// (or the graph has no edges).
+std::vector<uint64_t> try_pack_adjacency(const Graph& graph);
+
 /// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
 /// ValueError naming `what` and the first bad position. sample_neighbors checks only the length
 /// and the weights it reads; call this once up front for a clear early error.

@@ -77,6 +77,11 @@ class NeighborSampler {
 
   const Graph& graph() const { return graph_; }
   const NeighborSamplerOptions& options() const { return opts_; }
+  /// Bytes per edge of the interleaved adjacency copy the CPU sampler reads: 8 (packed), 16
+  /// (pairs) or 0 (none: interleave off, a CUDA sampler, or no edges).
+  int adjacency_copy_bytes_per_edge() const {
+    return !packed_.empty() ? 8 : !pairs_.empty() ? 16 : 0;
+  }
 
  private:
   const Graph& graph_;
