@@ -64,7 +64,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import hits_at_k, roc_auc  # noqa: F401 (tests use them from here)
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, atomic_write_json, log, per_rank_batch, pick_device
+from tessera.utils import Progress, atomic_write_json, log, per_rank_batch, pick_device, pyplot
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -342,13 +342,8 @@ def train(args, data: dict, device: torch.device) -> dict:
 
 
 def plot(history: list, hk: str, baseline: dict, path: str, title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("[link] matplotlib is not installed; no plot", flush=True)
+    plt = pyplot("link")
+    if plt is None:
         return
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     a1.plot([h["epoch"] for h in history], [h["loss"] for h in history])

@@ -53,7 +53,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, log, per_rank_batch, pick_device
+from tessera.utils import Progress, log, per_rank_batch, pick_device, pyplot
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -333,13 +333,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
 
 
 def plot(results: dict, path: str, metric: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("[train] matplotlib is not installed; no plot", flush=True)
+    plt = pyplot("train")
+    if plt is None:
         return
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     for split, r in results.items():

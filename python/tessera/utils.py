@@ -64,6 +64,20 @@ def atomic_write_json(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
+def pyplot(who: str):
+    """matplotlib.pyplot on the file-only Agg backend, or None (saying so, prefixed with
+    ``[who]``) when matplotlib is not installed: plots are optional."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"[{who}] matplotlib is not installed; no plot", flush=True)
+        return None
+    return plt
+
+
 def per_rank_batch(global_batch: int) -> int:
     """Items per rank and step when ``global_batch`` is the batch of one step over all ranks:
     ceil(global_batch / P), so a step trains on as many items at any number of ranks P."""
