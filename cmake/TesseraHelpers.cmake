@@ -20,9 +20,14 @@ function(tessera_add_test)
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} tessera_test_support GTest::gtest GTest::gtest_main
                         tessera_warnings)
   include(GoogleTest)
-  set(_props TIMEOUT ${A_TIMEOUT})
+  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${A_TIMEOUT})
   if(A_LABELS)
-    list(APPEND _props LABELS "${A_LABELS}")
+    # A list cannot pass through gtest_discover_tests' PROPERTIES (CMake 3.25 keeps the first
+    # label only, CMake 4 warns and drops the rest): label the discovered tests in a file ctest
+    # includes after the discovery script, which leaves their names in ${A_NAME}_TESTS.
+    set(_inc "${CMAKE_CURRENT_BINARY_DIR}/${A_NAME}_labels.cmake")
+    file(WRITE "${_inc}" "if(${A_NAME}_TESTS)\n  set_tests_properties(\${${A_NAME}_TESTS} "
+                         "PROPERTIES LABELS \"${A_LABELS}\")\nendif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${_inc}")
   endif()
-  gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES ${_props})
 endfunction()

@@ -4,6 +4,7 @@
 // bit (a gather copies bytes, so there is no rounding to excuse).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <tuple>

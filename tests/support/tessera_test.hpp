@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
 namespace tessera::test {
 
-/// Path of a shared dataset (../shared/datasets/<rel>); skips the test if it is absent.
+/// Path of a shared dataset: $TESSERA_DATASETS/<rel> when that variable is set (a copy carried to
+/// another machine, as scripts/gpu-check does), else the configured ../shared/datasets/<rel>.
 inline std::filesystem::path dataset(const std::string& rel) {
-  return std::filesystem::path(TESSERA_DATASETS) / rel;
+  const char* env = std::getenv("TESSERA_DATASETS");
+  return std::filesystem::path(env && *env ? env : TESSERA_DATASETS) / rel;
 }
 
 /// A fresh scratch folder removed at the end of the test.
