@@ -46,6 +46,13 @@ class ExcludeEdges {
   /// The excluded edge IDs of `row` as a sorted range [first, last) into an internal array, or
   /// an empty range when the row has none.
   std::pair<const int64_t*, const int64_t*> row_eids(int64_t row) const;
+  /// The set's three arrays, read-only (e.g. to upload it for the CUDA twin): the sorted unique
+  /// rows; rows().size() + 1 offsets into eids() (row i's edge IDs are eids()[offsets()[i] ..
+  /// offsets()[i + 1]), sorted and unique); the edge IDs. An empty set has no rows, one offset
+  /// (0) when built from empty arrays or none when default-constructed, and no edge IDs.
+  Span<const int64_t> rows() const { return rows_; }
+  Span<const int64_t> offsets() const { return offsets_; }
+  Span<const int64_t> eids() const { return eids_; }
 
  private:
   std::vector<int64_t> rows_;     // sorted unique rows
