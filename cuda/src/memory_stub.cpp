@@ -134,13 +134,14 @@ void FeatureCache::reset_counters(StreamHandle) {
 }
 DeviceSample sample_neighbors_uniform_impl(const int64_t*, const int64_t*, const int64_t*,
                                            const int64_t*, int64_t, int64_t, bool, bool,
-                                           const RngKey&, StreamHandle) {
+                                           const RngKey&, StreamHandle, const rows::ExcludeView*) {
   require_cuda("sample_neighbors");
   return {};
 }
 DeviceSample sample_neighbors_weighted_impl(const int64_t*, const int64_t*, const int64_t*,
                                             const float*, const double*, const int64_t*, int64_t,
-                                            int64_t, bool, bool, const RngKey&, StreamHandle) {
+                                            int64_t, bool, bool, const RngKey&, StreamHandle,
+                                            const rows::ExcludeView*) {
   require_cuda("sample_neighbors (weighted)");
   return {};
 }

@@ -3,11 +3,13 @@
 // IDs), nodes >= 2500 without in-edges, a hub (node 7, ~700 more in-edges); weights with a
 // quarter zero, node 11's row all zero and the hub's row heavy-tailed (a few 1e6 among 1e-3, so
 // successive sampling runs out of redraws and takes the exact walk); seeds with repeats, the hub,
-// a degree-0 node and the all-zero row.
+// a degree-0 node and the all-zero row; an edge-exclusion set with every kind of excluded row.
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "tessera/graph/graph.hpp"
@@ -80,6 +82,98 @@ inline ops::SampleOptions sample_test_options(int64_t fanout, bool replace, bool
   o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
   o.key = ops::make_rng_key(12345, 2, 17, 1);
   return o;
+}
+
+/// Seeds for the exclusion cases: sample_test_seeds() with the rows sample_test_exclusion
+/// targets among them (some twice), so every kind of excluded row is sampled.
+inline std::vector<int64_t> sample_test_exclusion_seeds() {
+  std::vector<int64_t> seeds = sample_test_seeds();
+  const int64_t special[] = {20, 21, 22, 23, 24, 25, 26, 20, 7, 23, 11, 2998};
+  for (size_t i = 0; i < std::size(special); ++i)
+    seeds[4 + i] = special[i];
+  return seeds;
+}
+
+/// An exclusion set over the rows of `g` (CSC or CSR; the row holds the edge) with weights `w`
+/// (storage order), as (row, eid) pairs: rows 20 and 21 lose every edge; the hub (7) loses every
+/// third edge (heavy and light ones); row 22 loses one edge and lists two IDs of other rows' edges
+/// and one past every ID (all ignored); row 23 lists only IDs of other rows (nothing of its own is
+/// lost); row 24 loses every positive-weight edge (weighted: nothing left to draw); row 25 loses
+/// its positive edges but one; row 26 loses its first edge, listed three times; rows 2998 and 2999
+/// list one ID each; then one to three edges of every 10th seed's row (rows >= 30), like a
+/// link-prediction batch; with `spread` > 0 also every edge of rows >= 30 with that probability
+/// (for the deeper hops of multi-layer sampling); then the first 50 pairs again (duplicates).
+inline ops::ExcludeEdges sample_test_exclusion(const Graph& g, const std::vector<float>& w,
+                                               const std::vector<int64_t>& seeds,
+                                               double spread = 0) {
+  std::vector<int64_t> rows, eids;
+  auto eid = [&](int64_t k) { return g.eids.empty() ? k : g.eids[k]; };
+  auto add = [&](int64_t r, int64_t e) {
+    rows.push_back(r);
+    eids.push_back(e);
+  };
+  auto row_edges = [&](int64_t r) { return std::make_pair(g.indptr[r], g.indptr[r + 1]); };
+  for (int64_t r : {int64_t{20}, int64_t{21}}) {
+    auto [b, e] = row_edges(r);
+    for (int64_t k = b; k < e; ++k)
+      add(r, eid(k));
+  }
+  {
+    auto [b, e] = row_edges(7);
+    for (int64_t k = b; k < e; k += 3)
+      add(7, eid(k));
+  }
+  {
+    auto [b, e] = row_edges(22);
+    if (e > b) add(22, eid(b + (e - b) / 2));
+    add(22, eid(g.indptr[30]));  // row 30's first edge, not row 22's
+    add(22, eid(g.indptr[31]));
+    add(22, int64_t{1} << 40);  // no edge has this ID
+  }
+  add(23, eid(g.indptr[40]));
+  add(23, eid(g.indptr[41] + 1));
+  {
+    auto [b, e] = row_edges(24);
+    for (int64_t k = b; k < e; ++k)
+      if (w[k] > 0) add(24, eid(k));
+  }
+  {
+    auto [b, e] = row_edges(25);
+    bool kept = false;
+    for (int64_t k = b; k < e; ++k) {
+      if (w[k] > 0 && !kept) {
+        kept = true;
+        continue;
+      }
+      if (w[k] > 0) add(25, eid(k));
+    }
+  }
+  {
+    auto [b, e] = row_edges(26);
+    for (int rep = 0; rep < 3; ++rep)
+      if (e > b) add(26, eid(b));
+  }
+  add(2998, 5);
+  add(2999, 6);
+  std::mt19937_64 rng(17);
+  for (size_t i = 16; i < seeds.size(); i += 10) {
+    const int64_t r = seeds[i];
+    auto [b, e] = row_edges(r);
+    if (r < 30 || e == b) continue;  // the rows above keep their exact sets
+    const int m = 1 + static_cast<int>(rng() % 3);
+    for (int j = 0; j < m; ++j)
+      add(r, eid(b + static_cast<int64_t>(rng() % static_cast<uint64_t>(e - b))));
+  }
+  if (spread > 0) {
+    std::bernoulli_distribution pick(spread);
+    for (int64_t r = 30; r < g.num_nodes; ++r)
+      for (int64_t k = g.indptr[r]; k < g.indptr[r + 1]; ++k)
+        if (pick(rng)) add(r, eid(k));
+  }
+  // Duplicate pairs: the first 50 again.
+  for (size_t i = 0; i < 50 && i < rows.size(); ++i)
+    add(rows[i], eids[i]);
+  return ops::ExcludeEdges(rows, eids);
 }
 
 }  // namespace tessera::test

@@ -104,31 +104,42 @@ struct DeviceSample {
   }
 };
 
-/// CUDA twin of ops::sample_neighbors for UNIFORM sampling without edge exclusion: the same
-/// Philox draws (tessera/core/philox.hpp, stream kNeighbor), the same algorithms (all
-/// neighbors when fanout < 0 or, without replacement, degree <= fanout; `fanout` bounded draws
-/// with replacement; Floyd's sampling of storage positions, sorted, without replacement) and
-/// the same output order (grouped by seed in seed order), so the result is bit-identical to
-/// the CPU twin. indptr (num_nodes + 1), indices and eids (null: identity) are int64 in device
-/// memory or UVA; `seeds` are n int64 IDs in device memory, already validated in range.
-/// `dir_in`: CSC, edges (neighbor -> seed); else CSR, edges (seed -> neighbor). Synchronizes
-/// `stream` once to learn the number of sampled edges (the output size).
+namespace rows {
+struct ExcludeView;  // tessera/cuda/sample_rows.hpp: ops::ExcludeEdges in device memory
+}  // namespace rows
+
+/// CUDA twin of ops::sample_neighbors for UNIFORM sampling: the same Philox draws
+/// (tessera/core/philox.hpp, stream kNeighbor), the same algorithms (all neighbors when
+/// fanout < 0 or, without replacement, degree <= fanout; `fanout` bounded draws with
+/// replacement; Floyd's sampling of storage positions, sorted, without replacement) and the same
+/// output order (grouped by seed in seed order), so the result is bit-identical to the CPU twin.
+/// indptr (num_nodes + 1), indices and eids (null: identity) are int64 in device memory or UVA;
+/// `seeds` are n int64 IDs in device memory, already validated in range. `dir_in`: CSC, edges
+/// (neighbor -> seed); else CSR, edges (seed -> neighbor). `exclude` (null or no rows: none; its
+/// arrays in device memory or UVA) removes edges from their rows before drawing, as
+/// SampleOptions::exclude does: a seed with excluded edges draws from its remaining ones in
+/// storage order, using per-seed candidate scratch from scratch_allocator(). Synchronizes
+/// `stream` once to learn the number of sampled edges (and, with exclusion, of candidates).
 DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t* indices,
                                            const int64_t* eids, const int64_t* seeds, int64_t n,
                                            int64_t fanout, bool replace, bool dir_in,
-                                           const RngKey& key, StreamHandle stream);
+                                           const RngKey& key, StreamHandle stream,
+                                           const rows::ExcludeView* exclude = nullptr);
 
-/// CUDA twin of ops::sample_neighbors for WEIGHTED sampling without edge exclusion, bit-identical
-/// to the CPU twin: `weights` (float, storage order, already validated finite and >= 0) and
-/// `prefix` (their per-row double prefix sums, the layout of ops::weight_prefix_sums; see
+/// CUDA twin of ops::sample_neighbors for WEIGHTED sampling, bit-identical to the CPU twin:
+/// `weights` (float, storage order, already validated finite and >= 0) and `prefix` (their
+/// per-row double prefix sums, the layout of ops::weight_prefix_sums; see
 /// weight_prefix_sums_impl) in device memory or UVA. A zero weight is never drawn; without
-/// replacement a row keeps all its positive-weight neighbors when there are at most `fanout`.
-/// Other arguments and the synchronization as sample_neighbors_uniform_impl.
+/// replacement a row keeps all its positive-weight neighbors when there are at most `fanout`. A
+/// seed with excluded edges draws over its remaining edges' weights with prefix sums re-added
+/// in storage order (as the CPU twin does), not the row's `prefix`. Other arguments, the
+/// exclusion and the synchronization as sample_neighbors_uniform_impl.
 DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t* indices,
                                             const int64_t* eids, const float* weights,
                                             const double* prefix, const int64_t* seeds, int64_t n,
                                             int64_t fanout, bool replace, bool dir_in,
-                                            const RngKey& key, StreamHandle stream);
+                                            const RngKey& key, StreamHandle stream,
+                                            const rows::ExcludeView* exclude = nullptr);
 
 /// out[k] = per-row inclusive prefix sums of `weights` in double, summed in storage order from
 /// each row's start (exactly ops::weight_prefix_sums), for a graph of num_nodes rows; indptr,

@@ -94,6 +94,14 @@ TESSERA_HD inline int64_t weighted_count(const float* w, int64_t d, int64_t fano
   return p < fanout ? p : fanout;
 }
 
+/// weighted_count of a row whose `p` positive weights are already counted.
+TESSERA_HD inline int64_t weighted_count_of(int64_t p, int64_t fanout, bool replace) {
+  if (p == 0 || fanout == 0) return 0;
+  if (fanout < 0) return p;
+  if (replace) return fanout;
+  return p < fanout ? p : fanout;
+}
+
 /// std::upper_bound(cdf, cdf + d, target) - cdf: the first position whose sum exceeds target.
 TESSERA_HD inline int64_t upper_bound_position(const double* cdf, int64_t d, double target) {
   int64_t lo = 0, hi = d;
@@ -177,6 +185,137 @@ TESSERA_HD inline void weighted_positions(const RngKey& key, uint64_t node, cons
     taken_weight += weight_at(cdf, pick);
   }
   insertion_sort(pos, cnt);
+}
+
+// ---- Edge exclusion ---------------------------------------------------------------------------
+// A seed whose row holds excluded edges samples from its candidates: the row's storage positions
+// whose edge ID is not excluded, in storage order (the CPU twin's `allowed` list). Pass 1
+// (seed_counts) counts them, which sizes both the seed's output and its scratch slice; pass 2
+// (seed_positions) writes the candidates' positions, weights and double prefix sums into that
+// slice and runs uniform_positions / weighted_positions over them.
+
+/// ops::ExcludeEdges where the kernels can read it (its rows(), offsets() and eids() arrays):
+/// sorted unique rows, num_rows + 1 offsets into eids, edge IDs sorted within each row.
+/// num_rows == 0: nothing is excluded (the pointers are not read).
+struct ExcludeView {
+  const int64_t* rows = nullptr;
+  const int64_t* offsets = nullptr;
+  const int64_t* eids = nullptr;
+  int64_t num_rows = 0;
+};
+
+/// The edge ID of storage position k (`eids` null: the position itself).
+TESSERA_HD inline int64_t edge_id(const int64_t* eids, int64_t k) {
+  return eids ? eids[k] : k;
+}
+
+/// Whether the sorted array a[0, n) holds x (binary search).
+TESSERA_HD inline bool sorted_contains(const int64_t* a, int64_t n, int64_t x) {
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < n && a[lo] == x;
+}
+
+/// Row v's excluded edge IDs, ex.eids[*first, *last) (an empty range when v has none).
+TESSERA_HD inline void excluded_range(const ExcludeView& ex, int64_t v, int64_t* first,
+                                      int64_t* last) {
+  *first = *last = 0;
+  int64_t lo = 0, hi = ex.num_rows;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (ex.rows[mid] < v)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < ex.num_rows && ex.rows[lo] == v) {
+    *first = ex.offsets[lo];
+    *last = ex.offsets[lo + 1];
+  }
+}
+
+/// Pass 1 for one seed: the edges it yields and the scratch entries (candidates) pass 2 needs.
+struct SeedCounts {
+  int64_t edges = 0;
+  int64_t scratch = 0;
+};
+
+/// Seed v's counts. A row without exclusions (or whose excluded IDs are none of its edges, so
+/// every position is a candidate and the candidates' sums equal the row's own) needs no
+/// scratch; a row that loses edges needs one entry per candidate when it yields any edge.
+/// `w` null: uniform; `eids` null: identity edge IDs; ex.num_rows == 0: no exclusion.
+TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* eids, const float* w,
+                                         const ExcludeView& ex, int64_t v, int64_t fanout,
+                                         bool replace) {
+  SeedCounts c;
+  const int64_t b = indptr[v], d = indptr[v + 1] - b;
+  if (d == 0 || fanout == 0) return c;
+  int64_t first = 0, last = 0;
+  if (ex.num_rows > 0) excluded_range(ex, v, &first, &last);
+  if (first == last) {
+    c.edges = w ? weighted_count(w + b, d, fanout, replace) : uniform_count(d, fanout, replace);
+    return c;
+  }
+  int64_t n = 0, p = 0;
+  for (int64_t k = b; k < b + d; ++k) {
+    if (sorted_contains(ex.eids + first, last - first, edge_id(eids, k))) continue;
+    ++n;
+    if (w) p += w[k] > 0;
+  }
+  c.edges = w ? weighted_count_of(p, fanout, replace) : uniform_count(n, fanout, replace);
+  c.scratch = n < d && c.edges > 0 ? n : 0;
+  return c;
+}
+
+/// Pass 2 for one seed: the storage positions (not row offsets) of its `cnt` edges, in the CPU
+/// twin's order, into `pos`. `cnt` and `scratch` are seed_counts' edges and scratch; with
+/// scratch > 0, `cand`, `cand_w` and `cand_cdf` are the seed's slices of `scratch` entries
+/// (cand_w and cand_cdf only read or written when weighted), which receive the candidates'
+/// positions, weights and double prefix sums (summed in candidate order, as the CPU twin does
+/// for a row with exclusions). `w`/`cdf` are the whole graph's weights and prefix sums.
+TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, const int64_t* eids,
+                                      const float* w, const double* cdf, const ExcludeView& ex,
+                                      int64_t v, int64_t fanout, bool replace, int64_t cnt,
+                                      int64_t scratch, int64_t* cand, float* cand_w,
+                                      double* cand_cdf, int64_t* pos) {
+  if (cnt == 0) return;
+  const int64_t b = indptr[v], d = indptr[v + 1] - b;
+  const uint64_t node = static_cast<uint64_t>(v);
+  if (scratch == 0) {
+    if (w)
+      weighted_positions(key, node, w + b, cdf + b, d, cnt, fanout, replace, pos);
+    else
+      uniform_positions(key, node, d, cnt, fanout, replace, pos);
+    for (int64_t t = 0; t < cnt; ++t)
+      pos[t] += b;
+    return;
+  }
+  int64_t first = 0, last = 0;
+  excluded_range(ex, v, &first, &last);
+  int64_t n = 0;
+  double total = 0;
+  for (int64_t k = b; k < b + d; ++k) {
+    if (sorted_contains(ex.eids + first, last - first, edge_id(eids, k))) continue;
+    cand[n] = k;
+    if (w) {
+      cand_w[n] = w[k];
+      total += static_cast<double>(w[k]);
+      cand_cdf[n] = total;
+    }
+    ++n;
+  }
+  if (w)
+    weighted_positions(key, node, cand_w, cand_cdf, n, cnt, fanout, replace, pos);
+  else
+    uniform_positions(key, node, n, cnt, fanout, replace, pos);
+  for (int64_t t = 0; t < cnt; ++t)
+    pos[t] = cand[pos[t]];
 }
 
 }  // namespace tessera::cuda::rows
