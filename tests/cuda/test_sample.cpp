@@ -1,8 +1,9 @@
-// CUDA twin of uniform neighbor sampling against the CPU twin (ops::sample_neighbors), bit for
-// bit: {fanout -1, 0, 1, 5, 25, 100} x {with, without replacement} x {in, out} on a random
+// CUDA twin of neighbor sampling against the CPU twin (ops::sample_neighbors), bit for bit:
+// uniform {fanout -1, 0, 1, 5, 25, 100} x {with, without replacement} x {in, out} on a random
 // graph with degree-0 nodes, a hub (Floyd with k > 64 on the CPU's bitmap path) and repeated
-// seeds; also an empty seed list. CUDA cases only; the CPU twin's own contract is tested in
-// tests/host/ops.
+// seeds, and an empty seed list; weighted; with edge exclusion; the multi-layer sampler (with
+// and without exclusion) and block compaction. CUDA cases only; the CPU twin's own contract is
+// tested in tests/host/ops.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "sample_fixture.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/sample_rows.hpp"
 #include "tessera/graph/graph.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/ops/device_sampler.hpp"
@@ -144,9 +146,94 @@ INSTANTIATE_TEST_SUITE_P(Weighted, WeightedTwin,
                                               cuda::placement_name(std::get<3>(info.param)));
                          });
 
+// Sampling with edge exclusion (the edge loader's case): the CUDA twin against the CPU twin bit
+// for bit, uniform and weighted, with and without replacement, in and out, fanouts -1..100, the
+// graph and the exclusion arrays in GPU memory or pinned host memory (UVA); also through
+// ops::sample_neighbors(device = kCuda). The exclusion set (sample_fixture.hpp) has rows that
+// lose every edge, the hub losing a third of its edges, IDs of other rows' edges, duplicates.
+class ExcludeTwin
+    : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, bool, cuda::Placement>> {};
+
+TEST_P(ExcludeTwin, ExclusionMatchesCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto [fanout, replace, dir_in, weighted, placement] = GetParam();
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<float> w = sample_test_weights(g);
+  const std::vector<int64_t> seeds = sample_test_exclusion_seeds();
+  const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds);
+  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
+  if (weighted) o.weights = w;
+  o.exclude = &ex;
+  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+
+  cuda::Stream stream;
+  const ops::DeviceGraph dg(
+      g, placement, weighted ? ops::Span<const float>(w) : ops::Span<const float>(), stream.get());
+  const bool pinned = placement == cuda::Placement::kPinnedHost;
+  DeviceCopy rows(ex.rows().data(), ex.rows().size() * 8, 0, pinned);
+  DeviceCopy offsets(ex.offsets().data(), ex.offsets().size() * 8, 0, pinned);
+  DeviceCopy eids(ex.eids().data(), ex.eids().size() * 8, 0, pinned);
+  cuda::rows::ExcludeView view;
+  view.rows = static_cast<const int64_t*>(rows.data());
+  view.offsets = static_cast<const int64_t*>(offsets.data());
+  view.eids = static_cast<const int64_t*>(eids.data());
+  view.num_rows = ex.rows().size();
+  DeviceCopy d_seeds(seeds.data(), seeds.size() * 8, 0, false);
+  const auto* sp = static_cast<const int64_t*>(d_seeds.data());
+  const int64_t n = static_cast<int64_t>(seeds.size());
+  const cuda::DeviceSample gpu =
+      weighted
+          ? cuda::sample_neighbors_weighted_impl(dg.indptr(), dg.indices(), dg.eids(), dg.weights(),
+                                                 dg.prefix(), sp, n, fanout, replace, dir_in, o.key,
+                                                 stream.get(), &view)
+          : cuda::sample_neighbors_uniform_impl(dg.indptr(), dg.indices(), dg.eids(), sp, n, fanout,
+                                                replace, dir_in, o.key, stream.get(), &view);
+  ASSERT_EQ(gpu.size, cpu.size());
+  auto download = [&](const int64_t* d) {
+    std::vector<int64_t> h(static_cast<size_t>(gpu.size));
+    if (!h.empty()) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
+    stream.synchronize();
+    return h;
+  };
+  EXPECT_EQ(download(gpu.src_ptr()), cpu.src);
+  EXPECT_EQ(download(gpu.dst_ptr()), cpu.dst);
+  EXPECT_EQ(download(gpu.eid_ptr()), cpu.eid);
+
+  ops::SampleOptions oc = o;  // the dispatching entry point (graph and set copied for the call)
+  oc.device = ops::Device::kCuda;
+  const ops::SampledEdges via_ops = ops::sample_neighbors(g, seeds, oc);
+  EXPECT_EQ(via_ops.src, cpu.src);
+  EXPECT_EQ(via_ops.dst, cpu.dst);
+  EXPECT_EQ(via_ops.eid, cpu.eid);
+  // An empty set is no exclusion: the same as without one.
+  const ops::ExcludeEdges empty;
+  oc.exclude = &empty;
+  ops::SampleOptions op = o;
+  op.exclude = nullptr;
+  EXPECT_EQ(ops::sample_neighbors(g, seeds, oc).eid, ops::sample_neighbors(g, seeds, op).eid);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Exclude, ExcludeTwin,
+    ::testing::Combine(::testing::Values(int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{5},
+                                         int64_t{25}, int64_t{100}),
+                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                       ::testing::Values(cuda::Placement::kGpu, cuda::Placement::kPinnedHost)),
+    [](const auto& info) {
+      const int64_t f = std::get<0>(info.param);
+      return fmt::format("{}_{}_fanout_{}_{}_{}_{}", backend_name(kBackend),
+                         std::get<3>(info.param) ? "weighted" : "uniform",
+                         f < 0 ? std::string("all") : std::to_string(f),
+                         std::get<1>(info.param) ? "replace" : "noreplace",
+                         std::get<2>(info.param) ? "in" : "out",
+                         cuda::placement_name(std::get<4>(info.param)));
+    });
+
 // The multi-layer GPU sampler (DeviceNeighborSampler through NeighborSampler with
 // device = kCuda) gives the CPU NeighborSampler's blocks bit for bit: uniform and weighted, with
-// and without replacement, graph in GPU memory and in pinned host memory (UVA).
+// and without replacement, graph in GPU memory and in pinned host memory (UVA), without and with
+// an edge-exclusion set that reaches every hop (the edge loader's use).
 class BlocksTwin : public ::testing::TestWithParam<std::tuple<bool, bool, bool, cuda::Placement>> {
 };
 
@@ -171,6 +258,8 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(4));
   for (int64_t batch = 0; batch < 3; ++batch) {
     std::vector<int64_t> seeds(perm.begin() + batch * 512, perm.begin() + (batch + 1) * 512);
+    for (int64_t r = 20; r < 28; ++r)  // unique still: r replaces a seed only when absent
+      if (std::find(seeds.begin(), seeds.end(), r) == seeds.end()) seeds[r - 20] = r;
     const RngKey key = ops::make_rng_key(99, 3, batch, 0);
     const std::vector<ops::Block> a = cpu.sample_blocks(seeds, key);
     ops::SampleStats st;
@@ -188,18 +277,32 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
     for (const auto& blk : a)
       edges += blk.num_edges();
     EXPECT_EQ(st.sampled_edges, edges);
+
+    // With exclusion: the special rows of sample_test_exclusion (among the seeds), and 5% of
+    // all other edges excluded, so every hop meets excluded rows.
+    const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds, 0.05);
+    const std::vector<ops::Block> ae = cpu.sample_blocks(seeds, key, &ex);
+    const std::vector<ops::Block> be = gpu.sample_blocks(seeds, key, &ex);
+    ASSERT_EQ(ae.size(), be.size());
+    bool differs = false;
+    for (size_t l = 0; l < ae.size(); ++l) {
+      SCOPED_TRACE(fmt::format("with exclusion: batch {} block {}", batch, l));
+      EXPECT_EQ(be[l].num_dst, ae[l].num_dst);
+      EXPECT_EQ(be[l].src_nodes, ae[l].src_nodes);
+      EXPECT_EQ(be[l].src, ae[l].src);
+      EXPECT_EQ(be[l].dst, ae[l].dst);
+      EXPECT_EQ(be[l].eids, ae[l].eids);
+      differs |= ae[l].eids != a[l].eids;
+    }
+    EXPECT_TRUE(differs) << "the exclusion set changed nothing";
   }
-  // Seeds are checked on the host path; exclusion is refused on the GPU.
+  // Seeds are checked on the host path.
   const std::vector<int64_t> bad = {1, 3000};
   TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(bad, ops::make_rng_key(1, 0, 0, 0)), IndexError,
                            "seed 3000 at position 1 is out of range");
   const std::vector<int64_t> twice = {4, 4};
   TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(twice, ops::make_rng_key(1, 0, 0, 0)), ValueError,
                            "seed 4 is listed twice");
-  const ops::ExcludeEdges ex(std::vector<int64_t>{1}, std::vector<int64_t>{0});
-  const std::vector<int64_t> one = {1};
-  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(one, ops::make_rng_key(1, 0, 0, 0), &ex), ValueError,
-                           "edge exclusion is not implemented on device=cuda");
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, BlocksTwin,

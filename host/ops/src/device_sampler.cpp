@@ -1,13 +1,46 @@
 #include "tessera/ops/device_sampler.hpp"
 
 #include <cstring>
+#include <memory>
 #include <unordered_set>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/cuda/sample_rows.hpp"
 
 namespace tessera::ops {
+
+namespace {
+
+// An ExcludeEdges set copied into scratch device memory on a stream (returned to the allocator
+// on that stream when this goes away, after the kernels that read it were enqueued).
+struct DeviceExclude {
+  std::unique_ptr<cuda::ScratchBuffer> rows, offsets, eids;
+  cuda::rows::ExcludeView view;  // num_rows == 0: nothing excluded
+  const cuda::rows::ExcludeView* get() const { return view.num_rows > 0 ? &view : nullptr; }
+};
+
+DeviceExclude upload_exclude(const ExcludeEdges* ex, cuda::StreamHandle stream) {
+  DeviceExclude d;
+  if (ex == nullptr || ex->empty()) return d;
+  auto up = [&](Span<const int64_t> a) {
+    const size_t bytes = static_cast<size_t>(a.size()) * sizeof(int64_t);
+    auto b = std::make_unique<cuda::ScratchBuffer>(cuda::scratch_allocator(), bytes, stream);
+    if (bytes > 0) cuda::copy_async(b->data(), a.data(), bytes, stream);
+    return b;
+  };
+  d.rows = up(ex->rows());
+  d.offsets = up(ex->offsets());
+  d.eids = up(ex->eids());
+  d.view.rows = static_cast<const int64_t*>(d.rows->data());
+  d.view.offsets = static_cast<const int64_t*>(d.offsets->data());
+  d.view.eids = static_cast<const int64_t*>(d.eids->data());
+  d.view.num_rows = ex->rows().size();
+  return d;
+}
+
+}  // namespace
 
 DeviceGraph::Array::Array(size_t bytes, cuda::Placement p) : bytes_(bytes) {
   if (bytes == 0) return;
@@ -73,8 +106,9 @@ DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vect
 }
 
 DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_t n,
-                                                  const RngKey& key,
-                                                  cuda::StreamHandle stream) const {
+                                                  const RngKey& key, cuda::StreamHandle stream,
+                                                  const ExcludeEdges* exclude) const {
+  const DeviceExclude ex = upload_exclude(exclude, stream);  // once for every hop
   const size_t layers = fanouts_.size();
   DeviceBlocks out;
   out.blocks.resize(layers);
@@ -87,14 +121,15 @@ DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_
     const size_t l = layers - 1 - h;  // GNN layer; the output layer samples first
     k.layer = static_cast<uint32_t>(h);
     const double t0 = now_seconds();
-    cuda::DeviceSample e = graph_.weighted()
-                               ? cuda::sample_neighbors_weighted_impl(
-                                     graph_.indptr(), graph_.indices(), graph_.eids(),
-                                     graph_.weights(), graph_.prefix(), frontier, width,
-                                     fanouts_[l], replace_, dir_ == EdgeDir::kIn, k, stream)
-                               : cuda::sample_neighbors_uniform_impl(
-                                     graph_.indptr(), graph_.indices(), graph_.eids(), frontier,
-                                     width, fanouts_[l], replace_, dir_ == EdgeDir::kIn, k, stream);
+    cuda::DeviceSample e =
+        graph_.weighted()
+            ? cuda::sample_neighbors_weighted_impl(graph_.indptr(), graph_.indices(), graph_.eids(),
+                                                   graph_.weights(), graph_.prefix(), frontier,
+                                                   width, fanouts_[l], replace_,
+                                                   dir_ == EdgeDir::kIn, k, stream, ex.get())
+            : cuda::sample_neighbors_uniform_impl(graph_.indptr(), graph_.indices(), graph_.eids(),
+                                                  frontier, width, fanouts_[l], replace_,
+                                                  dir_ == EdgeDir::kIn, k, stream, ex.get());
     if (dir_ == EdgeDir::kOut) std::swap(e.src, e.dst);  // messages flow neighbor -> seed
     const double t1 = now_seconds();
     out.blocks[l] = cuda::to_block_impl(e.src_ptr(), e.dst_ptr(), e.size, frontier, width, stream);
@@ -111,7 +146,8 @@ DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_
 std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t> seeds,
                                                              const RngKey& key,
                                                              cuda::StreamHandle stream,
-                                                             SampleStats* stats) const {
+                                                             SampleStats* stats,
+                                                             const ExcludeEdges* exclude) const {
   std::unordered_set<int64_t> seen;
   seen.reserve(static_cast<size_t>(seeds.size()));
   for (int64_t i = 0; i < seeds.size(); ++i) {
@@ -126,8 +162,8 @@ std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t>
                               static_cast<size_t>(seeds.size()) * sizeof(int64_t), stream);
   if (seeds.size() > 0)
     cuda::copy_async(d_seeds.data(), seeds.data(), static_cast<size_t>(seeds.size()) * 8, stream);
-  DeviceBlocks b =
-      sample_blocks(static_cast<const int64_t*>(d_seeds.data()), seeds.size(), key, stream);
+  DeviceBlocks b = sample_blocks(static_cast<const int64_t*>(d_seeds.data()), seeds.size(), key,
+                                 stream, exclude);
   if (stats) stats->add(b.stats);
   return download_blocks(b, stream);
 }
@@ -166,21 +202,20 @@ void to_host(std::vector<int64_t>& dst, const void* src, int64_t n, cuda::Stream
 
 void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
                            SampledEdges& out) {
-  TESSERA_EXPECTS(opts.exclude == nullptr || opts.exclude->empty(), ValueError,
-                  "sample_neighbors: edge exclusion is not implemented on device=cuda; use "
-                  "device=cpu");
   const DeviceGraph g(graph, cuda::Placement::kGpu, opts.weights);
   cuda::Stream stream;
   const cuda::DeviceBuffer d_seeds = to_device(seeds, stream.get());
+  const DeviceExclude ex = upload_exclude(opts.exclude, stream.get());
   const auto* sp = static_cast<const int64_t*>(d_seeds.data());
   const bool in = opts.dir == EdgeDir::kIn;
   const cuda::DeviceSample e =
-      g.weighted() ? cuda::sample_neighbors_weighted_impl(
-                         g.indptr(), g.indices(), g.eids(), g.weights(), g.prefix(), sp,
-                         seeds.size(), opts.fanout, opts.replace, in, opts.key, stream.get())
-                   : cuda::sample_neighbors_uniform_impl(g.indptr(), g.indices(), g.eids(), sp,
-                                                         seeds.size(), opts.fanout, opts.replace,
-                                                         in, opts.key, stream.get());
+      g.weighted()
+          ? cuda::sample_neighbors_weighted_impl(g.indptr(), g.indices(), g.eids(), g.weights(),
+                                                 g.prefix(), sp, seeds.size(), opts.fanout,
+                                                 opts.replace, in, opts.key, stream.get(), ex.get())
+          : cuda::sample_neighbors_uniform_impl(g.indptr(), g.indices(), g.eids(), sp, seeds.size(),
+                                                opts.fanout, opts.replace, in, opts.key,
+                                                stream.get(), ex.get());
   to_host(out.src, e.src_ptr(), e.size, stream.get());
   to_host(out.dst, e.dst_ptr(), e.size, stream.get());
   to_host(out.eid, e.eid_ptr(), e.size, stream.get());

@@ -42,12 +42,7 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
 std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
                                                   const ExcludeEdges* exclude, CompactWorkspace* ws,
                                                   SampleStats* stats) const {
-  if (dev_sampler_) {
-    TESSERA_EXPECTS(exclude == nullptr || exclude->empty(), ValueError,
-                    "NeighborSampler: edge exclusion is not implemented on device=cuda; sample "
-                    "with device=cpu");
-    return dev_sampler_->sample_blocks_host(seeds, key, nullptr, stats);
-  }
+  if (dev_sampler_) return dev_sampler_->sample_blocks_host(seeds, key, nullptr, stats, exclude);
   CompactWorkspace local;
   CompactWorkspace& work = ws ? *ws : local;
   // Sampled IDs are < num_nodes: compact over a direct-mapped table when the graph is small

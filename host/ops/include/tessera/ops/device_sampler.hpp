@@ -79,8 +79,9 @@ struct DeviceBlocks {
 /// layer index 0 for it, as NeighborSampler) the sampling kernel and then the compaction kernel,
 /// the next frontier being the block's source nodes, all on `stream`. Each kernel pair
 /// synchronizes the stream twice per layer (output sizes). Uniform, or weighted when the graph
-/// holds weights; with or without replacement; in or out edges. No edge exclusion (use the CPU
-/// twin for that). Holds a reference to the graph, which must outlive it.
+/// holds weights; with or without replacement; in or out edges; optionally leaving an
+/// ExcludeEdges set out of every hop (as NeighborSampler::sample_blocks). Holds a reference to
+/// the graph, which must outlive it.
 class DeviceNeighborSampler {
  public:
   /// Throws ValueError for no fanouts, more than 256 layers or a fanout < -1.
@@ -88,16 +89,20 @@ class DeviceNeighborSampler {
                         EdgeDir dir = EdgeDir::kIn);
 
   /// Samples the blocks of `n` seed IDs in device memory (unique, each in [0, num_nodes); not
-  /// checked on this path: sample_blocks_host checks them).
+  /// checked on this path: sample_blocks_host checks them). `exclude` (host memory, may be null
+  /// or empty; not owned) is copied to device scratch on `stream` once per call and its edges
+  /// are left out of every hop, as by the CPU sampler.
   DeviceBlocks sample_blocks(const int64_t* d_seeds, int64_t n, const RngKey& key,
-                             cuda::StreamHandle stream) const;
+                             cuda::StreamHandle stream,
+                             const ExcludeEdges* exclude = nullptr) const;
 
   /// Host seeds in, host blocks out: the seeds are checked (IndexError out of range, ValueError
   /// when repeated: they become destination nodes), uploaded, sampled and downloaded. The result
-  /// equals NeighborSampler::sample_blocks with the same options, key and seeds.
+  /// equals NeighborSampler::sample_blocks with the same options, key, seeds and `exclude`.
   std::vector<Block> sample_blocks_host(Span<const int64_t> seeds, const RngKey& key,
                                         cuda::StreamHandle stream = nullptr,
-                                        SampleStats* stats = nullptr) const;
+                                        SampleStats* stats = nullptr,
+                                        const ExcludeEdges* exclude = nullptr) const;
 
   const std::vector<int64_t>& fanouts() const { return fanouts_; }
 
@@ -115,7 +120,7 @@ namespace detail {
 /// ops::sample_neighbors / to_block with device=kCuda on host data (arguments validated): the
 /// inputs are copied to the GPU for this one call, the CUDA twin runs, the result comes back.
 /// Convenient for checks; for repeated sampling keep a DeviceGraph (or NeighborSampler with
-/// device=kCuda), which copies the graph once. No edge exclusion (ValueError).
+/// device=kCuda), which copies the graph once. opts.exclude is copied to the GPU as well.
 void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
                            SampledEdges& out);
 Block to_block_cuda(const SampledEdges& edges, Span<const int64_t> dst_nodes);

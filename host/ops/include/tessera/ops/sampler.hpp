@@ -27,7 +27,7 @@ struct NeighborSamplerOptions {
   EdgeDir dir = EdgeDir::kIn;
   /// kCuda: the sampler copies the graph (and weights) once into `placement` and samples and
   /// compacts every batch with the CUDA twins (DeviceNeighborSampler); blocks come back to the
-  /// host, identical to the CPU twin's. No edge exclusion on that path.
+  /// host, identical to the CPU twin's (with edge exclusion too).
   Device device = Device::kCpu;
   /// Where the graph lives for device == kCuda: kGpu (HBM) or kPinnedHost (read through UVA).
   cuda::Placement placement = cuda::Placement::kGpu;
