@@ -2,6 +2,7 @@
 // allocator (with a host upstream standing in for cudaMalloc). Runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <random>
