@@ -27,6 +27,23 @@
 namespace tessera::test {
 namespace {
 
+// n int64 values from device (or UVA) memory, once the work queued on `stream` is done.
+std::vector<int64_t> download_i64(const int64_t* d, int64_t n, cuda::StreamHandle stream) {
+  std::vector<int64_t> h(static_cast<size_t>(n));
+  if (n > 0) cuda::copy_async(h.data(), d, h.size() * 8, stream);
+  cuda::synchronize(stream);
+  return h;
+}
+
+// Edges sampled on the device equal the CPU twin's, bit for bit.
+void expect_same_edges(const cuda::DeviceSample& gpu, const ops::SampledEdges& cpu,
+                       cuda::StreamHandle stream) {
+  ASSERT_EQ(gpu.size, cpu.size());
+  EXPECT_EQ(download_i64(gpu.src_ptr(), gpu.size, stream), cpu.src);
+  EXPECT_EQ(download_i64(gpu.dst_ptr(), gpu.size, stream), cpu.dst);
+  EXPECT_EQ(download_i64(gpu.eid_ptr(), gpu.size, stream), cpu.eid);
+}
+
 class SampleTwin : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool>> {};
 
 TEST_P(SampleTwin, UniformMatchesCpuBitForBit) {
@@ -47,17 +64,7 @@ TEST_P(SampleTwin, UniformMatchesCpuBitForBit) {
   cuda::DeviceSample gpu = cuda::sample_neighbors_uniform_impl(
       p(indptr), p(indices), g.eids.empty() ? nullptr : p(eids), p(d_seeds),
       static_cast<int64_t>(seeds.size()), fanout, replace, dir_in, o.key, stream.get());
-  ASSERT_EQ(gpu.size, cpu.size());
-  auto download = [&](const int64_t* d) {
-    std::vector<int64_t> h(static_cast<size_t>(gpu.size));
-    cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
-    stream.synchronize();
-    return h;
-  };
-  if (gpu.size == 0) return;
-  EXPECT_EQ(download(gpu.src_ptr()), cpu.src);
-  EXPECT_EQ(download(gpu.dst_ptr()), cpu.dst);
-  EXPECT_EQ(download(gpu.eid_ptr()), cpu.eid);
+  expect_same_edges(gpu, cpu, stream.get());
   // No seeds: nothing sampled.
   EXPECT_EQ(cuda::sample_neighbors_uniform_impl(p(indptr), p(indices), nullptr, p(d_seeds), 0,
                                                 fanout, replace, dir_in, o.key, stream.get())
@@ -112,16 +119,7 @@ TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
       dg.indptr(), dg.indices(), dg.eids(), dg.weights(), dg.prefix(),
       static_cast<const int64_t*>(d_seeds.data()), static_cast<int64_t>(seeds.size()), fanout,
       replace, dir_in, o.key, stream.get());
-  ASSERT_EQ(gpu.size, cpu.size());
-  auto download = [&](const int64_t* d) {
-    std::vector<int64_t> h(static_cast<size_t>(gpu.size));
-    if (!h.empty()) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
-    stream.synchronize();
-    return h;
-  };
-  EXPECT_EQ(download(gpu.src_ptr()), cpu.src);
-  EXPECT_EQ(download(gpu.dst_ptr()), cpu.dst);
-  EXPECT_EQ(download(gpu.eid_ptr()), cpu.eid);
+  expect_same_edges(gpu, cpu, stream.get());
 
   ops::SampleOptions oc = o;  // the dispatching entry point
   oc.device = ops::Device::kCuda;
@@ -189,16 +187,7 @@ TEST_P(ExcludeTwin, ExclusionMatchesCpuBitForBit) {
                                                  stream.get(), &view)
           : cuda::sample_neighbors_uniform_impl(dg.indptr(), dg.indices(), dg.eids(), sp, n, fanout,
                                                 replace, dir_in, o.key, stream.get(), &view);
-  ASSERT_EQ(gpu.size, cpu.size());
-  auto download = [&](const int64_t* d) {
-    std::vector<int64_t> h(static_cast<size_t>(gpu.size));
-    if (!h.empty()) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
-    stream.synchronize();
-    return h;
-  };
-  EXPECT_EQ(download(gpu.src_ptr()), cpu.src);
-  EXPECT_EQ(download(gpu.dst_ptr()), cpu.dst);
-  EXPECT_EQ(download(gpu.eid_ptr()), cpu.eid);
+  expect_same_edges(gpu, cpu, stream.get());
 
   ops::SampleOptions oc = o;  // the dispatching entry point (graph and set copied for the call)
   oc.device = ops::Device::kCuda;
@@ -363,15 +352,9 @@ TEST_P(BlockTwin, ToBlockMatchesCpuBitForBit) {
   ASSERT_EQ(b.num_dst, cpu.num_dst);
   ASSERT_EQ(b.num_src, cpu.num_src());
   ASSERT_EQ(b.num_edges, cpu.num_edges());
-  auto download = [&](const int64_t* d, int64_t n) {
-    std::vector<int64_t> h(static_cast<size_t>(n));
-    if (n) cuda::copy_async(h.data(), d, h.size() * 8, stream.get());
-    stream.synchronize();
-    return h;
-  };
-  EXPECT_EQ(download(b.src_nodes_ptr(), b.num_src), cpu.src_nodes);
-  EXPECT_EQ(download(b.src_ptr(), b.num_edges), cpu.src);
-  EXPECT_EQ(download(b.dst_ptr(), b.num_edges), cpu.dst);
+  EXPECT_EQ(download_i64(b.src_nodes_ptr(), b.num_src, stream.get()), cpu.src_nodes);
+  EXPECT_EQ(download_i64(b.src_ptr(), b.num_edges, stream.get()), cpu.src);
+  EXPECT_EQ(download_i64(b.dst_ptr(), b.num_edges, stream.get()), cpu.dst);
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, BlockTwin, ::testing::Values(0, 1, 17, 1024, 3000),

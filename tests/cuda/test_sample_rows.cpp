@@ -146,18 +146,20 @@ TEST_P(SampleRows, KernelRowLogicMatchesCpuTwin) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, SampleRows,
-    ::testing::Combine(::testing::Values(int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{5},
-                                         int64_t{25}, int64_t{100}),
-                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
-    [](const auto& info) {
-      const int64_t f = std::get<0>(info.param);
-      return fmt::format("{}_fanout_{}_{}_{}", std::get<3>(info.param) ? "weighted" : "uniform",
-                         f < 0 ? std::string("all") : std::to_string(f),
-                         std::get<1>(info.param) ? "replace" : "noreplace",
-                         std::get<2>(info.param) ? "in" : "out");
-    });
+// Both suites run over (fanout, replace, dir_in, weighted) with these values and names.
+const auto kRowCases = ::testing::Combine(
+    ::testing::Values(int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{5}, int64_t{25}, int64_t{100}),
+    ::testing::Bool(), ::testing::Bool(), ::testing::Bool());
+std::string row_case_name(
+    const ::testing::TestParamInfo<std::tuple<int64_t, bool, bool, bool>>& info) {
+  const int64_t f = std::get<0>(info.param);
+  return fmt::format("{}_fanout_{}_{}_{}", std::get<3>(info.param) ? "weighted" : "uniform",
+                     f < 0 ? std::string("all") : std::to_string(f),
+                     std::get<1>(info.param) ? "replace" : "noreplace",
+                     std::get<2>(info.param) ? "in" : "out");
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SampleRows, kRowCases, row_case_name);
 
 // The hub's heavy-tailed row exhausts the redraws: the exact walk over the remaining weight
 // must run (and still match). A row with 8 weights of 1e6 among 700 of 1e-3, fanout 25: after
@@ -244,18 +246,7 @@ TEST_P(SampleRowsExclude, KernelRowLogicMatchesCpuTwin) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    All, SampleRowsExclude,
-    ::testing::Combine(::testing::Values(int64_t{-1}, int64_t{0}, int64_t{1}, int64_t{5},
-                                         int64_t{25}, int64_t{100}),
-                       ::testing::Bool(), ::testing::Bool(), ::testing::Bool()),
-    [](const auto& info) {
-      const int64_t f = std::get<0>(info.param);
-      return fmt::format("{}_fanout_{}_{}_{}", std::get<3>(info.param) ? "weighted" : "uniform",
-                         f < 0 ? std::string("all") : std::to_string(f),
-                         std::get<1>(info.param) ? "replace" : "noreplace",
-                         std::get<2>(info.param) ? "in" : "out");
-    });
+INSTANTIATE_TEST_SUITE_P(All, SampleRowsExclude, kRowCases, row_case_name);
 
 // The per-seed counts of rows::seed_counts on the special rows of the exclusion set (CSC,
 // uniform, fanout -1): a row that loses every edge yields nothing and needs no scratch; a row
