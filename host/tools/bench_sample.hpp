@@ -23,6 +23,7 @@ struct SampleCudaRun {
   int64_t batch_size = 1024;
   int64_t batches = 50;
   int64_t check_batches = 2;
+  int streams = 4;  // > 1: also time this many threads, each with its own stream
   uint64_t seed = 0;
   std::string placement = "gpu";
   std::string command;
@@ -31,8 +32,9 @@ struct SampleCudaRun {
 };
 
 /// Places the graph (gpu or uva), checks the first batches against the CPU twin bit for bit,
-/// times `batches` batches of sampling and compaction on the GPU, measures the copy bound of
-/// the placement in the same run, prints all of it and writes the JSON. NotCompiledError
+/// times `batches` batches of sampling and compaction on the GPU on one stream and then (when
+/// `streams` > 1) on that many streams driven by as many host threads, measures the copy bound
+/// of the placement in the same run, prints all of it and writes the JSON. NotCompiledError
 /// without CUDA.
 void run_bench_sample_cuda(const SampleCudaRun& run);
 

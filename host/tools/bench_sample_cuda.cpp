@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "bench_sample.hpp"
 #include "bench_util.hpp"
@@ -58,6 +62,20 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   // Check: the first batches against the CPU twin, bit for bit.
   timer.begin("check against the CPU twin");
   const int64_t checks = std::min<int64_t>(r.check_batches, n_batches);
+  std::vector<std::vector<Block>> cpu_blocks;  // the CPU twin's blocks of the checked batches
+  auto check_same = [](int64_t b, const std::vector<Block>& got, const std::vector<Block>& want,
+                       const char* how) {
+    for (size_t l = 0; l < want.size(); ++l) {
+      const bool same = got[l].num_dst == want[l].num_dst &&
+                        got[l].src_nodes == want[l].src_nodes && got[l].src == want[l].src &&
+                        got[l].dst == want[l].dst && got[l].eids == want[l].eids;
+      TESSERA_EXPECTS(same, Error,
+                      "bench sample: batch {} block {} on the GPU ({}) differs from the CPU twin "
+                      "({} vs {} edges, {} vs {} source nodes)",
+                      b, l, how, got[l].num_edges(), want[l].num_edges(), got[l].num_src(),
+                      want[l].num_src());
+    }
+  };
   {
     NeighborSamplerOptions so;
     so.fanouts = r.fanouts;
@@ -67,29 +85,22 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
     for (int64_t b = 0; b < checks; ++b) {
       const std::vector<int64_t> seeds(perm.begin() + b * r.batch_size,
                                        perm.begin() + (b + 1) * r.batch_size);
-      const std::vector<Block> want = cpu.sample_blocks(seeds, key_of(b));
-      const std::vector<Block> got = download_blocks(
-          sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get()), stream.get());
-      for (size_t l = 0; l < want.size(); ++l) {
-        const bool same = got[l].num_dst == want[l].num_dst &&
-                          got[l].src_nodes == want[l].src_nodes && got[l].src == want[l].src &&
-                          got[l].dst == want[l].dst && got[l].eids == want[l].eids;
-        TESSERA_EXPECTS(same, Error,
-                        "bench sample: batch {} block {} on the GPU differs from the CPU twin "
-                        "({} vs {} edges, {} vs {} source nodes)",
-                        b, l, got[l].num_edges(), want[l].num_edges(), got[l].num_src(),
-                        want[l].num_src());
-      }
+      cpu_blocks.push_back(cpu.sample_blocks(seeds, key_of(b)));
+      check_same(
+          b,
+          download_blocks(sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get()),
+                          stream.get()),
+          cpu_blocks.back(), "one stream");
     }
   }
   timer.end();
   fmt::print("check:     the first {} batch(es) are bit-identical to the CPU twin\n", checks);
 
-  // Warm-up (the caching allocator fills), then the timed batches.
+  // One stream: warm-up (the caching allocator fills), then the timed batches in order.
   for (int64_t b = 0; b < std::min<int64_t>(3, n_batches); ++b)
     sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get());
   stream.synchronize();
-  timer.begin("sample (cuda)");
+  timer.begin("sample (cuda, 1 stream)");
   SampleStats total;
   double wall = 0;
   {
@@ -106,6 +117,54 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
     progress.done();
   }
   timer.end();
+
+  // Several streams: `streams` host threads, each sampling whole batches (taken in turn from a
+  // shared counter) on its own stream, so one batch's synchronizations and launches overlap
+  // another's kernels, as a loader with several sampler threads runs. A warm-up pass over the
+  // first batches fills each stream's cached scratch and checks those batches against the CPU
+  // twin again (the concurrent path shares the allocator and the graph).
+  SampleStats multi_total;
+  double multi_wall = 0;
+  const int streams = r.streams;
+  if (streams > 1) {
+    std::vector<cuda::Stream> ss(static_cast<size_t>(streams));
+    auto run_threads = [&](int64_t count, bool check, SampleStats& acc) {
+      std::atomic<int64_t> next{0};
+      std::vector<SampleStats> per(ss.size());
+      std::exception_ptr error;
+      std::mutex mu;
+      std::vector<std::thread> threads;
+      for (size_t t = 0; t < ss.size(); ++t)
+        threads.emplace_back([&, t] {
+          try {
+            for (int64_t b; (b = next.fetch_add(1)) < count;) {
+              const DeviceBlocks blocks =
+                  sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), ss[t].get());
+              per[t].add(blocks.stats);
+              if (check && b < static_cast<int64_t>(cpu_blocks.size()))
+                check_same(b, download_blocks(blocks, ss[t].get()), cpu_blocks[b], "stream");
+            }
+            ss[t].synchronize();
+          } catch (...) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!error) error = std::current_exception();
+            next = count;  // the other threads stop at their next batch
+          }
+        });
+      for (auto& th : threads)
+        th.join();
+      if (error) std::rethrow_exception(error);
+      for (const SampleStats& st : per)
+        acc.add(st);
+    };
+    SampleStats warm;
+    run_threads(std::min<int64_t>(n_batches, std::max<int64_t>(checks, 2 * streams)), true, warm);
+    timer.begin(fmt::format("sample (cuda, {} streams)", streams));
+    const double t0 = now_seconds();
+    run_threads(n_batches, false, multi_total);
+    multi_wall = now_seconds() - t0;
+    timer.end();
+  }
 
   timer.begin("copy bound");
   const size_t bound_bytes = size_t{256} << 20;
@@ -131,8 +190,21 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
       "{:.2f} GB/s ({:.0f} B per sampled edge) = {:.3f} of it\n",
       uva ? "pinned host-to-device" : "device-to-device", bound_gbps, touched_gbps, bytes_per_edge,
       touched_gbps / bound_gbps);
-  fmt::print("target:    {} sampled edges/s ({}): {:.2f}x the target\n", human_count(target),
-             uva ? "graph in pinned host memory" : "graph in GPU memory", edges_s / target);
+  const double multi_edges_s =
+      streams > 1 ? static_cast<double>(multi_total.sampled_edges) / multi_wall : 0.0;
+  if (streams > 1) {
+    fmt::print(
+        "{} streams: {:.0f} seeds/s, {} sampled edges/s (wall {:.3f} s; {:.2f}x one stream)\n",
+        streams, static_cast<double>(multi_total.seeds) / multi_wall, human_count(multi_edges_s),
+        multi_wall, multi_edges_s / edges_s);
+    print_sample_stages(multi_total.sample_seconds, multi_total.compact_seconds,
+                        "host wall summed over the streams' threads, incl. syncs");
+  }
+  const std::string where = uva ? "graph in pinned host memory" : "graph in GPU memory";
+  fmt::print("target:    {} sampled edges/s ({}): one stream {:.2f}x the target",
+             human_count(target), where, edges_s / target);
+  if (streams > 1) fmt::print(", {} streams {:.2f}x", streams, multi_edges_s / target);
+  fmt::print("\n");
 
   if (!r.json.empty()) {
     nlohmann::json j;
@@ -150,7 +222,8 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
     j["params"] = {{"fanouts", r.fanouts}, {"batch_size", r.batch_size},
                    {"replace", r.replace}, {"weighted", !r.weights.empty()},
                    {"batches", n_batches}, {"seed", r.seed},
-                   {"device", "cuda"},     {"check_batches", checks}};
+                   {"device", "cuda"},     {"check_batches", checks},
+                   {"streams", streams}};
     j["tessera"] = {{"seconds", wall},
                     {"seeds", total.seeds},
                     {"sampled_edges", total.sampled_edges},
@@ -163,7 +236,19 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
                   {"bytes", bound_bytes},
                   {"sampler_random_read_gbps", touched_gbps},
                   {"bytes_per_sampled_edge", bytes_per_edge}};
-    j["target"] = {{"edges_per_s", target}, {"ratio", edges_s / target}};
+    if (streams > 1)
+      j["streams"] = {{"streams", streams},
+                      {"seconds", multi_wall},
+                      {"seeds", multi_total.seeds},
+                      {"sampled_edges", multi_total.sampled_edges},
+                      {"edges_per_s", multi_edges_s},
+                      {"speedup_over_one_stream", multi_edges_s / edges_s},
+                      {"stage_seconds_summed",
+                       {{"sampling", multi_total.sample_seconds},
+                        {"compaction", multi_total.compact_seconds}}}};
+    j["target"] = {{"edges_per_s", target},
+                   {"ratio", edges_s / target},
+                   {"ratio_streams", streams > 1 ? multi_edges_s / target : edges_s / target}};
     j["check"] = {{"batches", checks}, {"bit_identical_to_cpu", true}};
     j["phases"] = phases_json(timer);
     write_json_report(r.json, j);

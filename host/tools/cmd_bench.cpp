@@ -67,6 +67,7 @@ struct SampleArgs {
   std::string device = "cpu";
   std::string placement = "gpu";
   int64_t check_batches = 2;
+  int streams = 4;
   std::string json;
 };
 
@@ -227,9 +228,11 @@ void run_bench_sample(const SampleArgs& a) {
                   "--device: expected cpu or cuda, got '{}'", a.device);
   const bool on_gpu = a.device == "cuda";
   if (on_gpu) {
-    cmd += fmt::format(" --device cuda --placement {} --check-batches {}", a.placement,
-                       a.check_batches);
+    cmd += fmt::format(" --device cuda --placement {} --check-batches {} --streams {}", a.placement,
+                       a.check_batches, a.streams);
     TESSERA_EXPECTS(a.check_batches >= 0, ValueError, "--check-batches {} < 0", a.check_batches);
+    TESSERA_EXPECTS(a.streams >= 1 && a.streams <= 64, ValueError, "--streams {}: expected 1 to 64",
+                    a.streams);
     TESSERA_EXPECTS(cuda::parse_placement(a.placement, "--placement") != cuda::Placement::kHost,
                     ValueError, "--placement host: the GPU sampler reads gpu or uva memory only");
     cuda::require_cuda("bench sample --device cuda");  // before loading a large graph
@@ -276,6 +279,7 @@ void run_bench_sample(const SampleArgs& a) {
     r.batch_size = a.batch_size;
     r.batches = a.batches;
     r.check_batches = a.check_batches;
+    r.streams = a.streams;
     r.seed = a.seed;
     r.placement = a.placement;
     r.command = cmd;
@@ -508,6 +512,10 @@ void add_bench_sample(CLI::App& bench) {
       ->capture_default_str();
   c->add_option("--check-batches", args->check_batches,
                 "with --device cuda: batches compared bit for bit with the CPU twin")
+      ->capture_default_str();
+  c->add_option("--streams", args->streams,
+                "with --device cuda: after the one-stream run, also time this many host threads "
+                "each sampling whole batches on its own stream (1: one-stream run only)")
       ->capture_default_str();
   c->add_option("--json", args->json, "write the results as JSON to this file");
   c->callback([args] { run_bench_sample(*args); });

@@ -113,6 +113,10 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   r = run("bench sample --graph rmat:10,8 --ref-repeats 0");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--ref-repeats"), std::string::npos) << r.out;
+  // The GPU run's own options are checked before anything needs a GPU (or a CUDA build).
+  r = run("bench sample --graph rmat:10,8 --device cuda --streams 0");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--streams 0: expected 1 to 64"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, BadArguments) {
