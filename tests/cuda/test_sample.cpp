@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "sample_fixture.hpp"
@@ -305,6 +306,57 @@ INSTANTIATE_TEST_SUITE_P(Layers, BlocksTwin,
                                               std::get<2>(info.param) ? "in" : "out",
                                               cuda::placement_name(std::get<3>(info.param)));
                          });
+
+// Several host threads sampling through one NeighborSampler(device = cuda) at once, as a
+// loader's sampler threads do: each call without a stream runs on its thread's own stream, and
+// every batch still equals the CPU sampler's.
+TEST(BlocksTwinThreads, ConcurrentCallsMatchCpu) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU sampler is tested in tests/host/ops";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const Graph& g = sample_test_csc();
+  ops::NeighborSamplerOptions o;
+  o.fanouts = {15, 10, 5};
+  const ops::NeighborSampler cpu(g, o);
+  o.device = ops::Device::kCuda;
+  const ops::NeighborSampler gpu(g, o);
+  std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
+  for (int64_t i = 0; i < g.num_nodes; ++i)
+    perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(6));
+  constexpr int kThreads = 4, kBatches = 16;
+  constexpr int64_t kBatch = 150;
+  std::vector<std::vector<ops::Block>> got(kBatches);
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        for (int b = t; b < kBatches; b += kThreads) {
+          const std::vector<int64_t> seeds(perm.begin() + b * kBatch,
+                                           perm.begin() + (b + 1) * kBatch);
+          got[b] = gpu.sample_blocks(seeds, ops::make_rng_key(7, 0, b, 0));
+        }
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_EQ(errors[t], "") << "thread " << t;
+  for (int b = 0; b < kBatches; ++b) {
+    const std::vector<int64_t> seeds(perm.begin() + b * kBatch, perm.begin() + (b + 1) * kBatch);
+    const std::vector<ops::Block> want = cpu.sample_blocks(seeds, ops::make_rng_key(7, 0, b, 0));
+    ASSERT_EQ(got[b].size(), want.size()) << "batch " << b;
+    for (size_t l = 0; l < want.size(); ++l) {
+      SCOPED_TRACE(fmt::format("batch {} block {}", b, l));
+      EXPECT_EQ(got[b][l].src_nodes, want[l].src_nodes);
+      EXPECT_EQ(got[b][l].src, want[l].src);
+      EXPECT_EQ(got[b][l].dst, want[l].dst);
+      EXPECT_EQ(got[b][l].eids, want[l].eids);
+    }
+  }
+}
 
 // Without CUDA the GPU sampler says so at construction, whatever the placement.
 TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {

@@ -143,6 +143,16 @@ DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_
   return out;
 }
 
+namespace {
+// The calling thread's own stream, created on first use (and destroyed when the thread ends):
+// host-seed calls without a stream from several threads, a loader's sampler threads, then
+// overlap on the GPU instead of serializing on the legacy default stream.
+cuda::StreamHandle thread_stream() {
+  thread_local cuda::Stream s;
+  return s.get();
+}
+}  // namespace
+
 std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t> seeds,
                                                              const RngKey& key,
                                                              cuda::StreamHandle stream,
@@ -158,6 +168,7 @@ std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t>
     TESSERA_EXPECTS(seen.insert(v).second, ValueError,
                     "sample_blocks: seed {} is listed twice (seeds become destination nodes)", v);
   }
+  if (stream == nullptr) stream = thread_stream();
   cuda::ScratchBuffer d_seeds(cuda::scratch_allocator(),
                               static_cast<size_t>(seeds.size()) * sizeof(int64_t), stream);
   if (seeds.size() > 0)

@@ -98,7 +98,9 @@ class DeviceNeighborSampler {
 
   /// Host seeds in, host blocks out: the seeds are checked (IndexError out of range, ValueError
   /// when repeated: they become destination nodes), uploaded, sampled and downloaded. The result
-  /// equals NeighborSampler::sample_blocks with the same options, key, seeds and `exclude`.
+  /// equals NeighborSampler::sample_blocks with the same options, key, seeds and `exclude`. A
+  /// null `stream` means the calling thread's own stream (so calls from several threads
+  /// overlap); either way the call returns when its blocks are on the host.
   std::vector<Block> sample_blocks_host(Span<const int64_t> seeds, const RngKey& key,
                                         cuda::StreamHandle stream = nullptr,
                                         SampleStats* stats = nullptr,
