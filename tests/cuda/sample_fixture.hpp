@@ -6,13 +6,18 @@
 // a degree-0 node and the all-zero row; an edge-exclusion set with every kind of excluded row.
 #pragma once
 
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <iterator>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "tessera/graph/graph.hpp"
+#include "tessera/ops/block.hpp"
 #include "tessera/ops/sample.hpp"
 
 namespace tessera::test {
@@ -174,6 +179,26 @@ inline ops::ExcludeEdges sample_test_exclusion(const Graph& g, const std::vector
   for (size_t i = 0; i < 50 && i < rows.size(); ++i)
     add(rows[i], eids[i]);
   return ops::ExcludeEdges(rows, eids);
+}
+
+/// Blocks from the GPU sampler equal the CPU sampler's, field by field; every difference is
+/// reported under `what` and the block index. Returns whether all of them are equal.
+inline bool expect_same_blocks(const std::vector<ops::Block>& got,
+                               const std::vector<ops::Block>& want, const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return false;
+  bool same = true;
+  for (size_t l = 0; l < want.size(); ++l) {
+    SCOPED_TRACE(fmt::format("{} block {}", what, l));
+    EXPECT_EQ(got[l].num_dst, want[l].num_dst);
+    EXPECT_EQ(got[l].src_nodes, want[l].src_nodes);
+    EXPECT_EQ(got[l].src, want[l].src);
+    EXPECT_EQ(got[l].dst, want[l].dst);
+    EXPECT_EQ(got[l].eids, want[l].eids);
+    same = same && got[l].num_dst == want[l].num_dst && got[l].src_nodes == want[l].src_nodes &&
+           got[l].src == want[l].src && got[l].dst == want[l].dst && got[l].eids == want[l].eids;
+  }
+  return same;
 }
 
 }  // namespace tessera::test

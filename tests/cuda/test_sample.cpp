@@ -254,15 +254,7 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
     const std::vector<ops::Block> a = cpu.sample_blocks(seeds, key);
     ops::SampleStats st;
     const std::vector<ops::Block> b = gpu.sample_blocks(seeds, key, nullptr, nullptr, &st);
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t l = 0; l < a.size(); ++l) {
-      SCOPED_TRACE(fmt::format("batch {} block {}", batch, l));
-      EXPECT_EQ(b[l].num_dst, a[l].num_dst);
-      EXPECT_EQ(b[l].src_nodes, a[l].src_nodes);
-      EXPECT_EQ(b[l].src, a[l].src);
-      EXPECT_EQ(b[l].dst, a[l].dst);
-      EXPECT_EQ(b[l].eids, a[l].eids);
-    }
+    expect_same_blocks(b, a, fmt::format("batch {}", batch));
     int64_t edges = 0;
     for (const auto& blk : a)
       edges += blk.num_edges();
@@ -273,17 +265,10 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
     const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds, 0.05);
     const std::vector<ops::Block> ae = cpu.sample_blocks(seeds, key, &ex);
     const std::vector<ops::Block> be = gpu.sample_blocks(seeds, key, &ex);
-    ASSERT_EQ(ae.size(), be.size());
+    expect_same_blocks(be, ae, fmt::format("with exclusion: batch {}", batch));
     bool differs = false;
-    for (size_t l = 0; l < ae.size(); ++l) {
-      SCOPED_TRACE(fmt::format("with exclusion: batch {} block {}", batch, l));
-      EXPECT_EQ(be[l].num_dst, ae[l].num_dst);
-      EXPECT_EQ(be[l].src_nodes, ae[l].src_nodes);
-      EXPECT_EQ(be[l].src, ae[l].src);
-      EXPECT_EQ(be[l].dst, ae[l].dst);
-      EXPECT_EQ(be[l].eids, ae[l].eids);
+    for (size_t l = 0; l < ae.size(); ++l)
       differs |= ae[l].eids != a[l].eids;
-    }
     EXPECT_TRUE(differs) << "the exclusion set changed nothing";
   }
   // Seeds are checked on the host path.
@@ -347,14 +332,7 @@ TEST(BlocksTwinThreads, ConcurrentCallsMatchCpu) {
   for (int b = 0; b < kBatches; ++b) {
     const std::vector<int64_t> seeds(perm.begin() + b * kBatch, perm.begin() + (b + 1) * kBatch);
     const std::vector<ops::Block> want = cpu.sample_blocks(seeds, ops::make_rng_key(7, 0, b, 0));
-    ASSERT_EQ(got[b].size(), want.size()) << "batch " << b;
-    for (size_t l = 0; l < want.size(); ++l) {
-      SCOPED_TRACE(fmt::format("batch {} block {}", b, l));
-      EXPECT_EQ(got[b][l].src_nodes, want[l].src_nodes);
-      EXPECT_EQ(got[b][l].src, want[l].src);
-      EXPECT_EQ(got[b][l].dst, want[l].dst);
-      EXPECT_EQ(got[b][l].eids, want[l].eids);
-    }
+    expect_same_blocks(got[b], want, fmt::format("batch {}", b));
   }
 }
 
