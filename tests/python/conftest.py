@@ -1,4 +1,5 @@
 """Shared fixtures: the shipped Cora, the shared datasets, a partitioned Cora."""
+import importlib.util
 import os
 
 import numpy as np
@@ -10,6 +11,11 @@ DATASETS = os.environ.get("TESSERA_DATASETS",
 CORA = os.path.join(REPO, "data", "cora")  # shipped with the repository
 
 tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip install .)")
+
+# For tests whose scripts import torch in a subprocess (training, torch collectives): torch is
+# needed only for training, so without it they skip instead of failing.
+requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                    reason="torch is not installed (needed for training)")
 
 
 def shared_dataset(name: str) -> str:

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import requires_torch
 from test_distributed import input_edges, launch, partitionings  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.multiprocess
@@ -92,6 +93,7 @@ def test_edge_split_shares_cover_every_edge_once(partitionings, input_edges, tmp
     assert sorted(positives) == sorted(np.asarray(got[0]["orig_eids"]).tolist())
 
 
+@requires_torch
 def test_train_link_on_two_ranks(tmp_path):
     """python/examples/train_link.py end to end under tessera launch: 2 partitions, the
     distributed edge loader, averaged gradients, DistTensor inference; 3 epochs beat the random

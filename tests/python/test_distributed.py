@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from conftest import CORA, REPO, tessera
+from conftest import CORA, REPO, requires_torch, tessera
 
 pytestmark = pytest.mark.multiprocess
 
@@ -272,6 +272,7 @@ def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tm
 
 
 # --- 3. collectives ---------------------------------------------------------------------------
+@requires_torch
 def test_collectives(tmp_path):
     world = 3  # not a power of two; sizes below are not multiples of it
     launch(world, "collectives.py", tmp_path).check()
@@ -370,6 +371,7 @@ def test_dist_embedding_sparse_adagrad_and_save_load(partitionings, tmp_path):
 
 
 # --- 5. training end to end -------------------------------------------------------------------
+@requires_torch
 def test_train_sage_on_two_ranks(tmp_path):
     res = tmp_path / "results.json"
     run = launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 15, "--quiet", "--threads", 1,
