@@ -179,7 +179,8 @@ void bind_dist(nb::module_& m) {
           },
           nb::arg("data"), "Every rank's bytes, in rank order. Collective.")
       .def("set_one_sided_reads", &Runtime::set_one_sided_reads, nb::arg("on"))
-      .def_prop_ro("one_sided_reads", &Runtime::one_sided_reads);
+      .def_prop_ro("one_sided_reads", &Runtime::one_sided_reads)
+      .def_prop_ro("min_get_bytes", &Runtime::min_get_bytes);
 
   nb::class_<DistTensor>(m, "DistTensor",
                          "Rows spread over the ranks by a partition policy, read and written "

@@ -32,6 +32,7 @@ namespace tessera::test {
 namespace {
 
 namespace fs = std::filesystem;
+using dist::auto_min_get_bytes;
 using dist::DistGraph;
 using dist::DistTensor;
 using dist::PartPolicy;
@@ -441,6 +442,22 @@ INSTANTIATE_TEST_SUITE_P(Cora, DistWeighted, ::testing::ValuesIn(weighted_cases(
                            return fmt::format("cora_{}", i.param);
                          });
 
+// --- the read path's threshold ------------------------------------------------------------------
+
+TEST(DistAutoGet, ThresholdFollowsTheFabric) {
+  EXPECT_EQ(auto_min_get_bytes("tcp"), 4096u);
+  EXPECT_EQ(auto_min_get_bytes("tcp,self"), 4096u);
+  EXPECT_EQ(auto_min_get_bytes(" tcp , self "), 4096u);
+  EXPECT_EQ(auto_min_get_bytes("posix,sysv,cma,self"), 1024u);
+  EXPECT_EQ(auto_min_get_bytes("tcp,posix"), 1024u);  // shared memory within the node
+  EXPECT_EQ(auto_min_get_bytes("rc,tcp"), 1024u);     // RDMA
+  EXPECT_EQ(auto_min_get_bytes("self"), 1024u);
+  EXPECT_EQ(auto_min_get_bytes("auto"), 1024u);  // UCX_TLS unset: UCX chooses
+  EXPECT_EQ(auto_min_get_bytes("^shm"), 1024u);
+  EXPECT_EQ(auto_min_get_bytes("local"), 1024u);
+  EXPECT_EQ(auto_min_get_bytes(""), 1024u);
+}
+
 // --- writes ------------------------------------------------------------------------------------
 
 struct WCase {
@@ -471,6 +488,11 @@ TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
   auto res = run_ranks(s, [&](int) {
     auto rt = Runtime::create();
     const int me = rt->rank(), world = rt->world_size();
+    // The read path's row-size threshold follows TESSERA_DIST_GET and the fabric (tcp alone:
+    // requests below 4 KiB; shared memory and the local transport: below 1 KiB).
+    const size_t want_min = c.get.empty() ? (c.tls == "tcp" ? 4096 : 1024) : 0;
+    RANK_CHECK(rt->min_get_bytes() == want_min, "min_get_bytes {} with UCX_TLS '{}', expected {}",
+               rt->min_get_bytes(), c.tls, want_min);
     const int64_t rows = 5003, cols = 37;
     DistTensor t(rt, "w", {rows, cols}, DType::kFloat32, PartPolicy::even(rows, world));
     // Idempotent by name; a different shape is refused.
@@ -547,6 +569,7 @@ std::vector<WCase> write_cases() {
   v.push_back({3, shm_tls(), "1"});
   v.push_back({3, shm_tls(), ""});
   v.push_back({2, "tcp", "0"});
+  v.push_back({2, "tcp", ""});  // auto over tcp alone: these 148-byte rows go by request
 #endif
   return v;
 }

@@ -165,7 +165,7 @@ Runtime::Runtime(std::unique_ptr<transport::Transport> t)
                   "TESSERA_DIST_GET='{}' must be auto, 1 (always one-sided gets) or 0 (never)",
                   mode);
   st.one_sided = caps.one_sided_get && mode != "0";
-  st.min_get_bytes = mode == "auto" ? detail::kAutoMinGetBytes : 0;
+  st.min_get_bytes = mode == "auto" ? auto_min_get_bytes(caps.fabric) : 0;
   detail::RuntimeState* sp = &st;
   st.t->register_handler(detail::kMsgRead, [sp](int from, transport::ByteView p) {
     return detail::serve_read(*sp, from, p);
@@ -232,6 +232,27 @@ transport::Transport& Runtime::transport() const {
 }
 bool Runtime::one_sided_reads() const {
   return state_->one_sided;
+}
+size_t Runtime::min_get_bytes() const {
+  return state_->min_get_bytes;
+}
+
+size_t auto_min_get_bytes(const std::string& fabric) {
+  bool tcp = false, other = fabric.empty();
+  size_t b = 0;
+  while (b <= fabric.size()) {
+    size_t e = fabric.find(',', b);
+    if (e == std::string::npos) e = fabric.size();
+    std::string tl = fabric.substr(b, e - b);
+    tl.erase(0, tl.find_first_not_of(" \t"));
+    tl.erase(tl.find_last_not_of(" \t") + 1);
+    if (tl == "tcp")
+      tcp = true;
+    else if (tl != "self" && !tl.empty())
+      other = true;  // shared memory, RDMA, "auto", a "^..." exclusion list, ...
+    b = e + 1;
+  }
+  return tcp && !other ? 4096 : 1024;
 }
 void Runtime::set_one_sided_reads(bool on) {
   state_->one_sided = on && state_->t->capabilities().one_sided_get;

@@ -25,11 +25,6 @@ constexpr transport::MessageId kMsgRead = 0xF0001001;
 constexpr transport::MessageId kMsgWrite = 0xF0001002;
 constexpr transport::MessageId kMsgSample = 0xF0001003;
 
-/// TESSERA_DIST_GET=auto (default): rows of at least this many bytes are read with one-sided
-/// gets, smaller ones with one request per owner (over tcp a 128-byte get costs about as much as
-/// a 4 KB one, while a request moves all of an owner's rows in one message).
-constexpr size_t kAutoMinGetBytes = 1024;
-
 /// The local rows of a Placement::kDevice tensor (tensor_device.cpp).
 struct DeviceShard {
   int device = -1;          // the CUDA device holding `rows`
@@ -116,7 +111,7 @@ struct RuntimeState {
   std::unique_ptr<transport::Transport> dt;
   int rank = 0;  // kept apart from `t`: handlers may still run while `t` is being destroyed
   bool one_sided = false;
-  size_t min_get_bytes = 0;                                  // see kAutoMinGetBytes
+  size_t min_get_bytes = 0;                                  // see auto_min_get_bytes
   std::mutex mu;                                             // guards the registries
   std::map<uint64_t, std::shared_ptr<TensorStore>> tensors;  // by id
   std::map<std::string, std::shared_ptr<TensorStore>> by_name;

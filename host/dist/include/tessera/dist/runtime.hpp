@@ -14,6 +14,13 @@ namespace detail {
 struct RuntimeState;
 }
 
+/// The row size from which TESSERA_DIST_GET=auto reads remote rows with one-sided gets rather
+/// than one request per owner, for a transport fabric (Capabilities::fabric, e.g. UCX_TLS):
+/// 4 KiB when it is tcp alone ("tcp", "tcp,self"), where a get costs about the same at any size
+/// and requests were faster up to 2 KB rows (docs/dist.md); 1 KiB otherwise (shared memory and
+/// RDMA gets are copies, faster than requests from ~512 B rows).
+size_t auto_min_get_bytes(const std::string& fabric);
+
 /// One rank's runtime (DGL's `dgl.distributed.initialize`). Created collectively by every rank
 /// of the job; registers the request handlers of the distributed store on the transport (they
 /// run on the transport's handler thread) and waits until every rank has done so. A world of one
@@ -39,9 +46,12 @@ class Runtime {
   transport::Transport& transport() const;
   /// Whether remote host rows may be read with one-sided gets: the transport can, and
   /// TESSERA_DIST_GET is not "0". With TESSERA_DIST_GET=auto (default) only rows of at least
-  /// 1 KiB are; smaller rows, and every row with "0", are read by one request per owner. "1":
-  /// always gets.
+  /// min_get_bytes() are; smaller rows, and every row with "0", are read by one request per
+  /// owner. "1": always gets.
   bool one_sided_reads() const;
+  /// Rows of at least this many bytes are read with one-sided gets when one_sided_reads():
+  /// auto_min_get_bytes(fabric) with TESSERA_DIST_GET=auto, else 0.
+  size_t min_get_bytes() const;
   /// Forces the read path: true = always one-sided gets (where the transport can), false =
   /// always requests (tests and benchmarks compare both). Call on every rank before creating
   /// tensors: tensors created afterwards follow it.
