@@ -164,6 +164,12 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
     run_threads(n_batches, false, multi_total);
     multi_wall = now_seconds() - t0;
     timer.end();
+    for (cuda::Stream& st : ss)
+      st.synchronize();
+    ss.clear();
+    // The scratch cached for those streams can be reused by no other stream: hand it back
+    // before the copy bound allocates its own buffers.
+    cuda::scratch_allocator().release_cached();
   }
 
   timer.begin("copy bound");
@@ -184,7 +190,9 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
              r.weights.empty() ? "" : ", weighted", cuda::placement_name(placement));
   fmt::print("  {:.0f} seeds/s, {} sampled edges/s, {:.1f} edges/seed (wall {:.3f} s)\n", seeds_s,
              human_count(edges_s), static_cast<double>(total.sampled_edges) / total.seeds, wall);
-  print_sample_stages(total.sample_seconds, total.compact_seconds, "host wall, incl. syncs");
+  print_sample_stages(
+      total.sample_seconds, total.compact_seconds,
+      "host wall incl. syncs; a layer's sampling kernel finishes inside the compaction's sync");
   fmt::print(
       "bound:     {} cudaMemcpy {:.1f} GB/s (same run); the sampler's random graph reads "
       "{:.2f} GB/s ({:.0f} B per sampled edge) = {:.3f} of it\n",
@@ -197,8 +205,9 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
         "{} streams: {:.0f} seeds/s, {} sampled edges/s (wall {:.3f} s; {:.2f}x one stream)\n",
         streams, static_cast<double>(multi_total.seeds) / multi_wall, human_count(multi_edges_s),
         multi_wall, multi_edges_s / edges_s);
-    print_sample_stages(multi_total.sample_seconds, multi_total.compact_seconds,
-                        "host wall summed over the streams' threads, incl. syncs");
+    print_sample_stages(
+        multi_total.sample_seconds, multi_total.compact_seconds,
+        "host wall summed over the threads; sampling kernels finish inside the compaction's sync");
   }
   const std::string where = uva ? "graph in pinned host memory" : "graph in GPU memory";
   fmt::print("target:    {} sampled edges/s ({}): one stream {:.2f}x the target",

@@ -1,6 +1,6 @@
 // The graph, weights and seeds the sampling twin tests share (test_sample.cpp on the GPU,
 // test_sample_rows.cpp on the CPU): 3000 nodes, 40k random edges symmetrized (non-identity edge
-// IDs), nodes >= 2500 without in-edges, a hub (node 7, ~700 more in-edges); weights with a
+// IDs), nodes >= 2500 without any edge, a hub (node 7, ~700 more in-edges); weights with a
 // quarter zero, node 11's row all zero and the hub's row heavy-tailed (a few 1e6 among 1e-3, so
 // successive sampling runs out of redraws and takes the exact walk); seeds with repeats, the hub,
 // a degree-0 node and the all-zero row; an edge-exclusion set with every kind of excluded row.
@@ -27,11 +27,11 @@ inline Graph sample_test_graph() {
   EdgeList e;
   e.num_nodes = 3000;
   for (int i = 0; i < 40000; ++i) {
-    e.src.push_back(static_cast<int64_t>(rng() % 3000));
-    e.dst.push_back(static_cast<int64_t>(rng() % 2500));  // nodes >= 2500 have no in-edges
+    e.src.push_back(static_cast<int64_t>(rng() % 2500));  // nodes >= 2500 have no edge at all,
+    e.dst.push_back(static_cast<int64_t>(rng() % 2500));  // in or out, after symmetrizing
   }
   for (int i = 0; i < 700; ++i) {  // a hub
-    e.src.push_back(static_cast<int64_t>(rng() % 3000));
+    e.src.push_back(static_cast<int64_t>(rng() % 2500));
     e.dst.push_back(7);
   }
   BuildOptions o;

@@ -164,6 +164,18 @@ INSTANTIATE_TEST_SUITE_P(All, SampleRows, kRowCases, row_case_name);
 // The hub's heavy-tailed row exhausts the redraws: the exact walk over the remaining weight
 // must run (and still match). A row with 8 weights of 1e6 among 700 of 1e-3, fanout 25: after
 // the 8 heavy ones nearly every redraw hits a taken one.
+// The fixture has what the cases rely on: degree-0 rows (nodes >= 2500, among the seeds) in both
+// directions, and the hub.
+TEST(SampleRows, FixtureHasDegreeZeroRowsAndTheHub) {
+  for (const Graph* g : {&sample_test_csc(), &sample_test_csr()}) {
+    for (int64_t v = 2500; v < 3000; ++v)
+      EXPECT_EQ(g->indptr[v + 1], g->indptr[v]) << "node " << v;
+    EXPECT_GT(g->indptr[8] - g->indptr[7], 600);
+  }
+  const std::vector<int64_t> seeds = sample_test_seeds();
+  EXPECT_GT(std::count_if(seeds.begin(), seeds.end(), [](int64_t v) { return v >= 2500; }), 100);
+}
+
 TEST(SampleRows, HeavyTailedRowTakesTheExactWalk) {
   const RowsFixture& f = fixture();
   const int64_t b = sample_test_csc().indptr[7], d = sample_test_csc().indptr[8] - b;

@@ -1,15 +1,81 @@
 #include "tessera/ops/device_sampler.hpp"
 
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_set>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/cuda/device.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/cuda/sample_rows.hpp"
 
 namespace tessera::ops {
+
+namespace {
+// Streams lent to threads for calls that name none. A thread keeps its stream until it ends;
+// then the stream, once idle, goes back to the pool of its device instead of being destroyed,
+// so the scratch the caching allocator keeps per stream stays reusable (a loader starts new
+// sampler threads every epoch). Streams and pool live as long as the process.
+class StreamPool {
+ public:
+  static StreamPool& instance() {
+    static StreamPool* pool = new StreamPool;  // never destroyed: thread exits may still return
+    return *pool;
+  }
+  // A stream of `device`, which must be the calling thread's current device.
+  cuda::StreamHandle take(int device) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::vector<cuda::StreamHandle>& free = free_[device];
+      if (!free.empty()) {
+        const cuda::StreamHandle h = free.back();
+        free.pop_back();
+        return h;
+      }
+    }
+    return (new cuda::Stream)->get();  // owned by the pool from now on
+  }
+  void give(int device, cuda::StreamHandle h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_[device].push_back(h);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::vector<cuda::StreamHandle>> free_;
+};
+
+struct StreamLease {
+  int device = -1;
+  cuda::StreamHandle stream = nullptr;
+  StreamLease() = default;
+  StreamLease(const StreamLease&) = delete;
+  StreamLease& operator=(const StreamLease&) = delete;
+  ~StreamLease() {
+    if (!stream) return;
+    try {
+      cuda::DeviceGuard guard(device);
+      cuda::synchronize(stream);  // idle before another thread may take it
+    } catch (...) {
+    }
+    StreamPool::instance().give(device, stream);
+  }
+};
+
+// The calling thread's stream on `device` (the thread's current device).
+cuda::StreamHandle thread_stream(int device) {
+  thread_local std::map<int, StreamLease> leases;
+  StreamLease& l = leases[device];
+  if (!l.stream) {
+    l.stream = StreamPool::instance().take(device);
+    l.device = device;
+  }
+  return l.stream;
+}
+}  // namespace
 
 namespace {
 
@@ -65,6 +131,7 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
                          cuda::StreamHandle stream)
     : num_nodes_(graph.num_nodes), num_edges_(graph.num_edges()), placement_(placement) {
   cuda::require_cuda("DeviceGraph");
+  device_ = cuda::current_device();
   TESSERA_EXPECTS(placement != cuda::Placement::kHost, ValueError,
                   "DeviceGraph: placement 'host' is for the CPU twins; use gpu or uva");
   TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == graph.num_nodes + 1, ValueError,
@@ -108,6 +175,7 @@ DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vect
 DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_t n,
                                                   const RngKey& key, cuda::StreamHandle stream,
                                                   const ExcludeEdges* exclude) const {
+  const cuda::DeviceGuard guard(graph_.device());
   const DeviceExclude ex = upload_exclude(exclude, stream);  // once for every hop
   const size_t layers = fanouts_.size();
   DeviceBlocks out;
@@ -143,16 +211,6 @@ DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_
   return out;
 }
 
-namespace {
-// The calling thread's own stream, created on first use (and destroyed when the thread ends):
-// host-seed calls without a stream from several threads, a loader's sampler threads, then
-// overlap on the GPU instead of serializing on the legacy default stream.
-cuda::StreamHandle thread_stream() {
-  thread_local cuda::Stream s;
-  return s.get();
-}
-}  // namespace
-
 std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t> seeds,
                                                              const RngKey& key,
                                                              cuda::StreamHandle stream,
@@ -168,7 +226,8 @@ std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t>
     TESSERA_EXPECTS(seen.insert(v).second, ValueError,
                     "sample_blocks: seed {} is listed twice (seeds become destination nodes)", v);
   }
-  if (stream == nullptr) stream = thread_stream();
+  const cuda::DeviceGuard guard(graph_.device());
+  if (stream == nullptr) stream = thread_stream(graph_.device());
   cuda::ScratchBuffer d_seeds(cuda::scratch_allocator(),
                               static_cast<size_t>(seeds.size()) * sizeof(int64_t), stream);
   if (seeds.size() > 0)
@@ -214,39 +273,38 @@ void to_host(std::vector<int64_t>& dst, const void* src, int64_t n, cuda::Stream
 void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
                            SampledEdges& out) {
   const DeviceGraph g(graph, cuda::Placement::kGpu, opts.weights);
-  cuda::Stream stream;
-  const cuda::DeviceBuffer d_seeds = to_device(seeds, stream.get());
-  const DeviceExclude ex = upload_exclude(opts.exclude, stream.get());
+  const cuda::StreamHandle stream = thread_stream(g.device());
+  const cuda::DeviceBuffer d_seeds = to_device(seeds, stream);
+  const DeviceExclude ex = upload_exclude(opts.exclude, stream);
   const auto* sp = static_cast<const int64_t*>(d_seeds.data());
   const bool in = opts.dir == EdgeDir::kIn;
   const cuda::DeviceSample e =
-      g.weighted()
-          ? cuda::sample_neighbors_weighted_impl(g.indptr(), g.indices(), g.eids(), g.weights(),
-                                                 g.prefix(), sp, seeds.size(), opts.fanout,
-                                                 opts.replace, in, opts.key, stream.get(), ex.get())
-          : cuda::sample_neighbors_uniform_impl(g.indptr(), g.indices(), g.eids(), sp, seeds.size(),
-                                                opts.fanout, opts.replace, in, opts.key,
-                                                stream.get(), ex.get());
-  to_host(out.src, e.src_ptr(), e.size, stream.get());
-  to_host(out.dst, e.dst_ptr(), e.size, stream.get());
-  to_host(out.eid, e.eid_ptr(), e.size, stream.get());
-  stream.synchronize();
+      g.weighted() ? cuda::sample_neighbors_weighted_impl(
+                         g.indptr(), g.indices(), g.eids(), g.weights(), g.prefix(), sp,
+                         seeds.size(), opts.fanout, opts.replace, in, opts.key, stream, ex.get())
+                   : cuda::sample_neighbors_uniform_impl(g.indptr(), g.indices(), g.eids(), sp,
+                                                         seeds.size(), opts.fanout, opts.replace,
+                                                         in, opts.key, stream, ex.get());
+  to_host(out.src, e.src_ptr(), e.size, stream);
+  to_host(out.dst, e.dst_ptr(), e.size, stream);
+  to_host(out.eid, e.eid_ptr(), e.size, stream);
+  cuda::synchronize(stream);
 }
 
 Block to_block_cuda(const SampledEdges& edges, Span<const int64_t> dst_nodes) {
-  cuda::Stream stream;
-  const cuda::DeviceBuffer s = to_device(edges.src, stream.get());
-  const cuda::DeviceBuffer d = to_device(edges.dst, stream.get());
-  const cuda::DeviceBuffer n = to_device(dst_nodes, stream.get());
+  const cuda::StreamHandle stream = thread_stream(cuda::current_device());
+  const cuda::DeviceBuffer s = to_device(edges.src, stream);
+  const cuda::DeviceBuffer d = to_device(edges.dst, stream);
+  const cuda::DeviceBuffer n = to_device(dst_nodes, stream);
   const cuda::DeviceBlock b = cuda::to_block_impl(
       static_cast<const int64_t*>(s.data()), static_cast<const int64_t*>(d.data()), edges.size(),
-      static_cast<const int64_t*>(n.data()), dst_nodes.size(), stream.get());
+      static_cast<const int64_t*>(n.data()), dst_nodes.size(), stream);
   Block out;
   out.num_dst = b.num_dst;
-  to_host(out.src_nodes, b.src_nodes_ptr(), b.num_src, stream.get());
-  to_host(out.src, b.src_ptr(), b.num_edges, stream.get());
-  to_host(out.dst, b.dst_ptr(), b.num_edges, stream.get());
-  stream.synchronize();
+  to_host(out.src_nodes, b.src_nodes_ptr(), b.num_src, stream);
+  to_host(out.src, b.src_ptr(), b.num_edges, stream);
+  to_host(out.dst, b.dst_ptr(), b.num_edges, stream);
+  cuda::synchronize(stream);
   out.eids = edges.eid;  // compaction keeps the edge order
   return out;
 }

@@ -34,6 +34,9 @@ class DeviceGraph {
   int64_t num_nodes() const { return num_nodes_; }
   int64_t num_edges() const { return num_edges_; }
   cuda::Placement placement() const { return placement_; }
+  /// The CUDA device the graph was placed from (the constructing thread's current device); the
+  /// samplers run their kernels there whatever the calling thread's current device.
+  int device() const { return device_; }
   bool weighted() const { return has_weights_; }
   /// Bytes held (device or pinned).
   size_t bytes() const;
@@ -62,6 +65,7 @@ class DeviceGraph {
   Array upload(const void* host, size_t bytes, cuda::StreamHandle stream) const;
 
   int64_t num_nodes_ = 0, num_edges_ = 0;
+  int device_ = -1;
   cuda::Placement placement_;
   bool has_weights_ = false;
   Array indptr_, indices_, eids_, weights_, prefix_;
@@ -99,8 +103,10 @@ class DeviceNeighborSampler {
   /// Host seeds in, host blocks out: the seeds are checked (IndexError out of range, ValueError
   /// when repeated: they become destination nodes), uploaded, sampled and downloaded. The result
   /// equals NeighborSampler::sample_blocks with the same options, key, seeds and `exclude`. A
-  /// null `stream` means the calling thread's own stream (so calls from several threads
-  /// overlap); either way the call returns when its blocks are on the host.
+  /// null `stream` means the calling thread's own stream, lent from a per-device pool that
+  /// outlives the thread (so calls from several threads overlap, and the scratch cached for a
+  /// stream is reused after the thread ends); either way the call returns when its blocks are on
+  /// the host. Kernels run on the graph's device() whatever the thread's current device.
   std::vector<Block> sample_blocks_host(Span<const int64_t> seeds, const RngKey& key,
                                         cuda::StreamHandle stream = nullptr,
                                         SampleStats* stats = nullptr,
