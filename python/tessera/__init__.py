@@ -10,8 +10,8 @@ from .dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBoo
 from .partition import (graph_from_arrays, load_dataset, load_partition_config,
                         partition_graph, validate_partitions)
 from . import dataloading, distributed, ops
-from .dataloading import (Block, DistEdgeDataLoader, DistNodeDataLoader, EdgeDataLoader,
-                          NeighborSampler, NodeDataLoader)
+from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoader,
+                          EdgeDataLoader, NeighborSampler, NodeDataLoader)
 from .embedding import DistEmbedding
 from . import optim
 
@@ -24,7 +24,7 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
            "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert",
-           "DistEmbedding", "optim", "launch", "ops"]
+           "DistEmbedding", "optim", "launch", "ops", "NID", "EID"]
 
 
 def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,

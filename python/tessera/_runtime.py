@@ -47,6 +47,44 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     atexit.register(exit_client)
     if rt.world_size > 1:
         _install_fail_fast()
+    _export_torch_env(rt)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _export_torch_env(rt: "_C.Runtime") -> None:
+    """Makes ``torch.distributed.init_process_group(backend)`` (``env://``) join the same job
+    after ``initialize()``, as DGL's scripts do right after ``dgl.distributed.initialize``.
+
+    Rank 0's rendezvous store keeps MASTER_PORT bound for the whole job, so torch's store could
+    not bind it: rank 0 picks a free port, every rank sets MASTER_PORT to it (the store's port
+    stays in TESSERA_RENDEZVOUS_PORT) and sets RANK / WORLD_SIZE / MASTER_ADDR when they are
+    unset (srun, mpirun). A world of one gets RANK=0, WORLD_SIZE=1, MASTER_ADDR=127.0.0.1 and a
+    free MASTER_PORT where unset (no launcher: standalone mode). Under torchrun
+    (TORCHELASTIC_RUN_ID) torch's variables are its own and are left alone."""
+    env = os.environ
+    if env.get("TORCHELASTIC_RUN_ID"):
+        return
+    env.setdefault("RANK", str(rt.rank))
+    env.setdefault("WORLD_SIZE", str(rt.world_size))
+    if rt.world_size == 1:
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", str(_free_port()))
+        return
+    import socket
+
+    mine = f"{_free_port()} {socket.gethostname()}" if rt.rank == 0 else ""
+    port, host = rt.all_gather_bytes(mine.encode())[0].decode().split(" ", 1)
+    if "MASTER_PORT" in env:
+        env["TESSERA_RENDEZVOUS_PORT"] = env["MASTER_PORT"]
+    env["MASTER_PORT"] = port
+    env.setdefault("MASTER_ADDR", host)
 
 
 def _install_fail_fast() -> None:
@@ -109,3 +147,6 @@ def exit_client() -> None:
         return
     _state.update(initialized=False, runtime=None)
     rt.barrier()
+    # A later initialize() joins through the rendezvous port again (_export_torch_env).
+    if "TESSERA_RENDEZVOUS_PORT" in os.environ:
+        os.environ["MASTER_PORT"] = os.environ.pop("TESSERA_RENDEZVOUS_PORT")

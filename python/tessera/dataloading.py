@@ -14,9 +14,9 @@ import numpy as np
 from . import _C
 from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
 
-__all__ = ["NeighborSampler", "Block", "PairGraph", "NodeDataLoader", "DistNodeDataLoader",
-           "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader", "negative_sampler",
-           "as_edge_prediction_sampler"]
+__all__ = ["NID", "EID", "NeighborSampler", "Block", "PairGraph", "NodeDataLoader",
+           "DistNodeDataLoader", "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader",
+           "negative_sampler", "as_edge_prediction_sampler"]
 
 
 def _is_distributed(g) -> bool:
@@ -37,10 +37,19 @@ def _graph_of(g) -> "_C.Graph":
     raise TypeError(f"expected a DistGraph, a tessera Dataset or Graph, got {type(g).__name__}")
 
 
+NID = "_ID"  # DGL's dgl.NID: the key of the global node IDs in block.srcdata / dstdata
+EID = "_ID"  # DGL's dgl.EID: the key of the global edge IDs in block.edata
+
+
 class Block:
     """A message-flow graph (DGL's block): ``num_src_nodes()`` sources, the first
     ``num_dst_nodes()`` of which are the destinations; edge i runs ``src[i] -> dst[i]``
-    (local IDs). Arrays are torch tensors (NumPy without torch) sharing the C++ memory."""
+    (local IDs). Arrays are torch tensors (NumPy without torch) sharing the C++ memory.
+
+    DGL's spellings work too: ``number_of_src_nodes()`` / ``number_of_dst_nodes()`` /
+    ``number_of_edges()``, and ``srcdata[NID]`` / ``dstdata[NID]`` / ``edata[EID]`` (``NID`` =
+    ``EID`` = ``"_ID"``, DGL's ``dgl.NID`` / ``dgl.EID``) are ``srcnodes`` / ``dstnodes`` /
+    ``eids``; the frames also keep other tensors stored in them (``to`` moves those too)."""
 
     __slots__ = ("_b", "_cache")
 
@@ -94,6 +103,32 @@ class Block:
     def num_edges(self) -> int:
         return int(self._b.num_edges)
 
+    number_of_src_nodes = num_src_nodes  # DGL's older names
+    number_of_dst_nodes = num_dst_nodes
+    number_of_edges = num_edges
+
+    def _frame(self, name: str, ids: str) -> dict:
+        # A plain dict holding the IDs tensor (no reference back to the block: no cycle).
+        f = self._cache.get(name)
+        if f is None:
+            f = self._cache[name] = {NID: self._get(ids)}
+        return f
+
+    @property
+    def srcdata(self) -> dict:
+        """DGL's ``block.srcdata``: ``srcdata[NID]`` is ``srcnodes`` (global IDs)."""
+        return self._frame("srcdata", "src_nodes")
+
+    @property
+    def dstdata(self) -> dict:
+        """DGL's ``block.dstdata``: ``dstdata[NID]`` is ``dstnodes`` (global IDs)."""
+        return self._frame("dstdata", "dst_nodes")
+
+    @property
+    def edata(self) -> dict:
+        """DGL's ``block.edata``: ``edata[EID]`` is ``eids`` (global edge IDs)."""
+        return self._frame("edata", "eids")
+
     def edges(self):
         """(src, dst) local IDs, like DGL's ``block.edges()``."""
         return self.src, self.dst
@@ -108,6 +143,14 @@ class Block:
         out = Block(self._b)
         for name in ("src", "dst", "src_nodes", "dst_nodes", "eids"):
             out._cache[name] = self._get(name).to(device)
+        for name, ids in (("srcdata", "src_nodes"), ("dstdata", "dst_nodes"),
+                          ("edata", "eids")):
+            frame = self._cache.get(name)
+            if frame is not None:  # the caller's tensors (the IDs are read from out)
+                dst = out._frame(name, ids)
+                for k, v in frame.items():
+                    if k != NID:
+                        dst[k] = v.to(device) if hasattr(v, "to") else v
         return out
 
     @property

@@ -148,6 +148,12 @@ class DistTensor:
     live in this process (the partition files, memory-mapped, or memory it allocated);
     memory-mapped rows are copied on first write, never written back to the files.
 
+    Without ``part_policy`` the tensor takes, as in DGL, the node or edge partition policy of
+    the DistGraph created last in this process, whichever covers ``shape[0]`` rows (ValueError
+    when neither or both do). In distributed mode (the C++ runtime holds the rows) creating a
+    tensor under a name that exists attaches to it (same shape and dtype, else ValueError), as
+    DGL's does; in simulated mode every construction allocates new rows.
+
     ``t[ids]`` returns the rows on the device of ``ids``: IDs in a CUDA torch tensor give a
     CUDA tensor. The IDs are copied to the host (they route the read to the owners); with a
     CUDA build of Tessera and a runtime tensor (distributed mode, or one process with a 1-part
@@ -173,8 +179,7 @@ class DistTensor:
             self.persistent = bool(_dist.persistent)
             return
         if part_policy is None:
-            raise ValueError("DistTensor needs part_policy (e.g. NodePartitionPolicy(g.get_"
-                             "partition_book()) or g.get_node_partition_policy())")
+            part_policy = _default_policy(shape, name)
         self._policy = part_policy
         self._offsets = part_policy.offsets()
         self._shape = tuple(int(s) for s in shape)
@@ -343,6 +348,31 @@ class DistTensor:
 
 
 _anonymous = 0  # names of DistTensors created without one (same sequence on every rank)
+# The partition book of the DistGraph this process created last: DGL picks a DistTensor's
+# default partition policy among that graph's (its kvstore's) policies.
+_default_book: Optional[GraphPartitionBook] = None
+
+
+def _default_policy(shape, name) -> _PartitionPolicy:
+    """DGL's rule for ``DistTensor(shape, dtype, name)`` without ``part_policy``: the node or
+    edge policy of the DistGraph created last whose size is ``shape[0]``; ValueError when there
+    is no DistGraph, when neither matches, or when both do (as many nodes as edges)."""
+    what = f"DistTensor {name!r}" if name else "DistTensor"
+    if _default_book is None:
+        raise ValueError(f"{what}: no part_policy given and no DistGraph was created in this "
+                         "process to take one from; pass part_policy="
+                         "g.get_node_partition_policy() (or the edge one)")
+    rows = int(shape[0])
+    matches = [pol for pol in (NodePartitionPolicy(_default_book),
+                               EdgePartitionPolicy(_default_book)) if pol.get_size() == rows]
+    if len(matches) > 1:
+        raise ValueError(f"{what}: {rows} rows match both the node and the edge partition "
+                         "policy of the DistGraph (as many nodes as edges); pass part_policy")
+    if not matches:
+        raise ValueError(f"{what}: {rows} rows are neither the DistGraph's number of nodes "
+                         f"({_default_book.num_nodes}) nor of edges ({_default_book.num_edges});"
+                         " pass part_policy")
+    return matches[0]
 
 
 def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> None:
@@ -368,6 +398,11 @@ def _to_numpy_dtype(dtype) -> np.dtype:
     if HAVE_TORCH and isinstance(dtype, torch.dtype):
         return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
     return np.dtype(dtype)
+
+
+def _set_default_book(book: GraphPartitionBook) -> None:
+    global _default_book
+    _default_book = book
 
 
 class _DataView(dict):
@@ -414,6 +449,7 @@ class DistGraph:
                              f"job has {world} ranks; partition into {world} parts (one per "
                              f"rank)")
         self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path), 0)
+        _set_default_book(self._book)
         # Simulated: this process serves every partition.
         self.local_parts = list(range(nparts))
         self._parts = [_C.load_partition(self._config_path, p, mmap, verify_checksums)
@@ -436,6 +472,7 @@ class DistGraph:
         self._g = _C.DistGraph(_runtime.runtime(), self.graph_name, self._config_path,
                                verify_checksums)
         self._book = GraphPartitionBook(self._g.book, rank, distributed=True)
+        _set_default_book(self._book)
         self.local_parts = [rank]
         self._parts = None
         npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
