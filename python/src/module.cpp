@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@ namespace nb = nanobind;
 
 NB_MODULE(_C, m) {
   m.doc() = "Tessera's C++ core (graph ingest, partitioning, sampling, loaders)";
+  // Tensors handed out by DLPack without a copy keep their owner (a Block, an array) alive until
+  // torch or numpy lets go of them, which at interpreter exit can come after this module is torn
+  // down: nanobind would then report every such owner as "leaked" at the end of an ordinary
+  // script that keeps a batch in a global. Off unless TESSERA_LEAK_WARNINGS is set (for
+  // hunting real reference-count bugs).
+  const char* leak_env = std::getenv("TESSERA_LEAK_WARNINGS");
+  nb::set_leak_warnings(leak_env != nullptr && *leak_env != '\0' && *leak_env != '0');
   m.attr("__version__") = TESSERA_VERSION;
   // Asked of the linked library, not of a macro: the module is the same source in both builds.
   m.attr("cuda_compiled") = tessera::cuda::compiled_with_cuda();
