@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Remote DistTensor read throughput (tessera bench dist-gather) over UCX tcp and shared memory at
 # 2 and 4 ranks on this machine, each next to ucx_perftest on the same transport in the same run.
-# Writes benchmarks/results/dist_gather_<tcp|shm>_<N>ranks.json.
+# Writes benchmarks/results/dist_gather_<tcp|shm>_<N>ranks.json and their plot dist_gather.png.
 # Usage: benchmarks/dist_gather.sh [path/to/tessera] [extra bench args...]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -18,3 +18,7 @@ for fabric in tcp shm; do
       "$tessera" bench dist-gather --row-bytes 128..4096 --batch 10000 --json "$json" "$@"
   done
 done
+# The figure: both read paths against ucx_perftest and the local gather, per transport and ranks.
+python3 "$here/plot_dist_gather.py" "$out"/dist_gather_tcp_{2,4}ranks.json \
+  "$out"/dist_gather_shm_{2,4}ranks.json --out "$out/dist_gather.png" ||
+  echo "dist_gather.sh: no plot (matplotlib missing?)" >&2

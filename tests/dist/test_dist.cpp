@@ -448,9 +448,11 @@ TEST(DistAutoGet, ThresholdFollowsTheFabric) {
   EXPECT_EQ(auto_min_get_bytes("tcp"), 4096u);
   EXPECT_EQ(auto_min_get_bytes("tcp,self"), 4096u);
   EXPECT_EQ(auto_min_get_bytes(" tcp , self "), 4096u);
-  EXPECT_EQ(auto_min_get_bytes("posix,sysv,cma,self"), 1024u);
-  EXPECT_EQ(auto_min_get_bytes("tcp,posix"), 1024u);  // shared memory within the node
+  EXPECT_EQ(auto_min_get_bytes("posix,sysv,cma,self"), 256u);
+  EXPECT_EQ(auto_min_get_bytes("sm"), 256u);
+  EXPECT_EQ(auto_min_get_bytes("tcp,posix"), 1024u);  // mixed: tcp between nodes
   EXPECT_EQ(auto_min_get_bytes("rc,tcp"), 1024u);     // RDMA
+  EXPECT_EQ(auto_min_get_bytes("rc,posix"), 1024u);
   EXPECT_EQ(auto_min_get_bytes("self"), 1024u);
   EXPECT_EQ(auto_min_get_bytes("auto"), 1024u);  // UCX_TLS unset: UCX chooses
   EXPECT_EQ(auto_min_get_bytes("^shm"), 1024u);
@@ -489,8 +491,11 @@ TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
     auto rt = Runtime::create();
     const int me = rt->rank(), world = rt->world_size();
     // The read path's row-size threshold follows TESSERA_DIST_GET and the fabric (tcp alone:
-    // requests below 4 KiB; shared memory and the local transport: below 1 KiB).
-    const size_t want_min = c.get.empty() ? (c.tls == "tcp" ? 4096 : 1024) : 0;
+    // requests below 4 KiB; shared memory alone: below 256 B; the local transport: 1 KiB).
+    const size_t want_min = c.get.empty() ? (c.tls == "tcp"  ? 4096
+                                             : c.tls.empty() ? 1024
+                                                             : 256)
+                                          : 0;
     RANK_CHECK(rt->min_get_bytes() == want_min, "min_get_bytes {} with UCX_TLS '{}', expected {}",
                rt->min_get_bytes(), c.tls, want_min);
     const int64_t rows = 5003, cols = 37;

@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <iterator>
 #include <thread>
 
 #include "state.hpp"
@@ -238,7 +240,9 @@ size_t Runtime::min_get_bytes() const {
 }
 
 size_t auto_min_get_bytes(const std::string& fabric) {
-  bool tcp = false, other = fabric.empty();
+  // Transports UCX_TLS may name: tcp; shared memory within a node; "self" (loopback, any).
+  static const char* const kShm[] = {"posix", "sysv", "cma", "knem", "xpmem", "sm", "shm"};
+  bool tcp = false, shm = false, other = fabric.empty();
   size_t b = 0;
   while (b <= fabric.size()) {
     size_t e = fabric.find(',', b);
@@ -246,13 +250,17 @@ size_t auto_min_get_bytes(const std::string& fabric) {
     std::string tl = fabric.substr(b, e - b);
     tl.erase(0, tl.find_first_not_of(" \t"));
     tl.erase(tl.find_last_not_of(" \t") + 1);
-    if (tl == "tcp")
+    if (tl == "tcp") {
       tcp = true;
-    else if (tl != "self" && !tl.empty())
-      other = true;  // shared memory, RDMA, "auto", a "^..." exclusion list, ...
+    } else if (std::find(std::begin(kShm), std::end(kShm), tl) != std::end(kShm)) {
+      shm = true;
+    } else if (tl != "self" && !tl.empty()) {
+      other = true;  // RDMA, "auto", a "^..." exclusion list, ...
+    }
     b = e + 1;
   }
-  return tcp && !other ? 4096 : 1024;
+  if (other || tcp == shm) return 1024;  // RDMA, UCX's choice, or tcp and shared memory mixed
+  return tcp ? 4096 : 256;
 }
 void Runtime::set_one_sided_reads(bool on) {
   state_->one_sided = on && state_->t->capabilities().one_sided_get;

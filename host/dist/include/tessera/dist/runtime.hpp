@@ -15,10 +15,11 @@ struct RuntimeState;
 }
 
 /// The row size from which TESSERA_DIST_GET=auto reads remote rows with one-sided gets rather
-/// than one request per owner, for a transport fabric (Capabilities::fabric, e.g. UCX_TLS):
-/// 4 KiB when it is tcp alone ("tcp", "tcp,self"), where a get costs about the same at any size
-/// and requests were faster up to 2 KB rows (docs/dist.md); 1 KiB otherwise (shared memory and
-/// RDMA gets are copies, faster than requests from ~512 B rows).
+/// than one request per owner, for a transport fabric (Capabilities::fabric, e.g. UCX_TLS),
+/// from bench dist-gather (docs/dist.md): 4 KiB over tcp alone ("tcp", "tcp,self"), where a
+/// get costs about the same at any size and requests were 3-13x faster for 1-2 KB rows; 256 B
+/// over shared memory alone ("posix,sysv,cma", "sm", ...), where a get is a copy and won from
+/// 256 B rows; 1 KiB otherwise (RDMA, UCX's own choice, mixed lists: not measured here).
 size_t auto_min_get_bytes(const std::string& fabric);
 
 /// One rank's runtime (DGL's `dgl.distributed.initialize`). Created collectively by every rank
