@@ -5,10 +5,15 @@ Runs `tessera partition` on snap/ego-Twitter (symmetrized) and an R-MAT graph (s
 factor 16) and records time and peak memory per phase (read, build CSR, METIS, relabel, write),
 edge cut and balance of METIS versus random partitions, and compares Tessera's METIS edge cut
 with Debian's `gpmetis` on the same graph and settings (metis/mdual.graph and ego-Twitter,
-4 and 8 parts) measured in the same run. Writes one JSON file and a plot.
+4 and 8 parts) measured in the same run. METIS runs twice, as it is and with --low-memory.
+Beside each run it measures, on this machine and in the same run, the work no partitioner of
+that input avoids (inflating a gzip input, writing the output's bytes) and, with
+--gpmetis-rmat, Debian's gpmetis's own peak memory on the R-MAT graph. Writes one JSON file and
+a plot.
 
 Usage: benchmarks/partition_bench.py [--tessera build/bin/tessera] [--datasets ../shared/datasets]
                                      [--out benchmarks/results/partition.json] [--rmat-scale 22]
+                                     [--rmat-parts 4,8] [--gpmetis-rmat]
 """
 import argparse
 import datetime
@@ -20,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -44,22 +50,75 @@ def run_tessera(tool, args, workdir, tag):
         s = json.load(f)
     s["command"] = " ".join(cmd)
     s["wall_seconds"] = wall
+    s["output_bytes"] = folder_bytes(out)
     subprocess.run(["rm", "-rf", out])
     return s
+
+
+def folder_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
+
+
+def run_measured(cmd, cwd=None):
+    """Runs cmd to completion; returns (rc, stdout, stderr, peak RSS of that child in bytes)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return p.returncode, out.read(), err.read(), ru.ru_maxrss * 1024  # ru_maxrss is in KiB
 
 
 def run_gpmetis(graph, k):
     cmd = ["gpmetis", graph, str(k)]
     log(" ".join(cmd))
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=os.path.dirname(graph))
-    if p.returncode != 0:
-        sys.exit(f"gpmetis failed:\n{p.stdout}\n{p.stderr}")
-    cut = int(re.search(r"Edgecut:\s*(\d+)", p.stdout).group(1))
-    t = float(re.search(r"Partitioning:\s*([\d.]+) sec", p.stdout).group(1))
+    rc, out, err, rss = run_measured(cmd, cwd=os.path.dirname(graph))
+    if rc != 0:
+        sys.exit(f"gpmetis failed:\n{out}\n{err}")
+    cut = int(re.search(r"Edgecut:\s*(\d+)", out).group(1))
+    t = float(re.search(r"Partitioning:\s*([\d.]+) sec", out).group(1))
     part_file = f"{graph}.part.{k}"
     if os.path.exists(part_file):
         os.remove(part_file)
-    return {"command": " ".join(cmd), "edge_cut": cut, "metis_seconds": t}
+    return {"command": " ".join(cmd), "edge_cut": cut, "metis_seconds": t,
+            "peak_rss_bytes": rss}
+
+
+def inflate_seconds(path, repeats=3):
+    """Fastest of `repeats` streaming inflates of a gzip file (zlib, 1 MiB chunks, output
+    dropped): the time any reader of that file spends before it has the text."""
+    best = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        d = zlib.decompressobj(wbits=31)
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                d.decompress(chunk)
+        d.flush()
+        dt = time.perf_counter() - t0
+        best = dt if best is None else min(best, dt)
+    return best
+
+
+def write_seconds(nbytes, folder, repeats=3):
+    """Fastest of `repeats` plain writes of nbytes (8 MiB blocks) to one file in folder, without
+    fsync, the way the partitioner writes: the cost of putting its output on this filesystem."""
+    block = os.urandom(8 << 20)
+    path = os.path.join(folder, "write-floor.bin")
+    best = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        with open(path, "wb") as f:
+            left = nbytes
+            while left > 0:
+                n = min(left, len(block))
+                f.write(block[:n] if n < len(block) else block)
+                left -= n
+        dt = time.perf_counter() - t0
+        os.remove(path)
+        best = dt if best is None else min(best, dt)
+    return best
 
 
 def phase(s, name):
@@ -82,7 +141,43 @@ def pipeline_summary(s):
         "feature_bytes": feat_bytes,
         "peak_rss_bytes": s["peak_rss_bytes"],
         "peak_over_csr_plus_features": s["peak_rss_bytes"] / (csr_bytes + feat_bytes),
+        # What the METIS call added to the process's high-water mark: libmetis's own working
+        # memory (its copies of the graph, the coarsening levels), less whatever was free below
+        # the earlier peak.
+        "metis_rss_increase_bytes": metis_increase(s),
+        "metis_rss_increase_over_csr": metis_increase(s) / csr_bytes,
     }
+
+
+def metis_increase(s):
+    before = 0
+    for p in s["phases"]:
+        if p["name"] == "METIS":
+            return max(0, p["peak_rss_bytes"] - before)
+        before = max(before, p["peak_rss_bytes"])
+    return 0
+
+
+def floors(s, inp, tmp):
+    """Work no partitioner of this input avoids, measured now on this machine: inflating the
+    input when it is gzip (zlib, streaming: the readers may not buffer the whole text) and writing
+    the output's bytes. Their sum against METIS bounds how low overhead_over_metis can go."""
+    inflate = inflate_seconds(inp) if inp.endswith(".gz") else 0.0
+    write = write_seconds(s["output_bytes"], tmp)
+    metis = phase(s, "METIS")
+    return {"floor": {"inflate_seconds": inflate, "write_seconds": write,
+                      "output_bytes": s["output_bytes"], "seconds": inflate + write,
+                      "over_metis": (inflate + write) / metis if metis > 0 else None}}
+
+
+def gpmetis_memory(s, g):
+    """gpmetis's peak RSS (reading the .graph and partitioning) against the CSR size of the same
+    graph in Tessera (int64 indptr, indices and edge IDs)."""
+    csr = 8 * (s["num_nodes"] + 1) + 16 * s["num_edges"]
+    return {"gpmetis_peak_rss_bytes": g["peak_rss_bytes"],
+            "gpmetis_peak_over_csr": g["peak_rss_bytes"] / csr,
+            "tessera_peak_rss_bytes": s["peak_rss_bytes"],
+            "tessera_peak_over_csr": s["peak_rss_bytes"] / csr}
 
 
 def balance(s):
@@ -144,6 +239,8 @@ def main():
     ap.add_argument("--rmat-scale", type=int, default=22)
     ap.add_argument("--rmat-edge-factor", type=int, default=16)
     ap.add_argument("--rmat-parts", default="4,8", help="part counts for the R-MAT graph")
+    ap.add_argument("--gpmetis-rmat", action="store_true",
+                    help="also run gpmetis on the R-MAT graph (its peak memory; minutes, ~12 GiB)")
     ap.add_argument("--plot-only", metavar="JSON", help="only redraw the plot of a results file")
     a = ap.parse_args()
     if a.plot_only:
@@ -176,13 +273,19 @@ def main():
                                (f"rmat-{a.rmat_scale}-{a.rmat_edge_factor}", rmat, rmat_parts)):
             for k in ks:
                 runs = {}
-                for method in ("metis", "random"):
-                    tag = f"{gname}-{method}-{k}"
+                # METIS twice: as it is, and with --low-memory (the CSR parked on disk while
+                # METIS runs and from relabel on: lower peak, one more write and read).
+                for method, extra in (("metis", []), ("metis", ["--low-memory"]),
+                                      ("random", [])):
+                    tag = f"{gname}-{method}-{k}" + ("-low-memory" if extra else "")
                     s = run_tessera(a.tessera, ["--input", inp, *sym, "--parts", str(k),
-                                                "--method", method, "--halo-hops", "1"], tmp, tag)
-                    runs[method] = s
+                                                "--method", method, "--halo-hops", "1", *extra],
+                                    tmp, tag)
+                    if not extra:
+                        runs[method] = s
                     if method == "metis":
-                        result["pipeline"][tag] = {"stats": s, **pipeline_summary(s)}
+                        result["pipeline"][tag] = {"stats": s, **pipeline_summary(s),
+                                                   **floors(s, inp, tmp)}
                 result["metis_vs_random"].append({
                     "graph": gname, "parts": k,
                     "metis_edge_cut": runs["metis"]["edge_cut"],
@@ -213,8 +316,28 @@ def main():
                     "relative_difference": diff, "within_3_percent": abs(diff) <= 0.03,
                     "tessera_metis_seconds": phase(s, "METIS"),
                     "gpmetis_metis_seconds": g["metis_seconds"],
+                    **gpmetis_memory(s, g),
                     "tessera_command": s["command"], "gpmetis_command": g["command"],
                 })
+        # 3. Optionally gpmetis's own peak memory on the R-MAT graph: whether METIS alone, outside
+        #    Tessera, already needs more than the 2.5x (CSR + features) budget.
+        if a.gpmetis_rmat:
+            k = rmat_parts[0]
+            rdir = os.path.join(tmp, "rmat-npy")
+            log(f"writing {rmat} as an npy dataset, then as a METIS .graph for gpmetis")
+            subprocess.run([a.tessera, "generate", "rmat", "--scale", str(a.rmat_scale),
+                            "--edge-factor", str(a.rmat_edge_factor), "--out", rdir], check=True,
+                           stdout=subprocess.DEVNULL)
+            rgraph = os.path.join(tmp, "rmat.graph")
+            subprocess.run([sys.executable, os.path.join(HERE, "to_metis_graph.py"), rdir, rgraph],
+                           check=True)
+            subprocess.run(["rm", "-rf", rdir], check=True)
+            s = result["pipeline"][f"rmat-{a.rmat_scale}-{a.rmat_edge_factor}-metis-{k}"]["stats"]
+            g = run_gpmetis(rgraph, k)
+            result["gpmetis_rmat"] = {"case": f"{rmat} k={k}", "gpmetis_edge_cut": g["edge_cut"],
+                                      "tessera_edge_cut": s["edge_cut"],
+                                      "gpmetis_metis_seconds": g["metis_seconds"],
+                                      "gpmetis_command": g["command"], **gpmetis_memory(s, g)}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=2)
@@ -223,9 +346,17 @@ def main():
 
     print("\nPipeline (everything except the METIS call, against METIS's own time):")
     for tag, r in result["pipeline"].items():
-        print(f"  {tag:28s} METIS {r['metis_seconds']:7.2f} s  overhead {r['overhead_seconds']:7.2f} s"
+        print(f"  {tag:31s} METIS {r['metis_seconds']:7.2f} s  overhead {r['overhead_seconds']:7.2f} s"
               f"  = {r['overhead_over_metis']:.2f}x METIS   peak {r['peak_rss_bytes'] / 2**30:.2f} GiB"
               f" = {r['peak_over_csr_plus_features']:.2f}x (CSR + features)")
+        f = r["floor"]
+        line = (f"  {'':31s} floor: inflate {f['inflate_seconds']:.3f} s + write "
+                f"{f['output_bytes'] / 2**20:.0f} MiB {f['write_seconds']:.3f} s = "
+                f"{f['over_metis']:.2f}x METIS")
+        if not tag.endswith("-low-memory"):  # there the CSR left before METIS came in
+            line += (f";  METIS added {r['metis_rss_increase_bytes'] / 2**30:.2f} GiB ="
+                     f" {r['metis_rss_increase_over_csr']:.2f}x CSR")
+        print(line)
     print("\nMETIS vs random (undirected edge cut, node balance max/mean):")
     for r in result["metis_vs_random"]:
         print(f"  {r['graph']:18s} k={r['parts']}  METIS {r['metis_edge_cut']:>10d}"
@@ -235,7 +366,15 @@ def main():
     print("\nEdge cut vs gpmetis (same graph, default METIS options):")
     for c in result["gpmetis_comparison"]:
         print(f"  {c['case']:16s} Tessera {c['tessera_edge_cut']:>8d}  gpmetis {c['gpmetis_edge_cut']:>8d}"
-              f"  diff {100 * c['relative_difference']:+.2f}%  {'OK' if c['within_3_percent'] else 'OFF'}")
+              f"  diff {100 * c['relative_difference']:+.2f}%  {'OK' if c['within_3_percent'] else 'OFF'}"
+              f"   peak RSS / CSR: gpmetis {c['gpmetis_peak_over_csr']:.2f}x,"
+              f" tessera partition {c['tessera_peak_over_csr']:.2f}x")
+    if "gpmetis_rmat" in result:
+        c = result["gpmetis_rmat"]
+        print(f"\ngpmetis on {c['case']}: edge cut {c['gpmetis_edge_cut']} (Tessera"
+              f" {c['tessera_edge_cut']}), peak RSS {c['gpmetis_peak_rss_bytes'] / 2**30:.2f} GiB ="
+              f" {c['gpmetis_peak_over_csr']:.2f}x CSR; tessera partition"
+              f" {c['tessera_peak_over_csr']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -486,8 +486,8 @@ bool detail::built_symmetric_simple(const Dataset& ds) {
 
 Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
                                 const std::vector<int32_t>& vwgt, int ncon,
-                                const PartitionOptions& opts, PhaseTimer* timer,
-                                bool known_simple) {
+                                const PartitionOptions& opts, PhaseTimer* timer, bool known_simple,
+                                const MetisHooks* hooks) {
   const int64_t n = csc.num_nodes;
   TESSERA_EXPECTS(num_parts >= 1 && num_parts < INT32_MAX, ValueError,
                   "number of partitions must be in [1, 2^31), got {}", num_parts);
@@ -511,9 +511,6 @@ Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
     return a;
   }
   SymAdjacency adj = detail::symmetric_adjacency(csc, known_simple);
-  if (timer != nullptr) {
-    timer->begin("METIS");
-  }
   if (adj.adjncy.empty()) {
     adj.adjncy.push_back(0);  // METIS reads the pointer even when unused
   }
@@ -534,9 +531,24 @@ Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
   }
   std::vector<idx_t> w(vwgt.begin(), vwgt.end());
   std::vector<idx_t> part(static_cast<size_t>(n), 0);
+  if (hooks != nullptr && hooks->before) {
+    if (timer != nullptr) {
+      timer->begin("spill CSR");
+    }
+    hooks->before();  // from here until hooks->after, `csc` may be empty: METIS reads `adj`
+  }
+  if (timer != nullptr) {
+    timer->begin("METIS");
+  }
   const int rc = METIS_PartGraphKway(&nvtxs, &nc, adj.xadj.data(), adj.adjncy.data(),
                                      w.empty() ? nullptr : w.data(), nullptr, nullptr, &np, nullptr,
                                      nullptr, options, &objval, part.data());
+  if (hooks != nullptr && hooks->after) {
+    if (timer != nullptr) {
+      timer->begin("reload CSR");
+    }
+    hooks->after();
+  }
   TESSERA_EXPECTS(rc == METIS_OK, ValueError,
                   "METIS_PartGraphKway failed ({}) on {} nodes, {} adjacency entries, {} parts, "
                   "{} constraints",

@@ -198,8 +198,15 @@ std::string PartitionStats::summary() const {
   return s;
 }
 
-PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts,
-                                 const WriteOptions& out, PhaseTimer& timer) {
+namespace {
+
+// `spill`: ds.graph, mutable, when its CSC may be parked on disk (low_memory): during METIS
+// and from relabel on, when only the relabelled copy is read. `spilled` holds the parked
+// arrays; the caller reads them back.
+PartitionStats partition_impl(const Dataset& ds, Graph* spill,
+                              std::unique_ptr<detail::SpilledArrays>* spilled,
+                              const PartitionOptions& opts, const WriteOptions& out,
+                              PhaseTimer& timer) {
   TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
   TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
                   "--parts must be in [1, 2^31), got {}", opts.num_parts);
@@ -258,9 +265,22 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   std::vector<std::string> cnames;
   const std::vector<int32_t> w = balance_weights(ds, opts, &cnames);
   const auto ncon = static_cast<int64_t>(cnames.size());
+  detail::MetisHooks hooks;
+  if (spill != nullptr) {
+    hooks.before = [&] {
+      *spilled = std::make_unique<detail::SpilledArrays>(
+          dir.path(), std::vector<std::vector<int64_t>*>{&spill->indices, &spill->eids});
+    };
+    hooks.after = [&] {
+      if (*spilled != nullptr) {
+        (*spilled)->restore();
+      }
+    };
+  }
   Assignment a = opts.method == PartMethod::kMetis
                      ? detail::assign_metis(g, P, w, static_cast<int>(ncon), opts, &timer,
-                                            detail::built_symmetric_simple(ds))
+                                            detail::built_symmetric_simple(ds),
+                                            spill != nullptr ? &hooks : nullptr)
                      : assign_random(n, P, static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
   a.constraints = cnames;
   st.constraints = cnames;
@@ -292,12 +312,15 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   timer.begin("relabel");
   const Relabelled r = relabel(g, a);
   std::vector<int32_t>().swap(a.part);
+  if (spill != nullptr && *spilled != nullptr) {
+    (*spilled)->park();  // from here on only the relabelled copy is read
+  }
 
   timer.begin("halo + write");
   PartitionConfig c;
   c.graph_name = st.graph_name;  // DGL: the config file and graph_name agree
   c.num_nodes = n;
-  c.num_edges = g.num_edges();
+  c.num_edges = st.num_edges;  // g is parked by now with low_memory
   c.num_input_edges = ds.num_input_edges;
   c.num_parts = P;
   c.part_method = part_method_name(opts.method);
@@ -395,6 +418,52 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
   st.phases = timer.phases();
   st.peak_rss_bytes = peak_rss_bytes();
   return st;
+}
+
+}  // namespace
+
+PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts,
+                                 const WriteOptions& out, PhaseTimer& timer) {
+  TESSERA_EXPECTS(!opts.low_memory, ValueError,
+                  "low_memory releases the dataset's graph during METIS: pass a mutable dataset");
+  return partition_impl(ds, nullptr, nullptr, opts, out, timer);
+}
+
+namespace {
+
+PartitionStats partition_mutable(Dataset& ds, const PartitionOptions& opts, const WriteOptions& out,
+                                 PhaseTimer& timer, bool restore) {
+  const bool spill = opts.low_memory && opts.method == PartMethod::kMetis;
+  std::unique_ptr<detail::SpilledArrays> spilled;
+  PartitionStats st;
+  try {
+    st = partition_impl(ds, spill ? &ds.graph : nullptr, &spilled, opts, out, timer);
+  } catch (...) {
+    if (spilled != nullptr) {
+      spilled->restore();  // ds as it was, whatever failed
+    }
+    throw;
+  }
+  if (restore && spilled != nullptr && spilled->parked()) {
+    timer.begin("restore CSR");  // the caller gets ds back as it gave it
+    spilled->restore();
+    timer.end();
+    st.phases = timer.phases();
+    st.peak_rss_bytes = peak_rss_bytes();
+  }
+  return st;
+}
+
+}  // namespace
+
+PartitionStats partition_dataset(Dataset& ds, const PartitionOptions& opts, const WriteOptions& out,
+                                 PhaseTimer& timer) {
+  return partition_mutable(ds, opts, out, timer, true);
+}
+
+PartitionStats partition_dataset(Dataset&& ds, const PartitionOptions& opts,
+                                 const WriteOptions& out, PhaseTimer& timer) {
+  return partition_mutable(ds, opts, out, timer, false);
 }
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // The `tessera partition` and `tessera validate` commands (skipped if the tool is not built).
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -87,6 +88,37 @@ TEST_F(Cli, PartitionCoraThenValidate) {
   EXPECT_NE(r.out.find("part2/nid.npy has checksum"), std::string::npos) << r.out;
 }
 
+// --low-memory: the CSR goes to a temporary file while METIS runs; the output is the same.
+TEST_F(Cli, LowMemoryWritesTheSamePartitions) {
+  TempDir tmp;
+  const std::string cora = dataset("cora").string();
+  for (const char* mode : {"", "--low-memory"}) {
+    const fs::path out = tmp / (*mode ? "low" : "plain");
+    const CmdResult r =
+        run(fmt::format("partition -i {} -k 4 --halo-hops 2 {} --out {} --name c "
+                        "-q --stats-json {}.stats",
+                        cora, mode, out.string(), out.string()));
+    ASSERT_EQ(r.rc, 0) << r.out;
+  }
+  nlohmann::json plain, low;
+  std::ifstream(tmp / "plain.stats") >> plain;
+  std::ifstream(tmp / "low.stats") >> low;
+  std::vector<std::string> names;
+  for (const auto& ph : low["phases"])
+    names.push_back(ph["name"]);
+  EXPECT_NE(std::find(names.begin(), names.end(), "spill CSR"), names.end());
+  EXPECT_EQ(low["edge_cut"], plain["edge_cut"]);
+  const PartitionConfig a = load_partition_config(tmp / "plain" / "c.json");
+  const PartitionConfig b = load_partition_config(tmp / "low" / "c.json");
+  EXPECT_EQ(a.num_edges, b.num_edges);
+  for (size_t p = 0; p < a.parts.size(); ++p)
+    for (size_t f = 0; f < a.parts[p].files.size(); ++f)
+      EXPECT_EQ(a.parts[p].files[f].crc32, b.parts[p].files[f].crc32) << a.parts[p].files[f].name;
+  const CmdResult v =
+      run(fmt::format("validate {} --dataset {}", (tmp / "low" / "c.json").string(), cora));
+  EXPECT_EQ(v.rc, 0) << v.out;
+}
+
 // `tessera bench sample` end to end on a small R-MAT graph: the ratio comes from alternating
 // rounds (the fastest of each side), and the JSON holds every figure the report prints.
 TEST_F(Cli, BenchSampleReportsItsFigures) {
@@ -130,6 +162,11 @@ TEST_F(Cli, BadArguments) {
                       (tmp / "o").string()));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("need --method metis"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o"));
+  r = run(fmt::format("partition -i {} --parts 2 --method random --low-memory --out {} -q", cora,
+                      (tmp / "o").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--low-memory applies to --method metis"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp / "o"));
   r = run(fmt::format("validate {}", (tmp / "missing.json").string()));
   EXPECT_NE(r.rc, 0);

@@ -209,5 +209,107 @@ TEST(Partition, OnDiskLayoutIsNpyOnly) {
     EXPECT_EQ(e.path().filename().string()[0] != '.', true) << e.path();
 }
 
+// --low-memory parks the CSC in a temporary file while METIS runs and from relabel on.
+std::vector<std::string> phase_names(const PartitionStats& st) {
+  std::vector<std::string> v;
+  for (const auto& p : st.phases)
+    v.push_back(p.name);
+  return v;
+}
+
+void expect_same_files(const std::filesystem::path& a, const std::filesystem::path& b) {
+  const PartitionConfig ca = load_partition_config(a);
+  const PartitionConfig cb = load_partition_config(b);
+  ASSERT_EQ(ca.parts.size(), cb.parts.size());
+  for (size_t p = 0; p < ca.parts.size(); ++p) {
+    ASSERT_EQ(ca.parts[p].files.size(), cb.parts[p].files.size());
+    for (size_t f = 0; f < ca.parts[p].files.size(); ++f)
+      EXPECT_EQ(ca.parts[p].files[f].crc32, cb.parts[p].files[f].crc32)
+          << "part " << p << " " << ca.parts[p].files[f].name;
+  }
+}
+
+WriteOptions quiet_out(const std::filesystem::path& dir) {
+  set_quiet(true);
+  WriteOptions wo;
+  wo.out_dir = dir;
+  wo.name = "g";
+  wo.overwrite = true;
+  return wo;
+}
+
+TEST(PartitionLowMemory, SameFilesAndTheDatasetComesBackUnchanged) {
+  TempDir tmp;
+  for (bool simple : {false, true}) {
+    Dataset ds = make_dataset(400, messy_edges(400, 1500, 9), {true, simple, simple});
+    const Graph before = ds.graph;
+    PartitionOptions po;
+    po.num_parts = 4;
+    po.halo_hops = 2;
+    partition_checked(ds, po, tmp / "plain");
+    po.low_memory = true;
+    PhaseTimer timer;
+    const PartitionStats st = partition_dataset(ds, po, quiet_out(tmp / "low"), timer);
+    expect_same_files(tmp / "plain" / "g.json", tmp / "low" / "g.json");
+    const auto names = phase_names(st);
+    for (const char* want : {"spill CSR", "METIS", "reload CSR", "restore CSR"})
+      EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+    EXPECT_EQ(ds.graph.indptr, before.indptr);
+    EXPECT_EQ(ds.graph.indices, before.indices);
+    EXPECT_EQ(ds.graph.eids, before.eids);
+    EXPECT_TRUE(validate_partitions(tmp / "low" / "g.json", &ds).ok());
+    // Nothing but the partition output is left in the folder (the spill file had no name).
+    for (const auto& e : std::filesystem::recursive_directory_iterator(tmp / "low"))
+      EXPECT_NE(e.path().filename().string()[0], '.') << e.path();
+  }
+}
+
+TEST(PartitionLowMemory, RealDatasetAndConsumingOverload) {
+  TempDir tmp;
+  Dataset ds = read_shared_npy("cora");
+  PartitionOptions po;
+  po.num_parts = 3;
+  partition_checked(ds, po, tmp / "plain");
+  po.low_memory = true;
+  PhaseTimer timer;
+  // The dataset is handed over: its CSC is not read back at the end.
+  const PartitionStats st = partition_dataset(std::move(ds), po, quiet_out(tmp / "low"), timer);
+  const auto names = phase_names(st);
+  EXPECT_NE(std::find(names.begin(), names.end(), "spill CSR"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "restore CSR"), names.end());
+  expect_same_files(tmp / "plain" / "g.json", tmp / "low" / "g.json");
+  EXPECT_TRUE(validate_partitions(tmp / "low" / "g.json", nullptr).ok());
+}
+
+TEST(PartitionLowMemory, MetisFailureStillRestoresTheDataset) {
+  TempDir tmp;
+  Dataset ds = make_dataset(200, messy_edges(200, 600, 3), {true});
+  const Graph before = ds.graph;
+  PartitionOptions po;
+  po.num_parts = 4;
+  po.ufactor = 0;  // METIS_ERROR_INPUT, after the CSC was parked
+  po.low_memory = true;
+  PhaseTimer timer;
+  EXPECT_THROW(partition_dataset(ds, po, quiet_out(tmp / "out"), timer), ValueError);
+  EXPECT_EQ(ds.graph.indices, before.indices);
+  EXPECT_EQ(ds.graph.eids, before.eids);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
+}
+
+TEST(PartitionLowMemory, ConstDatasetIsRefusedAndRandomIgnoresIt) {
+  TempDir tmp;
+  Dataset ds = make_dataset(100, messy_edges(100, 300, 5), {true});
+  PartitionOptions po;
+  po.num_parts = 2;
+  po.low_memory = true;
+  PhaseTimer timer;
+  const Dataset& cds = ds;
+  EXPECT_THROW(partition_dataset(cds, po, quiet_out(tmp / "a"), timer), ValueError);
+  po.method = PartMethod::kRandom;  // holds no second copy: nothing to park
+  const PartitionStats st = partition_dataset(ds, po, quiet_out(tmp / "b"), timer);
+  const auto names = phase_names(st);
+  EXPECT_EQ(std::find(names.begin(), names.end(), "spill CSR"), names.end());
+}
+
 }  // namespace
 }  // namespace tessera::test

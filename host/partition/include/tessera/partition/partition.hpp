@@ -41,6 +41,13 @@ struct PartitionOptions {
   int64_t seed = -1;
   /// METIS load-imbalance tolerance in 1/1000 (-1: METIS's default, 30 for k-way).
   int ufactor = -1;
+  /// METIS: park the CSC's indices and edge IDs in a temporary file in the output folder while
+  /// METIS runs (it reads only its own 32-bit copy of the adjacency), so the peak is lower by
+  /// 16 bytes per stored edge, for one write and one read of that much. Needs the mutable
+  /// partition_dataset overload; nothing may point into the graph's arrays meanwhile. (glibc
+  /// keeps freed blocks resident above a threshold it raises as large blocks are freed;
+  /// `tessera partition --low-memory` also pins that threshold with mallopt for the lowest peak.)
+  bool low_memory = false;
 };
 
 /// The partition of every node (before relabelling), plus what the partitioner reported.
@@ -180,6 +187,14 @@ struct WriteOptions {
 /// atomically (the whole out_dir is written to a temporary sibling and renamed at the end).
 /// Phases (METIS/random, relabel, halo + write) are recorded on `timer`.
 PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts,
+                                 const WriteOptions& out, PhaseTimer& timer);
+/// The same, and with `opts.low_memory` the dataset's CSC is released during the METIS call and
+/// read back after it (also when METIS fails): `ds` is unchanged when this returns or throws.
+PartitionStats partition_dataset(Dataset& ds, const PartitionOptions& opts, const WriteOptions& out,
+                                 PhaseTimer& timer);
+/// The same for a dataset the caller is done with: with `opts.low_memory` its CSC is not read
+/// back at the end (one read of 16 bytes per edge less); `ds` is left valid but unspecified.
+PartitionStats partition_dataset(Dataset&& ds, const PartitionOptions& opts,
                                  const WriteOptions& out, PhaseTimer& timer);
 
 }  // namespace tessera
