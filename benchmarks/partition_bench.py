@@ -195,9 +195,10 @@ def plot(result, path):
     except ImportError:
         log("matplotlib not installed: no plot (pip install matplotlib)")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(19, 5))
     runs = result["pipeline"]
     names = list(runs)
+    labels = [n.replace("-low-memory", "\nlow-memory") for n in names]
     phases = []
     for r in runs.values():
         for p in r["stats"]["phases"]:
@@ -208,24 +209,52 @@ def plot(result, path):
     # the targets (overhead < 0.3x METIS on ego-Twitter, < 2x on R-MAT) can be read off.
     for ph in phases:
         vals = [phase(runs[n]["stats"], ph) / max(runs[n]["metis_seconds"], 1e-9) for n in names]
-        axes[0].bar(names, vals, bottom=bottom, label=ph)
+        axes[0].bar(labels, vals, bottom=bottom, label=ph)
         bottom = [b + v for b, v in zip(bottom, vals)]
+    floor = [1 + runs[n]["floor"]["over_metis"] if "floor" in runs[n] else None for n in names]
+    if any(f is not None for f in floor):
+        axes[0].plot([lb for lb, f in zip(labels, floor) if f is not None],
+                     [f for f in floor if f is not None], "kv", ls="none",
+                     label="METIS + floor (inflate + write)")
     axes[0].axhline(1.3, color="k", ls="--", lw=0.8)
     axes[0].text(-0.4, 1.33, "METIS + 0.3x overhead (ego-Twitter target)", fontsize=7)
     axes[0].set_ylabel("time / METIS time of the same run")
     axes[0].set_title("Partition pipeline time per phase (relative to METIS)")
-    axes[0].legend(fontsize=8)
-    axes[0].tick_params(axis="x", labelsize=7, rotation=15)
+    axes[0].legend(fontsize=7)
+    axes[0].tick_params(axis="x", labelsize=6, rotation=20)
+    # Peak memory against CSR + features, beside gpmetis's own peak on the same graph.
+    peaks = [runs[n]["peak_over_csr_plus_features"] for n in names]
+    axes[1].bar(labels, peaks, color=["tab:orange" if "low-memory" in n else "tab:blue"
+                                      for n in names])
+    gp = {}
+    for c in result.get("gpmetis_comparison", []):
+        if c["case"].startswith("ego-Twitter"):
+            gp.setdefault("ego-Twitter", c["gpmetis_peak_over_csr"])
+    if "gpmetis_rmat" in result:
+        gp["rmat"] = result["gpmetis_rmat"]["gpmetis_peak_over_csr"]
+    xs, ys = [], []
+    for lb, n in zip(labels, names):
+        key = "ego-Twitter" if n.startswith("ego-Twitter") else "rmat"
+        if key in gp:
+            xs.append(lb)
+            ys.append(gp[key])
+    if xs:
+        axes[1].plot(xs, ys, "k_", ms=28, mew=2, ls="none", label="gpmetis alone (same graph)")
+    axes[1].axhline(2.5, color="k", ls="--", lw=0.8, label="target 2.5x")
+    axes[1].set_ylabel("peak RSS / (CSR + features)")
+    axes[1].set_title("Peak memory (orange: --low-memory)")
+    axes[1].legend(fontsize=7)
+    axes[1].tick_params(axis="x", labelsize=6, rotation=20)
     cmp = result["gpmetis_comparison"]
-    labels = [c["case"] for c in cmp]
-    x = range(len(labels))
-    axes[1].bar([i - 0.2 for i in x], [c["tessera_edge_cut"] for c in cmp], 0.4, label="Tessera")
-    axes[1].bar([i + 0.2 for i in x], [c["gpmetis_edge_cut"] for c in cmp], 0.4, label="gpmetis")
-    axes[1].set_xticks(list(x))
-    axes[1].set_xticklabels(labels, fontsize=7, rotation=15)
-    axes[1].set_ylabel("edge cut")
-    axes[1].set_title("METIS edge cut: Tessera vs gpmetis")
-    axes[1].legend()
+    clabels = [c["case"] for c in cmp]
+    x = range(len(clabels))
+    axes[2].bar([i - 0.2 for i in x], [c["tessera_edge_cut"] for c in cmp], 0.4, label="Tessera")
+    axes[2].bar([i + 0.2 for i in x], [c["gpmetis_edge_cut"] for c in cmp], 0.4, label="gpmetis")
+    axes[2].set_xticks(list(x))
+    axes[2].set_xticklabels(clabels, fontsize=7, rotation=15)
+    axes[2].set_ylabel("edge cut")
+    axes[2].set_title("METIS edge cut: Tessera vs gpmetis")
+    axes[2].legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     log(f"plot: {path}")
