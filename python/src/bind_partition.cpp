@@ -30,9 +30,10 @@ nb::dict arrays_to_dict(const std::map<std::string, Array>& m) {
 void bind_partition(nb::module_& m) {
   m.def(
       "partition_dataset",
-      [](const Dataset& ds, const std::string& out_dir, const std::string& name, int64_t num_parts,
+      [](Dataset& ds, const std::string& out_dir, const std::string& name, int64_t num_parts,
          const std::string& method, std::vector<std::string> balance_masks, bool balance_edges,
-         int halo_hops, int64_t seed, int ufactor, bool overwrite, const std::string& source_path) {
+         int halo_hops, int64_t seed, int ufactor, bool overwrite, const std::string& source_path,
+         bool low_memory) {
         PartitionOptions o;
         o.num_parts = num_parts;
         o.method = parse_part_method(method);
@@ -41,6 +42,7 @@ void bind_partition(nb::module_& m) {
         o.halo_hops = halo_hops;
         o.seed = seed;
         o.ufactor = ufactor;
+        o.low_memory = low_memory;
         WriteOptions w;
         w.out_dir = out_dir;
         w.name = name;
@@ -50,7 +52,10 @@ void bind_partition(nb::module_& m) {
         {
           nb::gil_scoped_release nogil;
           PhaseTimer timer("tessera");
-          st = partition_dataset(ds, o, w, timer);
+          // low_memory consumes the dataset (its CSC is not read back): the Python side passes
+          // only datasets it made itself, which nothing else can see.
+          st = low_memory ? partition_dataset(std::move(ds), o, w, timer)
+                          : partition_dataset(static_cast<const Dataset&>(ds), o, w, timer);
         }
         return std::make_pair(st.to_json().dump(), st.summary());
       },
@@ -58,8 +63,10 @@ void bind_partition(nb::module_& m) {
       nb::arg("method") = "metis", nb::arg("balance_masks") = std::vector<std::string>{},
       nb::arg("balance_edges") = false, nb::arg("halo_hops") = 1, nb::arg("seed") = -1,
       nb::arg("ufactor") = -1, nb::arg("overwrite") = false, nb::arg("source_path") = "",
+      nb::arg("low_memory") = false,
       "Partitions a finalized dataset and writes <out_dir>/<name>.json and part<p>/ "
-      "atomically. Returns (stats as JSON text, summary table).");
+      "atomically. Returns (stats as JSON text, summary table). low_memory (METIS only) parks "
+      "the CSC on disk during METIS and leaves the dataset's graph empty afterwards.");
 
   m.def(
       "validate_partitions",

@@ -103,7 +103,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                     num_hops: int = 1, part_method: str = "metis", balance_ntypes=None,
                     balance_edges: bool = False, return_mapping: bool = False,
                     num_trainers_per_machine: int = 1, symmetrize: bool = False,
-                    seed: int = -1, overwrite: bool = True):
+                    seed: int = -1, overwrite: bool = True, low_memory: bool = False):
     """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
 
     ``g`` is a dataset path (read with ``symmetrize``), a ``tessera.load_dataset`` result, a
@@ -111,9 +111,20 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     those libraries are installed. Writes ``<out_path>/<graph_name>.json`` and
     ``part<p>/`` atomically. Returns the config path, or with ``return_mapping`` the pair
     (orig_nids, orig_eids): for every new (relabelled) node / edge ID, its ID in the input.
+
+    ``low_memory`` (METIS only; not in DGL) keeps the graph's CSR in a temporary file while
+    METIS runs, as ``tessera partition --low-memory`` does: the peak drops by 16 bytes per edge
+    for one more write and read of them. It needs a graph this call loads or converts itself
+    (a path, a mapping, a PyG/DGL graph), not a ``tessera.load_dataset`` result, whose arrays
+    the caller may still be viewing.
     """
     if num_trainers_per_machine != 1:
         raise ValueError("num_trainers_per_machine > 1 is not supported yet")
+    if low_memory and isinstance(g, _C.Dataset):
+        raise ValueError("low_memory releases the graph's arrays during METIS: pass the dataset's "
+                         "path (or arrays) instead of a loaded tessera dataset")
+    if low_memory and part_method != "metis":
+        raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
     ds = _as_dataset(g, symmetrize)
     ds, masks = _balance_masks(ds, balance_ntypes)
     out_path = os.fspath(out_path)
@@ -123,7 +134,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     try:
         _C.partition_dataset(ds, out_path, graph_name, int(num_parts), part_method, masks,
                              bool(balance_edges), int(num_hops), int(seed), -1, overwrite,
-                             source)
+                             source, bool(low_memory))
     finally:
         ds.name = saved_name
     config = os.path.join(out_path, f"{graph_name}.json")

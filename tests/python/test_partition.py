@@ -121,6 +121,26 @@ def test_random_method_and_no_halo(tmp_path):
     assert g.local_graph.num_edges == 10556
 
 
+def test_low_memory_writes_the_same_partitions(tmp_path):
+    plain = tessera.partition_graph(CORA, "cora", 3, tmp_path / "plain", symmetrize=True)
+    low = tessera.partition_graph(CORA, "cora", 3, tmp_path / "low", symmetrize=True,
+                                  low_memory=True)
+    assert tessera.validate_partitions(low)["ok"]
+    a, b = tessera.load_partition_config(plain), tessera.load_partition_config(low)
+    assert a["num_edges"] == b["num_edges"] == 10556
+    assert len(a["partitions"]) == len(b["partitions"]) == 3
+    for pa, pb in zip(a["partitions"], b["partitions"]):
+        assert pa["files"] and pa["files"] == pb["files"]  # names, sizes, checksums
+    # A loaded dataset may be viewed by the caller: refused, and so is the random method.
+    with pytest.raises(ValueError, match="low_memory releases"):
+        tessera.partition_graph(tessera.load_dataset(CORA), "cora", 2, tmp_path / "x",
+                                low_memory=True)
+    with pytest.raises(ValueError, match="part_method='metis'"):
+        tessera.partition_graph(CORA, "cora", 2, tmp_path / "y", part_method="random",
+                                low_memory=True)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_graph_from_arrays(tmp_path):
     edge_index = np.array([[0, 1, 2, 3], [1, 2, 3, 0]])
     feat = np.arange(8, dtype=np.float32).reshape(4, 2)
