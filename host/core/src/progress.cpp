@@ -120,6 +120,30 @@ void Progress::print(bool final) {
   fmt::print(stderr, "{}{}", line, (final || !tty) ? "\n" : "\r");
 }
 
+Heartbeat::Heartbeat(std::string what, double first, double every) : what_(std::move(what)) {
+  if (quiet()) return;
+  thread_ = std::thread([this, first, every] {
+    const double start = now_seconds();
+    double wait = first;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; })) {
+      fmt::print(stderr, "[tessera] {}: still running, {:.0f} s, RSS {}\n", what_,
+                 now_seconds() - start, human_bytes(static_cast<double>(current_rss_bytes())));
+      ++beats_;
+      wait = every;
+    }
+  });
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

@@ -540,9 +540,14 @@ Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
   if (timer != nullptr) {
     timer->begin("METIS");
   }
-  const int rc = METIS_PartGraphKway(&nvtxs, &nc, adj.xadj.data(), adj.adjncy.data(),
-                                     w.empty() ? nullptr : w.data(), nullptr, nullptr, &np, nullptr,
-                                     nullptr, options, &objval, part.data());
+  int rc = METIS_OK;
+  {
+    // METIS reports nothing while it works (minutes on large graphs): say that it still does.
+    const Heartbeat heartbeat("METIS");
+    rc = METIS_PartGraphKway(&nvtxs, &nc, adj.xadj.data(), adj.adjncy.data(),
+                             w.empty() ? nullptr : w.data(), nullptr, nullptr, &np, nullptr,
+                             nullptr, options, &objval, part.data());
+  }
   if (hooks != nullptr && hooks->after) {
     if (timer != nullptr) {
       timer->begin("reload CSR");

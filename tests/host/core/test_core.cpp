@@ -1,5 +1,6 @@
 #include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
@@ -88,6 +89,39 @@ TEST(Progress, MemoryReadingsArePlausible) {
   EXPECT_GE(peak_rss_bytes(), current_rss_bytes());
   EXPECT_EQ(human_bytes(2048), "2.00 KiB");
   EXPECT_EQ(human_count(1.5e6), "1.50M");
+}
+
+TEST(Progress, HeartbeatSpeaksDuringALongCallAndStopsAtOnce) {
+  set_quiet(false);
+  ::testing::internal::CaptureStderr();
+  const double t0 = now_seconds();
+  int beats = 0;
+  {
+    Heartbeat hb("long call", 0.05, 0.05);
+    while (hb.beats() < 3 && now_seconds() - t0 < 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    beats = hb.beats();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_GE(beats, 3);
+  EXPECT_NE(err.find("[tessera] long call: still running"), std::string::npos) << err;
+  EXPECT_NE(err.find("RSS"), std::string::npos) << err;
+  // A short call says nothing, and the destructor does not wait out the interval.
+  ::testing::internal::CaptureStderr();
+  const double t1 = now_seconds();
+  { Heartbeat hb("short call", 30, 30); }
+  EXPECT_LT(now_seconds() - t1, 5.0);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  // Quiet: no thread, no output.
+  set_quiet(true);
+  ::testing::internal::CaptureStderr();
+  {
+    Heartbeat hb("quiet call", 0.01, 0.01);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(hb.beats(), 0);
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  set_quiet(false);
 }
 
 }  // namespace

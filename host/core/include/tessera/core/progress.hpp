@@ -1,9 +1,13 @@
 // Progress lines and per-phase timing on stderr, plus peak-memory readings.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tessera {
@@ -66,6 +70,27 @@ class Progress {
   int64_t total_, done_ = 0;
   double last_ = 0, start_ = 0;
   bool printed_ = false, finished_ = false;
+};
+
+/// For one long call that reports nothing itself (METIS): while it lives, a thread prints
+/// "[tessera] METIS: still running, 40 s, RSS 9.10 GiB" on stderr after `first` seconds and then
+/// every `every` seconds, unless quiet. Stops (and joins) in the destructor without waiting out
+/// the interval.
+class Heartbeat {
+ public:
+  explicit Heartbeat(std::string what, double first = 10.0, double every = 30.0);
+  ~Heartbeat();
+  Heartbeat(const Heartbeat&) = delete;
+  Heartbeat& operator=(const Heartbeat&) = delete;
+  int beats() const { return beats_.load(); }
+
+ private:
+  std::string what_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<int> beats_{0};
+  std::thread thread_;
 };
 
 /// Formats a byte count as "1.23 GiB".
