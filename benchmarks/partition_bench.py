@@ -60,14 +60,28 @@ def folder_bytes(path):
 
 
 def run_measured(cmd, cwd=None):
-    """Runs cmd to completion; returns (rc, stdout, stderr, peak RSS of that child in bytes)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, cwd=cwd)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return p.returncode, out.read(), err.read(), ru.ru_maxrss * 1024  # ru_maxrss is in KiB
+    """Runs cmd to completion; returns (rc, stdout, stderr, peak RSS of that command in bytes).
+
+    The peak comes from GNU time, whose child is forked from a small process: a child forked
+    from this Python process would carry this process's own peak RSS across exec into its
+    ru_maxrss (26 MiB here), which would overstate small commands."""
+    gnu_time = "/usr/bin/time"
+    with tempfile.TemporaryDirectory(prefix="tessera-measured-") as d:
+        rss_file = os.path.join(d, "rss")
+        full = [gnu_time, "-f", "%M", "-o", rss_file, *cmd] if os.path.exists(gnu_time) else cmd
+        with open(os.path.join(d, "out"), "w+") as out, open(os.path.join(d, "err"), "w+") as err:
+            p = subprocess.Popen(full, stdout=out, stderr=err, text=True, cwd=cwd)
+            _, status, ru = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            o, e = out.read(), err.read()
+        if full is cmd:
+            rss = ru.ru_maxrss * 1024  # KiB; includes this process's peak (see above)
+        else:
+            with open(rss_file) as f:
+                rss = int(f.read().split()[-1]) * 1024  # %M: KiB
+        return p.returncode, o, e, rss
 
 
 def run_gpmetis(graph, k):

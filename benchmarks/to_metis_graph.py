@@ -16,9 +16,17 @@ def read_edges(path):
     """(src, dst, n): n from meta.json for an npy folder (isolated nodes count), else None."""
     if os.path.isdir(path):
         ei = np.load(os.path.join(path, "edge_index.npy"), mmap_mode="r")
-        with open(os.path.join(path, "meta.json")) as f:
-            n = int(json.load(f)["num_nodes"])
-        return ei[0].astype(np.int64), ei[1].astype(np.int64), n
+        src, dst = ei[0].astype(np.int64), ei[1].astype(np.int64)
+        hi = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+        n = None
+        meta = os.path.join(path, "meta.json")
+        if os.path.exists(meta):
+            with open(meta) as f:
+                n = json.load(f).get("num_nodes")
+        n = hi if n is None else int(n)
+        if hi > n or (len(src) and min(src.min(), dst.min()) < 0):
+            sys.exit(f"{path}: edge IDs outside [0, {n}) (num_nodes from meta.json)")
+        return src, dst, n
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         data = np.loadtxt(f, comments="#", dtype=np.int64)

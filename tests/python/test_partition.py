@@ -1,4 +1,5 @@
 """partition_graph writes what the C++ validator accepts; DistGraph reads it back."""
+import json
 import os
 
 import numpy as np
@@ -131,6 +132,14 @@ def test_low_memory_writes_the_same_partitions(tmp_path):
     assert len(a["partitions"]) == len(b["partitions"]) == 3
     for pa, pb in zip(a["partitions"], b["partitions"]):
         assert pa["files"] and pa["files"] == pb["files"]  # names, sizes, checksums
+    # The option reaches the C++ side: the CSR was parked (its phases), and the dataset handed
+    # over is left empty.
+    ds = tessera.load_dataset(CORA, symmetrize=True)
+    stats, _ = tessera._C.partition_dataset(ds, os.fspath(tmp_path / "c"), "cora", 3,
+                                            low_memory=True)
+    phases = [p["name"] for p in json.loads(stats)["phases"]]
+    assert "spill CSR" in phases and "reload CSR" in phases, phases
+    assert ds.num_edges == 0
     # A loaded dataset may be viewed by the caller: refused, and so is the random method.
     with pytest.raises(ValueError, match="low_memory releases"):
         tessera.partition_graph(tessera.load_dataset(CORA), "cora", 2, tmp_path / "x",

@@ -1,7 +1,9 @@
 #include "tessera/core/progress.hpp"
 
 #include <fmt/format.h>
+
 #include <unistd.h>
+#include <system_error>
 
 #include <atomic>
 #include <cstdio>
@@ -122,17 +124,25 @@ void Progress::print(bool final) {
 
 Heartbeat::Heartbeat(std::string what, double first, double every) : what_(std::move(what)) {
   if (quiet()) return;
-  thread_ = std::thread([this, first, every] {
-    const double start = now_seconds();
-    double wait = first;
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; })) {
-      fmt::print(stderr, "[tessera] {}: still running, {:.0f} s, RSS {}\n", what_,
-                 now_seconds() - start, human_bytes(static_cast<double>(current_rss_bytes())));
-      ++beats_;
-      wait = every;
-    }
-  });
+  try {
+    thread_ = std::thread([this, first, every] {
+      const double start = now_seconds();
+      double wait = first;
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; })) {
+        try {
+          fmt::print(stderr, "[tessera] {}: still running, {:.0f} s, RSS {}\n", what_,
+                     now_seconds() - start, human_bytes(static_cast<double>(current_rss_bytes())));
+        } catch (...) {
+          return;  // stderr is gone (a closed pipe): nothing to tell, and never terminate
+        }
+        ++beats_;
+        wait = every;
+      }
+    });
+  } catch (const std::system_error&) {
+    // No thread to spare: the call runs without its heartbeat.
+  }
 }
 
 Heartbeat::~Heartbeat() {

@@ -29,6 +29,9 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
                         int ncon, const PartitionOptions& opts, PhaseTimer* timer,
                         bool known_simple, const MetisHooks* hooks = nullptr);
 
+/// True if `dir` is on tmpfs, where a "spilled" file is memory too.
+bool on_tmpfs(const std::filesystem::path& dir);
+
 /// Moves int64 arrays into an unlinked temporary file in `dir` and frees their memory.
 /// restore() reads them back; park() frees them again without writing (the file still holds
 /// them: the arrays must not have changed since). Errors (disk full, short reads) throw

@@ -1,5 +1,6 @@
 // SpilledArrays: the CSC parked in an unlinked temporary file while METIS runs (--low-memory).
 #include <fcntl.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -52,11 +53,17 @@ SpilledArrays::SpilledArrays(const std::filesystem::path& dir,
   TESSERA_EXPECTS(fd_ >= 0, IOError, "--low-memory: cannot create a temporary file in {}: {}",
                   dir_.string(), std::strerror(errno));
   ::unlink(tmpl.c_str());  // nameless from now on: gone with the descriptor, even on a crash
-  for (auto* a : arrays_) {
-    sizes_.push_back(a->size());
-    const size_t n = a->size() * sizeof(int64_t);
-    write_all(fd_, reinterpret_cast<const char*>(a->data()), n, dir_);
-    bytes_ += static_cast<int64_t>(n);
+  try {
+    for (auto* a : arrays_) {
+      sizes_.push_back(a->size());
+      const size_t n = a->size() * sizeof(int64_t);
+      write_all(fd_, reinterpret_cast<const char*>(a->data()), n, dir_);
+      bytes_ += static_cast<int64_t>(n);
+    }
+  } catch (...) {
+    ::close(fd_);  // the destructor does not run for a throwing constructor: free the blocks now
+    fd_ = -1;
+    throw;
   }
   // Only once everything is on disk: a failed write above leaves the arrays as they were.
   park();
@@ -80,13 +87,26 @@ void SpilledArrays::restore() {
   ::malloc_trim(0);
 #endif
   off_t off = 0;
-  for (size_t i = 0; i < arrays_.size(); ++i) {
-    arrays_[i]->resize(sizes_[i]);
-    const size_t n = sizes_[i] * sizeof(int64_t);
-    read_all(fd_, reinterpret_cast<char*>(arrays_[i]->data()), n, off, dir_);
-    off += static_cast<off_t>(n);
+  try {
+    for (size_t i = 0; i < arrays_.size(); ++i) {
+      arrays_[i]->resize(sizes_[i]);
+      const size_t n = sizes_[i] * sizeof(int64_t);
+      read_all(fd_, reinterpret_cast<char*>(arrays_[i]->data()), n, off, dir_);
+      off += static_cast<off_t>(n);
+    }
+  } catch (...) {
+    // Never half restored: all arrays empty (still parked) rather than some zero-filled.
+    for (auto* a : arrays_)
+      std::vector<int64_t>().swap(*a);
+    throw;
   }
   parked_ = false;
+}
+
+bool on_tmpfs(const std::filesystem::path& dir) {
+  struct statfs st {};
+  constexpr decltype(st.f_type) kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, <linux/magic.h>
+  return ::statfs(dir.c_str(), &st) == 0 && st.f_type == kTmpfsMagic;
 }
 
 SpilledArrays::~SpilledArrays() {

@@ -286,6 +286,12 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
   st.constraints = cnames;
   st.metis_objval = a.metis_objval;
   st.warnings = a.warnings;
+  if (spill != nullptr && *spilled != nullptr && detail::on_tmpfs(dir.path())) {
+    st.warnings.push_back(fmt::format(
+        "--low-memory: {} is on tmpfs, so the CSR parked there still took memory; put --out on "
+        "a disk to lower the peak",
+        out.out_dir.string()));
+  }
 
   timer.begin("edge cut");
   if (a.metis_objval >= 0) {
@@ -431,6 +437,12 @@ PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts
 
 namespace {
 
+// A dataset whose CSC is gone: empty graph, not finalized, so every later use says so.
+void unfinalize(Dataset& ds) {
+  ds.graph = Graph();
+  ds.finalized = false;
+}
+
 PartitionStats partition_mutable(Dataset& ds, const PartitionOptions& opts, const WriteOptions& out,
                                  PhaseTimer& timer, bool restore) {
   const bool spill = opts.low_memory && opts.method == PartMethod::kMetis;
@@ -439,17 +451,31 @@ PartitionStats partition_mutable(Dataset& ds, const PartitionOptions& opts, cons
   try {
     st = partition_impl(ds, spill ? &ds.graph : nullptr, &spilled, opts, out, timer);
   } catch (...) {
-    if (spilled != nullptr) {
-      spilled->restore();  // ds as it was, whatever failed
+    if (spilled != nullptr && spilled->parked()) {
+      try {
+        spilled->restore();  // ds as it was, whatever failed
+      } catch (...) {
+        // The first error is the one to report; ds cannot be trusted any more.
+        unfinalize(ds);
+      }
     }
     throw;
   }
-  if (restore && spilled != nullptr && spilled->parked()) {
-    timer.begin("restore CSR");  // the caller gets ds back as it gave it
-    spilled->restore();
-    timer.end();
-    st.phases = timer.phases();
-    st.peak_rss_bytes = peak_rss_bytes();
+  if (spilled != nullptr && spilled->parked()) {
+    if (restore) {
+      timer.begin("restore CSR");  // the caller gets ds back as it gave it
+      try {
+        spilled->restore();
+      } catch (...) {
+        unfinalize(ds);
+        throw;
+      }
+      timer.end();
+      st.phases = timer.phases();
+      st.peak_rss_bytes = peak_rss_bytes();
+    } else {
+      unfinalize(ds);  // consumed: any later use fails cleanly ("not finalized")
+    }
   }
   return st;
 }

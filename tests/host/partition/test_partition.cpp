@@ -274,6 +274,9 @@ TEST(PartitionLowMemory, RealDatasetAndConsumingOverload) {
   PhaseTimer timer;
   // The dataset is handed over: its CSC is not read back at the end.
   const PartitionStats st = partition_dataset(std::move(ds), po, quiet_out(tmp / "low"), timer);
+  // Consumed: the CSC is gone and the dataset says so.
+  EXPECT_TRUE(ds.graph.indices.empty());  // NOLINT(bugprone-use-after-move): documented state
+  EXPECT_FALSE(ds.finalized);
   const auto names = phase_names(st);
   EXPECT_NE(std::find(names.begin(), names.end(), "spill CSR"), names.end());
   EXPECT_EQ(std::find(names.begin(), names.end(), "restore CSR"), names.end());
@@ -291,6 +294,28 @@ TEST(PartitionLowMemory, MetisFailureStillRestoresTheDataset) {
   po.low_memory = true;
   PhaseTimer timer;
   EXPECT_THROW(partition_dataset(ds, po, quiet_out(tmp / "out"), timer), ValueError);
+  EXPECT_EQ(ds.graph.indices, before.indices);
+  EXPECT_EQ(ds.graph.eids, before.eids);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "out"));
+}
+
+TEST(PartitionLowMemory, FailureAfterTheRelabellingStillRestoresTheDataset) {
+  TempDir tmp;
+  Dataset ds = make_dataset(200, messy_edges(200, 600, 3), {true});
+  // A node array one row short: found only when partition rows are gathered, after the CSC was
+  // parked the second time.
+  ds.ndata["short"] = Array::zeros(DType::kFloat32, {199, 3});
+  const Graph before = ds.graph;
+  PartitionOptions po;
+  po.num_parts = 4;
+  po.low_memory = true;
+  PhaseTimer timer;
+  EXPECT_ANY_THROW(partition_dataset(ds, po, quiet_out(tmp / "out"), timer));
+  std::vector<std::string> names;
+  for (const auto& p : timer.phases())
+    names.push_back(p.name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "relabel"), names.end());
+  EXPECT_TRUE(ds.finalized);
   EXPECT_EQ(ds.graph.indices, before.indices);
   EXPECT_EQ(ds.graph.eids, before.eids);
   EXPECT_FALSE(std::filesystem::exists(tmp / "out"));

@@ -189,11 +189,13 @@ struct WriteOptions {
 PartitionStats partition_dataset(const Dataset& ds, const PartitionOptions& opts,
                                  const WriteOptions& out, PhaseTimer& timer);
 /// The same, and with `opts.low_memory` the dataset's CSC is released during the METIS call and
-/// read back after it (also when METIS fails): `ds` is unchanged when this returns or throws.
+/// read back after it (also when METIS fails): `ds` is unchanged when this returns or throws,
+/// unless reading the CSC back itself fails, which leaves `ds` empty and not finalized.
 PartitionStats partition_dataset(Dataset& ds, const PartitionOptions& opts, const WriteOptions& out,
                                  PhaseTimer& timer);
 /// The same for a dataset the caller is done with: with `opts.low_memory` its CSC is not read
-/// back at the end (one read of 16 bytes per edge less); `ds` is left valid but unspecified.
+/// back at the end (one read of 16 bytes per edge less) and `ds` is left empty and not
+/// finalized.
 PartitionStats partition_dataset(Dataset&& ds, const PartitionOptions& opts,
                                  const WriteOptions& out, PhaseTimer& timer);
 
