@@ -201,7 +201,7 @@ void register_partition(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "METIS seed (default: METIS's) or random seed (0)");
   cmd->add_option("--ufactor", args->ufactor, "METIS imbalance tolerance in 1/1000 (default 30)");
   cmd->add_flag("--low-memory", args->low_memory,
-                "Park the CSR in a temporary file in the output folder while METIS runs: peak "
+                "Park the CSR in a temporary file beside the output folder while METIS runs: peak "
                 "memory lower by 16 bytes per edge, for one extra write and read of them");
   cmd->add_option("--out,-o", args->out, "Output folder (written atomically)")->required();
   cmd->add_option("--name", args->name,

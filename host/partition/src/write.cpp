@@ -266,10 +266,14 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
   const std::vector<int32_t> w = balance_weights(ds, opts, &cnames);
   const auto ncon = static_cast<int64_t>(cnames.size());
   detail::MetisHooks hooks;
+  // Beside the temporary output folder, not in it: the spill file outlives this function (the
+  // caller reads it back last), and on NFS an open unlinked file would keep the folder's
+  // removal after a failure from succeeding.
+  const std::filesystem::path spill_dir = dir.path().parent_path();
   if (spill != nullptr) {
     hooks.before = [&] {
       *spilled = std::make_unique<detail::SpilledArrays>(
-          dir.path(), std::vector<std::vector<int64_t>*>{&spill->indices, &spill->eids});
+          spill_dir, std::vector<std::vector<int64_t>*>{&spill->indices, &spill->eids});
     };
     hooks.after = [&] {
       if (*spilled != nullptr) {
@@ -286,7 +290,7 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
   st.constraints = cnames;
   st.metis_objval = a.metis_objval;
   st.warnings = a.warnings;
-  if (spill != nullptr && *spilled != nullptr && detail::on_tmpfs(dir.path())) {
+  if (spill != nullptr && *spilled != nullptr && detail::on_tmpfs(spill_dir)) {
     st.warnings.push_back(fmt::format(
         "--low-memory: {} is on tmpfs, so the CSR parked there still took memory; put --out on "
         "a disk to lower the peak",

@@ -41,7 +41,7 @@ struct PartitionOptions {
   int64_t seed = -1;
   /// METIS load-imbalance tolerance in 1/1000 (-1: METIS's default, 30 for k-way).
   int ufactor = -1;
-  /// METIS: park the CSC's indices and edge IDs in a temporary file in the output folder while
+  /// METIS: park the CSC's indices and edge IDs in a temporary file beside the output folder while
   /// METIS runs (it reads only its own 32-bit copy of the adjacency), so the peak is lower by
   /// 16 bytes per stored edge, for one write and one read of that much. Needs the mutable
   /// partition_dataset overload; nothing may point into the graph's arrays meanwhile. (glibc
