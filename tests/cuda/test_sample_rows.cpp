@@ -121,25 +121,40 @@ ops::SampledEdges sample_by_rows(const Graph& g, const float* w, const double* c
   return out;
 }
 
+// The graph (CSC for in, CSR for out), its weights and prefix sums, and the options of one
+// (fanout, replace, dir_in) case; both suites below start from it.
+struct RowCase {
+  const Graph& g;
+  const std::vector<float>& w;
+  const std::vector<double>& cdf;
+  ops::SampleOptions o;
+};
+
+RowCase row_case(int64_t fanout, bool replace, bool dir_in) {
+  const RowsFixture& f = fixture();
+  return {dir_in ? sample_test_csc() : sample_test_csr(), dir_in ? f.w_csc : f.w_csr,
+          dir_in ? f.cdf_csc : f.cdf_csr, sample_test_options(fanout, replace, dir_in)};
+}
+
+void expect_same_sample(const ops::SampledEdges& rows, const ops::SampledEdges& cpu) {
+  ASSERT_EQ(rows.size(), cpu.size());
+  EXPECT_EQ(rows.src, cpu.src);
+  EXPECT_EQ(rows.dst, cpu.dst);
+  EXPECT_EQ(rows.eid, cpu.eid);
+}
+
 class SampleRows : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, bool>> {};
 
 TEST_P(SampleRows, KernelRowLogicMatchesCpuTwin) {
   const auto [fanout, replace, dir_in, weighted] = GetParam();
-  const RowsFixture& f = fixture();
-  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
-  const std::vector<float>& w = dir_in ? f.w_csc : f.w_csr;
-  const std::vector<double>& cdf = dir_in ? f.cdf_csc : f.cdf_csr;
+  auto [g, w, cdf, o] = row_case(fanout, replace, dir_in);
   const std::vector<int64_t> seeds = sample_test_seeds();
-  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
   if (weighted) o.weights = w;  // the CPU twin re-adds the weights: prefix sums are not given
   const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
   const ops::SampledEdges rows =
       sample_by_rows(g, weighted ? w.data() : nullptr, weighted ? cdf.data() : nullptr, seeds,
                      fanout, replace, dir_in, o.key);
-  ASSERT_EQ(rows.size(), cpu.size());
-  EXPECT_EQ(rows.src, cpu.src);
-  EXPECT_EQ(rows.dst, cpu.dst);
-  EXPECT_EQ(rows.eid, cpu.eid);
+  expect_same_sample(rows, cpu);
   if (weighted && fanout > 0) {  // the zero-weight rows and edges were never drawn
     for (int64_t i = 0; i < rows.size(); ++i)
       EXPECT_NE(dir_in ? rows.dst[i] : rows.src[i], 11);
@@ -209,13 +224,9 @@ class SampleRowsExclude : public ::testing::TestWithParam<std::tuple<int64_t, bo
 
 TEST_P(SampleRowsExclude, KernelRowLogicMatchesCpuTwin) {
   const auto [fanout, replace, dir_in, weighted] = GetParam();
-  const RowsFixture& f = fixture();
-  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
-  const std::vector<float>& w = dir_in ? f.w_csc : f.w_csr;
-  const std::vector<double>& cdf = dir_in ? f.cdf_csc : f.cdf_csr;
+  auto [g, w, cdf, o] = row_case(fanout, replace, dir_in);
   const std::vector<int64_t> seeds = sample_test_exclusion_seeds();
   const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds);
-  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
   if (weighted) {
     o.weights = w;
     o.weight_prefix = cdf;  // used for rows without exclusions; ignored for the others
@@ -226,10 +237,7 @@ TEST_P(SampleRowsExclude, KernelRowLogicMatchesCpuTwin) {
   const ops::SampledEdges rows =
       sample_by_rows(g, weighted ? w.data() : nullptr, weighted ? cdf.data() : nullptr, seeds,
                      fanout, replace, dir_in, o.key, &ex, &st);
-  ASSERT_EQ(rows.size(), cpu.size());
-  EXPECT_EQ(rows.src, cpu.src);
-  EXPECT_EQ(rows.dst, cpu.dst);
-  EXPECT_EQ(rows.eid, cpu.eid);
+  expect_same_sample(rows, cpu);
 
   // The cases are not vacuous: rows with exclusions took the scratch path, no excluded edge of
   // a sampled row came out, and the exclusions changed the sample.
