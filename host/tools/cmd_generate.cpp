@@ -67,17 +67,7 @@ class NpyWriter {
   }
 
  private:
-  void write_at(int64_t off, const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    while (n > 0) {
-      const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(off));
-      if (w < 0 && errno == EINTR) continue;
-      TESSERA_EXPECTS(w > 0, IOError, "{}: write failed: {}", path_, std::strerror(errno));
-      p += w;
-      off += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
+  void write_at(int64_t off, const void* data, size_t n) { pwrite_all(fd_, data, n, off, path_); }
   std::string path_;
   int fd_ = -1;
   int64_t data_offset_ = 0;

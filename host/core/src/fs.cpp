@@ -4,7 +4,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -65,6 +67,33 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
     n -= chunk;
   }
   return static_cast<uint32_t>(c);
+}
+
+void pwrite_all(int fd, const void* data, size_t n, int64_t off, const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (k < 0 && errno == EINTR) continue;
+    TESSERA_EXPECTS(k > 0, IOError, "{}: write failed: {}", what,
+                    k < 0 ? std::strerror(errno) : "no progress");
+    p += k;
+    off += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+void pread_all(int fd, void* data, size_t n, int64_t off, const std::string& what) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t k = ::pread(fd, p, n, static_cast<off_t>(off));
+    if (k < 0 && errno == EINTR) continue;
+    TESSERA_EXPECTS(k > 0, IOError, "{}: {}", what,
+                    k < 0 ? fmt::format("read failed: {}", std::strerror(errno))
+                          : std::string("file ends early"));
+    p += k;
+    off += k;
+    n -= static_cast<size_t>(k);
+  }
 }
 
 uint32_t file_crc32(const fs::path& path) {

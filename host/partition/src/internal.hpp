@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tessera/partition/partition.hpp"
@@ -49,6 +50,7 @@ class SpilledArrays {
   int64_t bytes() const { return bytes_; }
 
  private:
+  std::string what() const;  // names the file in errors
   std::filesystem::path dir_;
   std::vector<std::vector<int64_t>*> arrays_;
   std::vector<size_t> sizes_;

@@ -12,38 +12,9 @@
 
 #include "internal.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 
 namespace tessera::detail {
-
-namespace {
-
-// Whole-buffer write/read with the retries POSIX allows (short counts, EINTR).
-void write_all(int fd, const char* p, size_t n, const std::filesystem::path& dir) {
-  while (n > 0) {
-    const ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    TESSERA_EXPECTS(k > 0, IOError,
-                    "--low-memory: writing the CSR to a temporary file in {} failed: {}",
-                    dir.string(), k < 0 ? std::strerror(errno) : "no progress");
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-void read_all(int fd, char* p, size_t n, off_t off, const std::filesystem::path& dir) {
-  while (n > 0) {
-    const ssize_t k = ::pread(fd, p, n, off);
-    if (k < 0 && errno == EINTR) continue;
-    TESSERA_EXPECTS(k > 0, IOError,
-                    "--low-memory: reading the CSR back from its temporary file in {} failed: {}",
-                    dir.string(), k < 0 ? std::strerror(errno) : "file shorter than written");
-    p += k;
-    off += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-}  // namespace
 
 SpilledArrays::SpilledArrays(const std::filesystem::path& dir,
                              std::vector<std::vector<int64_t>*> arrays)
@@ -57,7 +28,7 @@ SpilledArrays::SpilledArrays(const std::filesystem::path& dir,
     for (auto* a : arrays_) {
       sizes_.push_back(a->size());
       const size_t n = a->size() * sizeof(int64_t);
-      write_all(fd_, reinterpret_cast<const char*>(a->data()), n, dir_);
+      pwrite_all(fd_, a->data(), n, bytes_, what());
       bytes_ += static_cast<int64_t>(n);
     }
   } catch (...) {
@@ -86,13 +57,13 @@ void SpilledArrays::restore() {
   // copy built next would sit on top of it and the peak would only move later.
   ::malloc_trim(0);
 #endif
-  off_t off = 0;
+  int64_t off = 0;
   try {
     for (size_t i = 0; i < arrays_.size(); ++i) {
       arrays_[i]->resize(sizes_[i]);
       const size_t n = sizes_[i] * sizeof(int64_t);
-      read_all(fd_, reinterpret_cast<char*>(arrays_[i]->data()), n, off, dir_);
-      off += static_cast<off_t>(n);
+      pread_all(fd_, arrays_[i]->data(), n, off, what());
+      off += static_cast<int64_t>(n);
     }
   } catch (...) {
     // Never half restored: all arrays empty (still parked) rather than some zero-filled.
@@ -101,6 +72,10 @@ void SpilledArrays::restore() {
     throw;
   }
   parked_ = false;
+}
+
+std::string SpilledArrays::what() const {
+  return "--low-memory: the CSR's temporary file in " + dir_.string();
 }
 
 bool on_tmpfs(const std::filesystem::path& dir) {

@@ -1,6 +1,7 @@
 // Files and folders: atomic output folders and checksums.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -28,6 +29,12 @@ class AtomicDir {
   fs::path final_, tmp_;
   bool overwrite_, committed_ = false;
 };
+
+/// Writes / reads exactly `n` bytes at offset `off` of an open descriptor, retrying short counts
+/// and EINTR; throws IOError "<what>: write failed: <reason>" (or "read failed", "file ends
+/// early" for a read past the end).
+void pwrite_all(int fd, const void* data, size_t n, int64_t off, const std::string& what);
+void pread_all(int fd, void* data, size_t n, int64_t off, const std::string& what);
 
 /// CRC-32 (zlib polynomial) of a whole file, streamed; throws IOError naming the file.
 uint32_t file_crc32(const fs::path& path);
