@@ -164,9 +164,7 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
     run_threads(n_batches, false, multi_total);
     multi_wall = now_seconds() - t0;
     timer.end();
-    for (cuda::Stream& st : ss)
-      st.synchronize();
-    ss.clear();
+    ss.clear();  // each thread synchronized its stream before it ended
     // The scratch cached for those streams can be reused by no other stream: hand it back
     // before the copy bound allocates its own buffers.
     cuda::scratch_allocator().release_cached();

@@ -107,27 +107,30 @@ class Block:
     number_of_dst_nodes = num_dst_nodes
     number_of_edges = num_edges
 
-    def _frame(self, name: str, ids: str) -> dict:
+    # DGL's frames and the ID array each holds under NID / EID.
+    _FRAMES = {"srcdata": "src_nodes", "dstdata": "dst_nodes", "edata": "eids"}
+
+    def _frame(self, name: str) -> dict:
         # A plain dict holding the IDs tensor (no reference back to the block: no cycle).
         f = self._cache.get(name)
         if f is None:
-            f = self._cache[name] = {NID: self._get(ids)}
+            f = self._cache[name] = {NID: self._get(self._FRAMES[name])}
         return f
 
     @property
     def srcdata(self) -> dict:
         """DGL's ``block.srcdata``: ``srcdata[NID]`` is ``srcnodes`` (global IDs)."""
-        return self._frame("srcdata", "src_nodes")
+        return self._frame("srcdata")
 
     @property
     def dstdata(self) -> dict:
         """DGL's ``block.dstdata``: ``dstdata[NID]`` is ``dstnodes`` (global IDs)."""
-        return self._frame("dstdata", "dst_nodes")
+        return self._frame("dstdata")
 
     @property
     def edata(self) -> dict:
         """DGL's ``block.edata``: ``edata[EID]`` is ``eids`` (global edge IDs)."""
-        return self._frame("edata", "eids")
+        return self._frame("edata")
 
     def edges(self):
         """(src, dst) local IDs, like DGL's ``block.edges()``."""
@@ -143,11 +146,10 @@ class Block:
         out = Block(self._b)
         for name in ("src", "dst", "src_nodes", "dst_nodes", "eids"):
             out._cache[name] = self._get(name).to(device)
-        for name, ids in (("srcdata", "src_nodes"), ("dstdata", "dst_nodes"),
-                          ("edata", "eids")):
+        for name in self._FRAMES:
             frame = self._cache.get(name)
             if frame is not None:  # the caller's tensors (the IDs are read from out)
-                dst = out._frame(name, ids)
+                dst = out._frame(name)
                 for k, v in frame.items():
                     if k != NID:
                         dst[k] = v.to(device) if hasattr(v, "to") else v

@@ -83,23 +83,19 @@ TESSERA_HD inline int64_t positive_count(const float* w, int64_t d) {
   return p;
 }
 
-/// Edges a weighted row yields: its positive-weight neighbors for fanout -1 or (without
-/// replacement) when there are at most `fanout` of them; `fanout` draws with replacement when any
-/// weight is positive; else min(positive, fanout).
-TESSERA_HD inline int64_t weighted_count(const float* w, int64_t d, int64_t fanout, bool replace) {
-  if (d == 0 || fanout == 0) return 0;
-  const int64_t p = positive_count(w, d);
-  if (fanout < 0) return p;
-  if (replace) return p > 0 ? fanout : 0;
-  return p < fanout ? p : fanout;
-}
-
-/// weighted_count of a row whose `p` positive weights are already counted.
+/// Edges a weighted row with `p` positive weights yields: all p for fanout -1 or (without
+/// replacement) when p <= fanout; `fanout` draws with replacement when p > 0; else
+/// min(p, fanout).
 TESSERA_HD inline int64_t weighted_count_of(int64_t p, int64_t fanout, bool replace) {
   if (p == 0 || fanout == 0) return 0;
   if (fanout < 0) return p;
   if (replace) return fanout;
   return p < fanout ? p : fanout;
+}
+
+/// weighted_count_of a row's weights w[0, d).
+TESSERA_HD inline int64_t weighted_count(const float* w, int64_t d, int64_t fanout, bool replace) {
+  return d == 0 || fanout == 0 ? 0 : weighted_count_of(positive_count(w, d), fanout, replace);
 }
 
 /// std::upper_bound(cdf, cdf + d, target) - cdf: the first position whose sum exceeds target.
@@ -209,8 +205,8 @@ TESSERA_HD inline int64_t edge_id(const int64_t* eids, int64_t k) {
   return eids ? eids[k] : k;
 }
 
-/// Whether the sorted array a[0, n) holds x (binary search).
-TESSERA_HD inline bool sorted_contains(const int64_t* a, int64_t n, int64_t x) {
+/// std::lower_bound(a, a + n, x) - a: the first position whose value is not below x.
+TESSERA_HD inline int64_t lower_bound_position(const int64_t* a, int64_t n, int64_t x) {
   int64_t lo = 0, hi = n;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -219,6 +215,12 @@ TESSERA_HD inline bool sorted_contains(const int64_t* a, int64_t n, int64_t x) {
     else
       hi = mid;
   }
+  return lo;
+}
+
+/// Whether the sorted array a[0, n) holds x (binary search).
+TESSERA_HD inline bool sorted_contains(const int64_t* a, int64_t n, int64_t x) {
+  const int64_t lo = lower_bound_position(a, n, x);
   return lo < n && a[lo] == x;
 }
 
@@ -226,14 +228,7 @@ TESSERA_HD inline bool sorted_contains(const int64_t* a, int64_t n, int64_t x) {
 TESSERA_HD inline void excluded_range(const ExcludeView& ex, int64_t v, int64_t* first,
                                       int64_t* last) {
   *first = *last = 0;
-  int64_t lo = 0, hi = ex.num_rows;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (ex.rows[mid] < v)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
+  const int64_t lo = lower_bound_position(ex.rows, ex.num_rows, v);
   if (lo < ex.num_rows && ex.rows[lo] == v) {
     *first = ex.offsets[lo];
     *last = ex.offsets[lo + 1];
