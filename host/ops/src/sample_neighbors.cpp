@@ -192,28 +192,58 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(co
   }
 }
 
-// floyd_small with the picks held in NV AVX-512 registers (k <= 8 * NV): the duplicate test of a
-// draw is NV compares against the registers (unused lanes hold INT64_MAX, which no pick equals),
-// and a pick's rank is NV compares and popcounts. Same output as floyd_small.
+// floyd_small with the draws held in NV AVX-512 registers (k <= 8 * NV) and no dependency from
+// one draw to the next (floyd_small's duplicate test waits for the previous pick; here every
+// test runs at once). Draw t takes r_t in [0, j_t], j_t = d - k + t, and becomes j_t iff r_t is
+// among the earlier picks. Since every earlier pick is r_i or j_i:
+//  - r_t equal to an earlier draw r_i is always a duplicate (either r_i was picked, or r_i was
+//    itself a duplicate of a still earlier pick);
+//  - r_t equal to no earlier draw is a duplicate iff r_t == j_i for an earlier draw i that
+//    was a duplicate, i.e. iff r_t >= d - k and draw i = r_t - (d - k) < t was one.
+// The first test is NV compares per draw, all independent; the second is a short scalar walk,
+// needed only when some draw landed in [d - k, d) (rare unless d is close to k). Then each pick
+// goes to its rank (NV compares and popcounts; unused lanes hold INT64_MAX, above every pick).
+// Same output as floyd_small.
 template <int NV>
 __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_t d, int64_t k,
                                                      int64_t* out) {
+  static_assert(NV >= 1 && NV <= 8, "at most 64 picks in registers");
+  const int64_t low = d - k;  // j_t = low + t
+  alignas(64) int64_t r[8 * NV];
+  for (int64_t t = 0; t < k; ++t)
+    r[t] = static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(low + t + 1)));
+  for (int64_t t = k; t < 8 * NV; ++t)
+    r[t] = std::numeric_limits<int64_t>::max();
   __m512i v[NV];
   for (int i = 0; i < NV; ++i)
-    v[i] = _mm512_set1_epi64(std::numeric_limits<int64_t>::max());
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t j = d - k + t;
-    const int64_t r = static_cast<int64_t>(bounded_u64(rnd[t], static_cast<uint64_t>(j + 1)));
-    const __m512i br = _mm512_set1_epi64(r);
-    __mmask8 dup = 0;
+    v[i] = _mm512_load_si512(r + 8 * i);
+  const uint64_t used = k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1;
+  uint64_t dup = 0;  // bit t: draw t repeats an earlier draw
+  for (int64_t t = 1; t < k; ++t) {
+    const __m512i b = _mm512_set1_epi64(r[t]);
+    uint64_t eq = 0;
     for (int i = 0; i < NV; ++i)
-      dup |= _mm512_cmpeq_epi64_mask(v[i], br);
-    const int64_t x = dup ? j : r;
-    v[t >> 3] = _mm512_mask_set1_epi64(v[t >> 3], static_cast<__mmask8>(1u << (t & 7)), x);
+      eq |= static_cast<uint64_t>(_mm512_cmpeq_epi64_mask(v[i], b)) << (8 * i);
+    dup |= static_cast<uint64_t>((eq & ((uint64_t{1} << t) - 1)) != 0) << t;
   }
-  alignas(64) int64_t picks[8 * NV];
+  const __m512i vlow = _mm512_set1_epi64(low);
+  uint64_t high = 0;  // draws in [d - k, d) that repeat no earlier draw
   for (int i = 0; i < NV; ++i)
+    high |= static_cast<uint64_t>(_mm512_cmpge_epi64_mask(v[i], vlow)) << (8 * i);
+  high &= used & ~dup;
+  while (high != 0) {  // in increasing t: draw i = r_t - low < t is settled already
+    const int t = __builtin_ctzll(high);
+    high &= high - 1;
+    const int64_t i = r[t] - low;
+    if (i < t && ((dup >> i) & 1)) dup |= uint64_t{1} << t;
+  }
+  const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  alignas(64) int64_t picks[8 * NV];
+  for (int i = 0; i < NV; ++i) {
+    const __m512i j = _mm512_add_epi64(_mm512_set1_epi64(low + 8 * i), lane);
+    v[i] = _mm512_mask_blend_epi64(static_cast<__mmask8>(dup >> (8 * i)), v[i], j);
     _mm512_store_si512(picks + 8 * i, v[i]);
+  }
   for (int64_t i = 0; i < k; ++i) {
     const __m512i b = _mm512_set1_epi64(picks[i]);
     int rank = 0;
@@ -228,7 +258,9 @@ __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_
 void floyd_from(const uint64_t* rnd, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
   if (k <= 64) {
     if (philox_simd_level() == 2) {  // the CPU has AVX-512F (tests may lower the level)
-      if (k <= 16) {
+      if (k <= 8) {
+        floyd_avx512<1>(rnd, d, k, out);
+      } else if (k <= 16) {
         floyd_avx512<2>(rnd, d, k, out);
       } else if (k <= 32) {
         floyd_avx512<4>(rnd, d, k, out);
