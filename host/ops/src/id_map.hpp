@@ -103,6 +103,9 @@ class IdMap {
     base_ += static_cast<uint64_t>(cap);  // every tag of this use is <= the next base
     return true;
   }
+  /// Ends the use begun at `base` after `used` locals (<= its cap): the next use may start
+  /// right after them.
+  void dense_end(uint32_t base, int64_t used) { base_ = static_cast<uint64_t>(base) + used; }
   uint32_t* dense_tags() { return dense_.get(); }
   /// Hints the cache about the slot of `key`.
   void prefetch(int64_t key) const {

@@ -2,7 +2,9 @@
 #include <cmath>
 #include <limits>
 
+#include "id_map.hpp"
 #include "philox_batch.hpp"
+#include "sample_block.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -253,12 +255,49 @@ __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_
   }
 }
 
+// floyd_avx512 for k <= 16 and d < 2^31 - 1: all draws in one register of 32-bit lanes, and the
+// repeats of earlier draws found by one conflict detection (AVX-512CD) instead of k compares.
+// Same output as floyd_small.
+__attribute__((target("avx512f,avx512cd"))) void floyd_avx512_16(const uint64_t* rnd, int64_t d,
+                                                                 int64_t k, int64_t* out) {
+  const int32_t low = static_cast<int32_t>(d - k);  // j_t = low + t
+  alignas(64) int32_t r[16];
+  for (int64_t t = 0; t < k; ++t)
+    r[t] = static_cast<int32_t>(bounded_u64(rnd[t], static_cast<uint64_t>(low + t + 1)));
+  for (int64_t t = k; t < 16; ++t)
+    r[t] = std::numeric_limits<int32_t>::max();
+  __m512i v = _mm512_load_si512(r);
+  const auto used = static_cast<__mmask16>((1u << k) - 1);
+  const __m512i earlier = _mm512_conflict_epi32(v);  // lane t: earlier lanes equal to it
+  const __mmask16 dup = _mm512_mask_test_epi32_mask(used, earlier, earlier);
+  unsigned high = _mm512_mask_cmpge_epi32_mask(used & ~dup, v, _mm512_set1_epi32(low));
+  unsigned dups = dup;
+  while (high != 0) {  // as in floyd_avx512
+    const int t = __builtin_ctz(high);
+    high &= high - 1;
+    const int i = r[t] - low;
+    if (i < t && ((dups >> i) & 1)) dups |= 1u << t;
+  }
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  v = _mm512_mask_blend_epi32(static_cast<__mmask16>(dups), v,
+                              _mm512_add_epi32(_mm512_set1_epi32(low), lane));
+  alignas(64) int32_t picks[16];
+  _mm512_store_si512(picks, v);
+  for (int64_t i = 0; i < k; ++i) {
+    const int rank = __builtin_popcount(_mm512_cmplt_epi32_mask(v, _mm512_set1_epi32(picks[i])));
+    out[rank] = picks[i];
+  }
+}
+
 // Uniform without replacement, k < d: Robert Floyd's algorithm; draw t picks from [0, d-k+t].
 // `rnd[t]` is the 64-bit value of draw t. Writes k distinct positions, sorted.
 void floyd_from(const uint64_t* rnd, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
   if (k <= 64) {
     if (philox_simd_level() == 2) {  // the CPU has AVX-512F (tests may lower the level)
-      if (k <= 8) {
+      static const bool cd = __builtin_cpu_supports("avx512cd");
+      if (k <= 16 && cd && d < std::numeric_limits<int32_t>::max()) {
+        floyd_avx512_16(rnd, d, k, out);
+      } else if (k <= 8) {
         floyd_avx512<1>(rnd, d, k, out);
       } else if (k <= 16) {
         floyd_avx512<2>(rnd, d, k, out);
@@ -355,6 +394,124 @@ int64_t upper_position(const double* cdf, int64_t d, double target) {
   }
   return std::upper_bound(cdf + lo, cdf + hi, target) - cdf;
 }
+
+// One window of run_uniform: seeds [first, first + size) of the call, count[i] edges of seed
+// first + i, their storage positions in pos (total in all).
+struct UniformWindow {
+  static constexpr int64_t kSize = 32;
+  int64_t first = 0, size = 0, total = 0;
+  int64_t count[kSize];
+  std::vector<int64_t> pos;
+};
+
+// run_uniform's sink for sample_neighbors: the window's edges appended to a COO.
+struct CooSink {
+  SampledEdges& out;
+  template <class Sampler>
+  void write(const Sampler& g, const UniformWindow& wd, const int64_t* seeds) {
+    const size_t o0 = out.src.size();
+    out.src.resize(o0 + static_cast<size_t>(wd.total));
+    out.dst.resize(o0 + static_cast<size_t>(wd.total));
+    out.eid.resize(o0 + static_cast<size_t>(wd.total));
+    int64_t* self = g.o.dir == EdgeDir::kIn ? out.dst.data() + o0 : out.src.data() + o0;
+    int64_t* other = g.o.dir == EdgeDir::kIn ? out.src.data() + o0 : out.dst.data() + o0;
+    int64_t* eo = out.eid.data() + o0;
+    const int64_t* pos = wd.pos.data();
+    int64_t q = 0;
+    for (int64_t i = 0; i < wd.size; ++i) {
+      const int64_t v = seeds[wd.first + i];
+      for (int64_t j = 0; j < wd.count[i]; ++j, ++q) {
+        const int64_t p = pos[q];
+        self[q] = v;
+        other[q] = g.neighbor(p);
+        eo[q] = g.eid(p);
+      }
+    }
+  }
+  void finish() {}
+};
+
+// run_uniform's sink for sample_block_cpu: the window's edges go straight into the block
+// (source = the sampled neighbor, destination = the seed's position, which is its local ID),
+// and the window before it is compacted over the direct-mapped tags, whose cache lines were
+// prefetched when its neighbors were written. Windows are compacted in order, so new source
+// nodes get local IDs in order of first appearance, exactly as to_block gives them.
+struct BlockSink {
+  Block& out;
+  uint32_t* tag;
+  uint64_t num_nodes;     // every neighbor must be below (tags cover [0, num_nodes))
+  uint32_t base;          // tag t is a local of this block iff t > base
+  int64_t compacted = 0;  // edges [0, compacted) carry local source IDs
+  uint64_t compact_ticks = 0;
+
+  int64_t num_src = 0;  // local IDs given so far (out.src_nodes grows ahead of it)
+
+  // Without branches on whether a source is new (half of them are, at random): a new source
+  // takes `num_src`, every source rewrites its tag and the next slot of src_nodes, and only
+  // a new one advances num_src. Same IDs as the branching form.
+  void compact_to(int64_t end) {
+    const uint64_t t0 = __rdtsc();
+    if (num_src + (end - compacted) > out.num_src())
+      out.src_nodes.resize(static_cast<size_t>(num_src + std::max<int64_t>(end - compacted, 4096)));
+    int64_t* src = out.src.data();
+    int64_t* nodes = out.src_nodes.data();
+    int64_t next = num_src;
+    for (int64_t q = compacted; q < end; ++q) {
+      const int64_t s = src[q];
+      if (static_cast<uint64_t>(s) >= num_nodes)
+        TESSERA_FAIL(IndexError,
+                     "sample_blocks: sampled neighbor {} is outside [0, {}) (edge ID {})", s,
+                     num_nodes, out.eids[q]);
+      const uint32_t t = tag[s];
+      const bool fresh = t <= base;
+      const int64_t local = fresh ? next : static_cast<int64_t>(t - base - 1);
+      tag[s] = base + 1 + static_cast<uint32_t>(local);
+      nodes[next] = s;
+      next += fresh;
+      src[q] = local;
+    }
+    num_src = next;
+    compacted = end;
+    compact_ticks += __rdtsc() - t0;
+  }
+  int64_t size = 0;  // edges written; the arrays grow ahead of it in steps (zero-filled once)
+
+  template <class Sampler>
+  void write(const Sampler& g, const UniformWindow& wd, const int64_t* /*seeds*/) {
+    const int64_t o0 = size;
+    size += wd.total;
+    if (size > out.num_edges()) {  // a step of many windows: resize's zero-fill stays in cache
+      const size_t grown = static_cast<size_t>(size + std::max<int64_t>(wd.total, 4096));
+      out.src.resize(grown);
+      out.dst.resize(grown);
+      out.eids.resize(grown);
+    }
+    int64_t* src = out.src.data() + o0;
+    int64_t* dst = out.dst.data() + o0;
+    int64_t* eo = out.eids.data() + o0;
+    const int64_t* pos = wd.pos.data();
+    int64_t q = 0;
+    for (int64_t i = 0; i < wd.size; ++i) {
+      const int64_t local = wd.first + i;
+      for (int64_t j = 0; j < wd.count[i]; ++j, ++q) {
+        const int64_t p = pos[q];
+        const int64_t u = g.neighbor(p);
+        src[q] = u;
+        dst[q] = local;
+        eo[q] = g.eid(p);
+        if (static_cast<uint64_t>(u) < num_nodes) __builtin_prefetch(&tag[u]);
+      }
+    }
+    compact_to(o0);  // the previous window
+  }
+  void finish() {
+    compact_to(size);
+    out.src_nodes.resize(static_cast<size_t>(num_src));
+    out.src.resize(static_cast<size_t>(size));
+    out.dst.resize(static_cast<size_t>(size));
+    out.eids.resize(static_cast<size_t>(size));
+  }
+};
 
 struct Sampler {
   const Graph& g;
@@ -578,47 +735,24 @@ struct Sampler {
 
   // Uniform sampling without exclusions, software-pipelined over windows of kWindow seeds:
   // (1) read degrees (indptr was prefetched one window earlier), (2) draw every position of the
-  // window and prefetch its neighbor and edge ID, (3) write the edges of the *previous* window,
-  // whose prefetches have had a whole window's work to land. Many independent cache misses are
-  // in flight at once instead of one row at a time. Same output as row().
-  void run_uniform(const int64_t* seeds, int64_t n, SampledEdges& out, RowScratch& s) const {
-    constexpr int64_t kWindow = 16;
+  // window and prefetch its neighbor and edge ID, (3) hand the *previous* window, whose
+  // prefetches have had a whole window's work to land, to `sink` (CooSink writes its edges;
+  // BlockSink writes them into a block and compacts). Many independent cache misses are in
+  // flight at once instead of one row at a time. Same edges as row(), in the same order.
+  template <class Sink>
+  void run_uniform(const int64_t* seeds, int64_t n, Sink& sink, RowScratch& s) const {
+    constexpr int64_t kWindow = UniformWindow::kSize;
+    constexpr int64_t kLag = 1;  // windows between drawing and writing (2 or 3: no faster)
     const int64_t fan = o.fanout;
-    struct Window {
-      int64_t first = 0, size = 0, total = 0;
-      int64_t count[kWindow];
-      std::vector<int64_t> pos;
-    };
-    Window win[2];
+    UniformWindow win[kLag + 1];
     int64_t begin[kWindow];
     int64_t floyd_buf[64];
     const PhiloxRound rounds(o.key);
-    // (3): the edges of window `wd`.
-    auto write_edges = [&](const Window& wd) {
-      const size_t o0 = out.src.size();
-      out.src.resize(o0 + static_cast<size_t>(wd.total));
-      out.dst.resize(o0 + static_cast<size_t>(wd.total));
-      out.eid.resize(o0 + static_cast<size_t>(wd.total));
-      int64_t* self = o.dir == EdgeDir::kIn ? out.dst.data() + o0 : out.src.data() + o0;
-      int64_t* other = o.dir == EdgeDir::kIn ? out.src.data() + o0 : out.dst.data() + o0;
-      int64_t* eo = out.eid.data() + o0;
-      const int64_t* pos = wd.pos.data();
-      int64_t q = 0;
-      for (int64_t i = 0; i < wd.size; ++i) {
-        const int64_t v = seeds[wd.first + i];
-        for (int64_t j = 0; j < wd.count[i]; ++j, ++q) {
-          const int64_t p = pos[q];
-          self[q] = v;
-          other[q] = neighbor(p);
-          eo[q] = eid(p);
-        }
-      }
-    };
     for (int64_t i = 0; i < std::min(n, kWindow); ++i)
       __builtin_prefetch(&indptr[seeds[i]]);
     int64_t k = 0;  // windows done
     for (int64_t w0 = 0; w0 < n; w0 += kWindow, ++k) {
-      Window& cur = win[k & 1];
+      UniformWindow& cur = win[k % (kLag + 1)];
       const int64_t w = std::min(kWindow, n - w0);
       cur.first = w0;
       cur.size = w;
@@ -686,16 +820,19 @@ struct Sampler {
         for (int64_t t = q - fan; t < q; ++t)
           prefetch_edge(pos[t]);
       }
-      if (k > 0) write_edges(win[(k - 1) & 1]);
+      if (k >= kLag) sink.write(*this, win[(k - kLag) % (kLag + 1)], seeds);
     }
-    if (k > 0) write_edges(win[(k - 1) & 1]);
+    for (int64_t j = std::max<int64_t>(0, k - kLag); j < k; ++j)
+      sink.write(*this, win[j % (kLag + 1)], seeds);
+    sink.finish();
   }
 
   void run(const int64_t* seeds, int64_t n, SampledEdges& out) const {
     RowScratch s;
     const bool has_exclusions = o.exclude && !o.exclude->empty();
     if (w == nullptr && !has_exclusions && o.fanout >= 0) {
-      run_uniform(seeds, n, out, s);
+      CooSink sink{out};
+      run_uniform(seeds, n, sink, s);
       return;
     }
     if (o.fanout >= 0) {  // a hint only: capped, since a huge fanout keeps just the degree
@@ -716,7 +853,62 @@ struct Sampler {
   }
 };
 
+// Threads (chunks of seeds) a CPU sampling call uses.
+int64_t sample_chunks(int64_t n, int num_threads_arg) {
+  const int threads = num_threads_arg == 0 ? num_threads() : num_threads_arg;
+  constexpr int64_t kGrain = 256;
+  return std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain));
+}
+
 }  // namespace
+
+bool sample_block_cpu(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
+                      IdMap& map, Block& out, double& compact_share) {
+  const int64_t n = seeds.size(), nn = graph.num_nodes, fan = opts.fanout;
+  if (opts.device != Device::kCpu || !opts.weights.empty() || fan < 0 ||
+      (opts.exclude && !opts.exclude->empty()) || map.dense_size() < nn ||
+      sample_chunks(n, opts.num_threads) != 1)
+    return false;
+  validate_sample_args(graph, seeds, opts);
+  // Edges: at most fanout per seed (and, without replacement, at most the graph's); locals: the
+  // seeds and at most one new source per edge, and never more than the graph's nodes.
+  const int64_t max_edges = fan == 0 || n == 0 ? 0
+                            : fan > (std::numeric_limits<int64_t>::max() / 2) / n
+                                ? std::numeric_limits<int64_t>::max() / 2
+                                : n * fan;
+  const int64_t edge_cap = opts.replace ? max_edges : std::min(max_edges, graph.num_edges());
+  const int64_t cap = std::min(nn, n + edge_cap);
+  uint32_t base = 0;
+  if (!map.dense_begin(cap, base)) return false;
+  uint32_t* tag = map.dense_tags();
+  out.num_dst = n;
+  out.src_nodes.clear();
+  out.src_nodes.reserve(static_cast<size_t>(cap));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = seeds[i];
+    TESSERA_EXPECTS(tag[v] <= base, ValueError,
+                    "sample_blocks: seed {} is listed twice (seeds become destination nodes)", v);
+    tag[v] = base + 1 + static_cast<uint32_t>(i);
+    out.src_nodes.push_back(v);
+  }
+  for (auto* a : {&out.src, &out.dst, &out.eids}) {
+    a->clear();
+    a->reserve(static_cast<size_t>(std::min<int64_t>(edge_cap, int64_t{1} << 28)));
+  }
+  SampleOptions o = opts;
+  o.key.stream = RngStream::kNeighbor;
+  const Sampler sampler(graph, o);
+  BlockSink sink{out, tag, static_cast<uint64_t>(nn), base};
+  sink.num_src = n;
+  RowScratch s;
+  const uint64_t t0 = __rdtsc();
+  sampler.run_uniform(seeds.data(), n, sink, s);
+  const uint64_t ticks = __rdtsc() - t0;
+  compact_share =
+      ticks > 0 ? static_cast<double>(sink.compact_ticks) / static_cast<double>(ticks) : 0;
+  map.dense_end(base, out.num_src());
+  return true;
+}
 
 SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
                                   const SampleOptions& opts) {
@@ -732,9 +924,7 @@ void sample_neighbors_cpu_into(const Graph& graph, Span<const int64_t> seeds,
   o.key.stream = RngStream::kNeighbor;
   Sampler sampler(graph, o);
   const int64_t n = seeds.size();
-  const int threads = o.num_threads == 0 ? num_threads() : o.num_threads;
-  constexpr int64_t kGrain = 256;
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, n / kGrain));
+  const int64_t chunks = sample_chunks(n, o.num_threads);
   if (chunks == 1) {
     sampler.run(seeds.data(), n, out);
     return;

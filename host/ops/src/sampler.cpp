@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "id_map.hpp"
+#include "sample_block.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/ops/device_sampler.hpp"
@@ -70,10 +71,19 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
     so.fanout = opts_.fanouts[static_cast<size_t>(l)];
     so.key.layer = static_cast<uint32_t>(h);
     const double t0 = now_seconds();
+    Block& b = blocks[static_cast<size_t>(l)];
+    double share = 0;
+    if (ws && detail::sample_block_cpu(graph_, frontier, so, work.map(), b, share)) {
+      const double dt = now_seconds() - t0;
+      st.compact_seconds += dt * share;
+      st.sample_seconds += dt * (1 - share);
+      st.sampled_edges += b.num_edges();
+      frontier = Span<const int64_t>(b.src_nodes.data(), b.num_src());
+      continue;
+    }
     sample_neighbors_into(graph_, frontier, so, edges);
     if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages flow neighbor -> seed
     const double t1 = now_seconds();
-    Block& b = blocks[static_cast<size_t>(l)];
     b = to_block(edges, frontier, &work, opts_.device);
     st.compact_seconds += now_seconds() - t1;
     st.sample_seconds += t1 - t0;

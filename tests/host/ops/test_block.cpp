@@ -165,6 +165,88 @@ TEST(ToBlock, DirectMappedWorkspaceMatchesHashing) {
   EXPECT_EQ(b.dst, (std::vector<int64_t>{0, 0}));
 }
 
+void expect_same_blocks(const std::vector<Block>& a, const std::vector<Block>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t l = 0; l < a.size(); ++l) {
+    EXPECT_EQ(a[l].num_dst, b[l].num_dst) << "block " << l;
+    EXPECT_EQ(a[l].src_nodes, b[l].src_nodes) << "block " << l;
+    EXPECT_EQ(a[l].src, b[l].src) << "block " << l;
+    EXPECT_EQ(a[l].dst, b[l].dst) << "block " << l;
+    EXPECT_EQ(a[l].eids, b[l].eids) << "block " << l;
+  }
+}
+
+// With a workspace, uniform hops are sampled straight into the block (one pass, compacted over
+// the direct-mapped tags): every option that path takes must give the blocks of sampling then
+// to_block over hashing (no workspace), bit for bit, and the same stats.
+TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
+  const Graph g = test::random_graph(4000, 9, 21);
+  std::vector<int64_t> seeds;
+  for (int64_t v = 5; v < g.num_nodes; v += 7)
+    seeds.push_back(v);
+  CompactWorkspace ws;  // shared by every case: tags from earlier blocks must not leak
+  int64_t b = 0;
+  for (const EdgeDir dir : {EdgeDir::kIn, EdgeDir::kOut})
+    for (const bool replace : {false, true})
+      for (const bool interleave : {false, true})
+        for (const auto& fanouts : std::vector<std::vector<int64_t>>{
+                 {4, 3, 2}, {15, 10, 5}, {0, 2}, {100, 1}, {9, 9, 9, 9}}) {
+          NeighborSamplerOptions so;
+          so.fanouts = fanouts;
+          so.dir = dir;
+          so.replace = replace;
+          so.interleave = interleave;
+          NeighborSampler sampler(g, so);
+          const RngKey key = make_rng_key(8, 1, b++, 0);
+          SampleStats one, two;
+          const auto fused = sampler.sample_blocks(seeds, key, nullptr, &ws, &one);
+          const auto plain = sampler.sample_blocks(seeds, key, nullptr, nullptr, &two);
+          SCOPED_TRACE(::testing::Message()
+                       << "dir " << edge_dir_name(dir) << " replace " << replace << " interleave "
+                       << interleave << " fanouts " << fanouts.size() << "x" << fanouts[0]);
+          expect_same_blocks(fused, plain);
+          EXPECT_EQ(one.sampled_edges, two.sampled_edges);
+          EXPECT_EQ(one.seeds, two.seeds);
+          EXPECT_GE(one.compact_seconds, 0);
+          EXPECT_GE(one.sample_seconds, 0);
+        }
+  // Options the one-pass path leaves to the general one, through the same workspace: all
+  // neighbors (-1), and two threads (the seeds are split into chunks).
+  for (const auto& [fanouts, threads] :
+       std::vector<std::pair<std::vector<int64_t>, int>>{{{-1, 3}, 1}, {{5, 3}, 2}}) {
+    NeighborSamplerOptions so;
+    so.fanouts = fanouts;
+    so.num_threads = threads;
+    NeighborSampler sampler(g, so);
+    const RngKey key = make_rng_key(8, 2, b++, 0);
+    expect_same_blocks(sampler.sample_blocks(seeds, key, nullptr, &ws),
+                       sampler.sample_blocks(seeds, key));
+  }
+  // A seed listed twice is refused on this path too, and the workspace stays usable.
+  NeighborSamplerOptions so;
+  so.fanouts = {3, 3};
+  NeighborSampler sampler(g, so);
+  std::vector<int64_t> dup{3, 8, 3};
+  TESSERA_EXPECT_THROW_MSG(sampler.sample_blocks(dup, RngKey{}, nullptr, &ws), ValueError,
+                           "seed 3 is listed twice");
+  expect_same_blocks(sampler.sample_blocks(seeds, RngKey{}, nullptr, &ws),
+                     sampler.sample_blocks(seeds, RngKey{}));
+}
+
+// A graph whose neighbor IDs leave [0, num_nodes) is refused by name on the one-pass path (the
+// direct-mapped table covers only the graph's nodes).
+TEST(NeighborSampler, OnePassRefusesNeighborsOutsideTheGraph) {
+  Graph g = test::star(4);  // node 0's in-neighbors are 1..4
+  g.indices[2] = 9;
+  NeighborSamplerOptions so;
+  so.fanouts = {4};
+  NeighborSampler sampler(g, so);
+  CompactWorkspace ws;
+  std::vector<int64_t> seeds{0};
+  TESSERA_EXPECT_THROW_MSG(sampler.sample_blocks(seeds, RngKey{}, nullptr, &ws), IndexError,
+                           "sampled neighbor 9 is outside [0, 5)");
+}
+
 TEST(NeighborSampler, BadOptions) {
   const Graph g = test::star(4);
   NeighborSamplerOptions so;
