@@ -140,6 +140,13 @@ inline int& philox_simd_level() {
   return level;
 }
 
+/// Whether Floyd's algorithm for fanouts <= 16 finds repeated draws by AVX-512CD conflict
+/// detection (set once from the CPU; tests may turn it off to cover the 64-bit register form).
+inline bool& floyd_conflict_detection() {
+  static bool on = __builtin_cpu_supports("avx512cd");
+  return on;
+}
+
 /// out[i] = philox_u64 of draw[i] for the node with counter words c1[i], c2[i].
 inline void philox_many(const PhiloxRound& k, const uint32_t* draw, const uint32_t* c1,
                         const uint32_t* c2, int64_t n, uint64_t* out) {

@@ -202,8 +202,8 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(co
 //    itself a duplicate of a still earlier pick);
 //  - r_t equal to no earlier draw is a duplicate iff r_t == j_i for an earlier draw i that
 //    was a duplicate, i.e. iff r_t >= d - k and draw i = r_t - (d - k) < t was one.
-// The first test is NV compares per draw, all independent; the second is a short scalar walk,
-// needed only when some draw landed in [d - k, d) (rare unless d is close to k). Then each pick
+// The first test is NV compares per draw, all independent; the second is a short scalar walk
+// over the draws that landed in [d - k, d) (about k^2 / 2d of them per row). Then each pick
 // goes to its rank (NV compares and popcounts; unused lanes hold INT64_MAX, above every pick).
 // Same output as floyd_small.
 template <int NV>
@@ -294,8 +294,7 @@ __attribute__((target("avx512f,avx512cd"))) void floyd_avx512_16(const uint64_t*
 void floyd_from(const uint64_t* rnd, int64_t d, int64_t k, RowScratch& s, int64_t* out) {
   if (k <= 64) {
     if (philox_simd_level() == 2) {  // the CPU has AVX-512F (tests may lower the level)
-      static const bool cd = __builtin_cpu_supports("avx512cd");
-      if (k <= 16 && cd && d < std::numeric_limits<int32_t>::max()) {
+      if (k <= 16 && floyd_conflict_detection() && d < std::numeric_limits<int32_t>::max()) {
         floyd_avx512_16(rnd, d, k, out);
       } else if (k <= 8) {
         floyd_avx512<1>(rnd, d, k, out);
@@ -407,8 +406,8 @@ struct UniformWindow {
 // run_uniform's sink for sample_neighbors: the window's edges appended to a COO.
 struct CooSink {
   SampledEdges& out;
-  template <class Sampler>
-  void write(const Sampler& g, const UniformWindow& wd, const int64_t* seeds) {
+  template <class S>
+  void write(const S& g, const UniformWindow& wd, const int64_t* seeds) {
     const size_t o0 = out.src.size();
     out.src.resize(o0 + static_cast<size_t>(wd.total));
     out.dst.resize(o0 + static_cast<size_t>(wd.total));
@@ -441,10 +440,10 @@ struct BlockSink {
   uint32_t* tag;
   uint64_t num_nodes;     // every neighbor must be below (tags cover [0, num_nodes))
   uint32_t base;          // tag t is a local of this block iff t > base
+  int64_t num_src;        // local IDs given so far (out.src_nodes grows ahead of it)
   int64_t compacted = 0;  // edges [0, compacted) carry local source IDs
+  int64_t size = 0;       // edges written; the arrays grow ahead of it in steps (zero-filled once)
   uint64_t compact_ticks = 0;
-
-  int64_t num_src = 0;  // local IDs given so far (out.src_nodes grows ahead of it)
 
   // Without branches on whether a source is new (half of them are, at random): a new source
   // takes `num_src`, every source rewrites its tag and the next slot of src_nodes, and only
@@ -474,10 +473,8 @@ struct BlockSink {
     compacted = end;
     compact_ticks += __rdtsc() - t0;
   }
-  int64_t size = 0;  // edges written; the arrays grow ahead of it in steps (zero-filled once)
-
-  template <class Sampler>
-  void write(const Sampler& g, const UniformWindow& wd, const int64_t* /*seeds*/) {
+  template <class S>
+  void write(const S& g, const UniformWindow& wd, const int64_t* /*seeds*/) {
     const int64_t o0 = size;
     size += wd.total;
     if (size > out.num_edges()) {  // a step of many windows: resize's zero-fill stays in cache
@@ -882,8 +879,11 @@ bool sample_block_cpu(const Graph& graph, Span<const int64_t> seeds, const Sampl
   if (!map.dense_begin(cap, base)) return false;
   uint32_t* tag = map.dense_tags();
   out.num_dst = n;
+  // A first guess for the arrays (they grow in steps beyond it): a fanout far above the typical
+  // degree must not reserve n * fanout.
+  const int64_t guess = std::min(edge_cap, n * std::min<int64_t>(fan, 32) + 4096);
   out.src_nodes.clear();
-  out.src_nodes.reserve(static_cast<size_t>(cap));
+  out.src_nodes.reserve(static_cast<size_t>(std::min(cap, n + guess)));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = seeds[i];
     TESSERA_EXPECTS(tag[v] <= base, ValueError,
@@ -893,13 +893,12 @@ bool sample_block_cpu(const Graph& graph, Span<const int64_t> seeds, const Sampl
   }
   for (auto* a : {&out.src, &out.dst, &out.eids}) {
     a->clear();
-    a->reserve(static_cast<size_t>(std::min<int64_t>(edge_cap, int64_t{1} << 28)));
+    a->reserve(static_cast<size_t>(guess));
   }
   SampleOptions o = opts;
   o.key.stream = RngStream::kNeighbor;
   const Sampler sampler(graph, o);
-  BlockSink sink{out, tag, static_cast<uint64_t>(nn), base};
-  sink.num_src = n;
+  BlockSink sink{out, tag, static_cast<uint64_t>(nn), base, n};
   RowScratch s;
   const uint64_t t0 = __rdtsc();
   sampler.run_uniform(seeds.data(), n, sink, s);

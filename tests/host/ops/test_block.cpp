@@ -5,6 +5,8 @@
 #include <numeric>
 #include <set>
 
+#include "../../../host/ops/src/id_map.hpp"        // private: the workspace's tables
+#include "../../../host/ops/src/sample_block.hpp"  // private: the one-pass path
 #include "helpers.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/ops/block.hpp"
@@ -206,10 +208,37 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
                        << interleave << " fanouts " << fanouts.size() << "x" << fanouts[0]);
           expect_same_blocks(fused, plain);
           EXPECT_EQ(one.sampled_edges, two.sampled_edges);
-          EXPECT_EQ(one.seeds, two.seeds);
-          EXPECT_GE(one.compact_seconds, 0);
-          EXPECT_GE(one.sample_seconds, 0);
+          // The one-pass path really ran for these options (and gives the same first hop).
+          SampleOptions o;
+          o.fanout = fanouts.back();
+          o.replace = replace;
+          o.dir = dir;
+          o.key = key;
+          o.num_threads = 1;  // as NeighborSamplerOptions' default
+          Block direct;
+          double share = -1;
+          ASSERT_TRUE(ops::detail::sample_block_cpu(g, seeds, o, ws.map(), direct, share));
+          EXPECT_TRUE(share >= 0 && share <= 1) << share;
+          expect_same_blocks({direct}, {plain.back()});
         }
+  // Seed sets at the window and chunk edges, with isolated nodes among them, and none at all.
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (int64_t v = 0; v < 600; v += 2)  // odd nodes stay isolated
+    for (int64_t u : {(v + 2) % 600, (v + 6) % 600, (v + 10) % 600})
+      edges.push_back({u, v});
+  const Graph sparse = test::csc_of(600, edges);
+  NeighborSamplerOptions two_hops;
+  two_hops.fanouts = {2, 2};
+  two_hops.num_threads = 0;  // all threads: 512 seeds and more are split into chunks
+  NeighborSampler sparse_sampler(sparse, two_hops);
+  for (const int64_t count : {0, 1, 31, 32, 33, 511, 512, 600}) {
+    std::vector<int64_t> some(static_cast<size_t>(count));
+    std::iota(some.begin(), some.end(), 0);
+    const RngKey key = make_rng_key(8, 3, b++, 0);
+    SCOPED_TRACE(::testing::Message() << count << " seeds");
+    expect_same_blocks(sparse_sampler.sample_blocks(some, key, nullptr, &ws),
+                       sparse_sampler.sample_blocks(some, key));
+  }
   // Options the one-pass path leaves to the general one, through the same workspace: all
   // neighbors (-1), and two threads (the seeds are split into chunks).
   for (const auto& [fanouts, threads] :
@@ -245,6 +274,11 @@ TEST(NeighborSampler, OnePassRefusesNeighborsOutsideTheGraph) {
   std::vector<int64_t> seeds{0};
   TESSERA_EXPECT_THROW_MSG(sampler.sample_blocks(seeds, RngKey{}, nullptr, &ws), IndexError,
                            "sampled neighbor 9 is outside [0, 5)");
+  // The workspace stays usable after an error in the middle of compaction.
+  g.indices[2] = 3;
+  NeighborSampler fixed(g, so);
+  expect_same_blocks(fixed.sample_blocks(seeds, RngKey{}, nullptr, &ws),
+                     fixed.sample_blocks(seeds, RngKey{}));
 }
 
 TEST(NeighborSampler, BadOptions) {
