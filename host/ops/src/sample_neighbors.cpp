@@ -206,6 +206,20 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(co
 // over the draws that landed in [d - k, d) (about k^2 / 2d of them per row). Then each pick
 // goes to its rank (NV compares and popcounts; unused lanes hold INT64_MAX, above every pick).
 // Same output as floyd_small.
+// The second repeat test of floyd_avx512: draw t in `high` (r_t in [d - k, d), repeating no
+// earlier draw) is a repeat iff draw i = r_t - low < t was one. Walked in increasing t, so that
+// draw i is settled already. Returns `dup` with those draws added.
+template <class T>
+uint64_t settle_high_draws(const T* r, int64_t low, uint64_t high, uint64_t dup) {
+  while (high != 0) {
+    const int t = __builtin_ctzll(high);
+    high &= high - 1;
+    const int64_t i = static_cast<int64_t>(r[t]) - low;
+    if (i < t && ((dup >> i) & 1)) dup |= uint64_t{1} << t;
+  }
+  return dup;
+}
+
 template <int NV>
 __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_t d, int64_t k,
                                                      int64_t* out) {
@@ -233,12 +247,7 @@ __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_
   for (int i = 0; i < NV; ++i)
     high |= static_cast<uint64_t>(_mm512_cmpge_epi64_mask(v[i], vlow)) << (8 * i);
   high &= used & ~dup;
-  while (high != 0) {  // in increasing t: draw i = r_t - low < t is settled already
-    const int t = __builtin_ctzll(high);
-    high &= high - 1;
-    const int64_t i = r[t] - low;
-    if (i < t && ((dup >> i) & 1)) dup |= uint64_t{1} << t;
-  }
+  dup = settle_high_draws(r, low, high, dup);
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   alignas(64) int64_t picks[8 * NV];
   for (int i = 0; i < NV; ++i) {
@@ -270,14 +279,8 @@ __attribute__((target("avx512f,avx512cd"))) void floyd_avx512_16(const uint64_t*
   const auto used = static_cast<__mmask16>((1u << k) - 1);
   const __m512i earlier = _mm512_conflict_epi32(v);  // lane t: earlier lanes equal to it
   const __mmask16 dup = _mm512_mask_test_epi32_mask(used, earlier, earlier);
-  unsigned high = _mm512_mask_cmpge_epi32_mask(used & ~dup, v, _mm512_set1_epi32(low));
-  unsigned dups = dup;
-  while (high != 0) {  // as in floyd_avx512
-    const int t = __builtin_ctz(high);
-    high &= high - 1;
-    const int i = r[t] - low;
-    if (i < t && ((dups >> i) & 1)) dups |= 1u << t;
-  }
+  const uint64_t high = _mm512_mask_cmpge_epi32_mask(used & ~dup, v, _mm512_set1_epi32(low));
+  const uint64_t dups = settle_high_draws(r, low, high, dup);
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   v = _mm512_mask_blend_epi32(static_cast<__mmask16>(dups), v,
                               _mm512_add_epi32(_mm512_set1_epi32(low), lane));

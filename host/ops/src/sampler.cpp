@@ -72,22 +72,19 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
     so.key.layer = static_cast<uint32_t>(h);
     const double t0 = now_seconds();
     Block& b = blocks[static_cast<size_t>(l)];
-    double share = 0;
-    if (ws && detail::sample_block_cpu(graph_, frontier, so, work.map(), b, share)) {
-      const double dt = now_seconds() - t0;
-      st.compact_seconds += dt * share;
-      st.sample_seconds += dt * (1 - share);
-      st.sampled_edges += b.num_edges();
-      frontier = Span<const int64_t>(b.src_nodes.data(), b.num_src());
-      continue;
+    double share = 0;  // of this hop's time, compacting
+    if (!detail::sample_block_cpu(graph_, frontier, so, work.map(), b, share)) {
+      sample_neighbors_into(graph_, frontier, so, edges);
+      if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages: neighbor -> seed
+      const double t1 = now_seconds();
+      b = to_block(edges, frontier, &work, opts_.device);
+      const double t2 = now_seconds();
+      share = (t2 - t1) / std::max(t2 - t0, 1e-12);
     }
-    sample_neighbors_into(graph_, frontier, so, edges);
-    if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages flow neighbor -> seed
-    const double t1 = now_seconds();
-    b = to_block(edges, frontier, &work, opts_.device);
-    st.compact_seconds += now_seconds() - t1;
-    st.sample_seconds += t1 - t0;
-    st.sampled_edges += edges.size();
+    const double dt = now_seconds() - t0;
+    st.compact_seconds += dt * share;
+    st.sample_seconds += dt * (1 - share);
+    st.sampled_edges += b.num_edges();
     frontier = Span<const int64_t>(b.src_nodes.data(), b.num_src());
   }
   if (stats) stats->add(st);
