@@ -450,7 +450,9 @@ struct BlockSink {
 
   // Without branches on whether a source is new (half of them are, at random): a new source
   // takes `num_src`, every source rewrites its tag and the next slot of src_nodes, and only
-  // a new one advances num_src. Same IDs as the branching form.
+  // a new one advances num_src. Same IDs as the branching form. Written with masks: GCC
+  // compiled `fresh ? next : old` into a branch, mispredicted for about half of the sources
+  // (the masks measured 1.07-1.08x the sampling rate on rmat:21,25).
   void compact_to(int64_t end) {
     const uint64_t t0 = __rdtsc();
     if (num_src + (end - compacted) > out.num_src())
@@ -464,12 +466,12 @@ struct BlockSink {
         TESSERA_FAIL(IndexError,
                      "sample_blocks: sampled neighbor {} is outside [0, {}) (edge ID {})", s,
                      num_nodes, out.eids[q]);
-      const uint32_t t = tag[s];
-      const bool fresh = t <= base;
-      const int64_t local = fresh ? next : static_cast<int64_t>(t - base - 1);
+      const int64_t old = static_cast<int64_t>(tag[s]) - static_cast<int64_t>(base) - 1;
+      const int64_t fresh = -static_cast<int64_t>(old < 0);  // all ones iff a new source
+      const int64_t local = (next & fresh) | (old & ~fresh);
       tag[s] = base + 1 + static_cast<uint32_t>(local);
       nodes[next] = s;
-      next += fresh;
+      next -= fresh;
       src[q] = local;
     }
     num_src = next;
