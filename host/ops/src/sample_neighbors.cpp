@@ -194,18 +194,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(co
   }
 }
 
-// floyd_small with the draws held in NV AVX-512 registers (k <= 8 * NV) and no dependency from
-// one draw to the next (floyd_small's duplicate test waits for the previous pick; here every
-// test runs at once). Draw t takes r_t in [0, j_t], j_t = d - k + t, and becomes j_t iff r_t is
-// among the earlier picks. Since every earlier pick is r_i or j_i:
-//  - r_t equal to an earlier draw r_i is always a duplicate (either r_i was picked, or r_i was
-//    itself a duplicate of a still earlier pick);
-//  - r_t equal to no earlier draw is a duplicate iff r_t == j_i for an earlier draw i that
-//    was a duplicate, i.e. iff r_t >= d - k and draw i = r_t - (d - k) < t was one.
-// The first test is NV compares per draw, all independent; the second is a short scalar walk
-// over the draws that landed in [d - k, d) (about k^2 / 2d of them per row). Then each pick
-// goes to its rank (NV compares and popcounts; unused lanes hold INT64_MAX, above every pick).
-// Same output as floyd_small.
 // The second repeat test of floyd_avx512: draw t in `high` (r_t in [d - k, d), repeating no
 // earlier draw) is a repeat iff draw i = r_t - low < t was one. Walked in increasing t, so that
 // draw i is settled already. Returns `dup` with those draws added.
@@ -220,6 +208,18 @@ uint64_t settle_high_draws(const T* r, int64_t low, uint64_t high, uint64_t dup)
   return dup;
 }
 
+// floyd_small with the draws held in NV AVX-512 registers (k <= 8 * NV) and no dependency from
+// one draw to the next (floyd_small's duplicate test waits for the previous pick; here every
+// test runs at once). Draw t takes r_t in [0, j_t], j_t = d - k + t, and becomes j_t iff r_t is
+// among the earlier picks. Since every earlier pick is r_i or j_i:
+//  - r_t equal to an earlier draw r_i is always a duplicate (either r_i was picked, or r_i was
+//    itself a duplicate of a still earlier pick);
+//  - r_t equal to no earlier draw is a duplicate iff r_t == j_i for an earlier draw i that
+//    was a duplicate, i.e. iff r_t >= d - k and draw i = r_t - (d - k) < t was one.
+// The first test is NV compares per draw, all independent; the second is a short scalar walk
+// over the draws that landed in [d - k, d) (about k^2 / 2d of them per row). Then each pick
+// goes to its rank (NV compares and popcounts; unused lanes hold INT64_MAX, above every pick).
+// Same output as floyd_small.
 template <int NV>
 __attribute__((target("avx512f"))) void floyd_avx512(const uint64_t* rnd, int64_t d, int64_t k,
                                                      int64_t* out) {
@@ -452,7 +452,7 @@ struct BlockSink {
   // takes `num_src`, every source rewrites its tag and the next slot of src_nodes, and only
   // a new one advances num_src. Same IDs as the branching form. Written with masks: GCC
   // compiled `fresh ? next : old` into a branch, mispredicted for about half of the sources
-  // (the masks measured 1.07-1.08x the sampling rate on rmat:21,25).
+  // (the masks measured 1.04-1.08x the sampling rate on rmat:21,25).
   void compact_to(int64_t end) {
     const uint64_t t0 = __rdtsc();
     if (num_src + (end - compacted) > out.num_src())
