@@ -48,7 +48,13 @@ class NpyWriter {
     data_offset_ = static_cast<int64_t>(hdr.size());
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     TESSERA_EXPECTS(fd_ >= 0, IOError, "{}: cannot create: {}", path_, std::strerror(errno));
-    write_at(0, hdr.data(), hdr.size());
+    try {
+      write_at(0, hdr.data(), hdr.size());
+    } catch (...) {
+      ::close(fd_);  // the destructor does not run for a throwing constructor
+      fd_ = -1;
+      throw;
+    }
   }
   ~NpyWriter() {
     if (fd_ >= 0) ::close(fd_);

@@ -130,12 +130,14 @@ Heartbeat::Heartbeat(std::string what, double first, double every) : what_(std::
       double wait = first;
       std::unique_lock<std::mutex> lock(mu_);
       while (!cv_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return stop_; })) {
+        lock.unlock();  // a stalled stderr must not hold up the destructor's stop
         try {
           fmt::print(stderr, "[tessera] {}: still running, {:.0f} s, RSS {}\n", what_,
                      now_seconds() - start, human_bytes(static_cast<double>(current_rss_bytes())));
         } catch (...) {
           return;  // stderr is gone (a closed pipe): nothing to tell, and never terminate
         }
+        lock.lock();
         ++beats_;
         wait = every;
       }

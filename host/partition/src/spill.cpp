@@ -20,7 +20,7 @@ SpilledArrays::SpilledArrays(const std::filesystem::path& dir,
                              std::vector<std::vector<int64_t>*> arrays)
     : dir_(dir), arrays_(std::move(arrays)) {
   std::string tmpl = (dir_ / ".csr-spill-XXXXXX").string();
-  fd_ = ::mkstemp(tmpl.data());
+  fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);  // not inherited by a process forked meanwhile
   TESSERA_EXPECTS(fd_ >= 0, IOError, "--low-memory: cannot create a temporary file in {}: {}",
                   dir_.string(), std::strerror(errno));
   ::unlink(tmpl.c_str());  // nameless from now on: gone with the descriptor, even on a crash

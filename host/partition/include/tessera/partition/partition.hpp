@@ -43,7 +43,8 @@ struct PartitionOptions {
   int ufactor = -1;
   /// METIS: park the CSC's indices and edge IDs in a temporary file beside the output folder while
   /// METIS runs (it reads only its own 32-bit copy of the adjacency), so the peak is lower by
-  /// 16 bytes per stored edge, for one write and one read of that much. Needs the mutable
+  /// 16 bytes per stored edge, for one write and one read of that much (the `Dataset&` overload
+  /// reads it once more at the end, to hand the dataset back as it was). Needs the mutable
   /// partition_dataset overload; nothing may point into the graph's arrays meanwhile. (glibc
   /// keeps freed blocks resident above a threshold it raises as large blocks are freed;
   /// `tessera partition --low-memory` also pins that threshold with mallopt for the lowest peak.)
