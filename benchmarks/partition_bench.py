@@ -172,12 +172,21 @@ def metis_increase(s):
     return 0
 
 
+_INFLATE = {}  # input path -> inflate_seconds
+_WRITE = {}  # output bytes -> write_seconds
+
+
 def floors(s, inp, tmp):
     """Work no partitioner of this input avoids, measured now on this machine: inflating the
     input when it is gzip (zlib, streaming: the readers may not buffer the whole text) and writing
     the output's bytes. Their sum against METIS bounds how low overhead_over_metis can go."""
-    inflate = inflate_seconds(inp) if inp.endswith(".gz") else 0.0
-    write = write_seconds(s["output_bytes"], tmp)
+    # Each floor depends only on the input (inflate) or on the output's size (write), which the
+    # -low-memory run shares with the plain one: measured once per value, not once per run.
+    if inp not in _INFLATE:
+        _INFLATE[inp] = inflate_seconds(inp) if inp.endswith(".gz") else 0.0
+    if s["output_bytes"] not in _WRITE:
+        _WRITE[s["output_bytes"]] = write_seconds(s["output_bytes"], tmp)
+    inflate, write = _INFLATE[inp], _WRITE[s["output_bytes"]]
     metis = phase(s, "METIS")
     return {"floor": {"inflate_seconds": inflate, "write_seconds": write,
                       "output_bytes": s["output_bytes"], "seconds": inflate + write,
