@@ -7,18 +7,38 @@ Each JSON is one run (one graph, fanouts, thread count). Runs are grouped by gra
 (replace / weighted); the left panel draws seeds/s against threads, one line per fanout list; the
 right panel draws seeds/s against fanout list, one bar group per thread count. DGL peer results
 (benchmarks/dgl_sample_peer.py --json) are drawn as dashed lines / hatched bars when given.
+
+    python benchmarks/plot_sample.py --ratios RUN.json ... --out ratios.png [--target 8]
+
+draws instead the ratio to the reference per core of each run (one point per file, in the order
+given), with the range of its single rounds as an error bar and the target as a line: on a
+shared machine the run-to-run spread is the figure to read before any single ratio.
 """
 import argparse
 import collections
 import json
+import os
 import sys
+
+
+def read_json(path):
+    """The JSON in `path`; exits with one line naming the file when it is missing or not JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        sys.exit(f"plot_sample: cannot read {path}: {e.strerror}")
+    except json.JSONDecodeError as e:
+        sys.exit(f"plot_sample: {path} is not JSON ({e.msg} at line {e.lineno})")
 
 
 def load(paths):
     runs = []
     for p in paths:
-        with open(p) as f:
-            j = json.load(f)
+        j = read_json(p)
+        if not isinstance(j, dict) or "params" not in j:
+            print(f"{p}: not a sample benchmark result, skipped", file=sys.stderr)
+            continue
         if "tessera" in j:
             who, r = "tessera", j["tessera"]
         elif "dgl" in j:
@@ -40,15 +60,66 @@ def load(paths):
     return runs
 
 
+def load_ratios(paths):
+    """(label, ratio per core, lowest single round, highest single round, rounds) per result."""
+    out = []
+    for p in paths:
+        j = read_json(p)
+        ref = (j.get("reference") or {}) if isinstance(j, dict) else {}
+        if "ratio_per_core" not in j or not ref.get("round_ratios"):
+            print(f"{p}: no ratio to the reference (not a tessera bench sample result), skipped",
+                  file=sys.stderr)
+            continue
+        rounds = ref["round_ratios"]
+        label = p.rsplit("/", 1)[-1].removesuffix(".json").removeprefix("sample_")
+        out.append((label, j["ratio_per_core"], min(rounds), max(rounds), len(rounds)))
+    return out
+
+
+def plot_ratios(paths, out_path, target, plt):
+    runs = load_ratios(paths)
+    if not runs:
+        sys.exit("no results with a ratio to the reference to plot")
+    # Labels without the prefix every file shares (the graph and fanouts, named in the title).
+    common = os.path.commonprefix([r[0] for r in runs]) if len(runs) > 1 else ""
+    common = common[: common.rfind("_") + 1] if "_" in common else ""
+    runs = [(r[0][len(common):] or r[0],) + r[1:] for r in runs]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(runs) + 2), 4.5))
+    xs = range(len(runs))
+    ys = [r[1] for r in runs]
+    lo = [r[1] - r[2] for r in runs]
+    hi = [r[3] - r[1] for r in runs]
+    ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label="fastest round each side (bar: single rounds)")
+    if target:
+        ax.axhline(target, color="red", linestyle="--", linewidth=1, label=f"target {target:g}x")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{r[0]}\n({r[4]} rounds)" for r in runs], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("ratio to the reference per core")
+    ax.set_title("tessera bench sample: ratio to the single-threaded reference, run by run"
+                 + (f"\n{common.rstrip('_')}" if common else ""))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    print(f"wrote {out_path}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json", nargs="+")
     ap.add_argument("--out", default="sample.png")
+    ap.add_argument("--ratios", action="store_true",
+                    help="plot each run's ratio to the reference (with its single rounds) instead")
+    ap.add_argument("--target", type=float, default=8.0,
+                    help="with --ratios: the target ratio drawn as a line (0: none)")
     a = ap.parse_args()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if a.ratios:
+        plot_ratios(a.json, a.out, a.target, plt)
+        return
     runs = load(a.json)
     if not runs:
         sys.exit("no sample results to plot")
