@@ -96,6 +96,8 @@ void add_loader_methods(nb::class_<Loader>& c, ToPy to_py) {
           nb::arg("epoch"), nb::arg("batch"))
       .def("start_epoch", &Loader::start_epoch, nb::arg("epoch"),
            nb::call_guard<nb::gil_scoped_release>())
+      .def("stop", &Loader::stop, nb::call_guard<nb::gil_scoped_release>(),
+           "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [to_py](Loader& l) -> nb::object {
         Batch mb;
         bool ok;

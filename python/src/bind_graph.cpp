@@ -66,23 +66,23 @@ void bind_graph(nb::module_& m) {
           "indptr",
           [](nb::handle self) {
             auto& g = nb::cast<Graph&>(self);
-            return view_numpy(g.indptr.data(), g.indptr.size(), self);
+            return view_numpy_readonly(g.indptr.data(), g.indptr.size(), self);
           },
-          "int64 [num_nodes + 1] (a view; no copy)")
+          "int64 [num_nodes + 1] (a read-only view; no copy)")
       .def_prop_ro(
           "indices",
           [](nb::handle self) {
             auto& g = nb::cast<Graph&>(self);
-            return view_numpy(g.indices.data(), g.indices.size(), self);
+            return view_numpy_readonly(g.indices.data(), g.indices.size(), self);
           },
-          "int64 [num_edges] (a view)")
+          "int64 [num_edges] (a read-only view)")
       .def_prop_ro(
           "eids",
           [](nb::handle self) {
             auto& g = nb::cast<Graph&>(self);
-            return view_numpy(g.eids.data(), g.eids.size(), self);
+            return view_numpy_readonly(g.eids.data(), g.eids.size(), self);
           },
-          "int64 [num_edges], or empty for the identity (a view)")
+          "int64 [num_edges], or empty for the identity (a read-only view)")
       .def("nbytes", &Graph::nbytes)
       .def(
           "transpose", [](const Graph& g) { return transpose(g); }, "CSC <-> CSR (keeps edge IDs)")

@@ -440,6 +440,8 @@ void bind_ops(nb::module_& m) {
             l.start_epoch(epoch);
           },
           nb::arg("epoch"))
+      .def("stop", &NodeDataLoader::stop, nb::call_guard<nb::gil_scoped_release>(),
+           "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [](NodeDataLoader& l) -> nb::object {
         NodeMiniBatch mb;
         bool ok;
@@ -465,10 +467,11 @@ void bind_ops(nb::module_& m) {
             eo.exclude = parse_exclude(exclude);
             if (!reverse_eids.is_none())
               eo.reverse_eids = int64_vector(nb::cast<AnyArray>(reverse_eids), "reverse_eids");
-            new (l) EdgeDataLoader(
-                s, int64_vector(seed_eids, "seed edges"),
-                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed),
-                std::move(eo));
+            std::vector<int64_t> seeds = int64_vector(seed_eids, "seed edges");
+            const LoaderOptions lo =
+                loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed);
+            nb::gil_scoped_release nogil;  // O(edges): the endpoint tables of every edge ID
+            new (l) EdgeDataLoader(s, std::move(seeds), lo, std::move(eo));
           },
           nb::arg("sampler"), nb::arg("seed_eids"), nb::arg("batch_size") = 1024,
           nb::arg("shuffle") = true, nb::arg("drop_last") = false, nb::arg("num_workers") = 1,
@@ -493,6 +496,8 @@ void bind_ops(nb::module_& m) {
             l.start_epoch(epoch);
           },
           nb::arg("epoch"))
+      .def("stop", &EdgeDataLoader::stop, nb::call_guard<nb::gil_scoped_release>(),
+           "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [](EdgeDataLoader& l) -> nb::object {
         EdgeMiniBatch mb;
         bool ok;

@@ -78,6 +78,15 @@ nb::object view_numpy(const T* data, size_t n, nb::handle owner) {
   return nb::cast(arr, nb::rv_policy::reference);
 }
 
+/// A read-only NumPy view (for arrays C++ has validated once and relies on afterwards, such as
+/// a graph's CSC: an in-place write there would let sampling read out of bounds).
+template <typename T>
+nb::object view_numpy_readonly(const T* data, size_t n, nb::handle owner) {
+  size_t shape[1] = {n};
+  nb::ndarray<nb::numpy, const T> arr(data, 1, shape, owner);
+  return nb::cast(arr, nb::rv_policy::reference);
+}
+
 /// Moves a vector into a NumPy array without copying its elements.
 template <typename T>
 nb::object vector_to_numpy(std::vector<T>&& v) {

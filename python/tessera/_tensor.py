@@ -39,6 +39,8 @@ def to_numpy_ids(ids, what: str = "ids") -> np.ndarray:
         a = a.reshape(1)
     if a.ndim != 1:
         raise ValueError(f"{what}: expected a 1-D array of IDs, got shape {a.shape}")
+    if a.size == 0:  # np.asarray([]) is float64: an empty list is an empty ID list
+        return np.empty(0, dtype=np.int64)
     if not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{what}: expected integer IDs, got {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.int64)

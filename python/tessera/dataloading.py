@@ -7,6 +7,8 @@ counter-based RNG: the same seed gives the same batches for any thread count.
 """
 from __future__ import annotations
 
+import copy
+import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -137,9 +139,13 @@ class Block:
         return self.src, self.dst
 
     def in_degrees(self):
-        """In-degree of every destination node (torch int64)."""
-        d = np.bincount(np.asarray(self._b.dst), minlength=self.num_dst)
-        return as_tensor(d.astype(np.int64))
+        """In-degree of every destination node (torch int64, on the device of ``dst``)."""
+        d = as_tensor(np.bincount(np.asarray(self._b.dst), minlength=self.num_dst)
+                      .astype(np.int64))
+        dev = getattr(self._cache.get("dst"), "device", None)  # set by to(device)
+        if dev is not None and HAVE_TORCH and isinstance(d, torch.Tensor) and d.device != dev:
+            d = d.to(dev)
+        return d
 
     def to(self, device):
         """Moves the edge arrays to ``device`` (returns a new Block-like view)."""
@@ -357,10 +363,36 @@ class negative_sampler:  # noqa: N801 - mirrors dgl.dataloading.negative_sampler
 
 def as_edge_prediction_sampler(sampler: NeighborSampler, exclude=None, reverse_eids=None,
                                negative_sampler=None):
-    """DGL's wrapper: a NeighborSampler configured for link prediction."""
-    sampler._edge_pred = {"exclude": exclude, "reverse_eids": reverse_eids,
-                          "negative_sampler": negative_sampler}
-    return sampler
+    """DGL's wrapper: a copy of ``sampler`` configured for link prediction. ``sampler`` itself
+    is left as it was, so a training and a validation edge sampler can be derived from one base
+    sampler with different exclusions and negatives."""
+    out = copy.copy(sampler)  # shares the bound C++ samplers: the same fanouts and weights
+    out._edge_pred = {"exclude": exclude, "reverse_eids": reverse_eids,
+                      "negative_sampler": negative_sampler}
+    return out
+
+
+# Keyword arguments of DGL's and torch's DataLoader that have no counterpart here and change
+# nothing about the batches: accepted (so ported scripts run) with a warning that they do nothing.
+_IGNORED_LOADER_ARGS = ("pin_memory", "persistent_workers", "pin_prefetcher",
+                        "use_prefetch_thread", "use_alternate_streams", "timeout")
+
+
+def _check_loader_kwargs(cls: str, kwargs: dict) -> None:
+    """TypeError for an unknown keyword (a misspelt ``batchsize=`` must not be ignored), a
+    warning for the ones listed in _IGNORED_LOADER_ARGS, and ValueError for ``use_ddp=True``,
+    whose seed split Tessera does differently."""
+    for name, value in kwargs.items():
+        if name == "use_ddp":
+            if value:
+                raise ValueError(f"{cls}(use_ddp=True): split the seeds with node_split / "
+                                 "edge_split (each rank passes its share) or pass the same seeds "
+                                 "on every rank with global_order=True")
+        elif name in _IGNORED_LOADER_ARGS:
+            warnings.warn(f"{cls}: {name}={value!r} has no effect in Tessera (sampling runs in "
+                          "C++ threads: see num_workers and prefetch)", stacklevel=3)
+        else:
+            raise TypeError(f"{cls}() got an unexpected keyword argument {name!r}")
 
 
 class _LoaderBase:
@@ -379,6 +411,8 @@ class _LoaderBase:
 
                 seed = all_gather_object(seed)[0]
         self.seed = int(seed)
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must be in [0, 2^32), got {self.seed}")
         self.device = device
         self.epoch = 0  # the epoch the next __iter__ runs
         self._start_batch = 0  # resume position within that epoch
@@ -409,15 +443,25 @@ class _LoaderBase:
         else:  # resume mid-epoch: the same batches, sampled synchronously from `start` on
             it = (self._loader.sample_batch(epoch, b) for b in range(start, n))
         self.batch_index = start
-        for mb in it:
-            self.batch_index += 1
-            # Position after this batch: a checkpoint taken now resumes at the next one.
-            if self.batch_index >= n:
-                self.epoch, self._start_batch = epoch + 1, 0
-            else:
-                self.epoch, self._start_batch = epoch, self.batch_index
-            yield mb
-        self.epoch, self._start_batch = epoch + 1, 0
+        try:
+            for mb in it:
+                self.batch_index += 1
+                # Position after this batch: a checkpoint (state_dict) taken now resumes at the
+                # next one.
+                if self.batch_index >= n:
+                    self.epoch, self._start_batch = epoch + 1, 0
+                else:
+                    self.epoch, self._start_batch = epoch, self.batch_index
+                yield mb
+        finally:
+            # Done, or left early (break, an exception in the loop body, next(iter(loader))):
+            # like a torch DataLoader, the next iteration is a new epoch from its first batch
+            # (resume a position on purpose with load_state_dict / set_epoch). The sampler
+            # threads stop now and their prefetched batches are freed.
+            self.epoch, self._start_batch = epoch + 1, 0
+            stop = getattr(self._loader, "stop", None)
+            if stop is not None:
+                stop()
 
     def _to(self, t):
         if self.device is None or not HAVE_TORCH:
@@ -446,6 +490,7 @@ class NodeDataLoader(_LoaderBase):
                  shuffle: bool = True, drop_last: bool = False, num_workers: int = 1,
                  seed: Optional[int] = 0, device=None, prefetch: int = 4,
                  global_order: bool = False, **kwargs):
+        _check_loader_kwargs(type(self).__name__, kwargs)
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
@@ -479,7 +524,7 @@ class NodeDataLoader(_LoaderBase):
     def __iter__(self):
         for mb in self._batches():
             blocks = [Block(b) for b in mb["blocks"]]
-            if self.device is not None:
+            if self.device is not None and HAVE_TORCH:
                 blocks = [b.to(self.device) for b in blocks]
             yield self._to(as_tensor(mb["input_nodes"])), self._to(as_tensor(mb["seeds"])), blocks
 
@@ -517,6 +562,7 @@ class EdgeDataLoader(_LoaderBase):
                  seed: Optional[int] = 0, device=None, negative_sampler=None, exclude=None,
                  reverse_eids=None, prefetch: int = 4, global_order: bool = False,
                  **kwargs):
+        _check_loader_kwargs(type(self).__name__, kwargs)
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.global_order = bool(global_order)
         distributed = _is_distributed(g) and (

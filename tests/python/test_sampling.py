@@ -152,3 +152,80 @@ def test_no_leak_report_when_a_script_keeps_batches_at_exit(cora_one, tmp_path, 
     assert r.returncode == 0, r.stderr
     assert "done" in r.stdout
     assert ("nanobind: leaked" in r.stderr) == warnings, r.stderr[-2000:]
+
+
+def test_an_iteration_left_early_does_not_leak_into_the_next(cora_parts):
+    # Like a torch DataLoader: every iteration is a new epoch from its first batch, however the
+    # previous one ended (break, next(iter(dl))); state_dict/load_state_dict resume on purpose.
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    train = tessera.node_split(g.ndata["train_mask"], g.get_partition_book())
+    dl = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=40, seed=5,
+                                num_workers=2)
+    ref = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=40, seed=5)
+    e0 = [np.asarray(s).copy() for _, s, _ in ref]
+    e1 = [np.asarray(s).copy() for _, s, _ in ref]
+    first = next(iter(dl))
+    assert np.array_equal(np.asarray(first[1]), e0[0])
+    for _, s, _ in dl:  # epoch 1 from batch 0, left after one batch
+        assert np.array_equal(np.asarray(s), e1[0])
+        assert dl.state_dict() == {"seed": 5, "epoch": 1, "batch": 1}  # a checkpoint here resumes
+        break
+    assert dl.state_dict() == {"seed": 5, "epoch": 2, "batch": 0}
+    assert len([s for _, s, _ in dl]) == len(dl)  # epoch 2, whole
+
+
+def test_edge_prediction_samplers_from_one_base_stay_apart(cora):
+    base = tessera.NeighborSampler([2])
+    neg = tessera.dataloading.negative_sampler
+    rev = tessera.dataloading.symmetrized_reverse_eids(cora.num_input_edges)
+    train = tessera.dataloading.as_edge_prediction_sampler(
+        base, exclude="reverse_id", reverse_eids=rev, negative_sampler=neg.Uniform(5))
+    val = tessera.dataloading.as_edge_prediction_sampler(base, negative_sampler=neg.Uniform(1))
+    assert train is not base and val is not train and not hasattr(base, "_edge_pred")
+    dl = tessera.EdgeDataLoader(cora, np.arange(0, 400, 3), train, batch_size=50, seed=2)
+    for _, pos, negs, blocks in dl:
+        assert negs.num_edges() == 5 * pos.num_edges()
+        banned = set(np.asarray(pos.eids).tolist()) | set(rev[np.asarray(pos.eids)].tolist())
+        for b in blocks:
+            assert banned.isdisjoint(np.asarray(b.eids).tolist())
+        break
+
+
+def test_loader_arguments_are_checked(cora):
+    s = tessera.NeighborSampler([2])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+        tessera.NodeDataLoader(cora, np.arange(100), s, batchsize=64)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shufle'"):
+        tessera.EdgeDataLoader(cora, np.arange(100), s, shufle=False)
+    with pytest.raises(ValueError, match="node_split"):
+        tessera.NodeDataLoader(cora, np.arange(100), s, use_ddp=True)
+    with pytest.warns(UserWarning, match="pin_memory=True has no effect"):
+        dl = tessera.NodeDataLoader(cora, np.arange(100), s, pin_memory=True, use_ddp=False)
+    assert len(dl) == 1
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\^32\)"):
+        tessera.NodeDataLoader(cora, np.arange(100), s, seed=2**64)
+    with pytest.raises(ValueError, match="seed node set is empty"):
+        tessera.NodeDataLoader(cora, [], s)
+    # A seed set with a repeated ID failed only in the epochs that shuffled both copies into
+    # one batch; it is refused up front.
+    with pytest.raises(ValueError, match="seed node 5 at position 100 is listed twice"):
+        tessera.NodeDataLoader(cora, np.append(np.arange(100), 5), s, batch_size=32)
+
+
+def test_graph_arrays_are_read_only(cora):
+    # The sampler checks the CSC once; an in-place write could make it read out of bounds.
+    for name in ("indptr", "indices", "eids"):
+        a = getattr(cora.graph, name)
+        assert not a.flags.writeable
+        with pytest.raises(ValueError, match="read-only"):
+            a[:1] = 5
+
+
+def test_in_degrees_follow_the_block_to_its_device(cora):
+    torch = pytest.importorskip("torch")
+    _, _, blocks = tessera.NeighborSampler([3]).sample_blocks(cora, [1, 2, 3])
+    b = blocks[0].to("meta")
+    assert b.dst.device.type == "meta" and b.in_degrees().device.type == "meta"
+    assert torch.equal(blocks[0].in_degrees(),
+                       torch.bincount(blocks[0].dst, minlength=blocks[0].num_dst))

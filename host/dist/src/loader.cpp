@@ -51,12 +51,17 @@ ops::NodeMiniBatch DistNodeDataLoader::sample_batch(int64_t epoch, int64_t b) co
 }
 
 void DistNodeDataLoader::start_epoch(int64_t epoch) {
+  auto order = plan_->epoch_order(epoch);  // validates the epoch before the running one stops
   pipe_.reset();
-  epoch_order_ = plan_->epoch_order(epoch);  // validates the epoch
+  epoch_order_ = std::move(order);
   epoch_ = epoch;
   pipe_ = std::make_unique<ops::detail::OrderedPrefetcher<ops::NodeMiniBatch>>(
       plan_->steps(), opts_.num_workers, opts_.prefetch,
       [this, epoch](int64_t b, int /*worker*/) { return sample_batch(epoch, b); });
+}
+
+void DistNodeDataLoader::stop() {
+  pipe_.reset();
 }
 
 bool DistNodeDataLoader::next(ops::NodeMiniBatch& out) {

@@ -1,6 +1,7 @@
 #include "tessera/ops/loader.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "id_map.hpp"
 #include "tessera/core/error.hpp"
@@ -24,11 +25,22 @@ void validate_loader_args(Span<const int64_t> seeds, int64_t limit, const Loader
     if (seeds[i] < 0 || seeds[i] >= limit)
       TESSERA_FAIL(IndexError, "data loader: {} {} at position {} outside [0, {})", what, seeds[i],
                    i, limit);
+  // A seed set is a set: a node listed twice would fail only in the epochs that shuffle both
+  // copies into one batch (a batch's seeds are its destination nodes, once each).
+  std::vector<bool> seen(static_cast<size_t>(limit));
+  for (int64_t i = 0; i < seeds.size(); ++i) {
+    TESSERA_EXPECTS(!seen[static_cast<size_t>(seeds[i])], ValueError,
+                    "data loader: {} {} at position {} is listed twice (a seed set holds each ID "
+                    "once)",
+                    what, seeds[i], i);
+    seen[static_cast<size_t>(seeds[i])] = true;
+  }
 }
 
 namespace {
 int64_t count_batches(int64_t n, const LoaderOptions& o) {
-  return o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+  // Not (n + batch_size - 1) / batch_size: that overflows for a batch_size near INT64_MAX.
+  return n / o.batch_size + (!o.drop_last && n % o.batch_size != 0 ? 1 : 0);
 }
 std::vector<int64_t> epoch_order(const std::vector<int64_t>& seeds, const LoaderOptions& o,
                                  int64_t epoch) {
@@ -45,7 +57,8 @@ std::vector<int64_t> slice_batch(const std::vector<int64_t>& order, const Loader
   const int64_t n = static_cast<int64_t>(order.size());
   TESSERA_EXPECTS(b >= 0 && b < count_batches(n, o), IndexError,
                   "data loader: batch {} outside [0, {})", b, count_batches(n, o));
-  const int64_t lo = b * o.batch_size, hi = std::min(n, lo + o.batch_size);
+  const int64_t lo = b * o.batch_size;  // b < count_batches: lo < n, no overflow
+  const int64_t hi = o.batch_size >= n - lo ? n : lo + o.batch_size;
   return {order.begin() + lo, order.begin() + hi};
 }
 }  // namespace
@@ -69,6 +82,7 @@ int64_t NodeDataLoader::num_batches() const {
 }
 
 std::vector<int64_t> NodeDataLoader::batch_seeds(int64_t epoch, int64_t b) const {
+  make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch (-1 also means "none started")
   if (epoch == epoch_) return detail::slice_batch(order_, opts_, b);
   return detail::slice_batch(detail::epoch_order(seeds_, opts_, epoch), opts_, b);
 }
@@ -85,8 +99,8 @@ NodeMiniBatch NodeDataLoader::sample_batch(int64_t epoch, int64_t b, CompactWork
 }
 
 void NodeDataLoader::start_epoch(int64_t epoch) {
+  make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch before the running one stops
   pipe_.reset();
-  make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch
   epoch_ = epoch;
   order_ = detail::epoch_order(seeds_, opts_, epoch);
   workspaces_.resize(static_cast<size_t>(std::max(opts_.num_workers, 1)));
@@ -94,6 +108,10 @@ void NodeDataLoader::start_epoch(int64_t epoch) {
       num_batches(), opts_.num_workers, opts_.prefetch, [this, epoch](int64_t b, int worker) {
         return sample_batch(epoch, b, &workspaces_[static_cast<size_t>(worker)]);
       });
+}
+
+void NodeDataLoader::stop() {
+  pipe_.reset();
 }
 
 bool NodeDataLoader::next(NodeMiniBatch& out) {
@@ -146,6 +164,12 @@ EdgeDataLoader::EdgeDataLoader(const NeighborSampler& sampler, std::vector<int64
   detail::validate_loader_args(seeds_, space, opts_, "seed edge");
   TESSERA_EXPECTS(eopts_.negatives >= 0, ValueError, "EdgeDataLoader: negatives {} < 0",
                   eopts_.negatives);
+  TESSERA_EXPECTS(eopts_.negatives <= std::numeric_limits<int64_t>::max() /
+                                          std::min<int64_t>(opts_.batch_size, seeds_.size()),
+                  ValueError,
+                  "EdgeDataLoader: negatives {} per edge for batches of {} edges: the count of "
+                  "negative pairs overflows",
+                  eopts_.negatives, std::min<int64_t>(opts_.batch_size, seeds_.size()));
   eid_src_.assign(static_cast<size_t>(space), -1);
   eid_dst_.assign(static_cast<size_t>(space), -1);
   const bool in = sampler_.options().dir == EdgeDir::kIn;
@@ -180,6 +204,7 @@ int64_t EdgeDataLoader::num_batches() const {
 }
 
 std::vector<int64_t> EdgeDataLoader::batch_eids(int64_t epoch, int64_t b) const {
+  make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch (-1 also means "none started")
   if (epoch == epoch_) return detail::slice_batch(order_, opts_, b);
   return detail::slice_batch(detail::epoch_order(seeds_, opts_, epoch), opts_, b);
 }
@@ -225,8 +250,8 @@ EdgeMiniBatch EdgeDataLoader::sample_batch(int64_t epoch, int64_t b, CompactWork
 }
 
 void EdgeDataLoader::start_epoch(int64_t epoch) {
+  make_rng_key(opts_.seed, epoch, 0, 0);  // validates the epoch before the running one stops
   pipe_.reset();
-  make_rng_key(opts_.seed, epoch, 0, 0);
   epoch_ = epoch;
   order_ = detail::epoch_order(seeds_, opts_, epoch);
   workspaces_.resize(static_cast<size_t>(std::max(opts_.num_workers, 1)));
@@ -234,6 +259,10 @@ void EdgeDataLoader::start_epoch(int64_t epoch) {
       num_batches(), opts_.num_workers, opts_.prefetch, [this, epoch](int64_t b, int worker) {
         return sample_batch(epoch, b, &workspaces_[static_cast<size_t>(worker)]);
       });
+}
+
+void EdgeDataLoader::stop() {
+  pipe_.reset();
 }
 
 bool EdgeDataLoader::next(EdgeMiniBatch& out) {

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <system_error>
+#include <thread>
 
 #include "id_map.hpp"
 #include "philox_batch.hpp"
@@ -946,8 +948,13 @@ void sample_neighbors_cpu_into(const Graph& graph, Span<const int64_t> seeds,
       errors[c] = std::current_exception();
     }
   };
-  for (int64_t c = 1; c < chunks; ++c)
-    pool.emplace_back(work, c);
+  try {
+    for (int64_t c = 1; c < chunks; ++c)
+      pool.emplace_back(work, c);
+  } catch (const std::system_error&) {  // out of threads: the chunks not started run here
+    for (int64_t c = static_cast<int64_t>(pool.size()) + 1; c < chunks; ++c)
+      work(c);
+  }
   work(0);
   for (auto& t : pool)
     t.join();

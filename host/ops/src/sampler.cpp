@@ -1,6 +1,7 @@
 #include "tessera/ops/sampler.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "id_map.hpp"
 #include "sample_block.hpp"
@@ -99,6 +100,9 @@ void uniform_negatives(int64_t num_nodes, Span<const int64_t> pos_src, Span<cons
                   "uniform_negatives: {} sources but {} edge IDs", pos_src.size(), pos_eids.size());
   TESSERA_EXPECTS(num_nodes > 0 || pos_src.empty() || k == 0, ValueError,
                   "uniform_negatives: the graph has no nodes");
+  TESSERA_EXPECTS(k <= 0 || pos_src.size() <= std::numeric_limits<int64_t>::max() / k, ValueError,
+                  "uniform_negatives: {} negatives for each of {} edges overflow", k,
+                  pos_src.size());
   RngKey kk = key;
   kk.layer = 0;
   kk.stream = RngStream::kNegative;

@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -213,6 +215,135 @@ TEST(Loaders, BadArgumentsGiveClearErrors) {
   eo.negatives = 1;
   eo.exclude = ExcludeMode::kReverseId;
   TESSERA_EXPECT_THROW_MSG(EdgeDataLoader(sampler, {0}, lo, eo), ValueError, "reverse_eids has 0");
+}
+
+TEST(Loaders, DuplicateSeedsAndHugeBatchSizes) {
+  const Graph g = test::star(5);
+  NeighborSamplerOptions so;
+  so.fanouts = {2};
+  NeighborSampler sampler(g, so);
+  LoaderOptions lo;
+  lo.batch_size = 2;
+  // Refused up front: before, only the epochs that shuffled both copies into one batch failed.
+  TESSERA_EXPECT_THROW_MSG(NodeDataLoader(sampler, {1, 3, 1}, lo), ValueError,
+                           "seed node 1 at position 2 is listed twice");
+  EdgeLoaderOptions eo;
+  TESSERA_EXPECT_THROW_MSG(EdgeDataLoader(sampler, {0, 2, 2}, lo, eo), ValueError,
+                           "seed edge 2 at position 2 is listed twice");
+  eo.negatives = std::numeric_limits<int64_t>::max() / 2 + 1;  // times 2 edges per batch
+  TESSERA_EXPECT_THROW_MSG(EdgeDataLoader(sampler, {0, 2, 3}, lo, eo), ValueError,
+                           "count of negative pairs overflows");
+  // A batch size near INT64_MAX ("one batch of everything") gives one batch, not an overflow.
+  lo.batch_size = std::numeric_limits<int64_t>::max();
+  for (bool drop_last : {false, true}) {
+    lo.drop_last = drop_last;
+    NodeDataLoader loader(sampler, {4, 1, 3}, lo);
+    ASSERT_EQ(loader.num_batches(), drop_last ? 0 : 1);
+    if (drop_last) continue;
+    EXPECT_EQ(loader.batch_seeds(0, 0).size(), 3u);
+    loader.start_epoch(0);
+    NodeMiniBatch b;
+    ASSERT_TRUE(loader.next(b));
+    EXPECT_EQ(b.seeds.size(), 3u);
+    EXPECT_FALSE(loader.next(b));
+  }
+}
+
+TEST(Loaders, BadEpochKeepsTheRunningOne) {
+  const Graph g = test::star(40);
+  NeighborSamplerOptions so;
+  so.fanouts = {2};
+  NeighborSampler sampler(g, so);
+  LoaderOptions lo;
+  lo.batch_size = 4;
+  lo.num_workers = 2;
+  NodeDataLoader loader(sampler, first_nodes(40), lo);
+  // -1 is also the "no epoch started" mark: it must read as a bad epoch, not an empty order.
+  TESSERA_EXPECT_THROW_MSG(loader.batch_seeds(-1, 0), ValueError, "epoch -1 out of range");
+  TESSERA_EXPECT_THROW_MSG(loader.sample_batch(-1, 0), ValueError, "epoch -1 out of range");
+  loader.start_epoch(2);
+  NodeMiniBatch b;
+  ASSERT_TRUE(loader.next(b));
+  TESSERA_EXPECT_THROW_MSG(loader.start_epoch(-1), ValueError, "epoch -1 out of range");
+  int64_t rest = 0;
+  while (loader.next(b)) {  // the running epoch goes on where it was
+    EXPECT_EQ(b.epoch, 2);
+    EXPECT_EQ(b.index, rest + 1);
+    ++rest;
+  }
+  EXPECT_EQ(rest, loader.num_batches() - 1);
+  loader.start_epoch(3);
+  ASSERT_TRUE(loader.next(b));
+  loader.stop();  // left early: threads joined, batches freed; next() needs a new epoch
+  TESSERA_EXPECT_THROW_MSG(loader.next(b), ValueError, "start_epoch");
+  loader.stop();  // idempotent
+}
+
+TEST(OrderedPrefetcher, SeveralConsumersAndStopWakeWaiters) {
+  // Two consumers share the items: each index is delivered exactly once, and neither waits
+  // forever for an item the other took (before, the loser of the last item hung).
+  for (int workers : {0, 1, 3}) {
+    detail::OrderedPrefetcher<int64_t> p(200, workers, 3, [](int64_t i, int) { return i; });
+    std::vector<int64_t> got[2];
+    std::thread other([&] {
+      int64_t v;
+      while (p.next(v))
+        got[1].push_back(v);
+    });
+    int64_t v;
+    while (p.next(v))
+      got[0].push_back(v);
+    other.join();
+    std::vector<int64_t> all = got[0];
+    all.insert(all.end(), got[1].begin(), got[1].end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, first_nodes(200)) << workers << " workers";
+    for (const auto& g : got)
+      EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));  // each consumer sees increasing indices
+  }
+  // stop() wakes a consumer waiting for an item that is still being produced; next() after
+  // stop() returns false instead of waiting.
+  std::atomic<bool> release{false};
+  detail::OrderedPrefetcher<int> p(10, 1, 2, [&](int64_t, int) {
+    while (!release.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 7;
+  });
+  std::atomic<int> result{-1};
+  std::thread waiter([&] {
+    int v;
+    result = p.next(v) ? 1 : 0;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::thread stopper([&] { p.stop(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  release = true;  // lets the worker finish, so stop() can join it
+  stopper.join();
+  waiter.join();
+  EXPECT_EQ(result.load(), 0);
+  int v;
+  EXPECT_FALSE(p.next(v));
+}
+
+TEST(OrderedPrefetcher, OutOfThreadsIsAnErrorNotATerminate) {
+  // With 1 GiB of address space and 8 MiB thread stacks, 2000 workers cannot all start: the
+  // ones started are joined and the caller gets an IOError (before, std::terminate).
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        rlimit lim{};
+        lim.rlim_cur = lim.rlim_max = rlim_t{1} << 30;
+        if (setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(3);
+        try {
+          detail::OrderedPrefetcher<int> p(10, 2000, 4, [](int64_t i, int) { return int(i); });
+        } catch (const IOError& e) {
+          std::_Exit(std::string(e.what()).find("cannot start sampler thread") != std::string::npos
+                         ? 0
+                         : 4);
+        }
+        std::_Exit(5);  // all 2000 started: the limit did not bite (not what this tests)
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(EdgeDataLoader, NegativesExclusionAndDeterminism) {

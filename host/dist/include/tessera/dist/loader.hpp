@@ -60,6 +60,9 @@ class DistNodeDataLoader {
   void start_epoch(int64_t epoch);
   /// Next batch in order; false at the end of the epoch.
   bool next(ops::NodeMiniBatch& out);
+  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
+  /// left early); next() then needs start_epoch() again. Idempotent.
+  void stop();
 
  private:
   const DistNeighborSampler& sampler_;

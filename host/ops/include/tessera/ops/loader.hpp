@@ -9,9 +9,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
+#include "tessera/core/error.hpp"
 #include "tessera/ops/sampler.hpp"
 
 namespace tessera::ops {
@@ -44,41 +46,58 @@ class OrderedPrefetcher {
         capacity_(std::max(capacity, std::max(num_workers, 1))),
         produce_(std::move(produce)) {
     threads_.reserve(static_cast<size_t>(num_workers));
-    for (int w = 0; w < num_workers; ++w)
-      threads_.emplace_back([this, w] { work(w); });
+    try {
+      for (int w = 0; w < num_workers; ++w)
+        threads_.emplace_back([this, w] { work(w); });
+    } catch (const std::system_error& e) {  // out of threads: join the ones started, then say so
+      stop();
+      throw IOError(
+          fmt::format("data loader: cannot start sampler thread {} of {} ({}); use "
+                      "fewer num_workers",
+                      threads_.size() + 1, num_workers, e.what()));
+    }
   }
   ~OrderedPrefetcher() { stop(); }
   OrderedPrefetcher(const OrderedPrefetcher&) = delete;
   OrderedPrefetcher& operator=(const OrderedPrefetcher&) = delete;
 
-  /// The next item in index order; false after the last one.
+  /// The next item in index order; false after the last one, or once stop() was called. Safe to
+  /// call from several threads: each call claims the next index and returns that item, so with
+  /// one consumer the items arrive strictly in order.
   bool next(T& out) {
-    if (threads_.empty()) {  // synchronous mode
-      if (next_deliver_ >= count_) return false;
-      out = produce_(next_deliver_++, 0);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_ || next_deliver_ >= count_) return false;
+    const int64_t index = next_deliver_++;
+    if (threads_.empty()) {  // synchronous mode: produce it here
+      lock.unlock();
+      out = produce_(index, 0);
       return true;
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (next_deliver_ >= count_) return false;
-    ready_cv_.wait(lock, [&] { return ready_.count(next_deliver_) > 0; });
-    auto node = ready_.extract(next_deliver_);
-    ++next_deliver_;
+    work_cv_.notify_all();  // the claim moved the window the workers may fill
+    ++waiting_;
+    ready_cv_.wait(lock, [&] { return stopping_ || ready_.count(index) > 0; });
+    if (--waiting_ == 0) left_cv_.notify_all();
+    if (ready_.count(index) == 0) return false;  // stopped while waiting
+    auto node = ready_.extract(index);
     lock.unlock();
-    work_cv_.notify_all();
     if (node.mapped().error) std::rethrow_exception(node.mapped().error);
     out = std::move(node.mapped().value);
     return true;
   }
 
-  /// Stops the workers and joins them; pending items are discarded. Idempotent.
+  /// Stops the workers and joins them, wakes the consumers waiting in next() (they return
+  /// false) and waits until they have left; pending items are discarded. Idempotent.
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     work_cv_.notify_all();
+    ready_cv_.notify_all();
     for (auto& t : threads_)
       if (t.joinable()) t.join();
+    std::unique_lock<std::mutex> lock(mu_);
+    left_cv_.wait(lock, [&] { return waiting_ == 0; });
   }
 
  private:
@@ -115,9 +134,10 @@ class OrderedPrefetcher {
   const int64_t capacity_;
   Producer produce_;
   std::mutex mu_;
-  std::condition_variable work_cv_, ready_cv_;
+  std::condition_variable work_cv_, ready_cv_, left_cv_;
   std::map<int64_t, Slot> ready_;
-  int64_t next_claim_ = 0, next_deliver_ = 0;
+  int64_t next_claim_ = 0, next_deliver_ = 0;  // next index a worker claims / a consumer claims
+  int waiting_ = 0;                            // consumers waiting in next()
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };
@@ -158,6 +178,9 @@ class NodeDataLoader {
   /// The next batch of the current epoch in order; false at the end of the epoch. Rethrows an
   /// exception raised while sampling that batch.
   bool next(NodeMiniBatch& out);
+  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
+  /// left early); next() then needs start_epoch() again. Idempotent.
+  void stop();
 
  private:
   const NeighborSampler& sampler_;
@@ -225,6 +248,9 @@ class EdgeDataLoader {
   EdgeMiniBatch sample_batch(int64_t epoch, int64_t b, CompactWorkspace* ws = nullptr) const;
   void start_epoch(int64_t epoch);
   bool next(EdgeMiniBatch& out);
+  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
+  /// left early); next() then needs start_epoch() again. Idempotent.
+  void stop();
 
  private:
   const NeighborSampler& sampler_;
