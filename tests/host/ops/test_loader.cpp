@@ -188,11 +188,21 @@ TEST(OrderedPrefetcher, OrderErrorsAndStop) {
   }
 }
 
+// A star graph of n leaves and a 1-hop sampler over it (fanout 2): the loaders' argument tests.
+struct Star {
+  Graph g;
+  NeighborSampler sampler;
+  explicit Star(int64_t n) : g(test::star(n)), sampler(g, options()) {}
+  static NeighborSamplerOptions options() {
+    NeighborSamplerOptions so;
+    so.fanouts = {2};
+    return so;
+  }
+};
+
 TEST(Loaders, BadArgumentsGiveClearErrors) {
-  const Graph g = test::star(5);
-  NeighborSamplerOptions so;
-  so.fanouts = {2};
-  NeighborSampler sampler(g, so);
+  const Star star(5);
+  const NeighborSampler& sampler = star.sampler;
   LoaderOptions lo;
   TESSERA_EXPECT_THROW_MSG(NodeDataLoader(sampler, {}, lo), ValueError, "seed node set is empty");
   TESSERA_EXPECT_THROW_MSG(NodeDataLoader(sampler, {1, 9}, lo), IndexError,
@@ -218,10 +228,8 @@ TEST(Loaders, BadArgumentsGiveClearErrors) {
 }
 
 TEST(Loaders, DuplicateSeedsAndHugeBatchSizes) {
-  const Graph g = test::star(5);
-  NeighborSamplerOptions so;
-  so.fanouts = {2};
-  NeighborSampler sampler(g, so);
+  const Star star(5);
+  const NeighborSampler& sampler = star.sampler;
   LoaderOptions lo;
   lo.batch_size = 2;
   // Refused up front: before, only the epochs that shuffled both copies into one batch failed.
@@ -250,10 +258,8 @@ TEST(Loaders, DuplicateSeedsAndHugeBatchSizes) {
 }
 
 TEST(Loaders, BadEpochKeepsTheRunningOne) {
-  const Graph g = test::star(40);
-  NeighborSamplerOptions so;
-  so.fanouts = {2};
-  NeighborSampler sampler(g, so);
+  const Star star(40);
+  const NeighborSampler& sampler = star.sampler;
   LoaderOptions lo;
   lo.batch_size = 4;
   lo.num_workers = 2;
