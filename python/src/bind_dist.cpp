@@ -100,11 +100,12 @@ void add_loader_methods(nb::class_<Loader>& c, ToPy to_py) {
            "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [to_py](Loader& l) -> nb::object {
         Batch mb;
-        bool ok;
+        bool ok, raised = false;
         {
           nb::gil_scoped_release nogil;
-          ok = l.next(mb);
+          ok = l.next(mb, check_python_signals(raised));
         }
+        if (raised) throw nb::python_error();
         if (!ok) return nb::none();
         return to_py(std::move(mb));
       });

@@ -444,11 +444,12 @@ void bind_ops(nb::module_& m) {
            "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [](NodeDataLoader& l) -> nb::object {
         NodeMiniBatch mb;
-        bool ok;
+        bool ok, raised = false;
         {
           nb::gil_scoped_release nogil;
-          ok = l.next(mb);
+          ok = l.next(mb, check_python_signals(raised));
         }
+        if (raised) throw nb::python_error();
         if (!ok) return nb::none();
         return node_batch_to_py(std::move(mb));
       });
@@ -500,11 +501,12 @@ void bind_ops(nb::module_& m) {
            "Stops the epoch's sampler threads and frees their prefetched batches.")
       .def("next", [](EdgeDataLoader& l) -> nb::object {
         EdgeMiniBatch mb;
-        bool ok;
+        bool ok, raised = false;
         {
           nb::gil_scoped_release nogil;
-          ok = l.next(mb);
+          ok = l.next(mb, check_python_signals(raised));
         }
+        if (raised) throw nb::python_error();
         if (!ok) return nb::none();
         return edge_batch_to_py(std::move(mb));
       });

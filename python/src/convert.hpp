@@ -7,6 +7,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,19 @@ nb::object view_numpy_readonly(const T* data, size_t n, nb::handle owner) {
   size_t shape[1] = {n};
   nb::ndarray<nb::numpy, const T> arr(data, 1, shape, owner);
   return nb::cast(arr, nb::rv_policy::reference);
+}
+
+/// For a loader's next(), called while it waits without the GIL: takes the GIL and runs the
+/// Python signal handlers, so Ctrl-C interrupts a wait for a slow batch within ~100 ms. Sets
+/// `raised` (and gives up the wait) when a handler raised; the caller then throws
+/// nb::python_error() with the GIL held.
+inline std::function<bool()> check_python_signals(bool& raised) {
+  return [&raised] {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    raised = true;
+    return true;
+  };
 }
 
 /// Moves a vector into a NumPy array without copying its elements.

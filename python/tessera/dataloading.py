@@ -456,8 +456,9 @@ class _LoaderBase:
         finally:
             # Done, or left early (break, an exception in the loop body, next(iter(loader))):
             # like a torch DataLoader, the next iteration is a new epoch from its first batch
-            # (resume a position on purpose with load_state_dict / set_epoch). The sampler
-            # threads stop now and their prefetched batches are freed.
+            # (resume a position on purpose with load_state_dict / set_epoch). The epoch stops
+            # now without waiting: its prefetched batches are freed, and a batch being sampled
+            # finishes in the background.
             self.epoch, self._start_batch = epoch + 1, 0
             stop = getattr(self._loader, "stop", None)
             if stop is not None:

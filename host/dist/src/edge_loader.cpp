@@ -142,12 +142,14 @@ void DistEdgeDataLoader::start_epoch(int64_t epoch) {
 }
 
 void DistEdgeDataLoader::stop() {
-  pipe_.reset();
+  if (pipe_) pipe_->cancel();
 }
 
-bool DistEdgeDataLoader::next(ops::EdgeMiniBatch& out) {
+bool DistEdgeDataLoader::next(
+    ops::EdgeMiniBatch& out,
+    const ops::detail::OrderedPrefetcher<ops::EdgeMiniBatch>::Interrupted& interrupted) {
   TESSERA_EXPECTS(pipe_ != nullptr, ValueError, "DistEdgeDataLoader: call start_epoch() first");
-  return pipe_->next(out);
+  return pipe_->next(out, interrupted);
 }
 
 std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g) {

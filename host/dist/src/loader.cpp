@@ -61,12 +61,14 @@ void DistNodeDataLoader::start_epoch(int64_t epoch) {
 }
 
 void DistNodeDataLoader::stop() {
-  pipe_.reset();
+  if (pipe_) pipe_->cancel();
 }
 
-bool DistNodeDataLoader::next(ops::NodeMiniBatch& out) {
+bool DistNodeDataLoader::next(
+    ops::NodeMiniBatch& out,
+    const ops::detail::OrderedPrefetcher<ops::NodeMiniBatch>::Interrupted& interrupted) {
   TESSERA_EXPECTS(pipe_ != nullptr, ValueError, "DistNodeDataLoader: call start_epoch() first");
-  return pipe_->next(out);
+  return pipe_->next(out, interrupted);
 }
 
 }  // namespace tessera::dist

@@ -111,12 +111,13 @@ void NodeDataLoader::start_epoch(int64_t epoch) {
 }
 
 void NodeDataLoader::stop() {
-  pipe_.reset();
+  if (pipe_) pipe_->cancel();
 }
 
-bool NodeDataLoader::next(NodeMiniBatch& out) {
+bool NodeDataLoader::next(
+    NodeMiniBatch& out, const detail::OrderedPrefetcher<NodeMiniBatch>::Interrupted& interrupted) {
   TESSERA_EXPECTS(pipe_ != nullptr, ValueError, "NodeDataLoader: call start_epoch() first");
-  return pipe_->next(out);
+  return pipe_->next(out, interrupted);
 }
 
 // ---- EdgeDataLoader --------------------------------------------------------------------------
@@ -262,12 +263,13 @@ void EdgeDataLoader::start_epoch(int64_t epoch) {
 }
 
 void EdgeDataLoader::stop() {
-  pipe_.reset();
+  if (pipe_) pipe_->cancel();
 }
 
-bool EdgeDataLoader::next(EdgeMiniBatch& out) {
+bool EdgeDataLoader::next(
+    EdgeMiniBatch& out, const detail::OrderedPrefetcher<EdgeMiniBatch>::Interrupted& interrupted) {
   TESSERA_EXPECTS(pipe_ != nullptr, ValueError, "EdgeDataLoader: call start_epoch() first");
-  return pipe_->next(out);
+  return pipe_->next(out, interrupted);
 }
 
 }  // namespace tessera::ops

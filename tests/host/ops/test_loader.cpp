@@ -280,9 +280,13 @@ TEST(Loaders, BadEpochKeepsTheRunningOne) {
   EXPECT_EQ(rest, loader.num_batches() - 1);
   loader.start_epoch(3);
   ASSERT_TRUE(loader.next(b));
-  loader.stop();  // left early: threads joined, batches freed; next() needs a new epoch
-  TESSERA_EXPECT_THROW_MSG(loader.next(b), ValueError, "start_epoch");
-  loader.stop();  // idempotent
+  loader.stop();  // left early: nothing more is handed out, the prefetched batches are freed
+  EXPECT_FALSE(loader.next(b));
+  loader.stop();          // idempotent
+  loader.start_epoch(4);  // joins the stopped epoch's threads
+  ASSERT_TRUE(loader.next(b));
+  EXPECT_EQ(b.epoch, 4);
+  EXPECT_EQ(b.index, 0);
 }
 
 TEST(OrderedPrefetcher, SeveralConsumersAndStopWakeWaiters) {
@@ -329,6 +333,24 @@ TEST(OrderedPrefetcher, SeveralConsumersAndStopWakeWaiters) {
   EXPECT_EQ(result.load(), 0);
   int v;
   EXPECT_FALSE(p.next(v));
+}
+
+TEST(OrderedPrefetcher, AWaitCanBeInterrupted) {
+  // The Python bindings poll for Ctrl-C through `interrupted` while next() waits for a slow
+  // item: the wait ends at the first poll that says so, without the item.
+  std::atomic<bool> release{false};
+  detail::OrderedPrefetcher<int> p(3, 1, 2, [&](int64_t i, int) {
+    while (!release.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return static_cast<int>(i);
+  });
+  int polls = 0, v = -1;
+  EXPECT_FALSE(p.next(v, [&] { return ++polls == 2; }));
+  EXPECT_EQ(polls, 2);
+  EXPECT_EQ(v, -1);
+  release = true;
+  ASSERT_TRUE(p.next(v, [] { return false; }));  // a poll that says "go on" changes nothing
+  EXPECT_EQ(v, 1);                               // item 0 went to the interrupted call
 }
 
 TEST(OrderedPrefetcher, OutOfThreadsIsAnErrorNotATerminate) {

@@ -67,9 +67,12 @@ class DistEdgeDataLoader {
   ops::EdgeMiniBatch sample_batch(int64_t epoch, int64_t b) const;
   void start_epoch(int64_t epoch);
   /// Next batch in order; false at the end of the epoch.
-  bool next(ops::EdgeMiniBatch& out);
-  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
-  /// left early); next() then needs start_epoch() again. Idempotent.
+  bool next(
+      ops::EdgeMiniBatch& out,
+      const ops::detail::OrderedPrefetcher<ops::EdgeMiniBatch>::Interrupted& interrupted = {});
+  /// Ends the epoch early without waiting: no batch is started any more, the prefetched ones
+  /// are freed and next() returns false; a batch being sampled now finishes in the background
+  /// (its thread is joined by the next start_epoch() or the destructor). Idempotent.
   void stop();
 
  private:

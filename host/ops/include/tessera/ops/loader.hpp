@@ -2,6 +2,7 @@
 // and a bounded prefetch queue that delivers batches in a deterministic order.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -61,10 +62,14 @@ class OrderedPrefetcher {
   OrderedPrefetcher(const OrderedPrefetcher&) = delete;
   OrderedPrefetcher& operator=(const OrderedPrefetcher&) = delete;
 
-  /// The next item in index order; false after the last one, or once stop() was called. Safe to
-  /// call from several threads: each call claims the next index and returns that item, so with
-  /// one consumer the items arrive strictly in order.
-  bool next(T& out) {
+  /// Polled about every 100 ms while next() waits for an item: true gives up the wait (next()
+  /// returns false; the epoch is then abandoned). Python bindings check for Ctrl-C here.
+  using Interrupted = std::function<bool()>;
+
+  /// The next item in index order; false after the last one, once stop() was called, or when
+  /// `interrupted` said so. Safe to call from several threads: each call claims the next index
+  /// and returns that item, so with one consumer the items arrive strictly in order.
+  bool next(T& out, const Interrupted& interrupted = {}) {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_ || next_deliver_ >= count_) return false;
     const int64_t index = next_deliver_++;
@@ -75,7 +80,14 @@ class OrderedPrefetcher {
     }
     work_cv_.notify_all();  // the claim moved the window the workers may fill
     ++waiting_;
-    ready_cv_.wait(lock, [&] { return stopping_ || ready_.count(index) > 0; });
+    const auto done = [&] { return stopping_ || ready_.count(index) > 0; };
+    while (!ready_cv_.wait_for(lock, std::chrono::milliseconds(100), done)) {
+      if (!interrupted) continue;
+      lock.unlock();
+      const bool give_up = interrupted();
+      lock.lock();
+      if (give_up) break;
+    }
     if (--waiting_ == 0) left_cv_.notify_all();
     if (ready_.count(index) == 0) return false;  // stopped while waiting
     auto node = ready_.extract(index);
@@ -85,15 +97,25 @@ class OrderedPrefetcher {
     return true;
   }
 
-  /// Stops the workers and joins them, wakes the consumers waiting in next() (they return
-  /// false) and waits until they have left; pending items are discarded. Idempotent.
-  void stop() {
+  /// Stops without waiting: no item is started or handed out any more (next() returns false,
+  /// waiting consumers wake), and the items produced but not handed out are freed. An item a
+  /// worker is producing now is finished and dropped in the background; stop() or the
+  /// destructor joins. Idempotent.
+  void cancel() {
+    std::map<int64_t, Slot> dropped;  // freed outside the lock
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
+      dropped.swap(ready_);
     }
     work_cv_.notify_all();
     ready_cv_.notify_all();
+  }
+
+  /// cancel(), then joins the workers and waits until the consumers waiting in next() have
+  /// left. Idempotent.
+  void stop() {
+    cancel();
     for (auto& t : threads_)
       if (t.joinable()) t.join();
     std::unique_lock<std::mutex> lock(mu_);
@@ -124,7 +146,7 @@ class OrderedPrefetcher {
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ready_.emplace(index, std::move(slot));
+        if (!stopping_) ready_.emplace(index, std::move(slot));  // else freed below, unlocked
       }
       ready_cv_.notify_all();
     }
@@ -177,9 +199,11 @@ class NodeDataLoader {
   void start_epoch(int64_t epoch);
   /// The next batch of the current epoch in order; false at the end of the epoch. Rethrows an
   /// exception raised while sampling that batch.
-  bool next(NodeMiniBatch& out);
-  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
-  /// left early); next() then needs start_epoch() again. Idempotent.
+  bool next(NodeMiniBatch& out,
+            const detail::OrderedPrefetcher<NodeMiniBatch>::Interrupted& interrupted = {});
+  /// Ends the epoch early without waiting: no batch is started any more, the prefetched ones
+  /// are freed and next() returns false; a batch being sampled now finishes in the background
+  /// (its thread is joined by the next start_epoch() or the destructor). Idempotent.
   void stop();
 
  private:
@@ -247,9 +271,11 @@ class EdgeDataLoader {
   std::vector<int64_t> batch_eids(int64_t epoch, int64_t b) const;
   EdgeMiniBatch sample_batch(int64_t epoch, int64_t b, CompactWorkspace* ws = nullptr) const;
   void start_epoch(int64_t epoch);
-  bool next(EdgeMiniBatch& out);
-  /// Stops the epoch's sampler threads and frees the batches they prefetched (an iteration
-  /// left early); next() then needs start_epoch() again. Idempotent.
+  bool next(EdgeMiniBatch& out,
+            const detail::OrderedPrefetcher<EdgeMiniBatch>::Interrupted& interrupted = {});
+  /// Ends the epoch early without waiting: no batch is started any more, the prefetched ones
+  /// are freed and next() returns false; a batch being sampled now finishes in the background
+  /// (its thread is joined by the next start_epoch() or the destructor). Idempotent.
   void stop();
 
  private:
