@@ -480,6 +480,12 @@ void bind_ops(nb::module_& m) {
           nb::arg("exclude") = "none", nb::arg("reverse_eids") = nb::none(), nb::keep_alive<1, 2>())
       .def_prop_ro("num_batches", &EdgeDataLoader::num_batches)
       .def(
+          "batch_eids",
+          [](const EdgeDataLoader& l, int64_t epoch, int64_t b) {
+            return vector_to_numpy(l.batch_eids(epoch, b));
+          },
+          nb::arg("epoch"), nb::arg("batch"), "The seed edges of batch `batch` of `epoch`.")
+      .def(
           "sample_batch",
           [](const EdgeDataLoader& l, int64_t epoch, int64_t b) {
             EdgeMiniBatch mb;

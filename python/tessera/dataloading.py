@@ -610,10 +610,8 @@ class EdgeDataLoader(_LoaderBase):
         return int(b)
 
     def batch_eids(self, epoch: int, batch: int) -> np.ndarray:
-        """The seed edges of this rank's batch ``batch`` of ``epoch``."""
-        if hasattr(self._loader, "batch_eids"):
-            return self._loader.batch_eids(epoch, batch)
-        return self._loader.sample_batch(epoch, batch)["eids"]
+        """The seed edges of this rank's batch ``batch`` of ``epoch`` (nothing is sampled)."""
+        return self._loader.batch_eids(epoch, batch)
 
     def __iter__(self):
         for mb in self._batches():

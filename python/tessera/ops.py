@@ -33,6 +33,16 @@ def _plain(x):
     return x
 
 
+def _index(idx):
+    """``idx`` as gather_rows/scatter_rows take it: a Python list, tuple or range of IDs becomes
+    an int64 NumPy array (the C++ op takes only buffers); arrays and tensors pass as they are."""
+    if isinstance(idx, (list, tuple, range)):
+        import numpy as np
+
+        return np.asarray(idx, dtype=np.int64)
+    return _plain(idx)
+
+
 def _run(fn, args, device_tensor, stream: Optional[int], check_indices: bool):
     dev = device_tensor.device if HAVE_TORCH and isinstance(device_tensor, torch.Tensor) \
         else None
@@ -47,10 +57,10 @@ def _run(fn, args, device_tensor, stream: Optional[int], check_indices: bool):
 def gather_rows(src, idx, out=None, *, check_indices: bool = True,
                 stream: Optional[int] = None):
     """``out[i] = src[idx[i]]``: rows of ``src`` ([R, ...]) picked by ``idx`` (int32/int64,
-    [n]) into ``out`` ([n, ...], ``src``'s dtype, C-contiguous), which is allocated on
-    ``src``'s device when not given (a torch tensor for a torch ``src``, else NumPy).
-    Returns ``out``."""
-    src, idx = _plain(src), _plain(idx)
+    [n]; a Python list of IDs is taken too) into ``out`` ([n, ...], ``src``'s dtype,
+    C-contiguous), which is allocated on ``src``'s device when not given (a torch tensor for a
+    torch ``src``, else NumPy). Returns ``out``."""
+    src, idx = _plain(src), _index(idx)
     if out is None and HAVE_TORCH and isinstance(src, torch.Tensor):
         out = torch.empty((len(idx),) + tuple(src.shape[1:]), dtype=src.dtype,
                           device=src.device)
@@ -65,5 +75,5 @@ def scatter_rows(src, idx, dst, *, check_indices: bool = True,
     """``dst[idx[i]] = src[i]`` in place (``src`` [n, ...], ``idx`` int32/int64 [n], ``dst``
     [R, ...] of ``src``'s dtype, C-contiguous). With repeated indices the CPU twin keeps the
     last row and the CUDA twin an unspecified one. Returns ``dst``."""
-    _run(_C.scatter_rows, (_plain(src), _plain(idx), _plain(dst)), dst, stream, check_indices)
+    _run(_C.scatter_rows, (_plain(src), _index(idx), _plain(dst)), dst, stream, check_indices)
     return dst

@@ -153,6 +153,17 @@ def test_bad_indices_are_indexerrors_naming_the_position():
     assert not src.any()  # validated before anything was written
 
 
+def test_python_lists_of_ids_are_taken():
+    src = np.arange(12, dtype=np.float32).reshape(6, 2)
+    assert np.array_equal(tessera.ops.gather_rows(src, [1, 2]), src[[1, 2]])
+    assert tessera.ops.gather_rows(src, []).shape == (0, 2)
+    dst = np.zeros_like(src)
+    tessera.ops.scatter_rows(src[:2], (4, 5), dst)
+    assert np.array_equal(dst[4:], src[:2]) and not dst[:4].any()
+    with pytest.raises(IndexError, match=r"idx\[1\] = 9"):
+        tessera.ops.gather_rows(src, [1, 9])
+
+
 @cpu_only_build
 def test_cuda_operands_without_a_cuda_build_are_not_compiled_errors(cora_one):
     src = np.zeros((5, 4), np.float32)

@@ -229,3 +229,12 @@ def test_in_degrees_follow_the_block_to_its_device(cora):
     assert b.dst.device.type == "meta" and b.in_degrees().device.type == "meta"
     assert torch.equal(blocks[0].in_degrees(),
                        torch.bincount(blocks[0].dst, minlength=blocks[0].num_dst))
+
+
+def test_standalone_edge_loader_batch_eids_match_its_batches(cora):
+    dl = tessera.EdgeDataLoader(cora, np.arange(0, 600, 2), tessera.NeighborSampler([2]),
+                                batch_size=64, seed=3)
+    planned = [np.asarray(dl.batch_eids(0, b)) for b in range(len(dl))]
+    got = [np.asarray(pos.eids) for _, pos, _ in dl]  # the first iteration runs epoch 0
+    assert len(got) == len(planned) == 5
+    assert all(np.array_equal(a, b) for a, b in zip(planned, got))
