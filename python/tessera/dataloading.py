@@ -395,6 +395,24 @@ def _check_loader_kwargs(cls: str, kwargs: dict) -> None:
             raise TypeError(f"{cls}() got an unexpected keyword argument {name!r}")
 
 
+def _is_mask(x) -> bool:
+    if HAVE_TORCH and isinstance(x, torch.Tensor):
+        return x.dtype == torch.bool
+    return getattr(x, "dtype", None) == np.bool_
+
+
+def _check_node_mask(g, nids) -> None:
+    """A boolean ``nids`` is a mask over the graph's nodes: its length must be theirs (a longer
+    one would otherwise surface as an out-of-range node ID, a shorter one silently drop nodes)."""
+    if not _is_mask(nids):
+        return
+    n = getattr(g, "num_nodes", None)
+    n = n() if callable(n) else n
+    if n is not None and len(nids) != int(n):
+        raise ValueError(f"nids: a boolean mask of length {len(nids)} for a graph of {int(n)} "
+                         "nodes")
+
+
 class _LoaderBase:
     def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, num_workers: int,
                  seed: Optional[int], device):
@@ -495,6 +513,7 @@ class NodeDataLoader(_LoaderBase):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
+        _check_node_mask(g, nids)
         self.nids = to_numpy_ids(nids, "nids")
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)

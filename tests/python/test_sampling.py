@@ -207,6 +207,12 @@ def test_loader_arguments_are_checked(cora):
         tessera.NodeDataLoader(cora, np.arange(100), s, seed=2**64)
     with pytest.raises(ValueError, match="seed node set is empty"):
         tessera.NodeDataLoader(cora, [], s)
+    mask = np.zeros(cora.num_nodes + 5, bool)
+    mask[:3] = True
+    with pytest.raises(ValueError, match=f"boolean mask of length {cora.num_nodes + 5} for a "
+                                         f"graph of {cora.num_nodes} nodes"):
+        tessera.NodeDataLoader(cora, mask, s)
+    assert len(tessera.NodeDataLoader(cora, mask[:cora.num_nodes], s, batch_size=2)) == 2
     # A seed set with a repeated ID failed only in the epochs that shuffled both copies into
     # one batch; it is refused up front.
     with pytest.raises(ValueError, match="seed node 5 at position 100 is listed twice"):
