@@ -728,6 +728,11 @@ struct Sampler {
           target -= wi;
         }
       }
+      // Only neighbors whose weights vanish in the double sums are left (they sit next to one
+      // 2^53 times heavier): the first of them with a positive weight, in row order. More than
+      // `fan` weights are positive, so one is left.
+      for (int64_t i = 0; i < d && pick < 0; ++i)
+        if (!taken(i) && w[at(i)] > 0) pick = i;
       s.pos.push_back(pick);
       if (!small) s.taken[pick] = 1;
       taken_weight += weight_at(pick);

@@ -147,8 +147,12 @@ ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> pa
                   parts_per_batch);
   seed_ = make_rng_key(seed, 0, 0, 0).seed;
   for (int64_t v = 0; v < n; ++v) {
-    TESSERA_EXPECTS(part_of_node[v] >= 0, IndexError, "ClusterGcnSampler: node {} has part {} < 0",
-                    v, part_of_node[v]);
+    // Parts are numbered 0..P-1 with no part empty, so P <= n: a larger part ID (which would
+    // also overflow part + 1 at INT64_MAX) is a mistake, not a request for empty parts.
+    TESSERA_EXPECTS(part_of_node[v] >= 0 && part_of_node[v] < n, IndexError,
+                    "ClusterGcnSampler: node {} has part {} outside [0, {}) (parts are numbered "
+                    "from 0, none empty)",
+                    v, part_of_node[v], n);
     num_parts_ = std::max(num_parts_, part_of_node[v] + 1);
   }
   part_ptr_.assign(static_cast<size_t>(num_parts_) + 1, 0);
@@ -165,7 +169,8 @@ ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> pa
 }
 
 int64_t ClusterGcnSampler::num_batches() const {
-  return (num_parts_ + parts_per_batch_ - 1) / parts_per_batch_;
+  // Not (num_parts + parts_per_batch - 1) / parts_per_batch: overflows near INT64_MAX.
+  return num_parts_ / parts_per_batch_ + (num_parts_ % parts_per_batch_ != 0 ? 1 : 0);
 }
 
 std::vector<int64_t> ClusterGcnSampler::part_order(int64_t epoch) const {
@@ -177,7 +182,8 @@ std::vector<int64_t> ClusterGcnSampler::batch_parts(int64_t epoch, int64_t batch
   TESSERA_EXPECTS(batch >= 0 && batch < num_batches(), IndexError,
                   "ClusterGcnSampler: batch {} outside [0, {})", batch, num_batches());
   const auto order = part_order(epoch);
-  const int64_t lo = batch * parts_per_batch_, hi = std::min(num_parts_, lo + parts_per_batch_);
+  const int64_t lo = batch * parts_per_batch_;  // batch < num_batches: lo < num_parts
+  const int64_t hi = parts_per_batch_ >= num_parts_ - lo ? num_parts_ : lo + parts_per_batch_;
   return {order.begin() + lo, order.begin() + hi};
 }
 

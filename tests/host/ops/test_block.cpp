@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -61,6 +62,16 @@ TEST(ToBlock, BadInputs) {
   TESSERA_EXPECT_THROW_MSG(to_block(e, dst), ValueError, "listed twice");
   e.eid.clear();
   TESSERA_EXPECT_THROW_MSG(to_block(e, dst), ValueError, "differ in length");
+  // Negative IDs met the tables' -1 marks and came out as wrong local IDs, without an error.
+  e = SampledEdges{};
+  e.src = {1, 2};
+  e.dst = {0, -1};
+  e.eid = {0, 1};
+  dst = {0};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst), IndexError, "edge 1 (2 -> -1) has a negative node");
+  e.src = {-1, 2};
+  e.dst = {0, 0};
+  TESSERA_EXPECT_THROW_MSG(to_block(e, dst), IndexError, "edge 0 (-1 -> 0) has a negative node");
 }
 
 TEST(NeighborSampler, BlocksObeyCompactionOrderAndChain) {
@@ -364,6 +375,15 @@ TEST(ClusterGcn, BatchesCoverEveryPartOncePerEpoch) {
   TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 3, 1), IndexError, "node 5 has part -1");
   part[5] = 12;  // parts 10 and 11 empty
   TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 3, 1), ValueError, "part 10 has no nodes");
+  // A part ID of n or more leaves a part empty; at INT64_MAX, part + 1 overflowed and the
+  // table was written out of bounds.
+  part[5] = std::numeric_limits<int64_t>::max();
+  TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 3, 1), IndexError,
+                           "node 5 has part 9223372036854775807 outside");
+  part[5] = 5 % parts;
+  ClusterGcnSampler huge(g, part, std::numeric_limits<int64_t>::max(), 1);
+  EXPECT_EQ(huge.num_batches(), 1);  // one batch of every part, not an overflow
+  EXPECT_EQ(static_cast<int64_t>(huge.batch_parts(0, 0).size()), parts);
 }
 
 TEST(Negatives, UniformAndKeyedByEdge) {

@@ -266,6 +266,52 @@ TEST(SampleNeighbors, WeightedWithoutReplacementOnConcentratedWeights) {
     EXPECT_LE(x, 2000);
 }
 
+TEST(SampleNeighbors, WeightedWithoutReplacementBesideAWeightThatSwampsTheSums) {
+  // Node 0's first neighbor weighs 1e16 and the others 1 (one of them 0): the small weights
+  // vanish in the double prefix sums, so once the heavy neighbor is taken no draw can find
+  // them. The step takes the first remaining neighbor of positive weight in row order (it used
+  // to emit position -1: an edge of another row, or one before the array).
+  for (int64_t fan : {2, 65}) {
+    const int64_t d = fan + 4;
+    std::vector<std::pair<int64_t, int64_t>> e;
+    for (int64_t i = 1; i <= d; ++i)
+      e.push_back({i, 0});
+    e.push_back({1, 2});  // another row after node 0's
+    const Graph g = test::csc_of(d + 1, e);
+    const int64_t b = g.indptr[0];
+    std::vector<float> w(static_cast<size_t>(g.num_edges()), 1.0f);
+    w[b] = 1e16f;     // heavy
+    w[b + 1] = 0.0f;  // never taken
+    for (bool exclude : {false, true}) {
+      SampleOptions o;
+      o.fanout = fan;
+      o.weights = w;
+      const std::vector<int64_t> ex_rows{0}, ex_eids{g.eid(b + 2)};
+      ExcludeEdges ex(ex_rows, ex_eids);
+      if (exclude) o.exclude = &ex;
+      const std::vector<int64_t> seeds{0};
+      const auto s = sample_neighbors(g, seeds, o);
+      ASSERT_EQ(s.size(), fan);
+      std::set<int64_t> got;
+      for (int64_t i = 0; i < s.size(); ++i) {
+        ASSERT_EQ(s.dst[i], 0);
+        ASSERT_GE(s.eid[i], 0);
+        const int64_t k =
+            std::find(g.indices.begin() + b, g.indices.begin() + g.indptr[1], s.src[i]) -
+            g.indices.begin();
+        ASSERT_LT(k, g.indptr[1]) << "not a neighbor of 0: " << s.src[i];
+        EXPECT_EQ(s.eid[i], g.eid(k));
+        got.insert(k - b);
+      }
+      // The heavy one, then the first positive ones in row order (skipping 1, and 2 if excluded).
+      std::set<int64_t> want{0};
+      for (int64_t p = 2; static_cast<int64_t>(want.size()) < fan; ++p)
+        if (!(exclude && p == 2)) want.insert(p);
+      EXPECT_EQ(got, want) << "fanout " << fan << (exclude ? ", with an exclusion" : "");
+    }
+  }
+}
+
 TEST(SampleNeighbors, SameResultForAnyThreadCount) {
   const Graph& g = test::real_dataset("tolokers").graph;
   const auto seeds = all_nodes(g);

@@ -177,6 +177,10 @@ TESSERA_HD inline void weighted_positions(const RngKey& key, uint64_t node, cons
         target -= wi;
       }
     }
+    // Only weights that vanish in the double sums are left: the first positive one in row order
+    // (the CPU twin's rule).
+    for (int64_t i = 0; i < d && pick < 0; ++i)
+      if (!taken_in(pos, n, i) && w[i] > 0) pick = i;
     pos[n] = pick;
     taken_weight += weight_at(cdf, pick);
   }
