@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <exception>
+#include <new>
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
@@ -22,6 +23,11 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const tessera::Error& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "tessera: error: out of memory: the input needs more memory than this machine "
+               "could give (std::bad_alloc); try a smaller input\n");
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tessera: error: {}\n", e.what());

@@ -10,6 +10,8 @@
 // is a keyed bijection on [0, 2^scale) built from rounds of multiply-by-odd, add and
 // xor-shift, all invertible modulo 2^scale: O(1) memory and parallel, instead of a
 // 2^scale-entry shuffled table (512 MiB at scale 26).
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -235,6 +237,16 @@ void rmat_splits(const RmatOptions& o, int64_t begin, int64_t end, uint8_t* spli
 Dataset generate_rmat(const RmatOptions& o) {
   validate_rmat_options(o);
   const int64_t n = rmat_num_nodes(o), e = rmat_num_edges(o);
+  // The edge list (two int64 per edge) and the node data are held in memory: refuse up front,
+  // by name, what cannot fit, instead of a bare std::bad_alloc (or minutes of swapping).
+  const double need = 16.0 * static_cast<double>(e) +
+                      static_cast<double>(n) * (4.0 * static_cast<double>(o.feat_dim) + 9.0);
+  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                      static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  TESSERA_EXPECTS(have <= 0 || need <= have, ValueError,
+                  "R-MAT scale {}, edge factor {}: {} nodes and {} edges need at least {} in "
+                  "memory, more than this machine's {}; use a smaller SCALE or EDGE_FACTOR",
+                  o.scale, o.edge_factor, n, e, human_bytes(need), human_bytes(have));
   Dataset ds;
   ds.format = "rmat";
   ds.name = fmt::format("rmat-s{}-ef{}-seed{}", o.scale, o.edge_factor, o.seed);

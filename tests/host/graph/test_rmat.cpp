@@ -197,6 +197,17 @@ TEST(Rmat, ZeroEdgesAndScaleZero) {
   EXPECT_EQ(ds.edges.num_edges(), 0);
 }
 
+TEST(Rmat, AGraphLargerThanMemoryIsRefusedByName) {
+  // 2^40 nodes and 2^43 edges: 137 TiB of edge list, refused before anything is allocated
+  // (it was a bare std::bad_alloc).
+  RmatOptions o;
+  o.scale = 40;
+  o.edge_factor = 8;
+  TESSERA_EXPECT_THROW_MSG(generate_rmat(o), ValueError,
+                           "R-MAT scale 40, edge factor 8: 1099511627776 nodes and 8796093022208 "
+                           "edges need at least 137.00 TiB in memory, more than this machine's");
+}
+
 // `tessera generate rmat` end to end, when the tool has been built alongside the tests.
 TEST(Rmat, GenerateCommandWritesAReadableNpyFolder) {
   if (!std::filesystem::exists(TESSERA_TOOL)) GTEST_SKIP() << "tessera tool not built";
