@@ -98,17 +98,7 @@ void add_loader_methods(nb::class_<Loader>& c, ToPy to_py) {
            nb::call_guard<nb::gil_scoped_release>())
       .def("stop", &Loader::stop, nb::call_guard<nb::gil_scoped_release>(),
            "Stops the epoch's sampler threads and frees their prefetched batches.")
-      .def("next", [to_py](Loader& l) -> nb::object {
-        Batch mb;
-        bool ok, raised = false;
-        {
-          nb::gil_scoped_release nogil;
-          ok = l.next(mb, check_python_signals(raised));
-        }
-        if (raised) throw nb::python_error();
-        if (!ok) return nb::none();
-        return to_py(std::move(mb));
-      });
+      .def("next", [to_py](Loader& l) { return next_batch_to_py<Batch>(l, to_py); });
 }
 
 nb::dict tensors_to_py(const std::map<std::string, DistTensor>& m) {

@@ -442,17 +442,8 @@ void bind_ops(nb::module_& m) {
           nb::arg("epoch"))
       .def("stop", &NodeDataLoader::stop, nb::call_guard<nb::gil_scoped_release>(),
            "Stops the epoch's sampler threads and frees their prefetched batches.")
-      .def("next", [](NodeDataLoader& l) -> nb::object {
-        NodeMiniBatch mb;
-        bool ok, raised = false;
-        {
-          nb::gil_scoped_release nogil;
-          ok = l.next(mb, check_python_signals(raised));
-        }
-        if (raised) throw nb::python_error();
-        if (!ok) return nb::none();
-        return node_batch_to_py(std::move(mb));
-      });
+      .def("next",
+           [](NodeDataLoader& l) { return next_batch_to_py<NodeMiniBatch>(l, node_batch_to_py); });
 
   m.def("symmetrized_reverse_eids",
         [](int64_t n) { return vector_to_numpy(symmetrized_reverse_eids(n)); });
@@ -505,17 +496,8 @@ void bind_ops(nb::module_& m) {
           nb::arg("epoch"))
       .def("stop", &EdgeDataLoader::stop, nb::call_guard<nb::gil_scoped_release>(),
            "Stops the epoch's sampler threads and frees their prefetched batches.")
-      .def("next", [](EdgeDataLoader& l) -> nb::object {
-        EdgeMiniBatch mb;
-        bool ok, raised = false;
-        {
-          nb::gil_scoped_release nogil;
-          ok = l.next(mb, check_python_signals(raised));
-        }
-        if (raised) throw nb::python_error();
-        if (!ok) return nb::none();
-        return edge_batch_to_py(std::move(mb));
-      });
+      .def("next",
+           [](EdgeDataLoader& l) { return next_batch_to_py<EdgeMiniBatch>(l, edge_batch_to_py); });
 }
 
 }  // namespace tessera::python

@@ -7,7 +7,6 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,17 +87,24 @@ nb::object view_numpy_readonly(const T* data, size_t n, nb::handle owner) {
   return nb::cast(arr, nb::rv_policy::reference);
 }
 
-/// For a loader's next(), called while it waits without the GIL: takes the GIL and runs the
-/// Python signal handlers, so Ctrl-C interrupts a wait for a slow batch within ~100 ms. Sets
-/// `raised` (and gives up the wait) when a handler raised; the caller then throws
-/// nb::python_error() with the GIL held.
-inline std::function<bool()> check_python_signals(bool& raised) {
-  return [&raised] {
-    nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() == 0) return false;
-    raised = true;
-    return true;
-  };
+/// A loader's next batch as `to_py(batch)`, or None at the end of the epoch. Waits without the
+/// GIL, taking it about every 100 ms to run the Python signal handlers, so Ctrl-C interrupts a
+/// wait for a slow batch (the handler's exception is raised here).
+template <typename Batch, typename Loader, typename ToPy>
+nb::object next_batch_to_py(Loader& l, ToPy&& to_py) {
+  Batch mb;
+  bool ok, raised = false;
+  {
+    nb::gil_scoped_release nogil;
+    ok = l.next(mb, [&raised] {
+      nb::gil_scoped_acquire gil;
+      raised = PyErr_CheckSignals() != 0;
+      return raised;
+    });
+  }
+  if (raised) throw nb::python_error();
+  if (!ok) return nb::none();
+  return to_py(std::move(mb));
 }
 
 /// Moves a vector into a NumPy array without copying its elements.

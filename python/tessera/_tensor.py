@@ -1,6 +1,8 @@
 """Optional torch: Tessera runs without it; training needs it."""
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 try:  # torch is optional: only training needs it
@@ -18,8 +20,11 @@ def require_torch(what: str):
     return torch
 
 
-def to_numpy_ids(ids, what: str = "ids") -> np.ndarray:
-    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU).
+def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None) -> np.ndarray:
+    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU). A
+    boolean array is a mask (the IDs where it is true); given the graph's ``num_nodes``, a node
+    mask must be that long (a longer one would surface as an out-of-range ID, a shorter one drop
+    nodes silently).
 
     IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
     on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
@@ -27,13 +32,14 @@ def to_numpy_ids(ids, what: str = "ids") -> np.ndarray:
     if HAVE_TORCH and isinstance(ids, torch.Tensor):
         if ids.device.type != "cpu":
             ids = ids.detach().cpu()
-        if ids.dtype == torch.bool:
-            return np.nonzero(ids.numpy())[0].astype(np.int64)
         ids = ids.numpy()
     if isinstance(ids, slice):
         raise TypeError(f"{what}: slices are not supported; pass an array of IDs")
     a = np.asarray(ids)
     if a.dtype == np.bool_:
+        if num_nodes is not None and a.ndim == 1 and len(a) != num_nodes:
+            raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph of "
+                             f"{num_nodes} nodes")
         return np.nonzero(a)[0].astype(np.int64)
     if a.ndim == 0:
         a = a.reshape(1)

@@ -395,22 +395,11 @@ def _check_loader_kwargs(cls: str, kwargs: dict) -> None:
             raise TypeError(f"{cls}() got an unexpected keyword argument {name!r}")
 
 
-def _is_mask(x) -> bool:
-    if HAVE_TORCH and isinstance(x, torch.Tensor):
-        return x.dtype == torch.bool
-    return getattr(x, "dtype", None) == np.bool_
-
-
-def _check_node_mask(g, nids) -> None:
-    """A boolean ``nids`` is a mask over the graph's nodes: its length must be theirs (a longer
-    one would otherwise surface as an out-of-range node ID, a shorter one silently drop nodes)."""
-    if not _is_mask(nids):
-        return
+def _num_nodes(g) -> Optional[int]:
+    """The node count of a DistGraph (``num_nodes()``), Dataset or Graph (``num_nodes``)."""
     n = getattr(g, "num_nodes", None)
     n = n() if callable(n) else n
-    if n is not None and len(nids) != int(n):
-        raise ValueError(f"nids: a boolean mask of length {len(nids)} for a graph of {int(n)} "
-                         "nodes")
+    return None if n is None else int(n)
 
 
 class _LoaderBase:
@@ -478,9 +467,7 @@ class _LoaderBase:
             # now without waiting: its prefetched batches are freed, and a batch being sampled
             # finishes in the background.
             self.epoch, self._start_batch = epoch + 1, 0
-            stop = getattr(self._loader, "stop", None)
-            if stop is not None:
-                stop()
+            self._loader.stop()
 
     def _to(self, t):
         if self.device is None or not HAVE_TORCH:
@@ -513,8 +500,7 @@ class NodeDataLoader(_LoaderBase):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
-        _check_node_mask(g, nids)
-        self.nids = to_numpy_ids(nids, "nids")
+        self.nids = to_numpy_ids(nids, "nids", num_nodes=_num_nodes(g))
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
         # A GPU sampler, or a weighted one over one partition, is standalone: the whole graph.

@@ -5,6 +5,7 @@
 
 #include "agree.hpp"
 #include "state.hpp"
+#include "tessera/core/batches.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/ops/sampler.hpp"
 
@@ -13,7 +14,7 @@ namespace tessera::dist::detail {
 namespace {
 
 int64_t count_batches(int64_t n, const ops::LoaderOptions& o) {
-  return o.drop_last ? n / o.batch_size : (n + o.batch_size - 1) / o.batch_size;
+  return o.drop_last ? n / o.batch_size : ceil_div(n, o.batch_size);
 }
 
 uint64_t mix64(uint64_t x) {  // splitmix64 finalizer: an order-independent set fingerprint
@@ -115,7 +116,7 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
                     "{}: no batch in {} {}s (batch_size {}, drop_last {})", loader_, n, what,
                     opts_.batch_size, opts_.drop_last);
     global_batches_ = own_batches_;
-    steps_ = (own_batches_ + world_ - 1) / world_;
+    steps_ = ceil_div(own_batches_, world_);
   } else {
     for (int r = 0; r < world_; ++r) {
       TESSERA_EXPECTS(counts[r] > 0, ValueError,
@@ -155,7 +156,7 @@ std::vector<int64_t> BatchPlan::batch(const std::vector<int64_t>& order, int64_t
   const int64_t j = global_batch_index(b);
   const int64_t local = order_ == BatchOrder::kGlobal ? j : j / world_;
   const int64_t n = static_cast<int64_t>(order.size());
-  const int64_t lo = local * opts_.batch_size, hi = std::min(n, lo + opts_.batch_size);
+  const int64_t lo = local * opts_.batch_size, hi = clipped_end(lo, opts_.batch_size, n);
   return {order.begin() + lo, order.begin() + hi};
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "id_map.hpp"
+#include "tessera/core/batches.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::ops {
@@ -39,8 +40,7 @@ void validate_loader_args(Span<const int64_t> seeds, int64_t limit, const Loader
 
 namespace {
 int64_t count_batches(int64_t n, const LoaderOptions& o) {
-  // Not (n + batch_size - 1) / batch_size: that overflows for a batch_size near INT64_MAX.
-  return n / o.batch_size + (!o.drop_last && n % o.batch_size != 0 ? 1 : 0);
+  return o.drop_last ? n / o.batch_size : ceil_div(n, o.batch_size);
 }
 std::vector<int64_t> epoch_order(const std::vector<int64_t>& seeds, const LoaderOptions& o,
                                  int64_t epoch) {
@@ -58,7 +58,7 @@ std::vector<int64_t> slice_batch(const std::vector<int64_t>& order, const Loader
   TESSERA_EXPECTS(b >= 0 && b < count_batches(n, o), IndexError,
                   "data loader: batch {} outside [0, {})", b, count_batches(n, o));
   const int64_t lo = b * o.batch_size;  // b < count_batches: lo < n, no overflow
-  const int64_t hi = o.batch_size >= n - lo ? n : lo + o.batch_size;
+  const int64_t hi = clipped_end(lo, o.batch_size, n);
   return {order.begin() + lo, order.begin() + hi};
 }
 }  // namespace

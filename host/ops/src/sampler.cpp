@@ -5,6 +5,7 @@
 
 #include "id_map.hpp"
 #include "sample_block.hpp"
+#include "tessera/core/batches.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/ops/device_sampler.hpp"
@@ -169,8 +170,7 @@ ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> pa
 }
 
 int64_t ClusterGcnSampler::num_batches() const {
-  // Not (num_parts + parts_per_batch - 1) / parts_per_batch: overflows near INT64_MAX.
-  return num_parts_ / parts_per_batch_ + (num_parts_ % parts_per_batch_ != 0 ? 1 : 0);
+  return ceil_div(num_parts_, parts_per_batch_);
 }
 
 std::vector<int64_t> ClusterGcnSampler::part_order(int64_t epoch) const {
@@ -183,7 +183,7 @@ std::vector<int64_t> ClusterGcnSampler::batch_parts(int64_t epoch, int64_t batch
                   "ClusterGcnSampler: batch {} outside [0, {})", batch, num_batches());
   const auto order = part_order(epoch);
   const int64_t lo = batch * parts_per_batch_;  // batch < num_batches: lo < num_parts
-  const int64_t hi = parts_per_batch_ >= num_parts_ - lo ? num_parts_ : lo + parts_per_batch_;
+  const int64_t hi = clipped_end(lo, parts_per_batch_, num_parts_);
   return {order.begin() + lo, order.begin() + hi};
 }
 

@@ -89,8 +89,9 @@ class OrderedPrefetcher {
       if (give_up) break;
     }
     if (--waiting_ == 0) left_cv_.notify_all();
-    if (ready_.count(index) == 0) return false;  // stopped while waiting
-    auto node = ready_.extract(index);
+    const auto it = ready_.find(index);
+    if (it == ready_.end()) return false;  // stopped or interrupted while waiting
+    auto node = ready_.extract(it);
     lock.unlock();
     if (node.mapped().error) std::rethrow_exception(node.mapped().error);
     out = std::move(node.mapped().value);
