@@ -63,6 +63,7 @@ struct SampleArgs {
   bool no_symmetrize = false;
   bool no_huge_pages = false;
   bool no_interleave = false;
+  std::string order = "stored";
   bool no_weight_prefix = false;
   std::string device = "cpu";
   std::string placement = "gpu";
@@ -223,6 +224,7 @@ void run_bench_sample(const SampleArgs& a) {
   if (a.no_symmetrize) cmd += " --no-symmetrize";
   if (a.no_huge_pages) cmd += " --no-huge-pages";
   if (a.no_interleave) cmd += " --no-interleave";
+  if (a.order != "stored") cmd += " --order " + a.order;
   if (a.no_weight_prefix) cmd += " --no-weight-prefix";
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
                   "--device: expected cpu or cuda, got '{}'", a.device);
@@ -245,6 +247,11 @@ void run_bench_sample(const SampleArgs& a) {
   ro.build.symmetrize = !a.no_symmetrize;
   Dataset ds = read_dataset(a.graph, Format::kAuto, ro);
   timer.end();
+  if (a.order == "degree") {
+    timer.begin("degree order");
+    ds.graph = permute_nodes(ds.graph, degree_order(ds.graph));
+    timer.end();
+  }
   int64_t huge = 0;
   if (!a.no_huge_pages && !on_gpu) {
     timer.begin("huge pages");
@@ -448,6 +455,7 @@ void run_bench_sample(const SampleArgs& a) {
                   {"symmetrized", ro.build.symmetrize},
                   {"huge_page_bytes", huge},
                   {"interleaved_adjacency", !a.no_interleave},
+                  {"node_order", a.order},
                   {"adjacency_copy_bytes_per_edge", sampler.adjacency_copy_bytes_per_edge()},
                   {"weight_prefix", a.weighted && !a.no_weight_prefix}};
     j["params"] = {{"fanouts", fanouts},   {"batch_size", a.batch_size}, {"threads", a.threads},
@@ -502,6 +510,12 @@ void add_bench_sample(CLI::App& bench) {
                 "batches for the reference (default min(batches, 10))");
   c->add_option("--seed", args->seed, "RNG seed (< 2^32)")->capture_default_str();
   c->add_flag("--no-symmetrize", args->no_symmetrize, "do not add reverse edges");
+  c->add_option(
+       "--order", args->order,
+       "node order sampled from: stored (as loaded) or degree (renumbered by "
+       "in-degree, hubs first, as `tessera partition --node-order degree` numbers each part)")
+      ->check(CLI::IsMember({"stored", "degree"}))
+      ->capture_default_str();
   c->add_flag("--no-interleave", args->no_interleave,
               "sample from indices/eids as stored (default: an interleaved copy, +8 B/edge "
               "when node and edge IDs fit in 32 bits, else +16)");

@@ -20,7 +20,8 @@ namespace tessera::tools {
 namespace {
 
 struct PartitionArgs {
-  std::string input, format = "auto", method = "metis", out, name, stats_json;
+  std::string input, format = "auto", method = "metis", node_order = "original", out, name,
+                     stats_json;
   int64_t parts = 0;
   std::vector<std::string> balance_masks;
   bool balance_edges = false, symmetrize = false, no_symmetrize = false, drop_self_loops = false,
@@ -61,6 +62,7 @@ void run_partition(const PartitionArgs& a) {
   po.balance_masks = a.balance_masks;
   po.balance_edges = a.balance_edges;
   po.halo_hops = a.halo_hops;
+  po.node_order = parse_node_order(a.node_order);
   po.seed = a.seed;
   po.ufactor = a.ufactor;
   po.low_memory = a.low_memory;
@@ -192,6 +194,11 @@ void register_partition(CLI::App& app) {
   cmd->add_flag("--balance-edges", args->balance_edges, "Balance in-edges (in-degree weights)");
   cmd->add_option("--halo-hops", args->halo_hops, "Hops of in-neighborhood kept as halo nodes")
       ->capture_default_str();
+  cmd->add_option("--node-order", args->node_order,
+                  "Numbering within a partition: original (input order) or degree (highest "
+                  "in-degree first: hubs share cache lines, faster neighbor sampling)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"original", "degree"}));
   cmd->add_flag("--symmetrize", args->symmetrize,
                 "Add the reverse of every edge (default for inputs that say they are undirected "
                 "with each edge stored once: npy meta.json, SNAP header)");

@@ -33,7 +33,7 @@ void bind_partition(nb::module_& m) {
       [](Dataset& ds, const std::string& out_dir, const std::string& name, int64_t num_parts,
          const std::string& method, std::vector<std::string> balance_masks, bool balance_edges,
          int halo_hops, int64_t seed, int ufactor, bool overwrite, const std::string& source_path,
-         bool low_memory) {
+         bool low_memory, const std::string& node_order) {
         PartitionOptions o;
         o.num_parts = num_parts;
         o.method = parse_part_method(method);
@@ -43,6 +43,7 @@ void bind_partition(nb::module_& m) {
         o.seed = seed;
         o.ufactor = ufactor;
         o.low_memory = low_memory;
+        o.node_order = parse_node_order(node_order);
         WriteOptions w;
         w.out_dir = out_dir;
         w.name = name;
@@ -63,7 +64,7 @@ void bind_partition(nb::module_& m) {
       nb::arg("method") = "metis", nb::arg("balance_masks") = std::vector<std::string>{},
       nb::arg("balance_edges") = false, nb::arg("halo_hops") = 1, nb::arg("seed") = -1,
       nb::arg("ufactor") = -1, nb::arg("overwrite") = false, nb::arg("source_path") = "",
-      nb::arg("low_memory") = false,
+      nb::arg("low_memory") = false, nb::arg("node_order") = "original",
       "Partitions a finalized dataset and writes <out_dir>/<name>.json and part<p>/ "
       "atomically. Returns (stats as JSON text, summary table). low_memory (METIS only) parks "
       "the CSC on disk during METIS and leaves the dataset's graph empty afterwards.");

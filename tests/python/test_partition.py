@@ -122,6 +122,26 @@ def test_random_method_and_no_halo(tmp_path):
     assert g.local_graph.num_edges == 10556
 
 
+def test_degree_node_order(tmp_path, cora):
+    orig_nids, _ = tessera.partition_graph(CORA, "cora", 2, tmp_path, symmetrize=True,
+                                           node_order="degree", return_mapping=True)
+    config = tmp_path / "cora.json"
+    assert tessera.validate_partitions(config, original=cora)["ok"]
+    assert tessera.load_partition_config(config)["node_order"] == "degree"
+    deg = np.diff(np.asarray(cora.graph.indptr))
+    g = tessera.DistGraph("cora", part_config=config)
+    pb = g.get_partition_book()
+    for part in range(pb.num_partitions()):
+        lo, hi = pb.node_range(part)
+        d = deg[orig_nids[lo:hi]]
+        assert (np.diff(d) <= 0).all()  # highest in-degree first within each part
+    feat = g.ndata["feat"].gather(np.arange(10))
+    assert np.array_equal(feat, cora.ndata["feat"][orig_nids[:10]])
+    with pytest.raises(ValueError, match="unknown node order 'rcmk'"):
+        tessera.partition_graph(CORA, "cora", 2, tmp_path / "bad", symmetrize=True,
+                                node_order="rcmk")
+
+
 def test_low_memory_writes_the_same_partitions(tmp_path):
     plain = tessera.partition_graph(CORA, "cora", 3, tmp_path / "plain", symmetrize=True)
     low = tessera.partition_graph(CORA, "cora", 3, tmp_path / "low", symmetrize=True,

@@ -224,6 +224,54 @@ Graph transpose(const Graph& g) {
   return t;
 }
 
+std::vector<int64_t> degree_order(const Graph& g) {
+  const int64_t n = g.num_nodes;
+  std::vector<int64_t> by_rank(static_cast<size_t>(n));
+  std::iota(by_rank.begin(), by_rank.end(), int64_t{0});
+  std::stable_sort(by_rank.begin(), by_rank.end(),
+                   [&](int64_t u, int64_t v) { return g.degree(u) > g.degree(v); });
+  std::vector<int64_t> new_nid(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r)
+    new_nid[by_rank[r]] = r;
+  return new_nid;
+}
+
+Graph permute_nodes(const Graph& g, const std::vector<int64_t>& new_nid) {
+  const int64_t n = g.num_nodes, m = g.num_edges();
+  TESSERA_EXPECTS(static_cast<int64_t>(new_nid.size()) == n, ValueError,
+                  "permute_nodes: {} new IDs for {} nodes", new_nid.size(), n);
+  std::vector<int64_t> orig(static_cast<size_t>(n), -1);
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t nv = new_nid[v];
+    TESSERA_EXPECTS(nv >= 0 && nv < n && orig[nv] < 0, ValueError,
+                    "permute_nodes: new ID {} of node {} is {} (not a permutation of [0, {}))", nv,
+                    v, nv < 0 || nv >= n ? "out of range" : "taken twice", n);
+    orig[nv] = v;
+  }
+  Graph t;
+  t.num_nodes = n;
+  t.indptr.assign(static_cast<size_t>(n) + 1, 0);
+  for (int64_t nv = 0; nv < n; ++nv)
+    t.indptr[nv + 1] = t.indptr[nv] + g.degree(orig[nv]);
+  t.indices.resize(static_cast<size_t>(m));
+  t.eids.resize(static_cast<size_t>(m));
+  int64_t eid_bound = 0;
+  parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t nv = lo; nv < hi; ++nv) {
+      const int64_t ov = orig[nv];
+      int64_t w = t.indptr[nv];
+      for (int64_t k = g.indptr[ov]; k < g.indptr[ov + 1]; ++k, ++w) {
+        t.indices[w] = new_nid[g.indices[k]];
+        t.eids[w] = g.eid(k);
+      }
+    }
+  });
+  for (int64_t k = 0; k < m; ++k)
+    eid_bound = std::max(eid_bound, t.eids[k] + 1);
+  sort_rows(t, false, eid_bound);
+  return t;
+}
+
 void validate_graph(const Graph& g, const std::string& what) {
   const int64_t n = g.num_nodes;
   TESSERA_EXPECTS(static_cast<int64_t>(g.indptr.size()) == n + 1, ValueError,

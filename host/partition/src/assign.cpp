@@ -30,6 +30,20 @@ const char* part_method_name(PartMethod m) {
   return m == PartMethod::kMetis ? "metis" : "random";
 }
 
+NodeOrder parse_node_order(const std::string& s) {
+  if (s == "original") {
+    return NodeOrder::kOriginal;
+  }
+  if (s == "degree") {
+    return NodeOrder::kDegree;
+  }
+  TESSERA_FAIL(ValueError, "unknown node order '{}' (expected original or degree)", s);
+}
+
+const char* node_order_name(NodeOrder o) {
+  return o == NodeOrder::kOriginal ? "original" : "degree";
+}
+
 namespace {
 
 // Calls f(u) for every symmetric neighbor u != v of v, in increasing order, once each: the

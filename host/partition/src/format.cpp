@@ -135,6 +135,7 @@ json config_to_json(const PartitionConfig& c) {
   j["num_parts"] = c.num_parts;
   j["part_method"] = c.part_method;
   j["halo_hops"] = c.halo_hops;
+  j["node_order"] = c.node_order;
   j["local_indices"] = c.local_indices;
   j["build"] = {{"symmetrize", c.build.symmetrize},
                 {"drop_self_loops", c.build.drop_self_loops},
@@ -268,6 +269,10 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
   c.halo_hops = static_cast<int>(f.integer(j, "halo_hops"));
   TESSERA_EXPECTS(c.halo_hops >= 0, ValueError, "{}: halo_hops must be >= 0, got {}", file,
                   c.halo_hops);
+  c.node_order = j.contains("node_order") ? f.string(j, "node_order") : "original";
+  TESSERA_EXPECTS(c.node_order == "original" || c.node_order == "degree", ValueError,
+                  "{}: node_order must be \"original\" or \"degree\", got \"{}\"", file,
+                  c.node_order);
   c.local_indices = f.boolean(j, "local_indices");
   const json& b = f.at(j, "build", "");
   c.build.symmetrize = f.boolean(b, "symmetrize", "build");

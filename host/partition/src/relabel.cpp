@@ -7,7 +7,7 @@
 
 namespace tessera {
 
-Relabelled relabel(const Graph& csc, const Assignment& a) {
+Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
   const int64_t n = csc.num_nodes, P = a.num_parts;
   TESSERA_ASSERT(static_cast<int64_t>(a.part.size()) == n, "assignment has {} nodes, graph {}",
                  a.part.size(), n);
@@ -32,6 +32,19 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
       r.orig_nid[nv] = v;
     }
   }
+  if (order == NodeOrder::kDegree) {
+    // Within each partition, highest in-degree first; the stable sort keeps ties in ID order.
+    parallel_for(0, P, 1, [&](int64_t p0, int64_t p1, int64_t) {
+      for (int64_t p = p0; p < p1; ++p) {
+        std::stable_sort(r.orig_nid.begin() + r.node_offsets[p],
+                         r.orig_nid.begin() + r.node_offsets[p + 1],
+                         [&](int64_t u, int64_t v) { return csc.degree(u) > csc.degree(v); });
+      }
+    });
+    for (int64_t nv = 0; nv < n; ++nv) {
+      r.new_nid[r.orig_nid[nv]] = nv;
+    }
+  }
   Graph& g = r.csc;
   g.num_nodes = n;
   g.indptr.assign(static_cast<size_t>(n) + 1, 0);
@@ -41,9 +54,9 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
-  // Rows of csc are sorted by (old source, edge ID) and new IDs increase with old IDs within
-  // each partition, so a stable bucketing of a row by the source's partition sorts it by (new
-  // source, edge ID): O(degree + P) instead of a comparison sort when P is small.
+  // Rows of csc are sorted by (old source, edge ID) and, in the original order, new IDs increase
+  // with old IDs within each partition, so a stable bucketing of a row by the source's partition
+  // sorts it by (new source, edge ID): O(degree + P) instead of a comparison sort when P is small.
   constexpr int64_t kMaxBucketParts = 64;
   parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
     std::vector<std::pair<int64_t, int64_t>> row;
@@ -52,7 +65,7 @@ Relabelled relabel(const Graph& csc, const Assignment& a) {
       const int64_t ov = r.orig_nid[nv];
       const int64_t b = csc.indptr[ov], e = csc.indptr[ov + 1];
       int64_t w = g.indptr[nv];
-      bool bucket = P <= kMaxBucketParts && e - b > 1;
+      bool bucket = order == NodeOrder::kOriginal && P <= kMaxBucketParts && e - b > 1;
       for (int64_t k = b + 1; k < e && bucket; ++k) {
         bucket = csc.indices[k - 1] < csc.indices[k] ||
                  (csc.indices[k - 1] == csc.indices[k] && csc.eid(k - 1) < csc.eid(k));

@@ -320,7 +320,7 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
   }
 
   timer.begin("relabel");
-  const Relabelled r = relabel(g, a);
+  const Relabelled r = relabel(g, a, opts.node_order);
   std::vector<int32_t>().swap(a.part);
   if (spill != nullptr && *spilled != nullptr) {
     (*spilled)->park();  // from here on only the relabelled copy is read
@@ -335,6 +335,7 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
   c.num_parts = P;
   c.part_method = part_method_name(opts.method);
   c.halo_hops = opts.halo_hops;
+  c.node_order = node_order_name(opts.node_order);
   c.local_indices = opts.halo_hops > 0;
   c.build = ds.build;
   c.node_offsets = r.node_offsets;
@@ -407,6 +408,7 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
                        {"balance_masks", opts.balance_masks},
                        {"balance_edges", opts.balance_edges},
                        {"halo_hops", opts.halo_hops},
+                       {"node_order", node_order_name(opts.node_order)},
                        {"seed", opts.seed},
                        {"ufactor", opts.ufactor},
                        {"constraints", cnames}};

@@ -96,5 +96,60 @@ TEST(BuildCsc, IndependentOfThreadCountAndTransposeInverts) {
   EXPECT_EQ(tt.eids, g1.eids);
 }
 
+TEST(PermuteNodes, DegreeOrderPutsHubsFirstAndKeepsEveryEdge) {
+  std::mt19937_64 rng(11);
+  EdgeList base;
+  base.num_nodes = 300;
+  for (int i = 0; i < 5000; ++i) {
+    base.src.push_back(static_cast<int64_t>(rng() % 300));
+    base.dst.push_back(static_cast<int64_t>((rng() % 300) * (rng() % 300) / 300));  // skewed
+  }
+  BuildOptions o;
+  o.symmetrize = true;
+  Graph g = build_csc(std::move(base), o);
+  const std::vector<int64_t> nid = degree_order(g);
+  std::vector<int64_t> orig(nid.size());
+  for (size_t v = 0; v < nid.size(); ++v)
+    orig[nid[v]] = static_cast<int64_t>(v);
+  // Descending degree, ties by the old ID.
+  for (int64_t r = 1; r < g.num_nodes; ++r) {
+    const int64_t a = orig[r - 1], b = orig[r];
+    EXPECT_TRUE(g.degree(a) > g.degree(b) || (g.degree(a) == g.degree(b) && a < b)) << r;
+  }
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    Graph p = permute_nodes(g, nid);
+    validate_graph(p, "p");
+    // Every edge (src, dst, eid) is there under the new names, rows sorted by (src, eid).
+    std::multiset<std::tuple<int64_t, int64_t, int64_t>> renamed;
+    for (auto [s, d, e] : triples(g))
+      renamed.insert({nid[s], nid[d], e});
+    EXPECT_EQ(triples(p), renamed);
+    for (int64_t v = 0; v < p.num_nodes; ++v) {
+      EXPECT_EQ(p.degree(v), g.degree(orig[v]));
+      for (int64_t k = p.indptr[v] + 1; k < p.indptr[v + 1]; ++k)
+        EXPECT_TRUE(p.indices[k - 1] < p.indices[k] ||
+                    (p.indices[k - 1] == p.indices[k] && p.eids[k - 1] < p.eids[k]));
+    }
+    // Renaming back gives the original graph.
+    Graph back = permute_nodes(p, orig);
+    EXPECT_EQ(back.indptr, g.indptr);
+    EXPECT_EQ(back.indices, g.indices);
+    for (int64_t k = 0; k < g.num_edges(); ++k)
+      EXPECT_EQ(back.eids[k], g.eid(k));
+  }
+  set_num_threads(0);
+}
+
+TEST(PermuteNodes, RejectsWhatIsNotAPermutation) {
+  Graph g = build_csc(make(3, {{0, 1}, {2, 1}}), {});
+  TESSERA_EXPECT_THROW_MSG(permute_nodes(g, {0, 1}), ValueError, "2 new IDs for 3 nodes");
+  TESSERA_EXPECT_THROW_MSG(permute_nodes(g, {0, 3, 1}), ValueError,
+                           "new ID 3 of node 1 is out of range");
+  TESSERA_EXPECT_THROW_MSG(permute_nodes(g, {0, 1, 1}), ValueError,
+                           "new ID 1 of node 2 is taken twice");
+  TESSERA_EXPECT_THROW_MSG(permute_nodes(g, {-1, 1, 2}), ValueError, "out of range");
+}
+
 }  // namespace
 }  // namespace tessera

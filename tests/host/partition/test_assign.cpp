@@ -181,6 +181,44 @@ TEST(Relabel, ContiguousRangesStableOrder) {
   EXPECT_EQ(r.csc.eids[1], 1);  // input edge 2 -> 1
 }
 
+TEST(Relabel, DegreeOrderWithinEachPartition) {
+  // In-degrees: 0:1, 1:3, 2:0, 3:2, 4:1, 5:0, 6:2, 7:1.
+  const Dataset ds = make_dataset(
+      8, {{0, 1}, {2, 1}, {3, 1}, {3, 4}, {5, 6}, {7, 0}, {6, 7}, {0, 3}, {2, 3}, {4, 6}});
+  Assignment a;
+  a.num_parts = 3;
+  a.part = {0, 0, 2, 0, 1, 1, 0, 1};  // partition 0: {0, 1, 3, 6}; 1: {4, 5, 7}; 2: {2}
+  const Relabelled orig = relabel(ds.graph, a);
+  EXPECT_EQ(orig.orig_nid, (std::vector<int64_t>{0, 1, 3, 6, 4, 5, 7, 2}));
+  const Relabelled r = relabel(ds.graph, a, NodeOrder::kDegree);
+  EXPECT_EQ(r.node_offsets, orig.node_offsets);
+  EXPECT_EQ(r.edge_offsets, orig.edge_offsets);
+  // Partition 0: 1 (in-degree 3), then 3 and 6 (2 each, in ID order), then 0 (1);
+  // partition 1: 4 and 7 (1 each), then 5 (0).
+  EXPECT_EQ(r.orig_nid, (std::vector<int64_t>{1, 3, 6, 0, 4, 7, 5, 2}));
+  for (const Relabelled* x : {&orig, &r}) {
+    for (int64_t v = 0; v < 8; ++v)
+      EXPECT_EQ(x->orig_nid[x->new_nid[v]], v);
+    // Every edge under its new names, rows sorted by (new source, edge ID).
+    validate_graph(x->csc, "relabelled");
+    for (int64_t nv = 0; nv < 8; ++nv) {
+      const int64_t ov = x->orig_nid[nv];
+      ASSERT_EQ(x->csc.degree(nv), ds.graph.degree(ov));
+      std::vector<std::pair<int64_t, int64_t>> want;
+      for (int64_t k = ds.graph.indptr[ov]; k < ds.graph.indptr[ov + 1]; ++k)
+        want.emplace_back(x->new_nid[ds.graph.indices[k]], ds.graph.eid(k));
+      std::sort(want.begin(), want.end());
+      for (int64_t i = 0; i < x->csc.degree(nv); ++i) {
+        EXPECT_EQ(x->csc.indices[x->csc.indptr[nv] + i], want[i].first);
+        EXPECT_EQ(x->csc.eids[x->csc.indptr[nv] + i], want[i].second);
+      }
+    }
+  }
+  EXPECT_EQ(parse_node_order("degree"), NodeOrder::kDegree);
+  TESSERA_EXPECT_THROW_MSG(parse_node_order("rcmk"), ValueError,
+                           "unknown node order 'rcmk' (expected original or degree)");
+}
+
 TEST(BuildLocal, HaloOfAChainByHand) {
   // Chain 0 -> 1 -> 2 -> 3 -> 4 -> 5, parts {0,1,2} and {3,4,5} (already in order).
   const Dataset ds = make_dataset(6, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}});

@@ -88,6 +88,33 @@ TEST_F(Cli, PartitionCoraThenValidate) {
   EXPECT_NE(r.out.find("part2/nid.npy has checksum"), std::string::npos) << r.out;
 }
 
+// --node-order degree: a valid partitioning whose parts number their nodes by in-degree.
+TEST_F(Cli, PartitionByDegreeOrderValidates) {
+  TempDir tmp;
+  const std::string cora = dataset("cora").string();
+  const fs::path out = tmp / "out";
+  CmdResult r = run(fmt::format("partition -i {} -k 3 --node-order degree --out {} --name c -q",
+                                cora, out.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  const PartitionConfig c = load_partition_config(out / "c.json");
+  EXPECT_EQ(c.node_order, "degree");
+  int64_t inner_checked = 0;
+  for (int64_t p = 0; p < 3; ++p) {
+    const LocalPartition L = load_partition(c, p);
+    const int64_t* indptr = L.indptr.data<int64_t>();
+    for (int64_t v = 1; v < L.num_inner_nodes; ++v, ++inner_checked)
+      EXPECT_GE(indptr[v] - indptr[v - 1], indptr[v + 1] - indptr[v]) << "part " << p << " " << v;
+  }
+  EXPECT_GT(inner_checked, 2000);
+  r = run(fmt::format("validate {} --dataset {}", (out / "c.json").string(), cora));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  r = run(fmt::format("partition -i {} -k 2 --node-order rcmk --out {} -q", cora,
+                      (tmp / "bad").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--node-order"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "bad"));
+}
+
 // --low-memory: the CSR goes to a temporary file while METIS runs; the output is the same.
 TEST_F(Cli, LowMemoryWritesTheSamePartitions) {
   TempDir tmp;
@@ -141,6 +168,23 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   EXPECT_GT(j["reference"]["sampled_edges"].get<int64_t>(), 0);
   EXPECT_GT(j["tessera"]["sampled_edges"].get<int64_t>(), 0);
   EXPECT_GT(j["ratio_per_core"].get<double>(), 0);
+  EXPECT_EQ(j["graph"]["node_order"], "stored");
+
+  // --order degree samples the same graph renumbered: same size, same kind of batches.
+  r = run(fmt::format(
+      "bench sample --graph rmat:12,8 --fanouts 5,5 --batch-size 64 --threads 1 --batches 4 "
+      "--ref-batches 3 --ref-repeats 2 --order degree --json {}",
+      js.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("degree order"), std::string::npos) << r.out;  // its phase line
+  nlohmann::json d;
+  std::ifstream(js) >> d;
+  EXPECT_EQ(d["graph"]["node_order"], "degree");
+  EXPECT_EQ(d["graph"]["num_edges"], j["graph"]["num_edges"]);
+  EXPECT_GT(d["tessera"]["sampled_edges"].get<int64_t>(), 0);
+  r = run("bench sample --graph rmat:10,8 --order rcmk");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--order"), std::string::npos) << r.out;
 
   r = run("bench sample --graph rmat:10,8 --ref-repeats 0");
   EXPECT_NE(r.rc, 0);

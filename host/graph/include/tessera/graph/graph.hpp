@@ -51,6 +51,17 @@ Graph build_csc(EdgeList&& edges, const BuildOptions& opts, const std::string& w
 /// Transposes CSC <-> CSR (keeps edge IDs; rows sorted by (neighbor, edge ID)).
 Graph transpose(const Graph& g);
 
+/// Node IDs ordered by in-degree, highest first (ties by ID): returns new_nid, where old node v
+/// becomes new node new_nid[v]. On a power-law graph the hubs, which neighbor sampling visits in
+/// almost every batch, then share a few cache lines of every per-node array (indptr, the
+/// compaction tags, features).
+std::vector<int64_t> degree_order(const Graph& g);
+
+/// The graph with node v renamed new_nid[v] (a permutation of [0, num_nodes); throws ValueError
+/// otherwise). Edge IDs are kept, so edge data stays where it is; rows come out sorted by
+/// (neighbor, edge ID). Parallel; the result does not depend on the thread count.
+Graph permute_nodes(const Graph& g, const std::vector<int64_t>& new_nid);
+
 /// Checks the structural invariants (indptr monotone from 0 to E, indices in range, eids size);
 /// throws ValueError naming `what` and the first violation.
 void validate_graph(const Graph& g, const std::string& what);

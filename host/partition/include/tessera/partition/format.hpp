@@ -55,6 +55,9 @@ struct PartitionConfig {
   int64_t num_parts = 0;
   std::string part_method;
   int halo_hops = 0;
+  /// How nodes are numbered within a partition: "original" or "degree" (see NodeOrder); configs
+  /// without the field are "original".
+  std::string node_order = "original";
   /// True if local CSC indices are local node IDs (halo_hops >= 1); false: global new IDs.
   bool local_indices = true;
   BuildOptions build;

@@ -22,6 +22,14 @@ enum class PartMethod { kMetis, kRandom };
 PartMethod parse_part_method(const std::string& s);
 const char* part_method_name(PartMethod m);
 
+/// How nodes are numbered within a partition: kOriginal keeps the input's relative order;
+/// kDegree puts them by in-degree, highest first (ties by original ID), so the hubs that
+/// neighbor sampling visits in almost every batch share the cache lines of every per-node array.
+enum class NodeOrder { kOriginal, kDegree };
+/// Parses "original" or "degree"; throws ValueError otherwise.
+NodeOrder parse_node_order(const std::string& s);
+const char* node_order_name(NodeOrder o);
+
 /// Options of a partitioning run.
 struct PartitionOptions {
   int64_t num_parts = 1;
@@ -36,6 +44,8 @@ struct PartitionOptions {
   bool balance_edges = false;
   /// Hops of in-neighborhood stored as halo nodes (0: none).
   int halo_hops = 1;
+  /// Numbering of the nodes within each partition.
+  NodeOrder node_order = NodeOrder::kOriginal;
   /// METIS: its RNG seed (-1: METIS's default, which is what Debian's gpmetis uses).
   /// random: the shuffle seed (-1 means 0).
   int64_t seed = -1;
@@ -113,7 +123,7 @@ Assignment assign_metis(const Graph& csc, int64_t num_parts, const std::vector<i
 Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts);
 
 /// The graph relabelled: partition p owns new node IDs [node_offsets[p], node_offsets[p+1])
-/// (original relative order kept within a partition) and new edge IDs
+/// (within a partition in the original relative order, or by `order`) and new edge IDs
 /// [edge_offsets[p], edge_offsets[p+1]) (edges belong to the partition of their destination).
 /// The new edge ID of an edge is its position in `csc`.
 struct Relabelled {
@@ -126,7 +136,7 @@ struct Relabelled {
   /// original edge IDs (the Dataset's CSC edge space), i.e. orig_eid by new edge ID.
   Graph csc;
 };
-Relabelled relabel(const Graph& csc, const Assignment& a);
+Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order = NodeOrder::kOriginal);
 
 /// One partition in memory, as written to part<p>/ (see docs/partition-format.md).
 struct LocalGraph {
