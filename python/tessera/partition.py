@@ -122,7 +122,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     ``node_order`` (not in DGL) numbers the nodes within each partition: ``"original"`` keeps
     the input's relative order, ``"degree"`` puts them by in-degree, highest first, so the hubs
     that neighbor sampling visits in almost every batch share the cache lines of every per-node
-    array (1.1-1.3x faster CPU sampling on R-MAT; docs/sampling.md).
+    array (about 9% faster CPU sampling on R-MAT scale 21; docs/sampling.md).
     """
     if num_trainers_per_machine != 1:
         raise ValueError("num_trainers_per_machine > 1 is not supported yet")
