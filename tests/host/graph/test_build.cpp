@@ -28,6 +28,18 @@ std::multiset<std::tuple<int64_t, int64_t, int64_t>> triples(const Graph& g) {
   return s;
 }
 
+// m random edges of n nodes whose destinations are all below dst_range: long rows, many empty.
+EdgeList random_edges(uint64_t seed, int64_t n, int64_t m, int64_t dst_range) {
+  std::mt19937_64 rng(seed);
+  EdgeList el;
+  el.num_nodes = n;
+  for (int64_t i = 0; i < m; ++i) {
+    el.src.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(n)));
+    el.dst.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(dst_range)));
+  }
+  return el;
+}
+
 TEST(BuildCsc, KeepsEveryEdgeWithItsId) {
   Graph g = build_csc(make(4, {{0, 1}, {2, 1}, {1, 1}, {3, 0}, {2, 1}}), {});
   validate_graph(g, "g");
@@ -68,13 +80,7 @@ TEST(BuildCsc, EmptyAndIsolated) {
 }
 
 TEST(BuildCsc, IndependentOfThreadCountAndTransposeInverts) {
-  std::mt19937_64 rng(7);
-  EdgeList base;
-  base.num_nodes = 1000;
-  for (int i = 0; i < 20000; ++i) {
-    base.src.push_back(static_cast<int64_t>(rng() % 1000));
-    base.dst.push_back(static_cast<int64_t>(rng() % 50));  // skewed: long rows
-  }
+  const EdgeList base = random_edges(7, 1000, 20000, 50);
   BuildOptions o;
   o.symmetrize = true;
   o.deduplicate = true;
@@ -97,13 +103,7 @@ TEST(BuildCsc, IndependentOfThreadCountAndTransposeInverts) {
 }
 
 TEST(PermuteNodes, DegreeOrderPutsHubsFirstAndKeepsEveryEdge) {
-  std::mt19937_64 rng(11);
-  EdgeList base;
-  base.num_nodes = 300;
-  for (int i = 0; i < 5000; ++i) {
-    base.src.push_back(static_cast<int64_t>(rng() % 300));
-    base.dst.push_back(static_cast<int64_t>((rng() % 300) * (rng() % 300) / 300));  // skewed
-  }
+  EdgeList base = random_edges(11, 300, 5000, 120);
   BuildOptions o;
   o.symmetrize = true;
   Graph g = build_csc(std::move(base), o);
