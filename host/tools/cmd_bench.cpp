@@ -248,6 +248,7 @@ void run_bench_sample(const SampleArgs& a) {
   Dataset ds = read_dataset(a.graph, Format::kAuto, ro);
   timer.end();
   if (a.order == "degree") {
+    // Holds both copies of the graph for a moment: the peak line of this phase shows it.
     timer.begin("degree order");
     ds.graph = permute_nodes(ds.graph, degree_order(ds.graph));
     timer.end();

@@ -300,6 +300,17 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
       new_of_old[o] = s + i;
       old_of_new[s + i] = o;
     }
+    // Numbering within the partition, as the config's node_order says: original IDs increasing,
+    // or in-degree (the length of an inner node's row) non-increasing with ties in ID order.
+    const bool by_degree = c.node_order == "degree";
+    for (int64_t i = 1; i < ni && R.count() == before; ++i) {
+      const int64_t d0 = indptr[i] - indptr[i - 1], d1 = indptr[i + 1] - indptr[i];
+      if (by_degree ? d0 < d1 || (d0 == d1 && onid[i - 1] > onid[i]) : onid[i - 1] > onid[i]) {
+        R.add("partition {}: local nodes {} and {} (original IDs {} and {}, in-degrees {} and {}) "
+              "are out of node_order \"{}\"",
+              p, i - 1, i, onid[i - 1], onid[i], d0, d1, c.node_order);
+      }
+    }
     for (int64_t i = ni; i < nl; ++i) {
       halo_nodes[p].push_back(nid[i]);
       halo_orig[p].push_back(onid[i]);

@@ -108,6 +108,14 @@ TEST_F(Cli, PartitionByDegreeOrderValidates) {
   EXPECT_GT(inner_checked, 2000);
   r = run(fmt::format("validate {} --dataset {}", (out / "c.json").string(), cora));
   EXPECT_EQ(r.rc, 0) << r.out;
+  // The validator holds the parts to the order the config claims.
+  nlohmann::json cj;
+  std::ifstream(out / "c.json") >> cj;
+  cj["node_order"] = "original";
+  std::ofstream(out / "c.json") << cj.dump(1);
+  r = run(fmt::format("validate {}", (out / "c.json").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("are out of node_order \"original\""), std::string::npos) << r.out;
   r = run(fmt::format("partition -i {} -k 2 --node-order rcmk --out {} -q", cora,
                       (tmp / "bad").string()));
   EXPECT_NE(r.rc, 0);
