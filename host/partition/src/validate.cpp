@@ -306,9 +306,10 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
     for (int64_t i = 1; i < ni && R.count() == before; ++i) {
       const int64_t d0 = indptr[i] - indptr[i - 1], d1 = indptr[i + 1] - indptr[i];
       if (by_degree ? d0 < d1 || (d0 == d1 && onid[i - 1] > onid[i]) : onid[i - 1] > onid[i]) {
-        R.add("partition {}: local nodes {} and {} (original IDs {} and {}, in-degrees {} and {}) "
-              "are out of node_order \"{}\"",
-              p, i - 1, i, onid[i - 1], onid[i], d0, d1, c.node_order);
+        R.add(
+            "partition {}: local nodes {} and {} (original IDs {} and {}, in-degrees {} and {}) "
+            "are out of node_order \"{}\"",
+            p, i - 1, i, onid[i - 1], onid[i], d0, d1, c.node_order);
       }
     }
     for (int64_t i = ni; i < nl; ++i) {
