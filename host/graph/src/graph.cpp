@@ -224,12 +224,15 @@ Graph transpose(const Graph& g) {
   return t;
 }
 
+void sort_by_degree(const Graph& g, int64_t* first, int64_t* last) {
+  std::stable_sort(first, last, [&](int64_t u, int64_t v) { return g.degree(u) > g.degree(v); });
+}
+
 std::vector<int64_t> degree_order(const Graph& g) {
   const int64_t n = g.num_nodes;
   std::vector<int64_t> by_rank(static_cast<size_t>(n));
   std::iota(by_rank.begin(), by_rank.end(), int64_t{0});
-  std::stable_sort(by_rank.begin(), by_rank.end(),
-                   [&](int64_t u, int64_t v) { return g.degree(u) > g.degree(v); });
+  sort_by_degree(g, by_rank.data(), by_rank.data() + n);
   std::vector<int64_t> new_nid(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r)
     new_nid[by_rank[r]] = r;

@@ -7,44 +7,11 @@
 
 namespace tessera {
 
-Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
+namespace {
+
+// r.csc for the original order (r.new_nid / r.orig_nid already set).
+void relabel_rows_in_original_order(const Graph& csc, const Assignment& a, Relabelled& r) {
   const int64_t n = csc.num_nodes, P = a.num_parts;
-  TESSERA_ASSERT(static_cast<int64_t>(a.part.size()) == n, "assignment has {} nodes, graph {}",
-                 a.part.size(), n);
-  Relabelled r;
-  r.num_parts = P;
-  r.node_offsets.assign(static_cast<size_t>(P) + 1, 0);
-  for (int32_t p : a.part) {
-    TESSERA_ASSERT(p >= 0 && p < P, "partition {} outside [0, {})", p, P);
-    ++r.node_offsets[p + 1];
-  }
-  for (int64_t p = 0; p < P; ++p) {
-    r.node_offsets[p + 1] += r.node_offsets[p];
-  }
-  // Counting sort by partition; visiting old IDs in order keeps the relative order (stable).
-  r.new_nid.resize(static_cast<size_t>(n));
-  r.orig_nid.resize(static_cast<size_t>(n));
-  {
-    std::vector<int64_t> pos(r.node_offsets.begin(), r.node_offsets.end() - 1);
-    for (int64_t v = 0; v < n; ++v) {
-      const int64_t nv = pos[a.part[v]]++;
-      r.new_nid[v] = nv;
-      r.orig_nid[nv] = v;
-    }
-  }
-  if (order == NodeOrder::kDegree) {
-    // Within each partition, highest in-degree first; the stable sort keeps ties in ID order.
-    parallel_for(0, P, 1, [&](int64_t p0, int64_t p1, int64_t) {
-      for (int64_t p = p0; p < p1; ++p) {
-        std::stable_sort(r.orig_nid.begin() + r.node_offsets[p],
-                         r.orig_nid.begin() + r.node_offsets[p + 1],
-                         [&](int64_t u, int64_t v) { return csc.degree(u) > csc.degree(v); });
-      }
-    });
-    for (int64_t nv = 0; nv < n; ++nv) {
-      r.new_nid[r.orig_nid[nv]] = nv;
-    }
-  }
   Graph& g = r.csc;
   g.num_nodes = n;
   g.indptr.assign(static_cast<size_t>(n) + 1, 0);
@@ -54,8 +21,8 @@ Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
-  // Rows of csc are sorted by (old source, edge ID) and, in the original order, new IDs increase
-  // with old IDs within each partition, so a stable bucketing of a row by the source's partition
+  // Rows of csc are sorted by (old source, edge ID) and new IDs increase with old IDs within
+  // each partition, so a stable bucketing of a row by the source's partition
   // sorts it by (new source, edge ID): O(degree + P) instead of a comparison sort when P is small.
   constexpr int64_t kMaxBucketParts = 64;
   parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
@@ -65,7 +32,7 @@ Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
       const int64_t ov = r.orig_nid[nv];
       const int64_t b = csc.indptr[ov], e = csc.indptr[ov + 1];
       int64_t w = g.indptr[nv];
-      bool bucket = order == NodeOrder::kOriginal && P <= kMaxBucketParts && e - b > 1;
+      bool bucket = P <= kMaxBucketParts && e - b > 1;
       for (int64_t k = b + 1; k < e && bucket; ++k) {
         bucket = csc.indices[k - 1] < csc.indices[k] ||
                  (csc.indices[k - 1] == csc.indices[k] && csc.eid(k - 1) < csc.eid(k));
@@ -98,9 +65,57 @@ Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
       }
     }
   });
+}
+
+}  // namespace
+
+Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
+  const int64_t n = csc.num_nodes, P = a.num_parts;
+  TESSERA_ASSERT(static_cast<int64_t>(a.part.size()) == n, "assignment has {} nodes, graph {}",
+                 a.part.size(), n);
+  Relabelled r;
+  r.num_parts = P;
+  r.node_offsets.assign(static_cast<size_t>(P) + 1, 0);
+  for (int32_t p : a.part) {
+    TESSERA_ASSERT(p >= 0 && p < P, "partition {} outside [0, {})", p, P);
+    ++r.node_offsets[p + 1];
+  }
+  for (int64_t p = 0; p < P; ++p) {
+    r.node_offsets[p + 1] += r.node_offsets[p];
+  }
+  // Counting sort by partition; visiting old IDs in order keeps the relative order (stable).
+  r.new_nid.resize(static_cast<size_t>(n));
+  r.orig_nid.resize(static_cast<size_t>(n));
+  {
+    std::vector<int64_t> pos(r.node_offsets.begin(), r.node_offsets.end() - 1);
+    for (int64_t v = 0; v < n; ++v) {
+      const int64_t nv = pos[a.part[v]]++;
+      r.new_nid[v] = nv;
+      r.orig_nid[nv] = v;
+    }
+  }
+  if (order == NodeOrder::kDegree) {
+    // Within each partition, highest in-degree first; the stable sort keeps ties in ID order.
+    parallel_for(0, P, 1, [&](int64_t p0, int64_t p1, int64_t) {
+      for (int64_t p = p0; p < p1; ++p) {
+        sort_by_degree(csc, r.orig_nid.data() + r.node_offsets[p],
+                       r.orig_nid.data() + r.node_offsets[p + 1]);
+      }
+    });
+    for (int64_t nv = 0; nv < n; ++nv) {
+      r.new_nid[r.orig_nid[nv]] = nv;
+    }
+  }
+  if (order == NodeOrder::kDegree) {
+    // New IDs no longer follow old ones within a partition, so no bucketing shortcut: every
+    // row is re-sorted, as permute_nodes does for any renumbering.
+    r.csc = permute_nodes(csc, r.new_nid);
+  } else {
+    relabel_rows_in_original_order(csc, a, r);
+  }
   r.edge_offsets.resize(static_cast<size_t>(P) + 1);
   for (int64_t p = 0; p <= P; ++p) {
-    r.edge_offsets[p] = g.indptr[r.node_offsets[p]];
+    r.edge_offsets[p] = r.csc.indptr[r.node_offsets[p]];
   }
   return r;
 }

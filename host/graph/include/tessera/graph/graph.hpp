@@ -51,6 +51,10 @@ Graph build_csc(EdgeList&& edges, const BuildOptions& opts, const std::string& w
 /// Transposes CSC <-> CSR (keeps edge IDs; rows sorted by (neighbor, edge ID)).
 Graph transpose(const Graph& g);
 
+/// Sorts the node IDs in [first, last) by in-degree, highest first; equal degrees keep their
+/// order (stable). The one definition of "degree order" (degree_order, the partitioner's).
+void sort_by_degree(const Graph& g, int64_t* first, int64_t* last);
+
 /// Node IDs ordered by in-degree, highest first (ties by ID): returns new_nid, where old node v
 /// becomes new node new_nid[v]. On a power-law graph the hubs, which neighbor sampling visits in
 /// almost every batch, then share a few cache lines of every per-node array (indptr, the
