@@ -20,7 +20,7 @@ namespace tessera::tools {
 namespace {
 
 struct PartitionArgs {
-  std::string input, format = "auto", method = "metis", node_order = "original", out, name,
+  std::string input, format = "auto", method = "metis", node_order = "degree", out, name,
                      stats_json;
   int64_t parts = 0;
   std::vector<std::string> balance_masks;
@@ -195,8 +195,8 @@ void register_partition(CLI::App& app) {
   cmd->add_option("--halo-hops", args->halo_hops, "Hops of in-neighborhood kept as halo nodes")
       ->capture_default_str();
   cmd->add_option("--node-order", args->node_order,
-                  "Numbering within a partition: original (input order) or degree (highest "
-                  "in-degree first: hubs share cache lines, faster neighbor sampling)")
+                  "Numbering within a partition: degree (highest in-degree first: hubs share "
+                  "cache lines, faster neighbor sampling) or original (the input's order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"original", "degree"}));
   cmd->add_flag("--symmetrize", args->symmetrize,

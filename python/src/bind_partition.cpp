@@ -64,7 +64,7 @@ void bind_partition(nb::module_& m) {
       nb::arg("method") = "metis", nb::arg("balance_masks") = std::vector<std::string>{},
       nb::arg("balance_edges") = false, nb::arg("halo_hops") = 1, nb::arg("seed") = -1,
       nb::arg("ufactor") = -1, nb::arg("overwrite") = false, nb::arg("source_path") = "",
-      nb::arg("low_memory") = false, nb::arg("node_order") = "original",
+      nb::arg("low_memory") = false, nb::arg("node_order") = "degree",
       "Partitions a finalized dataset and writes <out_dir>/<name>.json and part<p>/ "
       "atomically. Returns (stats as JSON text, summary table). low_memory (METIS only) parks "
       "the CSC on disk during METIS and leaves the dataset's graph empty afterwards.");

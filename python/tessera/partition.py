@@ -104,7 +104,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                     balance_edges: bool = False, return_mapping: bool = False,
                     num_trainers_per_machine: int = 1, symmetrize: bool = False,
                     seed: int = -1, overwrite: bool = True, low_memory: bool = False,
-                    node_order: str = "original"):
+                    node_order: str = "degree"):
     """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
 
     ``g`` is a dataset path (read with ``symmetrize``), a ``tessera.load_dataset`` result, a
@@ -119,10 +119,11 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     (a path, a mapping, a PyG/DGL graph), not a ``tessera.load_dataset`` result, whose arrays
     the caller may still be viewing.
 
-    ``node_order`` (not in DGL) numbers the nodes within each partition: ``"original"`` keeps
-    the input's relative order, ``"degree"`` puts them by in-degree, highest first, so the hubs
-    that neighbor sampling visits in almost every batch share the cache lines of every per-node
-    array (about 9% faster CPU sampling on R-MAT scale 21; docs/sampling.md).
+    ``node_order`` (not in DGL) numbers the nodes within each partition: ``"degree"`` (the
+    default) puts them by in-degree, highest first, so the hubs that neighbor sampling visits
+    in almost every batch share the cache lines of every per-node array (about 9% faster CPU
+    sampling on R-MAT scale 21; docs/sampling.md); ``"original"`` keeps the input's relative
+    order. Either way ``return_mapping`` and the partition book give each node's input ID.
     """
     if num_trainers_per_machine != 1:
         raise ValueError("num_trainers_per_machine > 1 is not supported yet")

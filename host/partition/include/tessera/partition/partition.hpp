@@ -44,8 +44,11 @@ struct PartitionOptions {
   bool balance_edges = false;
   /// Hops of in-neighborhood stored as halo nodes (0: none).
   int halo_hops = 1;
-  /// Numbering of the nodes within each partition.
-  NodeOrder node_order = NodeOrder::kOriginal;
+  /// Numbering of the nodes within each partition. Degree order by default: the hubs that
+  /// neighbor sampling visits in almost every batch then share the cache lines of every
+  /// per-node array (indptr, compaction tags, features); sampling R-MAT scale 21 is about 9%
+  /// faster than in the input's order (docs/sampling.md).
+  NodeOrder node_order = NodeOrder::kDegree;
   /// METIS: its RNG seed (-1: METIS's default, which is what Debian's gpmetis uses).
   /// random: the shuffle seed (-1 means 0).
   int64_t seed = -1;
