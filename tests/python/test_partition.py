@@ -137,6 +137,18 @@ def test_degree_node_order(tmp_path, cora):
         assert (np.diff(d) <= 0).all()  # highest in-degree first within each part
     feat = g.ndata["feat"].gather(np.arange(10))
     assert np.array_equal(feat, cora.ndata["feat"][orig_nids[:10]])
+    # Degree order is the default; "original" keeps the input's order within each part.
+    tessera.partition_graph(CORA, "cora", 2, tmp_path / "dflt", symmetrize=True)
+    assert tessera.load_partition_config(tmp_path / "dflt" / "cora.json")["node_order"] == "degree"
+    kept, _ = tessera.partition_graph(CORA, "cora", 2, tmp_path / "orig", symmetrize=True,
+                                      node_order="original", return_mapping=True)
+    assert tessera.load_partition_config(tmp_path / "orig" / "cora.json")["node_order"] == \
+        "original"
+    pb = tessera.DistGraph("cora", part_config=tmp_path / "orig" / "cora.json") \
+        .get_partition_book()
+    for part in range(pb.num_partitions()):
+        lo, hi = pb.node_range(part)
+        assert (np.diff(kept[lo:hi]) > 0).all()  # input IDs increasing within each part
     with pytest.raises(ValueError, match="unknown node order 'rcmk'"):
         tessera.partition_graph(CORA, "cora", 2, tmp_path / "bad", symmetrize=True,
                                 node_order="rcmk")

@@ -116,6 +116,10 @@ TEST_F(Cli, PartitionByDegreeOrderValidates) {
   r = run(fmt::format("validate {}", (out / "c.json").string()));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("are out of node_order \"original\""), std::string::npos) << r.out;
+  // Degree order is also the default.
+  r = run(fmt::format("partition -i {} -k 3 --out {} --name c -q", cora, (tmp / "dflt").string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(load_partition_config(tmp / "dflt" / "c.json").node_order, "degree");
   r = run(fmt::format("partition -i {} -k 2 --node-order rcmk --out {} -q", cora,
                       (tmp / "bad").string()));
   EXPECT_NE(r.rc, 0);
