@@ -258,7 +258,6 @@ Graph permute_nodes(const Graph& g, const std::vector<int64_t>& new_nid) {
     t.indptr[nv + 1] = t.indptr[nv] + g.degree(orig[nv]);
   t.indices.resize(static_cast<size_t>(m));
   t.eids.resize(static_cast<size_t>(m));
-  int64_t eid_bound = 0;
   parallel_for(0, n, 4096, [&](int64_t lo, int64_t hi, int64_t) {
     for (int64_t nv = lo; nv < hi; ++nv) {
       const int64_t ov = orig[nv];
@@ -269,6 +268,7 @@ Graph permute_nodes(const Graph& g, const std::vector<int64_t>& new_nid) {
       }
     }
   });
+  int64_t eid_bound = 0;
   for (int64_t k = 0; k < m; ++k)
     eid_bound = std::max(eid_bound, t.eids[k] + 1);
   sort_rows(t, false, eid_bound);
