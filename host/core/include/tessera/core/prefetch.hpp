@@ -5,7 +5,8 @@
 // found pure by its IPA analysis, and a call to it whose result is unused is deleted as dead code
 // before it is inlined: the prefetch silently vanishes. Until 2026-11-22 that happened to every
 // adjacency prefetch of the CPU sampler. These helpers issue the instruction from an `asm
-// volatile`, which no pass may remove, wherever they are called from.
+// volatile`, which no pass may remove, wherever they are called from. (Elsewhere than x86 they
+// fall back to the builtin, with the same caveat.)
 #pragma once
 
 namespace tessera {
