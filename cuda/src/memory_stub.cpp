@@ -134,14 +134,15 @@ void FeatureCache::reset_counters(StreamHandle) {
 }
 DeviceSample sample_neighbors_uniform_impl(const int64_t*, const int64_t*, const int64_t*,
                                            const int64_t*, int64_t, int64_t, bool, bool,
-                                           const RngKey&, StreamHandle, const rows::ExcludeView*) {
+                                           const RngKey&, StreamHandle, const rows::ExcludeView*,
+                                           const int64_t*) {
   require_cuda("sample_neighbors");
   return {};
 }
 DeviceSample sample_neighbors_weighted_impl(const int64_t*, const int64_t*, const int64_t*,
                                             const float*, const double*, const int64_t*, int64_t,
                                             int64_t, bool, bool, const RngKey&, StreamHandle,
-                                            const rows::ExcludeView*) {
+                                            const rows::ExcludeView*, const int64_t*) {
   require_cuda("sample_neighbors (weighted)");
   return {};
 }

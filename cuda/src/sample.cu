@@ -19,7 +19,8 @@ namespace {
 // entries seed i needs, laid out the same way. `w` null: uniform.
 __global__ void count_kernel(const int64_t* __restrict__ indptr, const int64_t* __restrict__ eids,
                              const float* __restrict__ w, rows::ExcludeView ex,
-                             const int64_t* __restrict__ seeds, int64_t n, int64_t fanout,
+                             const int64_t* __restrict__ seeds,
+                             const int64_t* __restrict__ seed_rows, int64_t n, int64_t fanout,
                              bool replace, int64_t* __restrict__ counts,
                              int64_t* __restrict__ scratch) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -30,7 +31,8 @@ __global__ void count_kernel(const int64_t* __restrict__ indptr, const int64_t* 
       if (scratch) scratch[n] = 0;
       continue;
     }
-    const rows::SeedCounts c = rows::seed_counts(indptr, eids, w, ex, seeds[i], fanout, replace);
+    const int64_t row = seed_rows ? seed_rows[i] : seeds[i];
+    const rows::SeedCounts c = rows::seed_counts(indptr, eids, w, ex, row, fanout, replace);
     counts[i] = c.edges;
     if (scratch) scratch[i] = c.scratch;
   }
@@ -44,8 +46,8 @@ __global__ void count_kernel(const int64_t* __restrict__ indptr, const int64_t* 
 __global__ void sample_kernel(const int64_t* __restrict__ indptr,
                               const int64_t* __restrict__ indices, const int64_t* __restrict__ eids,
                               const float* __restrict__ w, const double* __restrict__ cdf,
-                              rows::ExcludeView ex, const int64_t* __restrict__ seeds, int64_t n,
-                              int64_t fanout, bool replace, bool dir_in, RngKey key,
+                              rows::ExcludeView ex, const int64_t* __restrict__ seeds,
+                              const int64_t* __restrict__ seed_rows, int64_t n, int64_t fanout, bool replace, bool dir_in, RngKey key,
                               const int64_t* __restrict__ offsets,
                               const int64_t* __restrict__ soffsets, int64_t* __restrict__ cand,
                               float* __restrict__ cand_w, double* __restrict__ cand_cdf,
@@ -57,10 +59,11 @@ __global__ void sample_kernel(const int64_t* __restrict__ indptr,
     const int64_t o = offsets[i], cnt = offsets[i + 1] - o;
     if (cnt == 0) continue;
     const int64_t v = seeds[i];
+    const int64_t row = seed_rows ? seed_rows[i] : v;  // row and Philox node; v is written
     const int64_t so = soffsets ? soffsets[i] : 0;
     const int64_t scnt = soffsets ? soffsets[i + 1] - so : 0;
     int64_t* pos = eid + o;
-    rows::seed_positions(key, indptr, eids, w, cdf, ex, v, fanout, replace, cnt, scnt, cand + so,
+    rows::seed_positions(key, indptr, eids, w, cdf, ex, row, fanout, replace, cnt, scnt, cand + so,
                          cand_w ? cand_w + so : nullptr, cand_cdf ? cand_cdf + so : nullptr, pos);
     for (int64_t t = 0; t < cnt; ++t) {
       const int64_t kpos = pos[t];
@@ -102,9 +105,10 @@ void exclusive_scan(CachingAllocator& alloc, const int64_t* counts, int64_t* off
 }
 
 DeviceSample sample_impl(const int64_t* indptr, const int64_t* indices, const int64_t* eids,
-                         const float* w, const double* cdf, const int64_t* seeds, int64_t n,
-                         int64_t fanout, bool replace, bool dir_in, const RngKey& key_in,
-                         const rows::ExcludeView* exclude, StreamHandle stream) {
+                         const float* w, const double* cdf, const int64_t* seeds,
+                         const int64_t* seed_rows, int64_t n, int64_t fanout, bool replace,
+                         bool dir_in, const RngKey& key_in, const rows::ExcludeView* exclude,
+                         StreamHandle stream) {
   DeviceSample out;
   if (n == 0 || fanout == 0) return out;
   RngKey key = key_in;
@@ -125,7 +129,7 @@ DeviceSample sample_impl(const int64_t* indptr, const int64_t* indices, const in
   int64_t* sc = excluding ? c + n + 1 : nullptr;
   int64_t* soff = excluding ? off + n + 1 : nullptr;
   TESSERA_KERNEL_CALL(count_kernel, grid_for(n + 1, threads), threads, 0, s, indptr, eids, w, ex,
-                      seeds, n, fanout, replace, c, sc);
+                      seeds, seed_rows, n, fanout, replace, c, sc);
   exclusive_scan(alloc, c, off, n, stream);
   int64_t totals[2] = {0, 0};  // sampled edges, candidate scratch entries
   if (excluding) {
@@ -154,7 +158,7 @@ DeviceSample sample_impl(const int64_t* indptr, const int64_t* indices, const in
   ScratchBuffer cand_w(alloc, w ? sn * sizeof(float) : 0, stream);
   ScratchBuffer cand_cdf(alloc, w ? sn * sizeof(double) : 0, stream);
   TESSERA_KERNEL_CALL(sample_kernel, grid_for(n, threads), threads, 0, s, indptr, indices, eids, w,
-                      cdf, ex, seeds, n, fanout, replace, dir_in, key, off, soff,
+                      cdf, ex, seeds, seed_rows, n, fanout, replace, dir_in, key, off, soff,
                       static_cast<int64_t*>(cand.data()), static_cast<float*>(cand_w.data()),
                       static_cast<double*>(cand_cdf.data()), static_cast<int64_t*>(out.src->data()),
                       static_cast<int64_t*>(out.dst->data()),
@@ -168,9 +172,10 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t*
                                            const int64_t* eids, const int64_t* seeds, int64_t n,
                                            int64_t fanout, bool replace, bool dir_in,
                                            const RngKey& key, StreamHandle stream,
-                                           const rows::ExcludeView* exclude) {
-  return sample_impl(indptr, indices, eids, nullptr, nullptr, seeds, n, fanout, replace, dir_in,
-                     key, exclude, stream);
+                                           const rows::ExcludeView* exclude,
+                                           const int64_t* seed_rows) {
+  return sample_impl(indptr, indices, eids, nullptr, nullptr, seeds, seed_rows, n, fanout, replace,
+                     dir_in, key, exclude, stream);
 }
 
 DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t* indices,
@@ -178,9 +183,10 @@ DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t
                                             const double* prefix, const int64_t* seeds, int64_t n,
                                             int64_t fanout, bool replace, bool dir_in,
                                             const RngKey& key, StreamHandle stream,
-                                            const rows::ExcludeView* exclude) {
-  return sample_impl(indptr, indices, eids, weights, prefix, seeds, n, fanout, replace, dir_in, key,
-                     exclude, stream);
+                                            const rows::ExcludeView* exclude,
+                                            const int64_t* seed_rows) {
+  return sample_impl(indptr, indices, eids, weights, prefix, seeds, seed_rows, n, fanout, replace,
+                     dir_in, key, exclude, stream);
 }
 
 void weight_prefix_sums_impl(const int64_t* indptr, int64_t num_nodes, const float* weights,

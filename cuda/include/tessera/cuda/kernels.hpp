@@ -120,11 +120,15 @@ struct ExcludeView;  // tessera/cuda/sample_rows.hpp: ops::ExcludeEdges in devic
 /// SampleOptions::exclude does: a seed with excluded edges draws from its remaining ones in
 /// storage order, using per-seed candidate scratch from scratch_allocator(). Synchronizes
 /// `stream` once to learn the number of sampled edges (and, with exclusion, of candidates).
+/// `seed_rows` (null: the seeds themselves) gives, per seed, the row it samples and the node ID
+/// its Philox draws are keyed by, while `seeds[i]` is the ID written into the edges: a
+/// distributed graph's owner keeps rows by ORIGINAL node ID and writes new IDs (dist/sampling).
 DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t* indices,
                                            const int64_t* eids, const int64_t* seeds, int64_t n,
                                            int64_t fanout, bool replace, bool dir_in,
                                            const RngKey& key, StreamHandle stream,
-                                           const rows::ExcludeView* exclude = nullptr);
+                                           const rows::ExcludeView* exclude = nullptr,
+                                           const int64_t* seed_rows = nullptr);
 
 /// CUDA twin of ops::sample_neighbors for WEIGHTED sampling, bit-identical to the CPU twin:
 /// `weights` (float, storage order, already validated finite and >= 0) and `prefix` (their
@@ -139,7 +143,8 @@ DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t
                                             const double* prefix, const int64_t* seeds, int64_t n,
                                             int64_t fanout, bool replace, bool dir_in,
                                             const RngKey& key, StreamHandle stream,
-                                            const rows::ExcludeView* exclude = nullptr);
+                                            const rows::ExcludeView* exclude = nullptr,
+                                            const int64_t* seed_rows = nullptr);
 
 /// out[k] = per-row inclusive prefix sums of `weights` in double, summed in storage order from
 /// each row's start (exactly ops::weight_prefix_sums), for a graph of num_nodes rows; indptr,
