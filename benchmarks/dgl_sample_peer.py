@@ -8,7 +8,9 @@ Export the graph once with Tessera, then run this script with DGL installed:
         --batch-size 1024 --threads 1 --batches 20 --json out.json
 
 The graph is symmetrized the way Tessera's BuildOptions::symmetrize does (edge E+i is the
-reverse of input edge i). Each batch runs DGL's multi-layer sampling the way
+reverse of input edge i, added unless the input already holds that reversed pair), and not at
+all when its meta.json says "symmetrized": true (both directions stored), as `tessera bench`
+reads it. Each batch runs DGL's multi-layer sampling the way
 dgl.dataloading.NeighborSampler.sample_blocks does: dgl.sampling.sample_neighbors on the frontier
 (output layer first), then dgl.to_block, and the block's source nodes become the next frontier.
 """
@@ -22,6 +24,19 @@ import sys
 import time
 
 import numpy as np
+
+
+def symmetrize(src, dst, num_nodes):
+    """Tessera's BuildOptions::symmetrize: the input edges, then the reverse of every input
+    edge whose reversed pair the input lacks, in input order."""
+    import torch
+    if src.numel() == 0:
+        return src, dst
+    keys = torch.sort(src * num_nodes + dst).values
+    rev = dst * num_nodes + src
+    pos = torch.searchsorted(keys, rev).clamp_(max=keys.numel() - 1)
+    lacking = keys[pos] != rev
+    return torch.cat([src, dst[lacking]]), torch.cat([dst, src[lacking]])
 
 
 def main():
@@ -49,11 +64,14 @@ def main():
     dst = torch.from_numpy(np.ascontiguousarray(ei[1]))
     num_nodes = int(max(src.max(), dst.max())) + 1
     meta_path = os.path.join(a.graph, "meta.json")
+    meta = {}
     if os.path.exists(meta_path):
         with open(meta_path) as f:
-            num_nodes = max(num_nodes, int(json.load(f).get("num_nodes", num_nodes)))
-    if not a.no_symmetrize:
-        src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+            meta = json.load(f)
+        num_nodes = max(num_nodes, int(meta.get("num_nodes", num_nodes)))
+    symmetrized = not a.no_symmetrize and meta.get("symmetrized") is not True
+    if symmetrized:
+        src, dst = symmetrize(src, dst, num_nodes)
     g = dgl.graph((src, dst), num_nodes=num_nodes)
     del src, dst
     g.create_formats_()
@@ -97,7 +115,7 @@ def main():
         "machine": {"hostname": socket.gethostname(), "hardware_threads": os.cpu_count(),
                     "cpu": platform.processor() or platform.machine()},
         "graph": {"path": a.graph, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-                  "symmetrized": not a.no_symmetrize},
+                  "symmetrized": symmetrized},
         "params": {"fanouts": fanouts, "batch_size": a.batch_size, "threads": a.threads,
                    "replace": a.replace, "batches": a.batches, "seed": a.seed},
         "dgl": {"seconds": wall, "cpu_seconds": cpu, "seeds": seeds, "sampled_edges": stats["edges"],

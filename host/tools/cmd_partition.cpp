@@ -12,7 +12,6 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/graph/dataset.hpp"
-#include "tessera/graph/rmat.hpp"
 #include "tessera/partition/partition.hpp"
 
 namespace tessera::tools {
@@ -31,24 +30,6 @@ struct PartitionArgs {
   int ufactor = -1;
   bool low_memory = false;
 };
-
-// Inputs that say they are undirected with each edge stored once are symmetrized unless
-// --no-symmetrize is given: npy datasets whose meta.json says so (all of ../shared/datasets),
-// and SNAP files whose header says "Undirected" (the reader sets meta "directed": false).
-bool meta_says_undirected(const Dataset& ds) {
-  if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean()) {
-    return !ds.meta["directed"].get<bool>();
-  }
-  if (ds.meta.contains("undirected") && ds.meta["undirected"].is_boolean()) {
-    return ds.meta["undirected"].get<bool>();
-  }
-  if (ds.meta.contains("edges") && ds.meta["edges"].is_string()) {
-    const std::string s = ds.meta["edges"].get<std::string>();
-    return s.find("undirected edge is stored once") != std::string::npos ||
-           s.find("symmetrize") != std::string::npos;
-  }
-  return false;
-}
 
 void run_partition(const PartitionArgs& a) {
   set_quiet(a.quiet);
@@ -99,49 +80,19 @@ void run_partition(const PartitionArgs& a) {
   PhaseTimer timer;
   reset_peak_rss();
   timer.begin("read");
-  Dataset ds;
-  if (is_rmat_spec(a.input)) {
-    ds = generate_rmat(parse_rmat_spec(a.input));
-  } else {
-    Format f = parse_format(a.format);
-    if (f == Format::kAuto) {
-      f = detect_format(a.input);
-    }
-    ReadOptions ro;
-    switch (f) {
-      case Format::kNpy:
-        ds = read_npy_dir(a.input, ro);
-        break;
-      case Format::kOgb:
-        ds = read_ogb_dir(a.input, ro);
-        break;
-      case Format::kSnap:
-        ds = read_snap(a.input, ro);
-        break;
-      case Format::kMetis:
-        ds = read_metis(a.input, ro);
-        break;
-      case Format::kMtx:
-        ds = read_mtx(a.input, ro);
-        break;
-      case Format::kAuto:
-        break;
-    }
+  ReadOptions ro;
+  ro.build.symmetrize = a.symmetrize;
+  ro.symmetrize_if_undirected = !a.no_symmetrize;
+  ro.build.drop_self_loops = a.drop_self_loops;
+  ro.build.deduplicate = a.dedup;
+  Dataset ds = read_unfinalized(a.input, parse_format(a.format), ro);
+  const BuildOptions bo = resolve_build_options(ds, ro);
+  if (!quiet() && bo.symmetrize != a.symmetrize) {
+    fmt::print(stderr, "[tessera] {}: the input says its edges are {}: {}\n", ds.name,
+               edge_storage_name(edge_storage(ds.meta)),
+               bo.symmetrize ? "symmetrizing (--no-symmetrize to keep them directed)"
+                             : "not adding reverse edges");
   }
-  BuildOptions bo;
-  bo.symmetrize = a.symmetrize;
-  if (!a.symmetrize && !a.no_symmetrize && (ds.format == "npy" || ds.format == "snap") &&
-      meta_says_undirected(ds)) {
-    bo.symmetrize = true;
-    if (!quiet()) {
-      fmt::print(stderr,
-                 "[tessera] {}: the input says its edges are undirected, stored once per pair: "
-                 "symmetrizing (--no-symmetrize to keep them directed)\n",
-                 ds.name);
-    }
-  }
-  bo.drop_self_loops = a.drop_self_loops;
-  bo.deduplicate = a.dedup;
   timer.begin("build CSR");
   finalize(ds, bo);
   if (!quiet()) {
@@ -200,8 +151,9 @@ void register_partition(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"original", "degree"}));
   cmd->add_flag("--symmetrize", args->symmetrize,
-                "Add the reverse of every edge (default for inputs that say they are undirected "
-                "with each edge stored once: npy meta.json, SNAP header)");
+                "Add the reverse of every edge whose reversed pair the input lacks (default for "
+                "inputs that say they are undirected with each edge stored once: npy meta.json, "
+                "SNAP header; a no-op for inputs whose meta.json says \"symmetrized\": true)");
   cmd->add_flag("--no-symmetrize", args->no_symmetrize, "Never symmetrize");
   cmd->add_flag("--drop-self-loops", args->drop_self_loops, "Drop self loops");
   cmd->add_flag("--dedup", args->dedup, "Keep one copy of duplicate edges");

@@ -16,7 +16,8 @@ Differences from DGL's partition_graph.py:
     (its ``_preprocess_features``). Other datasets are only cast to float32 (``--no_row_norm``
     skips the normalization).
   * ``--undirected``: ``dgl.to_bidirected`` becomes ``partition_graph(..., symmetrize=True)``
-    (the same graph: both directions of every edge; node data is kept).
+    (the same graph when the input repeats no edge: every pair once in each direction; node
+    data is kept). Without it the edges stay as the dataset stores them.
   * ``--graphbolt`` is not offered (Tessera has one partition format).
 """
 import argparse
@@ -31,7 +32,7 @@ import tessera
 def load_npy(path, row_norm=True):
     """A Tessera dataset folder as (graph, number of classes): the graph is the mapping
     ``tessera.partition_graph`` takes ({"edge_index", "num_nodes", "ndata"})."""
-    ds = tessera.load_dataset(path)
+    ds = tessera.load_dataset(path, symmetrize=False)  # as stored: --undirected symmetrizes
     ndata = dict(ds.ndata)
     feat = np.asarray(ndata.pop("feat"), dtype=np.float32)
     if row_norm:

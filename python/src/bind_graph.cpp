@@ -1,5 +1,6 @@
 // Graph (CSC) and Dataset: reading datasets, building graphs from arrays, zero-copy views.
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -123,6 +124,10 @@ void bind_graph(nb::module_& m) {
           "dict of NumPy views (masks of S splits are [N, S])")
       .def_prop_ro("edata", [](const Dataset& d) { return arrays_to_dict(d.edata); })
       .def_prop_ro("meta_json", [](const Dataset& d) { return d.meta.dump(); })
+      .def_prop_ro(
+          "edge_storage", [](const Dataset& d) { return edge_storage_name(edge_storage(d.meta)); },
+          "what the input says of its edges: 'unknown', 'directed', 'undirected, each pair "
+          "stored once' or 'both directions stored'")
       .def_prop_ro("build_options",
                    [](const Dataset& d) {
                      nb::dict o;
@@ -138,18 +143,20 @@ void bind_graph(nb::module_& m) {
 
   m.def(
       "read_dataset",
-      [](const std::string& path, const std::string& format, bool symmetrize, bool drop_self_loops,
-         bool deduplicate, const std::string& ogb_split) {
+      [](const std::string& path, const std::string& format, std::optional<bool> symmetrize,
+         bool drop_self_loops, bool deduplicate, const std::string& ogb_split) {
         ReadOptions ro;
-        ro.build = build_options(symmetrize, drop_self_loops, deduplicate);
+        ro.build = build_options(symmetrize.value_or(false), drop_self_loops, deduplicate);
+        ro.symmetrize_if_undirected = !symmetrize.has_value();
         ro.ogb_split = ogb_split;
         const Format f = parse_format(format);
         nb::gil_scoped_release nogil;
         return read_dataset(path, f, ro);
       },
-      nb::arg("path"), nb::arg("format") = "auto", nb::arg("symmetrize") = false,
+      nb::arg("path"), nb::arg("format") = "auto", nb::arg("symmetrize").none() = nb::none(),
       nb::arg("drop_self_loops") = false, nb::arg("deduplicate") = false, nb::arg("ogb_split") = "",
-      "Reads a dataset (npy, ogb, snap, metis, mtx or an rmat: spec) and builds its CSC.");
+      "Reads a dataset (npy, ogb, snap, metis, mtx or an rmat: spec) and builds its CSC. "
+      "symmetrize None: as the input says (its undirected edges stored once are symmetrized).");
 
   m.def(
       "dataset_from_arrays",

@@ -812,7 +812,8 @@ def symmetrized_reverse_eids(num_input_edges) -> np.ndarray:
     """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other.
 
     Given a distributed-mode DistGraph instead of E: the same in its new (relabelled) edge IDs,
-    -1 where an edge's reverse was dropped (deduplicate, self loops); every rank can call it
+    -1 where an edge's reverse is not stored (the input held the reversed pair itself, or
+    deduplicate / drop_self_loops dropped it); every rank can call it
     (it reads the original ID of every edge)."""
     if _is_distributed(num_input_edges):
         return _C.dist_symmetrized_reverse_eids(num_input_edges.runtime_graph)

@@ -20,11 +20,18 @@ def _np(a) -> np.ndarray:
     return np.asarray(a)
 
 
-def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool = False,
+def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool | None = None,
                  drop_self_loops: bool = False, deduplicate: bool = False,
                  ogb_split: str = "") -> "_C.Dataset":
     """Reads a dataset (npy folder, OGB folder, SNAP, METIS, Matrix Market or ``rmat:`` spec)
-    and builds its CSC. Masks of S fixed splits come back as [N, S]."""
+    and builds its CSC. Masks of S fixed splits come back as [N, S].
+
+    ``symmetrize`` (as ``tessera partition``): ``None`` follows the input, symmetrizing one
+    that says it is undirected with each pair stored once (``ds.edge_storage``; data/cora);
+    ``True`` adds the reverse of every edge whose reversed pair the input lacks, and is met
+    as stored by an input whose meta.json says ``"symmetrized": true``; ``False`` keeps the
+    edges as stored. No pair is ever stored twice in one direction by symmetrizing
+    (docs/partition-format.md, "Symmetrizing")."""
     return _C.read_dataset(os.fspath(path), format, symmetrize, drop_self_loops, deduplicate,
                            ogb_split)
 
@@ -35,7 +42,8 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
                       symmetrize: bool = False, drop_self_loops: bool = False,
                       deduplicate: bool = False) -> "_C.Dataset":
     """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
-    or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied)."""
+    or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``symmetrize``
+    adds the reverse E + i of edge i unless the input already holds that reversed pair."""
     if isinstance(edge_index, (tuple, list)) and len(edge_index) == 2:
         src, dst = _np(edge_index[0]), _np(edge_index[1])
     else:
@@ -54,19 +62,21 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
                                   drop_self_loops, deduplicate)
 
 
-def _as_dataset(g, symmetrize: bool) -> "_C.Dataset":
+def _as_dataset(g, symmetrize: bool | None) -> "_C.Dataset":
     if isinstance(g, _C.Dataset):
         return g
     if isinstance(g, (str, os.PathLike)):
         return load_dataset(g, symmetrize=symmetrize)
+    # Arrays say nothing about their edges: None keeps them as they are.
     if isinstance(g, Mapping):
         return graph_from_arrays(g["edge_index"], g.get("num_nodes"), g.get("ndata"),
-                                 g.get("edata"), g.get("name", "graph"), symmetrize=symmetrize)
+                                 g.get("edata"), g.get("name", "graph"),
+                                 symmetrize=bool(symmetrize))
     from . import convert  # PyG Data / DGLGraph, when those libraries are installed
 
     d = convert.to_arrays(g)
     return graph_from_arrays(d["edge_index"], d["num_nodes"], d["ndata"], d["edata"],
-                             symmetrize=symmetrize)
+                             symmetrize=bool(symmetrize))
 
 
 def _balance_masks(ds: "_C.Dataset", balance_ntypes) -> tuple["_C.Dataset", list[str]]:
@@ -102,14 +112,16 @@ def _balance_masks(ds: "_C.Dataset", balance_ntypes) -> tuple["_C.Dataset", list
 def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathLike,
                     num_hops: int = 1, part_method: str = "metis", balance_ntypes=None,
                     balance_edges: bool = False, return_mapping: bool = False,
-                    num_trainers_per_machine: int = 1, symmetrize: bool = False,
+                    num_trainers_per_machine: int = 1, symmetrize: bool | None = None,
                     seed: int = -1, overwrite: bool = True, low_memory: bool = False,
                     node_order: str = "degree"):
     """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
 
-    ``g`` is a dataset path (read with ``symmetrize``), a ``tessera.load_dataset`` result, a
-    mapping {"edge_index", "num_nodes", "ndata", "edata"}, or a PyG ``Data`` / DGLGraph when
-    those libraries are installed. Writes ``<out_path>/<graph_name>.json`` and
+    ``g`` is a dataset path (read with ``symmetrize`` as ``load_dataset`` and
+    ``tessera partition`` do: ``None`` follows the dataset's meta.json), a
+    ``tessera.load_dataset`` result (built already: ``symmetrize`` is not applied), a mapping
+    {"edge_index", "num_nodes", "ndata", "edata"}, or a PyG ``Data`` / DGLGraph when those
+    libraries are installed (``symmetrize=None`` keeps their edges as they are). Writes ``<out_path>/<graph_name>.json`` and
     ``part<p>/`` atomically. Returns the config path, or with ``return_mapping`` the pair
     (orig_nids, orig_eids): for every new (relabelled) node / edge ID, its ID in the input.
 

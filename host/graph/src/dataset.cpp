@@ -1,6 +1,7 @@
 #include "tessera/graph/dataset.hpp"
 
 #include <fstream>
+#include <optional>
 
 #include "tessera/core/error.hpp"
 #include "tessera/graph/rmat.hpp"
@@ -75,14 +76,83 @@ void finalize(Dataset& ds, const BuildOptions& opts) {
   ds.finalized = true;
 }
 
-Dataset read_dataset(const fs::path& path, Format format, const ReadOptions& opts) {
-  Dataset ds;
+namespace {
+
+// meta[key] when it is a boolean.
+std::optional<bool> flag(const nlohmann::json& meta, const char* key) {
+  const auto it = meta.find(key);
+  if (it == meta.end() || !it->is_boolean()) {
+    return std::nullopt;
+  }
+  return it->get<bool>();
+}
+
+}  // namespace
+
+EdgeStorage edge_storage(const nlohmann::json& meta) {
+  if (!meta.is_object()) {
+    return EdgeStorage::kUnknown;
+  }
+  const std::optional<bool> symmetrized = flag(meta, "symmetrized");
+  if (symmetrized == true) {
+    return EdgeStorage::kBothDirections;
+  }
+  if (const auto directed = flag(meta, "directed")) {
+    return *directed ? EdgeStorage::kDirected : EdgeStorage::kUndirectedOnce;
+  }
+  if (const auto undirected = flag(meta, "undirected")) {
+    return *undirected ? EdgeStorage::kUndirectedOnce : EdgeStorage::kDirected;
+  }
+  const auto edges = meta.find("edges");
+  if (edges != meta.end() && edges->is_string()) {
+    const std::string note = edges->get<std::string>();
+    if (note.find("undirected edge is stored once") != std::string::npos ||
+        note.find("symmetrize") != std::string::npos) {
+      return EdgeStorage::kUndirectedOnce;
+    }
+  }
+  if (symmetrized == false) {
+    return EdgeStorage::kDirected;
+  }
+  return EdgeStorage::kUnknown;
+}
+
+const char* edge_storage_name(EdgeStorage s) {
+  switch (s) {
+    case EdgeStorage::kUnknown:
+      return "unknown";
+    case EdgeStorage::kDirected:
+      return "directed";
+    case EdgeStorage::kUndirectedOnce:
+      return "undirected, each pair stored once";
+    case EdgeStorage::kBothDirections:
+      return "both directions stored";
+  }
+  return "?";
+}
+
+BuildOptions resolve_build_options(const Dataset& ds, const ReadOptions& opts) {
+  BuildOptions b = opts.build;
+  switch (edge_storage(ds.meta)) {
+    case EdgeStorage::kBothDirections:
+      b.symmetrize = false;
+      break;
+    case EdgeStorage::kUndirectedOnce:
+      b.symmetrize = b.symmetrize || opts.symmetrize_if_undirected;
+      break;
+    case EdgeStorage::kUnknown:
+    case EdgeStorage::kDirected:
+      break;
+  }
+  return b;
+}
+
+Dataset read_unfinalized(const fs::path& path, Format format, const ReadOptions& opts) {
   // "rmat:SCALE,EF[,SEED]" generates a graph instead of reading one (format auto only).
   if (format == Format::kAuto && is_rmat_spec(path.string())) {
-    ds = generate_rmat(parse_rmat_spec(path.string()));
-    finalize(ds, opts.build);
-    return ds;
+    return generate_rmat(parse_rmat_spec(path.string()));
   }
+  Dataset ds;
   if (format == Format::kAuto) format = detect_format(path);
   switch (format) {
     case Format::kNpy:
@@ -103,7 +173,12 @@ Dataset read_dataset(const fs::path& path, Format format, const ReadOptions& opt
     case Format::kAuto:
       TESSERA_ASSERT(false, "unreachable");
   }
-  finalize(ds, opts.build);
+  return ds;
+}
+
+Dataset read_dataset(const fs::path& path, Format format, const ReadOptions& opts) {
+  Dataset ds = read_unfinalized(path, format, opts);
+  finalize(ds, resolve_build_options(ds, opts));
   return ds;
 }
 

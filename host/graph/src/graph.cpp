@@ -21,10 +21,14 @@ int64_t num_chunks(int64_t n, int64_t grain) {
   return std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / std::max<int64_t>(grain, 1)));
 }
 
-// Sorts each row of (indices, eids) by (neighbor, eid); optionally removes duplicate neighbors
-// keeping the smallest eid. Compacts in place and rewrites indptr. Edge IDs must lie in
-// [0, eid_bound) (eid_bound < 0: unknown).
-void sort_rows(Graph& g, bool dedup, int64_t eid_bound) {
+// Sorts each row of (indices, eids) by (neighbor, eid). With `dedup`, keeps only the entry with
+// the smallest eid of each neighbor. With `first_reverse` >= 0 (a symmetrized build: edge IDs
+// from first_reverse on are added reverses), drops an added reverse whose neighbor the row
+// also holds through an input edge (eid < first_reverse): the input already has that pair.
+// Sorting puts such an input edge first in its neighbor's run, so one pass decides. Compacts in
+// place and rewrites indptr. Edge IDs must lie in [0, eid_bound) (eid_bound < 0: unknown).
+void sort_rows(Graph& g, bool dedup, int64_t eid_bound, int64_t first_reverse = -1) {
+  const bool compact = dedup || first_reverse >= 0;
   const int64_t n = g.num_nodes;
   // Entries pack into one 64-bit key when neighbor and edge ID bits fit together.
   int nbits = 1, ebits = 1;
@@ -34,14 +38,14 @@ void sort_rows(Graph& g, bool dedup, int64_t eid_bound) {
     ++ebits;
   const bool pack = eid_bound >= 0 && nbits + ebits <= 64;
   const int64_t chunks = num_chunks(n, 1024);
-  std::vector<int64_t> keep(dedup ? n : 0);
+  std::vector<int64_t> keep(compact ? n : 0);
   std::vector<int64_t> chunk_end(static_cast<size_t>(chunks), 0);
   parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1, int64_t) {
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
       std::vector<std::pair<int64_t, int64_t>> buf;
       std::vector<uint64_t> keys;
-      // With dedup, each chunk compacts its rows to the start of its own range of entries (the
+      // When compacting, each chunk moves its rows to the start of its own range of entries (the
       // write position never passes the read position); the blocks are moved together below.
       int64_t w = g.indptr[lo];
       for (int64_t v = lo; v < hi; ++v) {
@@ -75,10 +79,16 @@ void sort_rows(Graph& g, bool dedup, int64_t eid_bound) {
             }
           }
         }
-        if (dedup) {
+        if (compact) {
           const int64_t w0 = w;
+          bool run_has_input = false;  // the current neighbor's run starts with an input edge
           for (int64_t k = b; k < e; ++k) {
-            if (k == b || g.indices[k] != g.indices[k - 1]) {
+            const bool first = k == b || g.indices[k] != g.indices[k - 1];
+            if (first) {
+              run_has_input = g.eids[k] < first_reverse;
+            }
+            const bool kept = dedup ? first : !(run_has_input && g.eids[k] >= first_reverse);
+            if (kept) {
               g.indices[w] = g.indices[k];
               g.eids[w] = g.eids[k];
               ++w;
@@ -90,7 +100,7 @@ void sort_rows(Graph& g, bool dedup, int64_t eid_bound) {
       chunk_end[c] = w;
     }
   });
-  if (!dedup) return;
+  if (!compact) return;
   int64_t w = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t b = g.indptr[n * c / chunks], len = chunk_end[c] - b;
@@ -195,7 +205,7 @@ Graph build_csc(EdgeList&& edges, const BuildOptions& opts, const std::string& w
   std::vector<std::vector<int64_t>>().swap(cnt);
   std::vector<int64_t>().swap(edges.src);
   std::vector<int64_t>().swap(edges.dst);
-  sort_rows(g, opts.deduplicate, e_in * sides);
+  sort_rows(g, opts.deduplicate, e_in * sides, opts.symmetrize ? e_in : -1);
   return g;
 }
 

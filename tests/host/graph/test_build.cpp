@@ -65,6 +65,79 @@ TEST(BuildCsc, OptionsSymmetrizeDropLoopsDedup) {
                             {0, 1, 0}, {1, 0, 1}, {2, 0, 4}, {0, 2, 9}}));
 }
 
+TEST(BuildCsc, SymmetrizeAddsOnlyTheReversesTheInputLacks) {
+  BuildOptions o;
+  o.symmetrize = true;
+  // E = 5. Reverses 5 (1->0), 6 (0->1), 7 (1->1), 8 (1->0) are pairs the input holds already:
+  // not added. Only 9 (0->2, the reverse of 2->0) is. Input edges all stay, the multi-edge too.
+  Graph g = build_csc(make(3, {{0, 1}, {1, 0}, {1, 1}, {0, 1}, {2, 0}}), o);
+  validate_graph(g, "g");
+  EXPECT_EQ(triples(g), (std::multiset<std::tuple<int64_t, int64_t, int64_t>>{
+                            {0, 1, 0}, {1, 0, 1}, {1, 1, 2}, {0, 1, 3}, {2, 0, 4}, {0, 2, 9}}));
+}
+
+// Both directions stored, as `tessera generate rmat --symmetrize` writes them (edge i and edge
+// E/2 + i reverse each other): symmetrizing again stores every edge once, with its own ID.
+TEST(BuildCsc, SymmetrizeKeepsAGraphThatStoresBothDirections) {
+  EdgeList half = random_edges(5, 200, 3000, 200);
+  EdgeList both;
+  both.num_nodes = half.num_nodes;
+  both.src = half.src;
+  both.dst = half.dst;
+  both.src.insert(both.src.end(), half.dst.begin(), half.dst.end());
+  both.dst.insert(both.dst.end(), half.src.begin(), half.src.end());
+  const int64_t stored = both.num_edges();
+  EdgeList copy = both;
+  const Graph plain = build_csc(std::move(copy), {});
+  BuildOptions o;
+  o.symmetrize = true;
+  const Graph g = build_csc(std::move(both), o);
+  validate_graph(g, "g");
+  EXPECT_EQ(g.num_edges(), stored) << "each pair stored once per direction";
+  EXPECT_EQ(g.indptr, plain.indptr);
+  EXPECT_EQ(g.indices, plain.indices);
+  EXPECT_EQ(g.eids, plain.eids) << "no added reverse (edge ID >= E) survives";
+}
+
+// Oracle: input edges (u, v, i) plus (v, u, E + i) wherever the input has no edge v -> u; the
+// same at any thread count, and symmetrizing the result's edge list adds nothing.
+TEST(BuildCsc, SymmetrizeMatchesAnOracleAndIsIdempotent) {
+  // 60 nodes and 900 edges: many pairs appear in both directions, and some self loops.
+  const EdgeList base = random_edges(9, 60, 900, 60);
+  const int64_t e = base.num_edges();
+  std::set<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t i = 0; i < e; ++i)
+    pairs.insert({base.src[i], base.dst[i]});
+  std::multiset<std::tuple<int64_t, int64_t, int64_t>> want;
+  int64_t skipped = 0;
+  for (int64_t i = 0; i < e; ++i) {
+    want.insert({base.src[i], base.dst[i], i});
+    if (pairs.count({base.dst[i], base.src[i]}) == 0) {
+      want.insert({base.dst[i], base.src[i], e + i});
+    } else {
+      ++skipped;
+    }
+  }
+  ASSERT_GT(skipped, 50) << "the fixture must exercise reverses that are not added";
+  BuildOptions o;
+  o.symmetrize = true;
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    EdgeList a = base;
+    const Graph g = build_csc(std::move(a), o);
+    validate_graph(g, "g");
+    EXPECT_EQ(triples(g), want) << threads << " threads";
+    EdgeList again;
+    again.num_nodes = g.num_nodes;
+    for (const auto& [s, d, id] : triples(g)) {
+      again.src.push_back(s);
+      again.dst.push_back(d);
+    }
+    EXPECT_EQ(build_csc(std::move(again), o).num_edges(), g.num_edges()) << threads << " threads";
+  }
+  set_num_threads(0);
+}
+
 TEST(BuildCsc, RejectsOutOfRangeIds) {
   TESSERA_EXPECT_THROW_MSG(build_csc(make(3, {{0, 1}, {0, 3}}), {}, "f.txt"), IndexError,
                            "f.txt: edge 1 (0 -> 3)");

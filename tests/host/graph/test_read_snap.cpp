@@ -49,7 +49,9 @@ TEST(ReadSnap, SlashdotSymmetrized) {
   Dataset ds = read_dataset(test::dataset("snap/soc-Slashdot0902.txt.gz"), Format::kSnap, o);
   EXPECT_EQ(ds.num_nodes, 82168);
   EXPECT_EQ(ds.num_input_edges, 948464);
-  EXPECT_EQ(ds.graph.num_edges(), 2 * 948464);
+  // 810165 of the input edges have their reverse in the input already (checked with a set in
+  // Python): only the 138299 others gain one.
+  EXPECT_EQ(ds.graph.num_edges(), 948464 + 138299);
   EXPECT_EQ(ds.meta.value("directed", false), true);
 }
 

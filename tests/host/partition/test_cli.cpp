@@ -239,5 +239,55 @@ TEST_F(Cli, BadArguments) {
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
+// Stored edges of `tessera partition -i input flags` (from --stats-json); validates the result
+// against the input read with the config's build options.
+int64_t partitioned_edges(const fs::path& tmp, const std::string& input, const std::string& flags) {
+  const fs::path out = tmp / "parts", stats = tmp / "stats.json";
+  const CmdResult r =
+      run(fmt::format("partition -i {} -k 2 --method random {} --overwrite --out {} "
+                      "--name g --stats-json {}",
+                      input, flags, out.string(), stats.string()));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  const CmdResult v =
+      run(fmt::format("validate {} --dataset {}", (out / "g.json").string(), input));
+  EXPECT_EQ(v.rc, 0) << v.out;
+  nlohmann::json st;
+  std::ifstream(stats) >> st;
+  return st.value("num_edges", int64_t{-1});
+}
+
+// What `tessera generate rmat --symmetrize` writes (meta.json "symmetrized": true) is stored as
+// written, one edge per stored row, whether or not --symmetrize is given.
+TEST_F(Cli, SymmetrizedDatasetIsStoredOnce) {
+  TempDir tmp;
+  const std::string data = (tmp / "rmat").string();
+  const CmdResult g =
+      run(fmt::format("generate rmat --scale 10 --edge-factor 8 --symmetrize --out {}", data));
+  ASSERT_EQ(g.rc, 0) << g.out;
+  for (const char* flags : {"", "--symmetrize", "--no-symmetrize"})
+    EXPECT_EQ(partitioned_edges(tmp.path(), data, flags), 2 * 8 * 1024) << "flags: " << flags;
+  const CmdResult r =
+      run(fmt::format("partition -i {} -k 2 --method random --symmetrize --out {} "
+                      "--overwrite",
+                      data, (tmp / "p").string()));
+  EXPECT_NE(r.out.find("both directions stored: not adding reverse edges"), std::string::npos)
+      << r.out;
+}
+
+// A directed input that lists both (u, v) and (v, u): --symmetrize stores each pair once per
+// direction and adds only the reverses the input lacks.
+TEST_F(Cli, SymmetrizeStoresAPairOncePerDirection) {
+  TempDir tmp;
+  const fs::path d = tmp / "directed";
+  fs::create_directories(d);
+  // 0->1, 1->0, 1->2, 2->2, 3->0: symmetrized, 0->1, 1->0, 1->2, 2->1, 2->2, 3->0, 0->3.
+  const std::vector<int64_t> ei = {0, 1, 1, 2, 3, 1, 0, 2, 2, 0};
+  write_npy(d / "edge_index.npy", DType::kInt64, {2, 5}, ei.data());
+  std::ofstream(d / "meta.json") << R"({"num_nodes": 4, "directed": true})";
+  EXPECT_EQ(partitioned_edges(tmp.path(), d.string(), ""), 5);
+  EXPECT_EQ(partitioned_edges(tmp.path(), d.string(), "--symmetrize"), 7);
+  EXPECT_EQ(partitioned_edges(tmp.path(), d.string(), "--symmetrize --dedup --drop-self-loops"), 6);
+}
+
 }  // namespace
 }  // namespace tessera::test

@@ -29,8 +29,8 @@ struct Dataset {
   /// stored [S, N] on disk and transposed to [N, S] here). Reserved names: node_weight (int64
   /// [N, ncon], METIS vertex weights), orig_id (int64 [N], IDs in the source file).
   std::map<std::string, Array> ndata;
-  /// Edge arrays, shape [num_input_edges, ...] (e.g. edge_weight). With symmetrize, reverse
-  /// edge E+i takes row i.
+  /// Edge arrays, shape [num_input_edges, ...] (e.g. edge_weight). With symmetrize, the added
+  /// reverse E+i takes row i; an input edge always keeps its own row.
   std::map<std::string, Array> edata;
   /// Free-form metadata (license, source, reference results) from meta.json when present.
   nlohmann::json meta = nlohmann::json::object();
@@ -43,9 +43,32 @@ Format parse_format(const std::string& s);
 const char* format_name(Format f);
 Format detect_format(const std::filesystem::path& path);
 
+/// What an input says about the direction of its stored edges (meta.json of an npy folder, or
+/// what a reader took from the file's header, e.g. a SNAP "Undirected graph" line).
+enum class EdgeStorage {
+  kUnknown,         ///< it says nothing
+  kDirected,        ///< directed edges ("directed": true, or "symmetrized": false)
+  kUndirectedOnce,  ///< undirected, each pair stored once: to be symmetrized before use
+  kBothDirections,  ///< already symmetrized: both directions of every pair are stored
+};
+
+/// Classifies `meta`: "symmetrized": true (what `tessera generate rmat --symmetrize` writes) is
+/// kBothDirections and wins over the rest; "directed": false, "undirected": true, or an "edges"
+/// note saying each undirected edge is stored once or to symmetrize (as data/cora's) is
+/// kUndirectedOnce; "directed": true or "symmetrized": false is kDirected. What the note
+/// claims is trusted, not checked against the edges.
+EdgeStorage edge_storage(const nlohmann::json& meta);
+const char* edge_storage_name(EdgeStorage s);
+
 /// Options common to all readers.
 struct ReadOptions {
+  /// How the CSC is built. `build.symmetrize` asks for reverse edges; read_dataset leaves it
+  /// off for an input that stores both directions already (resolve_build_options).
   BuildOptions build;
+  /// Symmetrize also when the input says it is undirected with each pair stored once, unless
+  /// asked not to: the default of `tessera partition` (off with --no-symmetrize) and of
+  /// Python's load_dataset / partition_graph (off with symmetrize=False).
+  bool symmetrize_if_undirected = false;
   /// Split name for OGB datasets with several splits under split/ (empty: the only one).
   std::string ogb_split;
   /// Extra node arrays to load from an npy directory besides the standard ones: every other
@@ -53,7 +76,22 @@ struct ReadOptions {
   bool npy_strict = false;
 };
 
-/// Reads a dataset in any supported format and finalizes it (builds the CSC).
+/// The options read_dataset builds `ds` (read, not finalized) with: opts.build, where
+/// symmetrize is
+///   * off for an input that says it stores both directions (EdgeStorage::kBothDirections):
+///     symmetrizing it would add nothing, so a request for it is met as the edges are;
+///   * on when asked (build.symmetrize), or when opts.symmetrize_if_undirected and the input
+///     says it is undirected with each pair stored once (kUndirectedOnce);
+///   * off otherwise.
+/// Whatever it decides, symmetrize never stores a pair twice in one direction (BuildOptions).
+BuildOptions resolve_build_options(const Dataset& ds, const ReadOptions& opts);
+
+/// Reads a dataset in any supported format (an "rmat:SCALE,EF[,SEED]" spec with kAuto generates
+/// one) without building its CSC: read_dataset's first half, for callers that time it apart.
+Dataset read_unfinalized(const std::filesystem::path& path, Format format, const ReadOptions& opts);
+
+/// Reads a dataset in any supported format and finalizes it (builds the CSC) with
+/// resolve_build_options: read_unfinalized, then finalize.
 Dataset read_dataset(const std::filesystem::path& path, Format format, const ReadOptions& opts);
 
 /// Individual readers; they fill edges and arrays but do not finalize. Each validates its

@@ -35,11 +35,17 @@ struct Graph {
 
 /// Options applied while building the compressed graph.
 struct BuildOptions {
-  /// Add the reverse of every edge. Reverse of input edge i gets edge ID E + i (E = input edges),
-  /// so `eid % E` names the input row that edge features come from.
+  /// Make every stored pair appear in both directions. Input edge i = (u -> v) keeps edge ID i;
+  /// its reverse (v -> u) is added with edge ID E + i (E = input edges) unless the input already
+  /// holds an edge v -> u. So a self loop gains no copy, an input that lists both (u, v) and
+  /// (v, u) keeps exactly those two edges (each with its own ID and feature row: nothing is
+  /// merged), and symmetrizing a graph that is already symmetric changes nothing. Input edges
+  /// are never dropped by it (multi-edges stay: see deduplicate). `eid % E` names the input row
+  /// that edge features come from; edges i and E + i, where E + i exists, reverse each other.
   bool symmetrize = false;
   bool drop_self_loops = false;
-  /// Keep one copy of each (src, dst) pair: the one with the smallest edge ID.
+  /// Keep one copy of each (src, dst) pair: the one with the smallest edge ID (an input edge
+  /// before an added reverse).
   bool deduplicate = false;
 };
 

@@ -234,7 +234,9 @@ struct EdgeLoaderOptions {
 };
 
 /// reverse_eids for a graph built with BuildOptions::symmetrize from `num_input_edges` input
-/// edges: edge i and edge E + i are each other's reverse.
+/// edges: edge i and edge E + i are each other's reverse. E + i is absent from the graph where
+/// the input held the reversed pair itself (both directions listed, a self loop); that input
+/// edge is then i's reverse, which this mapping does not know.
 std::vector<int64_t> symmetrized_reverse_eids(int64_t num_input_edges);
 
 /// One link-prediction mini-batch: the positive edges, their negatives, the pair graph over
