@@ -37,4 +37,11 @@ void require_cuda(const char* op) {
                   "{}: device=cuda requested but no CUDA device is available on this machine", op);
 }
 
+void device_memory(int64_t* free_bytes, int64_t* total_bytes) {
+  size_t f = 0, t = 0;
+  TESSERA_CUDA_TRY(cudaMemGetInfo(&f, &t));
+  if (free_bytes) *free_bytes = static_cast<int64_t>(f);
+  if (total_bytes) *total_bytes = static_cast<int64_t>(t);
+}
+
 }  // namespace tessera::cuda

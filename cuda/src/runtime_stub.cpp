@@ -20,4 +20,8 @@ void require_cuda(const char* op) {
                op);
 }
 
+void device_memory(int64_t*, int64_t*) {
+  require_cuda("device_memory");
+}
+
 }  // namespace tessera::cuda

@@ -23,11 +23,22 @@ trainer r takes ``node_split(..., rank=r, world_size=P)``, and the P losses are 
 before one optimizer step, as the all-reduce would do.
 
 ``--device auto`` (default) trains on a GPU when torch sees one, else on the CPU; under a
-launcher each rank takes ``cuda:<LOCAL_RANK % GPUs>``. The model, the blocks, the labels and
-the input features of each batch are on that device (features are read by ``DistTensor`` with
-IDs on the device, straight into device memory in a CUDA build of Tessera); gradients are
-all-reduced through host memory. Bitwise reproducibility (``--resume``) holds on the CPU;
-PyTorch's CUDA scatter-add is not deterministic.
+launcher each rank takes ``cuda:<LOCAL_RANK % GPUs>``. On a GPU the whole step stays there:
+``DistGraph.place_on_device`` puts the rank's sampling structure, labels and features in GPU
+memory (or pinned host memory read through UVA, with a GPU cache of the hottest rows, when they
+do not fit ``--gpu-budget``), the loader samples with the GPU sampler and gathers every batch's
+features and labels straight into device memory on its own streams, ``--prefetch`` batches
+ahead, and the loss is read back every ``--log-every`` steps. Gradients are all-reduced by
+``--grad-sync``: DistributedDataParallel over NCCL (buckets overlapped with the backward pass)
+when every rank has a GPU of its own, else through host memory over Tessera's transport (CPU
+ranks, or ranks sharing a GPU). Bitwise reproducibility (``--resume``) holds on the CPU with
+host gradient sync; PyTorch's CUDA scatter-add is not deterministic.
+
+``--results FILE`` writes per-epoch figures: the epoch time split into waiting for the loader,
+forward + backward, gradient all-reduce, optimizer and the rest, the loader's own sampling and
+gathering time (overlapped with training), the partition's load time against the time to read
+its files, and on a GPU the device-to-device copy bandwidth measured in the same run; a second
+plot (``<plot>-time.png``) draws the split.
 """
 from __future__ import annotations
 
@@ -110,7 +121,11 @@ def _partition(args, name: str, out: str, config: str) -> str:
 
 
 class Features:
-    """Reads input features through the DistTensor and applies the chosen normalization."""
+    """Input features: read through the DistTensor (``feats(ids)``, for inference) or taken from
+    a batch the loader prefetched them into (``feats.of_batch``), with the chosen normalization
+    applied on the features' device."""
+
+    prefetch = "feat"  # the node data the loader gathers into blocks[0].srcdata
 
     def __init__(self, g, mode: str, device: torch.device):
         self.t = g.ndata["feat"]
@@ -124,13 +139,19 @@ class Features:
     def dim(self) -> int:
         return int(self.t.shape[1])
 
-    def __call__(self, ids) -> torch.Tensor:
-        x = self.t[ids].to(torch.float32)  # on the device of `ids`
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.to(torch.float32)
         if self.mode == "row":
             x = x / x.abs().sum(1, keepdim=True).clamp(min=1e-12)
         elif self.mode == "standard":
             x = (x - self.mean) / self.std
         return x
+
+    def __call__(self, ids) -> torch.Tensor:
+        return self.normalize(self.t[ids])  # on the device of `ids`
+
+    def of_batch(self, input_nodes, blocks) -> torch.Tensor:
+        return self.normalize(blocks[0].srcdata[self.prefetch])
 
 
 class LearnedInputs:
@@ -145,8 +166,13 @@ class LearnedInputs:
         self.opt = tessera.optim.SparseAdagrad([self.emb], lr=lr)
         self.dim = dim
 
+    prefetch = None  # rows come from the embedding, not the loader
+
     def __call__(self, ids) -> torch.Tensor:
         return self.emb(ids)
+
+    def of_batch(self, input_nodes, blocks) -> torch.Tensor:
+        return self.emb(input_nodes)
 
     def step(self) -> None:
         self.opt.step()
@@ -195,16 +221,60 @@ def metric_of(logits, labels: torch.Tensor, nodes: np.ndarray, kind: str) -> flo
 
 
 # --- training ------------------------------------------------------------------------------------
+class StepClock:
+    """Where an epoch's time goes on the training thread: waiting for the loader, forward +
+    backward, the gradient all-reduce and the optimizer, timed with CUDA events on the compute
+    stream (on the CPU, with the wall clock); the events are read once per epoch."""
+
+    PARTS = ("wait", "forward_backward", "all_reduce", "optimizer")
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.reset()
+
+    def reset(self) -> None:
+        self.host = {k: 0.0 for k in self.PARTS}
+        self.events = {k: [] for k in self.PARTS}
+
+    def mark(self):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return time.perf_counter()
+
+    def add(self, part: str, start, end) -> None:
+        if self.cuda and not isinstance(start, float):
+            self.events[part].append((start, end))
+        else:
+            self.host[part] += end - start
+
+    def totals(self) -> dict:
+        if self.cuda:
+            torch.cuda.synchronize()
+        out = dict(self.host)
+        for part, pairs in self.events.items():
+            out[part] += sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
+        self.reset()
+        return out
+
+
 def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str,
                 device: torch.device) -> dict:
     book = g.get_partition_book()
     on_gpu = device.type != "cpu"
+    gpu_path = on_gpu and g.is_distributed and tessera._C.cuda_compiled
     loader_device = device if on_gpu else None  # the loaders move blocks and IDs there
-    train_labels = labels.to(device)
     train_mask = mask_column(g.ndata["train_mask"], split)
     val_nodes = np.nonzero(mask_column(g.ndata["val_mask"], split))[0]
     test_nodes = np.nonzero(mask_column(g.ndata["test_mask"], split))[0]
-    sampler = tessera.NeighborSampler(args.fanouts)
+    if args.embed:
+        feats = LearnedInputs(g, args.embed, args.sparse_lr, f"{g.graph_name}-emb-split{split}")
+    prefetch = [feats.prefetch] if feats.prefetch else []
+    # The GPU path samples with the GPU sampler into device memory; the loader gathers the
+    # features and labels of every batch there (DGL's prefetch_node_feats / prefetch_labels).
+    sampler = tessera.NeighborSampler(args.fanouts, device="cuda" if gpu_path else "cpu",
+                                      prefetch_node_feats=prefetch, prefetch_labels=["label"])
     loaders = []
     if g.is_distributed:  # one trainer per rank
         if args.batching == "global":
@@ -213,27 +283,28 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             nids = tessera.node_split(train_mask, book)
         loaders.append(tessera.DistNodeDataLoader(
             g, nids, sampler, batch_size=per_rank_batch(args.batch_size), shuffle=True,
-            drop_last=False,
-            num_workers=args.num_workers, seed=args.seed + 1000 * split,
-            global_order=args.batching == "global", device=loader_device))
+            drop_last=False, num_workers=args.num_workers, prefetch=args.prefetch,
+            seed=args.seed + 1000 * split, global_order=args.batching == "global",
+            device=loader_device))
     else:  # simulated: the P trainers of a P-part partitioning in this process
         world = args.parts
         for r in range(world):
             nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
             loaders.append(tessera.DistNodeDataLoader(
                 g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
-                num_workers=args.num_workers, seed=args.seed + 1000 * split,
-                device=loader_device))
+                num_workers=args.num_workers, prefetch=args.prefetch,
+                seed=args.seed + 1000 * split, device=loader_device))
 
     torch.manual_seed(args.seed + split)
-    if args.embed:
-        feats = LearnedInputs(g, args.embed, args.sparse_lr, f"{g.graph_name}-emb-split{split}")
     num_classes = int(labels.max()) + 1
-    model = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
-                      dropout=args.dropout, input_dropout=args.input_dropout,
-                      norm="layer" if args.layer_norm else None).to(device)
-    dist.broadcast_parameters(model)  # same seed gives the same init; made certain here
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    net = GraphSAGE(feats.dim, args.hidden, num_classes, num_layers=len(args.fanouts),
+                    dropout=args.dropout, input_dropout=args.input_dropout,
+                    norm="layer" if args.layer_norm else None).to(device)
+    dist.broadcast_parameters(net)  # same seed gives the same init; made certain here
+    sync = dist.gradient_sync_mode(device, args.grad_sync)
+    model = dist.data_parallel(net, device, sync)  # DDP over NCCL / gloo, or `net` itself
+    comm = dist.CommTimer(model, tessera.get_world_size()) if sync == "ddp" else None
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
 
@@ -243,7 +314,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         ckpt = f"{ckpt}.rank{tessera.get_rank()}"
     if ckpt and args.resume and os.path.exists(ckpt):
         c = torch.load(ckpt, weights_only=False, map_location="cpu")
-        model.load_state_dict(c["model"])
+        net.load_state_dict(c["model"])
         opt.load_state_dict(c["optimizer"])
         for dl, s in zip(loaders, c["loaders"]):
             dl.load_state_dict(s)
@@ -255,6 +326,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             feats.load(f"{ckpt}.emb")
         log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}")
 
+    clock = StepClock(device)
+    log_every = max(1, args.log_every)
     while state["epoch"] < args.epochs:
         epoch = state["epoch"]
         model.train()
@@ -263,50 +336,82 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         steps = max(len(dl) for dl in loaders)
         bar = Progress(steps, f"split {split} epoch {epoch:3d}",
                        enabled=not args.quiet and tessera.get_rank() == 0)
-        total, count = 0.0, 0
-        for _ in range(steps):
-            opt.zero_grad()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        count, loader_busy, shown = 0, [0.0, 0.0], float("nan")
+        for step in range(steps):
+            w0 = time.perf_counter()
+            batches = [next(it, None) for it in iters]  # the trainers of one synchronous step
+            clock.add("wait", w0, time.perf_counter())
+            for dl in loaders:
+                stats = getattr(dl, "last_batch_stats", None)
+                if stats is not None:
+                    loader_busy[0] += stats[0]
+                    loader_busy[1] += stats[1]
+            f0 = clock.mark()
+            opt.zero_grad(set_to_none=True)
             losses = []
-            for it in iters:  # the trainers of one synchronous step
-                batch = next(it, None)
+            for batch in batches:
                 if batch is None:
                     continue
                 input_nodes, seeds, blocks = batch
-                logits = model(blocks, feats(input_nodes))
-                losses.append(F.cross_entropy(logits, train_labels[seeds]))
+                y = blocks[-1].dstdata["label"].reshape(-1).to(device, torch.int64)
+                logits = model(blocks, feats.of_batch(input_nodes, blocks))
+                losses.append(F.cross_entropy(logits, y))
             loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
             loss.backward()
-            dist.all_reduce_gradients(model)  # distributed: the mean over the ranks
+            f1 = clock.mark()
+            clock.add("forward_backward", f0, f1)
+            if sync == "host":
+                a0 = time.perf_counter()
+                dist.all_reduce_gradients(net)  # distributed: the mean over the ranks
+                clock.add("all_reduce", a0, time.perf_counter())
+            o0 = clock.mark()
             opt.step()
             if args.embed:
                 feats.step()  # sparse: each rank's rows' gradients pushed to their owners
-            total += loss.item()
+            clock.add("optimizer", o0, clock.mark())
+            loss_sum += loss.detach()
             count += 1
-            bar.update(loss.item())
+            if step % log_every == 0 or step == steps - 1:
+                shown = float(loss.detach())  # the only host read of the loss: every log_every steps
+            bar.update(shown)
         bar.close()
         for it in iters:  # finish the generators so every loader advances to the next epoch
             for _ in it:
                 pass
+        split_s = clock.totals()
+        if comm is not None:
+            split_s["all_reduce"] += comm.seconds()
+        total = float(loss_sum)
         sums = dist.all_reduce(np.array([total, count], dtype=np.float64))
         train_loss = float(sums[0] / max(sums[1], 1))
+        epoch_s = time.time() - t0
         val = float("nan")
+        e0 = time.time()
         if (epoch + 1) % args.eval_every == 0 or epoch == args.epochs - 1:
-            logits = model.inference(g, feats, args.eval_batch_size)
+            logits = net.inference(g, feats, args.eval_batch_size)
             val = metric_of(logits, labels, val_nodes, metric)
             if val > state["best_val"]:
                 state.update(best_val=val, best_epoch=epoch,
                              test_at_best=metric_of(logits, labels, test_nodes, metric))
+        eval_s = time.time() - e0
+        split_s["other"] = max(0.0, epoch_s - sum(split_s.values()))
         state["history"].append({"epoch": epoch, "loss": train_loss, "val": val,
-                                 "seconds": time.time() - t0})
+                                 "seconds": epoch_s, "eval_seconds": eval_s, "steps": count,
+                                 "split": split_s, "loader_sampling": loader_busy[0],
+                                 "loader_gathering": loader_busy[1]})
         state["epoch"] = epoch + 1
         if not args.quiet or epoch == args.epochs - 1:
             shown = f"{val:6.2f}" if val == val else "     -"
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in split_s.items())
             log(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
-                f"{shown}  ({time.time() - t0:.2f}s)")
+                f"{shown}  ({epoch_s:.2f}s: {parts}; loader sampling {loader_busy[0]:.2f}, "
+                f"gathering {loader_busy[1]:.2f}"
+                + (f"; eval {eval_s:.2f}s)" if val == val else ")"))
         if ckpt:
             if args.embed:
                 feats.save(f"{ckpt}.emb")
-            atomic_save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+            atomic_save({"model": net.state_dict(), "optimizer": opt.state_dict(),
                          "loaders": [dl.state_dict() for dl in loaders],
                          "torch_rng": torch.get_rng_state(),
                          "cuda_rng": torch.cuda.get_rng_state(device) if on_gpu else None,
@@ -317,19 +422,91 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             log(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)")
             return {"stopped": True, **state}
 
-    logits = model.inference(g, feats, args.eval_batch_size)
+    t_inf = time.time()
+    logits = net.inference(g, feats, args.eval_batch_size)
     final_test = metric_of(logits, labels, test_nodes, metric)
+    inference_s = time.time() - t_inf
     if args.embed and args.save_embeddings:
         check_embedding_round_trip(feats, os.path.join(args.save_embeddings, f"split{split}"))
-    digest = param_digest(model)
+    digest = param_digest(net)
     digests = dist.all_gather_object(digest)
     if len(set(digests)) != 1:
         raise RuntimeError(f"split {split}: the ranks' parameters differ: {digests}")
     log(f"split {split}: best val {metric} {state['best_val']:.2f} at epoch "
           f"{state['best_epoch']}, test {metric} {state['test_at_best']:.2f} "
         f"(last epoch: {final_test:.2f}); parameters {digest}"
-        + (f" (identical on {len(digests)} ranks)" if len(digests) > 1 else ""))
-    return {"stopped": False, "final_test": final_test, "digest": digest, **state}
+        + (f" (identical on {len(digests)} ranks)" if len(digests) > 1 else "")
+        + f"; inference over all nodes {inference_s:.2f}s; gradients: {sync}")
+    return {"stopped": False, "final_test": final_test, "digest": digest,
+            "inference_seconds": inference_s, "grad_sync": sync, **state}
+
+
+def read_partition_files(config: str, part: int) -> float:
+    """Seconds to read every file of partition ``part`` once with plain reads: the floor of
+    loading it."""
+    with open(config) as f:
+        c = json.load(f)
+    folder = os.path.join(os.path.dirname(os.path.abspath(config)), c["partitions"][part]["dir"])
+    t0 = time.time()
+    for name in c["partitions"][part]["files"]:
+        with open(os.path.join(folder, name), "rb", buffering=0) as fh:
+            while fh.read(64 << 20):
+                pass
+    return time.time() - t0
+
+
+def copy_bandwidth_gbps(device: torch.device):
+    """The device-to-device copy bandwidth of this GPU (GB/s of bytes read plus written, median
+    of 10 copies of 1 GiB, timed with CUDA events); None on the CPU."""
+    if device.type != "cuda":
+        return None
+    a = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+    b = torch.empty_like(a)
+    b.copy_(a)
+    times = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1000.0)
+    del a, b
+    return 2 * (1 << 30) / sorted(times)[len(times) // 2] / 1e9
+
+
+def plot_time(results: dict, path: str, copy_gbps) -> None:
+    """Per epoch, where the training thread's time went (stacked), next to the loader's
+    sampling and gathering time on its own streams and threads."""
+    plt = pyplot("train")
+    if plt is None:
+        return
+    r = next(iter(results.values()))
+    hist = r["history"]
+    ep = np.arange(len(hist))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bottom = np.zeros(len(hist))
+    for part in ("wait", "forward_backward", "all_reduce", "optimizer", "other"):
+        v = np.array([h["split"].get(part, 0.0) for h in hist])
+        ax.bar(ep - 0.2, v, 0.4, bottom=bottom, label=part.replace("_", " + " if part ==
+                                                                    "forward_backward" else " "))
+        bottom += v
+    ax.bar(ep + 0.2, [h["loader_sampling"] for h in hist], 0.2, label="loader: sampling",
+           color="0.55")
+    ax.bar(ep + 0.4, [h["loader_gathering"] for h in hist], 0.2, label="loader: gathering",
+           color="0.8")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("seconds")
+    title = "training thread (left) and loader streams (right, overlapped)"
+    if copy_gbps:
+        title += f"; D2D copy {copy_gbps:.0f} GB/s"
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"[train] time split: {path}", flush=True)
 
 
 def plot(results: dict, path: str, metric: str) -> None:
@@ -392,7 +569,18 @@ def parse_args(argv=None):
     p.add_argument("--split", default="0",
                    help="split index of [N, S] masks, a comma-separated list, or 'all'")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--num-workers", type=int, default=1, help="sampler threads per loader")
+    p.add_argument("--num-workers", type=int, default=1,
+                   help="sampler threads per loader (on a GPU each has a CUDA stream of its own)")
+    p.add_argument("--prefetch", type=int, default=4, help="batches prepared ahead of training")
+    p.add_argument("--log-every", type=int, default=None,
+                   help="read the loss back every k steps (default: 1 on the CPU, 20 on a GPU)")
+    p.add_argument("--grad-sync", default="auto", choices=["auto", "ddp", "host"],
+                   help="gradient all-reduce: ddp (DistributedDataParallel, NCCL on GPUs, gloo "
+                        "on CPUs), host (Tessera's transport through host memory) or auto (ddp "
+                        "when every rank has a GPU of its own)")
+    p.add_argument("--gpu-budget", type=float, default=None,
+                   help="GB of GPU memory for the graph structure, labels, features and their "
+                        "cache (default: half of the free memory)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="auto",
                    help="auto (cuda when torch sees a GPU, else cpu), cpu, cuda (under a "
@@ -450,9 +638,22 @@ def main(argv=None) -> int:
               "run here; gradients are averaged per step", flush=True)
     config = prepare_partitions(args)
     name = os.path.basename(os.path.normpath(args.dataset))
+    load = {"files_seconds": read_partition_files(config, tessera.get_rank())}
+    t_load = time.time()
     g = tessera.DistGraph(name, part_config=config)
+    load["seconds"] = time.time() - t_load
+    if args.log_every is None:
+        args.log_every = 20 if device.type == "cuda" else 1
+    if device.type == "cuda" and g.is_distributed and tessera._C.cuda_compiled:
+        budget = None if args.gpu_budget is None else int(args.gpu_budget * 1e9)
+        placed = g.place_on_device(["label"] + ([] if args.embed else ["feat"]), budget)
+        load["place_seconds"] = placed["seconds"]
+        load["placement"] = placed
+        log(f"[train] placed on {device}: {placed['describe']} ({placed['seconds']:.2f}s)")
+    log(f"[train] loaded partition {tessera.get_rank()} in {load['seconds']:.2f}s (reading its "
+        f"files takes {load['files_seconds']:.2f}s)")
     feats = Features(g, args.feat_norm, device)
-    labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64))
+    labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64).reshape(-1))
     tm = g.ndata["train_mask"]
     nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
     splits = list(range(nsplits)) if args.split == "all" else \
@@ -476,15 +677,20 @@ def main(argv=None) -> int:
         f"[{', '.join(f'{t:.2f}' for t in tests)}]; {time.time() - t0:.1f}s")
     if tessera.get_rank() != 0:
         return 0
-    plot(results, args.plot or os.path.join("out", f"{name}-p{args.parts}-loss.png"), metric)
+    plot_path = args.plot or os.path.join("out", f"{name}-p{args.parts}-loss.png")
+    plot(results, plot_path, metric)
     if args.results:
+        copy_gbps = copy_bandwidth_gbps(device)
+        plot_time(results, os.path.splitext(plot_path)[0] + "-time.png", copy_gbps)
         with open(args.results, "w") as f:
             json.dump({"dataset": args.dataset, "parts": args.parts, "ranks": world,
                        "device": str(device),
+                       "gpu": torch.cuda.get_device_name(device) if device.type == "cuda"
+                       else None,
                        "batching": args.batching, "metric": metric,
                        "mean": float(tests.mean()), "std": float(tests.std()),
-                       "splits": {str(k): {kk: v for kk, v in r.items() if kk != "history"}
-                                  for k, r in results.items()},
+                       "load": load, "copy_bound_gbps": copy_gbps,
+                       "splits": {str(k): dict(r) for k, r in results.items()},
                        "args": vars(args)}, f, indent=1)
     return 0
 

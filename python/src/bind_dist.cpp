@@ -255,6 +255,68 @@ void bind_dist(nb::module_& m) {
           "one host-to-device copy (then the stream is synchronized). IDs are host memory (they "
           "route the read). Returns `out`.")
       .def(
+          "read_into_ids",
+          [](const DistTensor& t, nb::object ids, nb::object out, uintptr_t stream) -> nb::object {
+            const std::string op = "DistTensor '" + t.name() + "' read_into_ids";
+            const BufferInfo i = buffer_info(nb::cast<DeviceArray>(ids), op, "ids");
+            const BufferInfo o = buffer_info(writable_buffer(out, op, "out"), op, "out");
+            TESSERA_EXPECTS(i.dtype == DType::kInt64 && i.shape.size() == 1, TypeError,
+                            "{}: ids must be a 1-D int64 tensor, got {} of shape {}", op,
+                            dtype_name(i.dtype), shape_string(i.shape));
+            TESSERA_EXPECTS(o.dtype == t.dtype(), TypeError, "{}: out is {}, the tensor is {}", op,
+                            dtype_name(o.dtype), dtype_name(t.dtype()));
+            std::vector<int64_t> want = t.shape();
+            want[0] = i.shape[0];
+            TESSERA_EXPECTS(o.shape == want, ValueError, "{}: out has shape {}, expected {}", op,
+                            shape_string(o.shape), shape_string(want));
+            const OpDevice dev = common_device(op, {&i, &o});
+            TESSERA_EXPECTS(dev.cuda, ValueError, "{}: ids and out must be CUDA tensors", op);
+            nb::gil_scoped_release nogil;
+            cuda::DeviceGuard guard(dev.device);
+            // NOLINTNEXTLINE(performance-no-int-to-ptr): a cudaStream_t from Python
+            const auto st = reinterpret_cast<cuda::StreamHandle>(stream);
+            t.read_into_device_ids(static_cast<const int64_t*>(i.data), i.shape[0], o.data, st);
+            return out;
+          },
+          nb::arg("ids"), nb::arg("out"), nb::arg("stream") = 0,
+          "t[ids] with `ids` a CUDA int64 tensor, into the CUDA tensor `out` on `stream`: one "
+          "gather kernel from the device mirror when this rank owns every row (no host trip), "
+          "else the IDs are copied to the host to route the read.")
+      .def(
+          "mirror_on_device",
+          [](DistTensor& t, const std::string& placement, const I64Array& hot_rows) {
+            const cuda::Placement p = cuda::parse_placement(placement, "mirror placement");
+            nb::gil_scoped_release nogil;
+            t.mirror_on_device(p, span_of(hot_rows));
+          },
+          nb::arg("placement"), nb::arg("hot_rows"),
+          "A read-only copy of this rank's rows on the current GPU ('gpu', or 'uva': pinned host "
+          "memory with `hot_rows` cached on the GPU); writes are refused while it exists.")
+      .def("drop_mirror", &DistTensor::drop_mirror)
+      .def_prop_ro("mirror",
+                   [](const DistTensor& t) -> nb::object {
+                     const dist::DeviceMirrorInfo i = t.mirror_info();
+                     if (!i.mirrored) return nb::none();
+                     nb::dict d;
+                     d["placement"] = cuda::placement_name(i.placement);
+                     d["device"] = i.device;
+                     d["gpu_bytes"] = i.gpu_bytes;
+                     d["pinned_bytes"] = i.pinned_bytes;
+                     d["cache_rows"] = i.cache_rows;
+                     return d;
+                   })
+      .def(
+          "mirror_cache_counters",
+          [](const DistTensor& t, bool reset) {
+            dist::CacheCounters c;
+            {
+              nb::gil_scoped_release nogil;
+              c = t.mirror_cache_counters(reset);
+            }
+            return std::make_pair(c.lookups, c.hits);
+          },
+          nb::arg("reset") = false)
+      .def(
           "read_collective",
           [](const DistTensor& t, const I64Array& ids) {
             Array out;

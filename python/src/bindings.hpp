@@ -14,6 +14,7 @@ void bind_graph(nanobind::module_& m);
 void bind_partition(nanobind::module_& m);
 void bind_ops(nanobind::module_& m);
 void bind_dist(nanobind::module_& m);
+void bind_device(nanobind::module_& m);
 
 /// Loader options from the Python arguments (ValueError for a seed outside [0, 2^32)).
 ops::LoaderOptions loader_options(int64_t batch_size, bool shuffle, bool drop_last, int num_workers,

@@ -96,4 +96,5 @@ NB_MODULE(_C, m) {
   tessera::python::bind_partition(m);
   tessera::python::bind_ops(m);
   tessera::python::bind_dist(m);
+  tessera::python::bind_device(m);
 }

@@ -170,6 +170,75 @@ class Block:
                 f"num_edges={self.num_edges()})")
 
 
+class DeviceBlock:
+    """A block whose arrays are CUDA tensors sharing the memory of a device batch (the GPU
+    loader's; see ``NodeDataLoader``): the interface of ``Block``. ``srcdata`` / ``dstdata``
+    hold the prefetched node data and labels (DGL's ``prefetch_node_feats`` /
+    ``prefetch_labels``) next to ``NID``."""
+
+    __slots__ = ("num_src", "num_dst", "_n_edges", "src", "dst", "srcnodes", "eids", "srcdata",
+                 "dstdata", "edata", "_deg")
+
+    def __init__(self, parts: dict, device):
+        def t(x):
+            return x if x is not None else torch.empty(0, dtype=torch.int64, device=device)
+
+        self.num_src, self.num_dst = int(parts["num_src"]), int(parts["num_dst"])
+        self._n_edges = int(parts["num_edges"])
+        self.src, self.dst = t(parts["src"]), t(parts["dst"])
+        self.srcnodes, self.eids = t(parts["src_nodes"]), t(parts["eids"])
+        self.srcdata = {NID: self.srcnodes}
+        self.dstdata = {NID: self.srcnodes[: self.num_dst]}
+        self.edata = {EID: self.eids}
+        self._deg = None
+
+    @property
+    def dstnodes(self):
+        return self.srcnodes[: self.num_dst]
+
+    def num_src_nodes(self) -> int:
+        return self.num_src
+
+    def num_dst_nodes(self) -> int:
+        return self.num_dst
+
+    def num_edges(self) -> int:
+        return self._n_edges
+
+    number_of_src_nodes = num_src_nodes
+    number_of_dst_nodes = num_dst_nodes
+    number_of_edges = num_edges
+
+    def edges(self):
+        return self.src, self.dst
+
+    def in_degrees(self):
+        """In-degree of every destination node (int64, on the block's device; no host sync)."""
+        if self._deg is None:
+            self._deg = torch.zeros(self.num_dst, dtype=torch.int64, device=self.dst.device)
+            self._deg.index_add_(0, self.dst, torch.ones_like(self.dst))
+        return self._deg
+
+    def to(self, device):
+        """The same block with every array on ``device`` (itself when already there)."""
+        device = torch.device(device)
+        if self.src.device == device:
+            return self
+        out = DeviceBlock.__new__(DeviceBlock)
+        out.num_src, out.num_dst, out._n_edges = self.num_src, self.num_dst, self._n_edges
+        out.src, out.dst = self.src.to(device), self.dst.to(device)
+        out.srcnodes, out.eids = self.srcnodes.to(device), self.eids.to(device)
+        out.srcdata = {k: v.to(device) for k, v in self.srcdata.items()}
+        out.dstdata = {k: v.to(device) for k, v in self.dstdata.items()}
+        out.edata = {k: v.to(device) for k, v in self.edata.items()}
+        out._deg = None
+        return out
+
+    def __repr__(self) -> str:
+        return (f"DeviceBlock(num_src_nodes={self.num_src}, num_dst_nodes={self.num_dst}, "
+                f"num_edges={self._n_edges}, device={self.src.device})")
+
+
 class PairGraph:
     """The positive or negative pair graph of a link-prediction batch: edges between the
     batch's output nodes (local IDs into ``blocks[-1].dstnodes``)."""
@@ -240,16 +309,28 @@ class NeighborSampler:
     ``symmetrize``, a feature of one row per input edge is also accepted (edge ``E + i``, the
     reverse of input edge ``i``, takes row ``i``).
 
-    ``device="cuda"`` samples and compacts every batch with the CUDA kernels: the graph is copied
-    once into GPU memory, or with ``use_uva=True`` into pinned host memory that the kernels read
-    in place (DGL's ``use_uva``). The blocks are bit-identical to the CPU sampler's. Needs a
-    CUDA build of Tessera and a GPU; standalone graphs only (not a distributed DistGraph).
+    ``device="cuda"`` samples and compacts every batch with the CUDA kernels on the current
+    CUDA device: the graph is copied once into GPU memory, or with ``use_uva=True`` into pinned
+    host memory that the kernels read in place (DGL's ``use_uva``). Over a distributed-mode
+    DistGraph (any number of partitions) that is this rank's partition, placed where
+    ``DistGraph.place_on_device`` decided (else GPU memory), sampled with the keys of the CPU
+    distributed sampler (the original node IDs), remote nodes by their owners; the loaders then
+    make every batch in device memory on their own streams. The blocks are bit-identical to the
+    CPU sampler's. Needs a CUDA build of Tessera and a GPU.
+
+    ``prefetch_node_feats`` / ``prefetch_labels`` (DGL's): names of node data the loaders gather
+    for each batch, into ``blocks[0].srcdata[name]`` (rows of the input nodes) and
+    ``blocks[-1].dstdata[name]`` (rows of the seeds); with ``device="cuda"`` straight into
+    device memory (from the tensors' device mirrors when placed), ahead of training.
     """
 
     def __init__(self, fanouts: Sequence[int], edge_dir: str = "in", prob=None,
                  replace: bool = False, num_threads: int = 1, device: str = "cpu",
-                 use_uva: bool = False):
+                 use_uva: bool = False, prefetch_node_feats: Optional[Sequence[str]] = None,
+                 prefetch_labels: Optional[Sequence[str]] = None):
         device = str(device)
+        if device.startswith("cuda:"):
+            device = "cuda"  # the current CUDA device (torch.cuda.set_device picks it)
         if device not in ("cpu", "cuda"):
             raise ValueError("NeighborSampler: device must be 'cpu' or 'cuda' (the current CUDA "
                              f"device), got {device!r}")
@@ -260,6 +341,14 @@ class NeighborSampler:
         self.num_threads = int(num_threads)
         self.device = device
         self.use_uva = bool(use_uva)
+        for what, names in (("prefetch_node_feats", prefetch_node_feats),
+                            ("prefetch_labels", prefetch_labels)):
+            if names is not None and (isinstance(names, str) or
+                                      not all(isinstance(n, str) for n in names)):
+                raise TypeError(f"NeighborSampler: {what} must be a list of node-data names, "
+                                f"got {names!r}")
+        self.prefetch_node_feats = list(prefetch_node_feats or [])
+        self.prefetch_labels = list(prefetch_labels or [])
         # (graph, weights' source) -> (C++ sampler, the source: kept alive, so its id is not
         # reused while it keys the cache)
         self._bound = {}
@@ -307,12 +396,8 @@ class NeighborSampler:
                                  f"of {g.get_partition_book().num_partitions()} partitions "
                                  "prob must be the name of an edge feature of the graph (each "
                                  "owner samples with its own rows of it), not an array")
-            if self.device != "cpu" and not one_part:
-                raise ValueError("NeighborSampler(device='cuda') over a distributed DistGraph "
-                                 "of several partitions is not implemented; sample with "
-                                 "device='cpu'")
-            if self.device == "cpu" and not local and (self.prob is None or not one_part):
-                key = (id(g.runtime_graph), self.prob)
+            if not local and (self.prob is None or not one_part):
+                key = (id(g.runtime_graph), self.prob, self.device)
                 hit = self._bound.get(key)
                 if hit is None:
                     if self.edge_dir != "in":
@@ -322,15 +407,23 @@ class NeighborSampler:
                         raise KeyError(f"NeighborSampler: prob={self.prob!r} is not an edge "
                                        f"feature of the graph; its edge features: "
                                        f"{sorted(g.edata)}")
-                    s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace,
-                                               self.prob or "")
+                    if self.device == "cuda":
+                        # This rank's rows on its GPU, keyed as the CPU distributed sampler:
+                        # where place_on_device put the structure, else gpu (uva if asked).
+                        placed = getattr(g, "device_placement", None) or {}
+                        where = "uva" if self.use_uva else placed.get("structure", "gpu")
+                        s = _C.DistDeviceSampler(g.runtime_graph, self.fanouts, self.replace,
+                                                 where, self.prob or "")
+                    else:
+                        s = _C.DistNeighborSampler(g.runtime_graph, self.fanouts, self.replace,
+                                                   self.prob or "")
                     hit = self._bound[key] = (s, None)
                 return hit[0]
             # A standalone job: the whole graph, sampled in this process (or on the GPU).
         graph = _graph_of(g)
         source = None if self.prob is None else self._weights_source(g)
         key = (id(graph), None if self.prob is None else
-               (self.prob if isinstance(self.prob, str) else None, id(source)))
+               (self.prob if isinstance(self.prob, str) else None, id(source)), self.device)
         hit = self._bound.get(key)
         if hit is None:
             w = None if self.prob is None else self._edge_weights(g, graph)
@@ -441,14 +534,16 @@ class _LoaderBase:
             raise ValueError(f"loader state has seed {state['seed']}, this loader {self.seed}")
         self.set_epoch(state["epoch"], state.get("batch", 0))
 
-    def _batches(self):
+    def _batches(self, next_batch=None, sample_batch=None):
         epoch, start = self.epoch, self._start_batch
         n = len(self)
+        next_batch = next_batch or self._loader.next
+        sample_batch = sample_batch or self._loader.sample_batch
         if start == 0:
             self._loader.start_epoch(epoch)
-            it = iter(self._loader.next, None)
+            it = iter(next_batch, None)
         else:  # resume mid-epoch: the same batches, sampled synchronously from `start` on
-            it = (self._loader.sample_batch(epoch, b) for b in range(start, n))
+            it = (sample_batch(epoch, b) for b in range(start, n))
         self.batch_index = start
         try:
             for mb in it:
@@ -490,6 +585,13 @@ class NodeDataLoader(_LoaderBase):
     cut into global batches, rank r taking batches r, r + P, ...; batch j has the same seeds
     and, after mapping through ``orig_nids``, the same blocks for any number of ranks and any
     partitioning. ``batch_index`` of a batch is then its global index.
+
+    With a ``NeighborSampler(device="cuda")`` over a distributed-mode DistGraph the batches are
+    the same, made in device memory by C++ worker threads (``num_workers``, each on a CUDA
+    stream of its own, ``prefetch`` batches ahead): the yielded IDs and ``DeviceBlock``s are
+    CUDA tensors sharing the batch's memory, with the prefetched node data in their frames.
+    That memory is reused only after the work queued on the CUDA stream that was current when
+    iteration began, at the time the batch's last tensor is freed.
     """
 
     def __init__(self, g, nids, graph_sampler: NeighborSampler, batch_size: int = 1024,
@@ -503,8 +605,28 @@ class NodeDataLoader(_LoaderBase):
         self.nids = to_numpy_ids(nids, "nids", num_nodes=_num_nodes(g))
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
+        self._node_names = list(getattr(graph_sampler, "prefetch_node_feats", []))
+        self._label_names = list(getattr(graph_sampler, "prefetch_labels", []))
+        for name in self._node_names + self._label_names:
+            if not hasattr(g, "ndata") or name not in g.ndata:
+                raise KeyError(f"{type(self).__name__}: node data {name!r} to prefetch is not in "
+                               f"the graph; it has {sorted(getattr(g, 'ndata', {}))}")
+        self._device_batches = isinstance(self._sampler, _C.DistDeviceSampler)
+        if self._device_batches:
+            # The GPU path: batches (blocks, prefetched rows) made in device memory by C++.
+            if device is not None and torch.device(device).type != "cuda":
+                raise ValueError(f"{type(self).__name__}: a NeighborSampler(device='cuda') "
+                                 f"yields CUDA batches; device={device!r} asks for another")
+            self._cuda = torch.device("cuda", self._sampler.device)
+            self.device = self._cuda
+            self._node_tensors = [g.ndata[n] for n in self._node_names]
+            self._label_tensors = [g.ndata[n] for n in self._label_names]
+            self._loader = _C.DistDeviceNodeLoader(
+                self._sampler, self.nids, self.batch_size, self.shuffle, self.drop_last,
+                self.num_workers, int(prefetch), self.seed, self.global_order,
+                [t._dist for t in self._node_tensors], [t._dist for t in self._label_tensors])
         # A GPU sampler, or a weighted one over one partition, is standalone: the whole graph.
-        if isinstance(self._sampler, _C.DistNeighborSampler):
+        elif isinstance(self._sampler, _C.DistNeighborSampler):
             self._loader = _C.DistNodeDataLoader(self._sampler, self.nids, self.batch_size,
                                                  self.shuffle, self.drop_last,
                                                  self.num_workers, int(prefetch), self.seed,
@@ -528,11 +650,59 @@ class NodeDataLoader(_LoaderBase):
         return self._loader.batch_seeds(epoch, batch)
 
     def __iter__(self):
+        if self._device_batches:
+            yield from self._iter_device()
+            return
         for mb in self._batches():
             blocks = [Block(b) for b in mb["blocks"]]
             if self.device is not None and HAVE_TORCH:
                 blocks = [b.to(self.device) for b in blocks]
-            yield self._to(as_tensor(mb["input_nodes"])), self._to(as_tensor(mb["seeds"])), blocks
+            input_nodes = self._to(as_tensor(mb["input_nodes"]))
+            seeds = self._to(as_tensor(mb["seeds"]))
+            # DGL's prefetch_node_feats / prefetch_labels, read through the DistTensors.
+            for name in self._node_names:
+                blocks[0].srcdata[name] = self.g.ndata[name][input_nodes]
+            for name in self._label_names:
+                blocks[-1].dstdata[name] = self.g.ndata[name][seeds]
+            yield input_nodes, seeds, blocks
+
+    def _iter_device(self):
+        stream = torch.cuda.current_stream(self._cuda).cuda_stream
+        nxt = lambda: self._loader.next(stream)  # noqa: E731
+        smp = lambda e, b: self._loader.sample_batch(e, b, stream)  # noqa: E731
+        for mb in self._batches(nxt, smp):
+            blocks = [DeviceBlock(mb.block(i), self._cuda) for i in range(mb.num_blocks)]
+            seeds = mb.seeds()
+            if seeds is None:
+                seeds = torch.empty(0, dtype=torch.int64, device=self._cuda)
+            for i, t in enumerate(self._node_tensors):
+                blocks[0].srcdata[self._node_names[i]] = _rows_of(
+                    mb.node_rows(i, _row_bytes(t)), t, mb.num_input_nodes, self._cuda)
+            for i, t in enumerate(self._label_tensors):
+                blocks[-1].dstdata[self._label_names[i]] = _rows_of(
+                    mb.label_rows(i, _row_bytes(t)), t, mb.num_seeds, self._cuda)
+            self.last_batch_stats = (mb.sample_seconds, mb.gather_seconds, mb.sampled_edges)
+            yield blocks[0].srcnodes, seeds, blocks
+
+
+def _row_bytes(t) -> int:
+    """Bytes of one row of a DistTensor."""
+    n = 1
+    for d in t.shape[1:]:
+        n *= int(d)
+    return n * np.dtype(t._dtype).itemsize
+
+
+def _rows_of(raw, t, rows: int, device):
+    """A device batch's uint8 [rows, row_bytes] rows of DistTensor ``t`` viewed as ``t``'s dtype
+    and row shape (no copy); an empty tensor of that shape when there are none."""
+    from .dist import _TORCH_DTYPES
+
+    dtype = _TORCH_DTYPES[np.dtype(t._dtype)]
+    shape = (rows,) + tuple(int(d) for d in t.shape[1:])
+    if raw is None:
+        return torch.zeros(shape, dtype=dtype, device=device)
+    return raw.view(dtype).view(shape)
 
 
 DistNodeDataLoader = NodeDataLoader

@@ -296,8 +296,24 @@ class DistTensor:
         current stream of that device. Otherwise the host gather followed by one copy to
         ``device``."""
         device = torch.device(device)
-        idx = to_numpy_ids(ids, f"{self._name} IDs")  # host IDs: they route the read
         tdtype = _TORCH_DTYPES.get(np.dtype(self._dtype))
+        if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
+                and tdtype is not None and isinstance(ids, torch.Tensor) \
+                and ids.device == device and ids.dtype == torch.int64 and ids.dim() == 1:
+            # IDs already on the device: C++ gathers from the device mirror without a host
+            # round trip when this rank owns every row, else it copies the IDs to route them.
+            ids = ids.contiguous()
+            out = torch.empty((ids.numel(),) + self._shape[1:], dtype=tdtype, device=device)
+            if ids.numel():
+                lo, hi = (int(v) for v in torch.aminmax(ids))  # one host sync: a bad ID is an error
+                if lo < 0 or hi >= self._shape[0]:
+                    bad = ids[(ids < 0) | (ids >= self._shape[0])][0]
+                    raise IndexError(f"DistTensor {self._name!r}: ID {int(bad)} outside "
+                                     f"[0, {self._shape[0]})")
+                with torch.cuda.device(device):
+                    self._dist.read_into_ids(ids, out, cuda_stream_of(device))
+            return out
+        idx = to_numpy_ids(ids, f"{self._name} IDs")  # host IDs: they route the read
         if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
                 and tdtype is not None:
             if device.index is None:
@@ -601,6 +617,35 @@ class DistGraph:
         if self._g is not None:
             return tuple(self._g.local_node_range)
         return 0, self.num_nodes()
+
+    def place_on_device(self, node_data: Sequence[str] = ("label", "feat"),
+                        gpu_budget: Optional[int] = None, weighted: bool = False) -> dict:
+        """Prepares this rank's partition for the GPU training path on the current CUDA device
+        (``torch.cuda.set_device``): within ``gpu_budget`` bytes of device memory (default:
+        half of what is free now), the sampling structure goes to the GPU first, then each
+        node-data tensor of ``node_data`` in that order (names missing from ``ndata`` are
+        skipped); what does not fit lives in pinned host memory read through UVA, and what the
+        budget has left caches the hottest rows (highest in-degree) of the first such tensor on
+        the GPU. The tensors get read-only device mirrors (writes to them are refused while
+        mirrored); GPU samplers created afterwards (``NeighborSampler(device="cuda")``) place
+        the structure as decided. Returns the plan (``device_placement``). Not collective.
+        Needs distributed mode (a partition per process) and a CUDA build."""
+        if self._g is None:
+            raise ValueError("DistGraph.place_on_device: needs distributed mode (one partition "
+                             "per process, or one process and a 1-part partitioning)")
+        if not _C.cuda_compiled:
+            raise _C.NotCompiledError("DistGraph.place_on_device: not_compiled_with_cuda: this "
+                                      "Tessera build has no CUDA support")
+        names = [n for n in node_data if n in self.ndata]
+        budget = -1 if gpu_budget is None else int(gpu_budget)
+        self._device_placement = _C.place_on_device(self._g, names, budget, bool(weighted))
+        return self._device_placement
+
+    @property
+    def device_placement(self) -> Optional[dict]:
+        """What ``place_on_device`` decided (None before): ``structure`` (gpu/uva), per tensor
+        its placement and cache rows, bytes, and ``describe`` for logs."""
+        return getattr(self, "_device_placement", None)
 
     def barrier(self) -> None:
         """Returns once every rank has called it (DGL's ``g.barrier()``)."""

@@ -100,3 +100,91 @@ def broadcast_parameters(module, src: int = 0) -> None:
             n = r.numel()
             t.copy_(buf[offset:offset + n].clone().view(t.dtype).view(t.shape))
             offset += n
+
+
+def gradient_sync_mode(device, choice: str = "auto") -> str:
+    """How a data-parallel trainer on ``device`` all-reduces its gradients: ``"ddp"`` (torch's
+    DistributedDataParallel: buckets all-reduced while the backward pass runs, over NCCL on
+    GPUs and gloo on CPUs) or ``"host"`` (``all_reduce_gradients`` after the backward pass,
+    over Tessera's host transport: deterministic, the same bits on every rank). ``auto`` takes
+    ddp when every rank of the node has a GPU of its own (NCCL refuses two ranks on one GPU)
+    and host otherwise (CPU ranks, ranks sharing a GPU). ``"none"`` in a world of one."""
+    if get_world_size() == 1:
+        return "none"
+    if choice not in ("auto", "ddp", "host"):
+        raise ValueError(f"gradient sync must be auto, ddp or host, got {choice!r}")
+    if choice != "auto":
+        return choice
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return "host"
+    import os
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", get_world_size()))
+    if not torch.distributed.is_nccl_available() or local > torch.cuda.device_count():
+        return "host"
+    return "ddp"
+
+
+class CommTimer:
+    """Times the all-reduces of a DistributedDataParallel model (a communication hook that
+    averages each bucket, as DDP's default, and records CUDA events around it; on the CPU,
+    wall time). ``seconds()`` sums what was recorded since the last call (synchronizes)."""
+
+    def __init__(self, model, world: int):
+        self.world = world
+        self.spans = []
+        self.cuda = next(model.parameters()).is_cuda
+        model.register_comm_hook(None, self._hook)
+
+    def _hook(self, state, bucket):
+        import time
+
+        import torch.distributed as tdist
+
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            start = time.perf_counter()
+        buf = bucket.buffer().div_(self.world)
+        fut = tdist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            if self.cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self.spans.append((start, end))
+            else:
+                self.spans.append((start, time.perf_counter()))
+            return f.value()[0]
+
+        return fut.then(done)
+
+    def seconds(self) -> float:
+        total = 0.0
+        if self.cuda and self.spans:
+            self.spans[-1][1].synchronize()
+        for a, b in self.spans:
+            total += a.elapsed_time(b) / 1000.0 if self.cuda else b - a
+        self.spans.clear()
+        return total
+
+
+def data_parallel(model, device, mode: str):
+    """``model`` wrapped for ``mode`` (gradient_sync_mode): DistributedDataParallel over a
+    torch.distributed process group of this job (NCCL on a GPU, gloo on the CPU; joined from
+    the environment ``initialize()`` exported), else ``model`` itself."""
+    if mode != "ddp":
+        return model
+    import torch.distributed as tdist
+
+    dev = torch.device(device)
+    if not tdist.is_initialized():
+        if dev.type == "cuda":
+            tdist.init_process_group("nccl", device_id=dev)
+        else:
+            tdist.init_process_group("gloo")
+    ids = [dev.index] if dev.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids,
+                                                     gradient_as_bucket_view=True)

@@ -28,13 +28,15 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
                    num_dst: int) -> "torch.Tensor":
     """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
 
-    index_add_ on the CPU adds in edge order, so the result is deterministic."""
+    index_add_ on the CPU adds in edge order, so the result is deterministic. Nothing here
+    waits for the GPU (the degrees are counted by a scatter, not by bincount, which reads its
+    size back to the host)."""
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
     out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
     out.index_add_(0, dst, h_src.index_select(0, src))
-    deg = torch.bincount(dst, minlength=num_dst).clamp_(min=1).to(h_src.dtype)
-    return out / deg.view(-1, *([1] * (h_src.dim() - 1)))
+    deg = h_src.new_zeros(num_dst).index_add_(0, dst, h_src.new_ones(dst.shape[0]))
+    return out / deg.clamp_(min=1).view(-1, *([1] * (h_src.dim() - 1)))
 
 
 class SAGEConv(nn.Module):
@@ -120,13 +122,16 @@ class GraphSAGE(nn.Module):
         ``model.inference``). ``x_of(ids)`` gives the input rows of node IDs (e.g. a feature
         DistTensor's ``__getitem__``).
 
-        On a distributed DistGraph each rank computes the nodes it owns and writes them into a
-        DistTensor per layer (``<name>-layer<i>``), whose rows the next layer reads from their
-        owners; the result is that DistTensor (collective). Otherwise a torch tensor.
+        On a distributed DistGraph of several ranks each rank computes the nodes it owns and
+        writes them into a DistTensor per layer (``<name>-layer<i>``), whose rows the next layer
+        reads from their owners; the result is that DistTensor (collective). Otherwise a torch
+        tensor on the model's device.
 
-        With the model on a GPU the blocks and node IDs go to that device, ``x_of`` gets IDs on
-        it (a DistTensor then returns its rows there), each layer's output tensor lives there
-        (a DistTensor's rows stay on the host: rows written to it are copied back)."""
+        With the model on a GPU and a distributed-mode DistGraph, the full neighborhoods are
+        sampled by the GPU sampler straight into device memory (``NeighborSampler([-1],
+        device="cuda")``), ``x_of`` gets the input nodes on the device (a DistTensor with a
+        device mirror gathers them there), and with one rank each layer's output stays on the
+        GPU."""
         import numpy as np
 
         import tessera
@@ -134,20 +139,22 @@ class GraphSAGE(nn.Module):
         self.eval()
         n = g.num_nodes()
         distributed = bool(getattr(g, "is_distributed", False))
+        several = distributed and tessera.get_world_size() > 1
         device = next(self.parameters()).device
         on_gpu = device.type != "cpu"
+        gpu_sampling = on_gpu and distributed and tessera._C.cuda_compiled
         lo, hi = g.local_node_range() if hasattr(g, "local_node_range") else (0, n)
-        loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64),
-                                        tessera.NeighborSampler([-1]), batch_size=batch_size,
-                                        shuffle=False, num_workers=1, seed=0,
-                                        device=device if on_gpu else None)
+        sampler = tessera.NeighborSampler([-1], device="cuda" if gpu_sampling else "cpu")
+        loader = tessera.NodeDataLoader(g, np.arange(lo, hi, dtype=np.int64), sampler,
+                                        batch_size=batch_size, shuffle=False, num_workers=1,
+                                        seed=0, device=device if on_gpu else None)
         h = None
         for i, layer in enumerate(self.layers):
             dim = layer.out_feats
             out = tessera.DistTensor((n, dim), torch.float32, f"{name}-layer{i}",
                                      part_policy=g.get_node_partition_policy()) \
-                if distributed else torch.empty((n, dim), dtype=torch.float32,
-                                                device=device if on_gpu else None)
+                if several else torch.empty((n, dim), dtype=torch.float32,
+                                            device=device if on_gpu else None)
             for input_nodes, seeds, blocks in loader:
                 x = x_of(input_nodes) if i == 0 else h[input_nodes]
                 if on_gpu:
@@ -156,7 +163,7 @@ class GraphSAGE(nn.Module):
                 if i < self.num_layers - 1:
                     y = F.relu(self.norms[i](y))
                 out[seeds] = y
-            if distributed:
+            if several:
                 g.barrier()  # every rank's rows are written before anyone reads them
             h = out
         return h

@@ -390,6 +390,27 @@ def test_train_sage_on_two_ranks(tmp_path):
     assert r["splits"]["0"]["epoch"] == 15
 
 
+@requires_torch
+@pytest.mark.parametrize("ranks,sync", [(4, "host"), (2, "ddp")])
+def test_train_sage_on_cpu_ranks_with_each_gradient_sync(tmp_path, ranks, sync):
+    """The training code of the GPU path on CPU ranks: 4 ranks with the host all-reduce, and 2
+    with DistributedDataParallel over gloo (the code path NCCL takes on GPUs). Parameters must
+    be identical on every rank, the time split recorded, the accuracy sane."""
+    res = tmp_path / "results.json"
+    run = launch(ranks, EXAMPLE, "--dataset", CORA, "--epochs", 6, "--quiet", "--threads", 1,
+                 "--part-dir", tmp_path / "parts", "--results", res, "--device", "cpu",
+                 "--grad-sync", sync, "--plot", tmp_path / "loss.png", cwd=tmp_path).check()
+    assert f"(identical on {ranks} ranks)" in run.out, run.out[-4000:]
+    assert f"gradients: {sync}" in run.out, run.out[-4000:]
+    r = json.loads(res.read_text())
+    assert r["ranks"] == ranks and r["parts"] == ranks
+    hist = r["splits"]["0"]["history"]
+    assert len(hist) == 6 and all(h["split"]["forward_backward"] > 0 for h in hist)
+    assert all(h["split"]["all_reduce"] > 0 for h in hist), [h["split"] for h in hist]
+    assert r["mean"] >= 55.0, r["mean"]  # 6 epochs; chance is about 30 %
+    assert (tmp_path / "loss-time.png").exists()
+
+
 def _torch_cuda() -> bool:
     try:
         import torch

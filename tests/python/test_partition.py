@@ -32,6 +32,25 @@ def test_validator_catches_a_corrupted_partition(cora_parts, tmp_path):
     assert any("nid" in e for e in rep["errors"])
 
 
+@pytest.mark.parametrize("file,value", [("indices.npy", 10**9), ("indices.npy", -3),
+                                        ("indptr.npy", -1), ("eid.npy", 10**9)])
+def test_loading_a_corrupted_partition_is_an_error_naming_the_file(cora_one, tmp_path, file,
+                                                                    value):
+    """A bad ID in a partition file (loaded without checksums, the default) is a ValueError
+    naming the file, never a crash."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(os.path.dirname(cora_one), copy)
+    a = np.load(copy / "part0" / file)
+    a[len(a) // 2] = value
+    np.save(copy / "part0" / file, a)
+    with pytest.raises(ValueError) as e:
+        tessera.DistGraph("cora", part_config=str(copy / "cora.json"))
+    stem = file.split(".")[0]
+    assert stem in str(e.value) or "edge ID" in str(e.value), str(e.value)
+
+
 def test_mapping_is_a_bijection(cora_parts, cora):
     _, orig_nids, orig_eids = cora_parts
     assert sorted(orig_nids.tolist()) == list(range(cora.num_nodes))

@@ -175,6 +175,7 @@ class NcclTransport final : public Transport {
 
   void synchronize() override {
     const auto deadline = op_deadline();
+    wait_comm(deadline, "synchronize");  // every operation enqueued on the stream first
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess) {
@@ -199,6 +200,7 @@ class NcclTransport final : public Transport {
     }
     TESSERA_NCCL_TRY(
         ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclFloat32, ncclSum, comm_, stream_));
+    enqueued("barrier");
     synchronize();
   }
 
@@ -209,6 +211,7 @@ class NcclTransport final : public Transport {
     check_device(data, "all_reduce");
     TESSERA_NCCL_TRY(
         ncclAllReduce(data, data, count, nccl_type(dtype), nccl_op(op), comm_, stream_));
+    enqueued("all_reduce");
   }
 
   void all_gather(const void* send, size_t bytes, void* recv) override {
@@ -218,6 +221,7 @@ class NcclTransport final : public Transport {
     check_device(send, "all_gather (send)");
     check_device(recv, "all_gather (recv)");
     TESSERA_NCCL_TRY(ncclAllGather(send, recv, bytes, ncclUint8, comm_, stream_));
+    enqueued("all_gather");
   }
 
   void all_to_all_v(const void* send, const size_t* sc, const size_t* so, void* recv,
@@ -248,6 +252,7 @@ class NcclTransport final : public Transport {
       }
     }
     TESSERA_NCCL_TRY(ncclGroupEnd());
+    enqueued("all_to_all_v");
   }
   using Transport::all_gather;
   using Transport::all_to_all_v;
@@ -321,8 +326,12 @@ class NcclTransport final : public Transport {
     }
   }
 
+  // Waits until the communicator is no longer ncclInProgress. On a non-blocking communicator a
+  // call that returned ncclInProgress has not necessarily enqueued its kernels on the stream yet:
+  // until the state is ncclSuccess, a stream query or event recorded after it can complete before
+  // the operation ran (a read_collective at one rank then returned zeros).
   void wait_comm(Clock::time_point deadline, const std::string& what) {
-    for (;;) {
+    for (int spin = 0;; ++spin) {
       ncclResult_t state = ncclInProgress;
       TESSERA_NCCL_TRY(ncclCommGetAsyncError(comm_, &state));
       if (state == ncclSuccess) {
@@ -333,9 +342,16 @@ class NcclTransport final : public Transport {
         TESSERA_FAIL(Error, "rank {}: {} failed: {}", rank_, what, ncclGetErrorString(state));
       }
       poll_health(deadline, what);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (spin < 200) {
+        std::this_thread::yield();  // enqueueing usually finishes within microseconds
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(spin < 2000 ? 20 : 1000));
+      }
     }
   }
+
+  // After an operation was issued: returns once it is enqueued on the stream (see wait_comm).
+  void enqueued(const char* what) { wait_comm(op_deadline(), std::string("enqueueing ") + what); }
 
   int rank_, world_, device_ = 0;
   Rendezvous rv_;

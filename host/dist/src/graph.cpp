@@ -8,6 +8,7 @@
 #include "state.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
+#include "tessera/core/parallel.hpp"
 
 namespace tessera::dist {
 
@@ -63,14 +64,25 @@ void check_same_partitioning(transport::Transport& t, const PartitionConfig& c) 
   }
 }
 
+// memcpy on every core: loading copies gigabytes from the mapped files.
+void parallel_copy(void* dst, const void* src, size_t bytes) {
+  constexpr size_t kGrain = size_t{8} << 20;
+  const auto chunks = static_cast<int64_t>((bytes + kGrain - 1) / kGrain);
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1, int64_t) {
+    const size_t b = static_cast<size_t>(c0) * kGrain;
+    const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
+    std::memcpy(static_cast<uint8_t*>(dst) + b, static_cast<const uint8_t*>(src) + b, e - b);
+  });
+}
+
 // Copies rows [b, e) of the owner's local array `a` (local row 0 = global row `lo`).
 InitFn copy_rows(const Array& a, int64_t lo, const std::string& what) {
   return [a, lo, what](int64_t b, int64_t e, void* dst) {
     TESSERA_EXPECTS(a.rows() >= e - lo, ValueError, "{}: {} rows stored, {} needed", what, a.rows(),
                     e - lo);
     const size_t rb = a.row_bytes();
-    std::memcpy(dst, static_cast<const uint8_t*>(a.raw()) + static_cast<size_t>(b - lo) * rb,
-                static_cast<size_t>(e - b) * rb);
+    parallel_copy(dst, static_cast<const uint8_t*>(a.raw()) + static_cast<size_t>(b - lo) * rb,
+                  static_cast<size_t>(e - b) * rb);
   };
 }
 
@@ -146,20 +158,49 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   const int64_t* eid = g.part.eid.data<int64_t>();
   const int64_t* oeid = g.part.orig_eid.data<int64_t>();
   const int64_t m = indptr[ni];
+  const int64_t num_local = g.part.nid.rows();
+  // Every stored ID is checked before it indexes anything: a corrupt file is an error naming
+  // the file, not a crash.
+  auto bad_id = [&](const char* file, int64_t k, int64_t v, int64_t bound) {
+    TESSERA_FAIL(ValueError,
+                 "DistGraph '{}': partition {}'s {} holds {} at position {}, outside [0, {}) "
+                 "(a corrupt partition file; `tessera validate` checks every file)",
+                 graph_name, me, file, v, k, bound);
+  };
+  TESSERA_EXPECTS(
+      g.part.indptr.rows() >= ni + 1 && g.part.orig_nid.rows() >= num_local && num_local >= ni,
+      ValueError,
+      "DistGraph '{}': partition {}'s files disagree: indptr.npy has {} entries, "
+      "nid.npy {} and orig_nid.npy {} rows for {} inner nodes",
+      graph_name, me, g.part.indptr.rows(), num_local, g.part.orig_nid.rows(), ni);
+  for (int64_t i = 0; i < ni; ++i) {
+    if (indptr[i + 1] < indptr[i]) bad_id("indptr.npy", i + 1, indptr[i + 1], indptr[i] + 1);
+  }
+  TESSERA_EXPECTS(indptr[0] == 0 && m >= 0 && m <= g.part.indices.rows() &&
+                      m <= g.part.eid.rows() && m <= g.part.orig_eid.rows(),
+                  ValueError,
+                  "DistGraph '{}': partition {}'s indptr.npy ends at {} but {} edges "
+                  "are stored",
+                  graph_name, me, m, g.part.indices.rows());
   std::vector<int64_t> src_new(static_cast<size_t>(m)), src_orig(static_cast<size_t>(m));
-  std::vector<int64_t> remote;  // sources whose original ID lives elsewhere (halo_hops = 0)
-  for (int64_t k = 0; k < m; ++k) {
-    if (g.config.local_indices) {
-      src_new[k] = nid[indices[k]];
-      src_orig[k] = onid[indices[k]];
-    } else {
-      src_new[k] = indices[k];
-      if (indices[k] >= nlo && indices[k] < nhi) {
-        src_orig[k] = onid[indices[k] - nlo];
+  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t u = indices[k];
+      if (g.config.local_indices) {
+        if (u < 0 || u >= num_local) bad_id("indices.npy", k, u, num_local);
+        src_new[k] = nid[u];
+        src_orig[k] = onid[u];
       } else {
-        src_orig[k] = -1;
-        remote.push_back(indices[k]);
+        if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
+        src_new[k] = u;
+        src_orig[k] = u >= nlo && u < nhi ? onid[u - nlo] : -1;
       }
+    }
+  });
+  std::vector<int64_t> remote;  // sources whose original ID lives elsewhere (halo_hops = 0)
+  if (!g.config.local_indices) {
+    for (int64_t k = 0; k < m; ++k) {
+      if (src_orig[k] < 0) remote.push_back(src_new[k]);
     }
   }
   std::sort(remote.begin(), remote.end());
@@ -184,26 +225,34 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   sg.csc.num_nodes = n;
   sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < ni; ++i) {
+    if (onid[i] < 0 || onid[i] >= n) bad_id("orig_nid.npy", i, onid[i], n);
     sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
   }
   std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
   sg.csc.indices.resize(static_cast<size_t>(m));
   sg.csc.eids.resize(static_cast<size_t>(m));
-  std::vector<int64_t> order;
-  for (int64_t i = 0; i < ni; ++i) {
-    const int64_t b = indptr[i], e = indptr[i + 1];
-    order.resize(static_cast<size_t>(e - b));
-    std::iota(order.begin(), order.end(), b);
-    std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-      return src_orig[x] != src_orig[y] ? src_orig[x] < src_orig[y] : oeid[x] < oeid[y];
-    });
-    int64_t q = sg.csc.indptr[onid[i]];
-    for (int64_t k : order) {
-      sg.csc.indices[q] = src_new[k];
-      sg.csc.eids[q] = eid[k];
-      ++q;
+  // Each row in the unpartitioned graph's storage order: (original source, original edge ID).
+  // Rows already in that order (common) are copied; the others sorted, rows in parallel.
+  parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+    std::vector<int64_t> order;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = indptr[i], e = indptr[i + 1];
+      auto before = [&](int64_t x, int64_t y) {
+        return src_orig[x] != src_orig[y] ? src_orig[x] < src_orig[y] : oeid[x] < oeid[y];
+      };
+      order.resize(static_cast<size_t>(e - b));
+      std::iota(order.begin(), order.end(), b);
+      if (!std::is_sorted(order.begin(), order.end(), before)) {
+        std::sort(order.begin(), order.end(), before);
+      }
+      int64_t q = sg.csc.indptr[onid[i]];
+      for (int64_t k : order) {
+        sg.csc.indices[q] = src_new[k];
+        sg.csc.eids[q] = eid[k];
+        ++q;
+      }
     }
-  }
+  });
 
   // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
@@ -213,21 +262,29 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                   "range [{}, {}) holds {}",
                   graph_name, me, m, elo, ehi, me_edges);
   std::vector<int64_t> ends(static_cast<size_t>(2 * m), -1), oe(static_cast<size_t>(m), -1);
-  for (int64_t i = 0; i < ni; ++i) {
-    for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
-      const int64_t r = eid[k] - elo;
-      TESSERA_EXPECTS(r >= 0 && r < m && oe[r] < 0, ValueError,
-                      "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
-                      "range [{}, {}) or twice",
-                      graph_name, me, k, eid[k], elo, ehi);
-      ends[2 * r] = src_new[k];
-      ends[2 * r + 1] = nid[i];
-      oe[r] = oeid[k];
+  parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
+        const int64_t r = eid[k] - elo;
+        // Distinct edges write distinct rows; a repeated edge ID is caught by the count below.
+        TESSERA_EXPECTS(r >= 0 && r < m, ValueError,
+                        "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
+                        "range [{}, {})",
+                        graph_name, me, k, eid[k], elo, ehi);
+        ends[2 * r] = src_new[k];
+        ends[2 * r + 1] = nid[i];
+        oe[r] = oeid[k];
+      }
     }
-  }
+  });
+  const auto filled = std::count_if(oe.begin(), oe.end(), [](int64_t x) { return x >= 0; });
+  TESSERA_EXPECTS(filled == m, ValueError,
+                  "DistGraph '{}': partition {} lists an edge ID twice among its inner edges "
+                  "({} of the {} IDs in [{}, {}) present)",
+                  graph_name, me, filled, m, elo, ehi);
   auto from = [](const std::vector<int64_t>& v, int64_t lo, int64_t width) {
     return [&v, lo, width](int64_t b, int64_t e, void* dst) {
-      std::memcpy(dst, v.data() + (b - lo) * width, static_cast<size_t>((e - b) * width) * 8);
+      parallel_copy(dst, v.data() + (b - lo) * width, static_cast<size_t>((e - b) * width) * 8);
     };
   };
   g.orig_eid = DistTensor(rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges},

@@ -119,6 +119,10 @@ transport::Bytes serve_write(RuntimeState& st, int from, transport::ByteView pay
   const uint8_t* ids = r.take(n * 8);
   const uint8_t* rows = r.take(n * s->row_bytes);
   const int me = st.rank;
+  TESSERA_EXPECTS(!s->mirror, ValueError,
+                  "DistTensor '{}': rank {} holds a read-only device mirror of its rows; rank {} "
+                  "may not write them (drop the mirror first)",
+                  s->name, me, from);
   if (s->dev) {
     std::vector<int64_t> rel(n);
     for (uint64_t i = 0; i < n; ++i) {

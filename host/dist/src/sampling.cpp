@@ -60,21 +60,9 @@ std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std
   return ew;
 }
 
-namespace {
-
-struct OwnedSample {
-  std::vector<int64_t> counts;  // per requested seed
-  std::vector<int64_t> src, eid;
-};
-
-// Samples seeds this rank owns (global new IDs; repeats allowed) in the unpartitioned graph's
-// terms: the row of a node is indexed, and keyed, by its original ID.
-OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
-                         bool replace, const EdgeWeights* weights, const RngKey& key, int from,
-                         int me) {
-  // The sample of a node depends only on (key, node): sample each distinct seed once.
-  std::vector<int64_t> uniq_orig;
-  std::vector<int64_t> slot(static_cast<size_t>(n));
+UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, int from, int me) {
+  UniqueSeeds u;
+  u.slot.resize(static_cast<size_t>(n));
   std::unordered_map<int64_t, int64_t> seen;
   seen.reserve(static_cast<size_t>(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
@@ -85,12 +73,55 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
                    "(it owns [{}, {}))",
                    v, from, me, sg.lo, sg.hi);
     }
-    auto [it, fresh] = seen.emplace(v, static_cast<int64_t>(uniq_orig.size()));
+    auto [it, fresh] = seen.emplace(v, static_cast<int64_t>(u.ids.size()));
     if (fresh) {
-      uniq_orig.push_back(sg.inner_orig[v - sg.lo]);
+      u.ids.push_back(v);
+      u.orig.push_back(sg.inner_orig[v - sg.lo]);
     }
-    slot[i] = it->second;
+    u.slot[i] = it->second;
   }
+  return u;
+}
+
+OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
+                          const std::vector<int64_t>& src, const std::vector<int64_t>& eid) {
+  // Edges come grouped by seed in order; the seeds are distinct, so dst delimits the groups.
+  const int64_t nu = static_cast<int64_t>(u.ids.size());
+  const auto m = static_cast<int64_t>(dst.size());
+  std::vector<int64_t> ubegin(static_cast<size_t>(nu) + 1);
+  int64_t q = 0;
+  for (int64_t j = 0; j < nu; ++j) {
+    ubegin[j] = q;
+    while (q < m && dst[q] == u.dst_key(j)) {
+      ++q;
+    }
+  }
+  ubegin[nu] = q;
+  TESSERA_ASSERT(q == m, "sampled edges not grouped by seed");
+  const auto n = static_cast<int64_t>(u.slot.size());
+  OwnedSample out;
+  out.counts.resize(static_cast<size_t>(n));
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    out.counts[i] = ubegin[u.slot[i] + 1] - ubegin[u.slot[i]];
+    total += out.counts[i];
+  }
+  out.src.reserve(static_cast<size_t>(total));
+  out.eid.reserve(static_cast<size_t>(total));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = ubegin[u.slot[i]], en = ubegin[u.slot[i] + 1];
+    out.src.insert(out.src.end(), src.begin() + b, src.begin() + en);
+    out.eid.insert(out.eid.end(), eid.begin() + b, eid.begin() + en);
+  }
+  return out;
+}
+
+OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
+                         bool replace, const EdgeWeights* weights, const RngKey& key, int from,
+                         int me) {
+  // The sample of a node depends only on (key, node): sample each distinct seed once.
+  UniqueSeeds u = unique_seeds(sg, ids, n, from, me);
+  u.dst_is_orig = true;  // ops::sample_neighbors writes the seeds it was given: original IDs
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
@@ -100,37 +131,9 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
     o.weights = weights->w;
     o.weight_prefix = weights->prefix;
   }
-  const ops::SampledEdges e = ops::sample_neighbors(sg.csc, uniq_orig, o);
-  // Edges come grouped by seed in order; the seeds are distinct, so dst delimits the groups.
-  const int64_t u = static_cast<int64_t>(uniq_orig.size());
-  std::vector<int64_t> ubegin(static_cast<size_t>(u) + 1);
-  int64_t q = 0;
-  for (int64_t j = 0; j < u; ++j) {
-    ubegin[j] = q;
-    while (q < e.size() && e.dst[q] == uniq_orig[j]) {
-      ++q;
-    }
-  }
-  ubegin[u] = q;
-  TESSERA_ASSERT(q == e.size(), "sampled edges not grouped by seed");
-  OwnedSample out;
-  out.counts.resize(static_cast<size_t>(n));
-  int64_t total = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    out.counts[i] = ubegin[slot[i] + 1] - ubegin[slot[i]];
-    total += out.counts[i];
-  }
-  out.src.reserve(static_cast<size_t>(total));
-  out.eid.reserve(static_cast<size_t>(total));
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t b = ubegin[slot[i]], en = ubegin[slot[i] + 1];
-    out.src.insert(out.src.end(), e.src.begin() + b, e.src.begin() + en);
-    out.eid.insert(out.eid.end(), e.eid.begin() + b, e.eid.begin() + en);
-  }
-  return out;
+  const ops::SampledEdges e = ops::sample_neighbors(sg.csc, u.orig, o);
+  return expand_unique(u, e.dst, e.src, e.eid);
 }
-
-}  // namespace
 
 transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload) {
   auto lk = st.serving(from);
@@ -169,6 +172,21 @@ transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView pa
 ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> seeds,
                                    const DistSampleOptions& opts) {
   auto& gs = g.state();
+  // Weighted: the name is checked (and this rank's weights built) before any request goes out.
+  const auto weights =
+      opts.weights_name.empty() ? nullptr : detail::edge_weights(*gs.sg, opts.weights_name);
+  const int me = gs.rt->state().t->rank();
+  return detail::sample_neighbors_with(g, seeds, opts, [&](const int64_t* ids, int64_t k) {
+    return detail::sample_owned(*gs.sg, ids, k, opts.fanout, opts.replace, weights.get(), opts.key,
+                                me, me);
+  });
+}
+
+namespace detail {
+
+ops::SampledEdges sample_neighbors_with(const DistGraph& g, ops::Span<const int64_t> seeds,
+                                        const DistSampleOptions& opts, const LocalSampler& local) {
+  auto& gs = g.state();
   auto& t = *gs.rt->state().t;
   const int world = t.world_size(), me = t.rank();
   const int64_t n = seeds.size(), nn = g.num_nodes();
@@ -177,9 +195,6 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
                   opts.fanout);
   TESSERA_EXPECTS(opts.key.layer < 256, ValueError, "sample_neighbors: layer {} not < 256",
                   opts.key.layer);
-  // Weighted: the name is checked (and this rank's weights built) before any request goes out.
-  const auto weights =
-      opts.weights_name.empty() ? nullptr : detail::edge_weights(*gs.sg, opts.weights_name);
   const auto& off = gs.book.node_offsets();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
   std::vector<int> owner(static_cast<size_t>(n));
@@ -222,8 +237,7 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
       for (size_t k = 0; k < ids.size(); ++k) {
         ids[k] = seeds[pos[me][k]];
       }
-      res[me] = detail::sample_owned(*gs.sg, ids.data(), static_cast<int64_t>(ids.size()),
-                                     opts.fanout, opts.replace, weights.get(), opts.key, me, me);
+      res[me] = local(ids.data(), static_cast<int64_t>(ids.size()));
     }
     for (int p = 0; p < world; ++p) {
       if (!pending[p].valid()) {
@@ -284,6 +298,8 @@ ops::SampledEdges sample_neighbors(const DistGraph& g, ops::Span<const int64_t> 
   }
   return out;
 }
+
+}  // namespace detail
 
 DistNeighborSampler::DistNeighborSampler(const DistGraph& g, std::vector<int64_t> fanouts,
                                          bool replace, std::string weights_name)

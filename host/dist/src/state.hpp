@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,9 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/placement.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
+#include "tessera/dist/sampling.hpp"
 #include "tessera/dist/tensor.hpp"
 #include "tessera/graph/graph.hpp"
 
@@ -36,6 +40,21 @@ struct DeviceShard {
   ~DeviceShard();  // frees on `device`
 };
 
+/// A read-only copy of a tensor's local rows for this rank's GPU (DistTensor::mirror_on_device):
+/// in device memory (kGpu), or in pinned host memory read through UVA (kPinnedHost) with the
+/// hottest rows also in a device cache. Reads of local rows into device memory use it.
+struct DeviceMirror {
+  int device = -1;
+  cuda::Placement placement = cuda::Placement::kGpu;
+  cuda::DeviceBuffer rows;                    // kGpu
+  cuda::PinnedBuffer pinned;                  // kPinnedHost
+  std::unique_ptr<cuda::FeatureCache> cache;  // kPinnedHost with hot rows
+  /// The local rows as the device reads them ((hi - lo) * row_bytes bytes).
+  const void* src() const { return rows.data() ? rows.data() : pinned.data(); }
+  DeviceMirror();
+  ~DeviceMirror();  // frees on `device`
+};
+
 /// One tensor's local rows and what peers need to read them.
 struct TensorStore {
   uint64_t id = 0;  // same on every rank (creation order)
@@ -49,6 +68,9 @@ struct TensorStore {
   Placement placement = Placement::kHost;
   uint8_t* data = nullptr;           // this rank's rows: host memory, or device memory of `dev`
   std::unique_ptr<DeviceShard> dev;  // kDevice storage (data = dev->rows)
+  /// A device copy of the local rows of a kHost tensor for reads into device memory; writes to
+  /// a mirrored tensor are refused (it would go stale). Set once, before training starts.
+  std::shared_ptr<DeviceMirror> mirror;
   std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
   std::vector<uint8_t> heap;                        // plain storage (request/response only)
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
@@ -103,6 +125,10 @@ struct GraphState {
   DistTensor edge_endpoints;  // int64 [E, 2] (src, dst) new node IDs, edge policy
   DistTensor new_nid;         // int64 [N] by ORIGINAL node ID, even policy
   std::shared_ptr<SampleGraph> sg = std::make_shared<SampleGraph>();
+  /// Sampling structures placed on a GPU (device_sampling.cpp), shared by the samplers of this
+  /// graph with the same device, placement and weights while any of them lives.
+  std::mutex placed_mu;
+  std::map<std::string, std::weak_ptr<const void>> placed;
 };
 
 struct RuntimeState {
@@ -202,9 +228,50 @@ void scatter_device_rows(const TensorStore& s, const int64_t* rel, int64_t n,
 /// DistTensor::read_into_device (ids already validated).
 void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
                       cuda::StreamHandle stream);
+/// Builds s.mirror on the current device (see DistTensor::mirror_on_device).
+void make_mirror(TensorStore& s, cuda::Placement where, const int64_t* hot_rows, int64_t num_hot);
+/// out[k] = local row rel[k] of the mirror for k in [0, n), `rel` int64 in device memory, one
+/// gather kernel on `stream` (asynchronous). A rel outside [0, hi - lo) zero-fills its row.
+void gather_mirror(const TensorStore& s, const int64_t* d_rel, int64_t n, void* out_device,
+                   cuda::StreamHandle stream);
 /// DistTensor::read_collective_into_device (ids already validated, device transport present).
 void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
                             cuda::StreamHandle stream);
+
+// --- sampling (sampling.cpp) --------------------------------------------------------------------
+
+/// An owner's sample of the seeds it was asked for: per seed (in request order) its edge count,
+/// then every seed's sources and edge IDs (global new IDs), grouped by seed in that order.
+struct OwnedSample {
+  std::vector<int64_t> counts;
+  std::vector<int64_t> src, eid;
+};
+
+/// The distinct seeds of a request (first-appearance order), their original IDs, and each
+/// request position's index among them. Edges sampled for them carry `dst_key(j)` as dst.
+struct UniqueSeeds {
+  std::vector<int64_t> ids, orig, slot;
+  bool dst_is_orig = false;
+  int64_t dst_key(int64_t j) const { return dst_is_orig ? orig[j] : ids[j]; }
+};
+
+/// Deduplicates the seeds `ids` this rank owns (IndexError naming rank `from` for another's).
+UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, int from, int me);
+/// The OwnedSample of the request from edges sampled for `u`'s distinct seeds (grouped by seed
+/// in order, with dst = u.dst_key(j)).
+OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
+                          const std::vector<int64_t>& src, const std::vector<int64_t>& eid);
+/// Samples seeds this rank owns on the CPU (ops::sample_neighbors on sg.csc, keyed by original
+/// ID).
+OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
+                         bool replace, const EdgeWeights* weights, const RngKey& key, int from,
+                         int me);
+/// Samples this rank's seeds (new IDs, repeats allowed) the way the caller chooses (CPU or GPU).
+using LocalSampler = std::function<OwnedSample(const int64_t* ids, int64_t n)>;
+/// dist::sample_neighbors with this rank's seeds sampled by `local`: remote owners get one
+/// batched request each, in flight while `local` runs; the edges come back in seed order.
+ops::SampledEdges sample_neighbors_with(const DistGraph& g, ops::Span<const int64_t> seeds,
+                                        const DistSampleOptions& opts, const LocalSampler& local);
 
 /// The handler of kMsgSample (sampling.cpp).
 transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload);

@@ -3,6 +3,8 @@
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/cuda/device.hpp"
+#include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/partition/format.hpp"
 
@@ -433,6 +435,10 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   TESSERA_EXPECTS(rows != nullptr || ids.empty() || s.row_bytes == 0, ValueError,
                   "DistTensor '{}' write: null rows", s.name);
   detail::check_ids(s, ids.data(), ids.size(), "write");
+  TESSERA_EXPECTS(!s.mirror, ValueError,
+                  "DistTensor '{}' write: it has a read-only device mirror (mirror_on_device) that "
+                  "would go stale; drop_mirror() first",
+                  s.name);
   const size_t rb = s.row_bytes;
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
@@ -560,6 +566,88 @@ void DistTensor::read_into_device(ops::Span<const int64_t> ids, void* out_device
   TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
   detail::check_device_output(*s_, ids, out_device, "read_into_device", false);
   detail::read_rows_device(*s_, ids.data(), ids.size(), out_device, stream);
+}
+
+void DistTensor::read_into_device_ids(const int64_t* d_ids, int64_t n, void* out_device,
+                                      cuda::StreamHandle stream) const {
+  TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
+  const auto& s = *s_;
+  TESSERA_EXPECTS(n >= 0, ValueError, "DistTensor '{}' read_into_device_ids: n = {}", s.name, n);
+  if (n == 0 || s.row_bytes == 0) {
+    return;
+  }
+  const bool all_local = s.lo == 0 && s.hi == s.policy.num_rows();
+  if (all_local && (s.mirror || s.dev)) {
+    // Every row is this rank's: the device IDs are the row indices, one kernel, no host trip.
+    // Out-of-range IDs zero-fill their rows (the caller's IDs come from the sampler).
+    TESSERA_EXPECTS(d_ids != nullptr && out_device != nullptr, ValueError,
+                    "DistTensor '{}' read_into_device_ids: null pointer", s.name);
+    if (s.mirror) {
+      detail::gather_mirror(s, d_ids, n, out_device, stream);
+    } else {
+      cuda::gather_rows_impl(s.data, s.hi - s.lo, static_cast<int64_t>(s.row_bytes), d_ids,
+                             cuda::IndexType::kInt64, n, out_device, nullptr, stream);
+    }
+    return;
+  }
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  cuda::copy_async(ids.data(), d_ids, static_cast<size_t>(n) * 8, stream);
+  cuda::synchronize(stream);  // the IDs route the read to their owners
+  read_into_device(ids, out_device, stream);
+}
+
+void DistTensor::mirror_on_device(cuda::Placement where, ops::Span<const int64_t> hot_rows) {
+  TESSERA_EXPECTS(defined(), ValueError, "mirror of an undefined DistTensor");
+  TESSERA_EXPECTS(cuda::compiled_with_cuda(), NotCompiledError,
+                  "DistTensor '{}' mirror_on_device needs CUDA (not_compiled_with_cuda: this "
+                  "Tessera build has TESSERA_WITH_CUDA=OFF)",
+                  s_->name);
+  cuda::require_cuda(fmt::format("DistTensor '{}' mirror_on_device", s_->name).c_str());
+  detail::make_mirror(*s_, where, hot_rows.data(), hot_rows.size());
+}
+
+void DistTensor::drop_mirror() {
+  if (s_) {
+    s_->mirror.reset();
+  }
+}
+
+DeviceMirrorInfo DistTensor::mirror_info() const {
+  DeviceMirrorInfo i;
+  if (!s_ || !s_->mirror) {
+    return i;
+  }
+  const auto& m = *s_->mirror;
+  i.mirrored = true;
+  i.placement = m.placement;
+  i.device = m.device;
+  const int64_t bytes = (s_->hi - s_->lo) * static_cast<int64_t>(s_->row_bytes);
+  if (m.placement == cuda::Placement::kGpu) {
+    i.gpu_bytes = bytes;
+  } else {
+    i.pinned_bytes = bytes;
+  }
+  if (m.cache) {
+    i.cache_rows = m.cache->capacity_rows();
+    i.gpu_bytes += i.cache_rows * static_cast<int64_t>(s_->row_bytes);
+  }
+  return i;
+}
+
+CacheCounters DistTensor::mirror_cache_counters(bool reset) const {
+  CacheCounters c;
+  if (!s_ || !s_->mirror || !s_->mirror->cache) {
+    return c;
+  }
+  const auto& m = *s_->mirror;
+  cuda::DeviceGuard guard(m.device);
+  cuda::Stream st;
+  m.cache->read_counters(st.get(), &c.lookups, &c.hits);
+  if (reset) {
+    m.cache->reset_counters(st.get());
+    st.synchronize();
+  }
+  return c;
 }
 
 void DistTensor::read_collective_into_device(ops::Span<const int64_t> ids, void* out_device,

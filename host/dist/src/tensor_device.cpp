@@ -28,6 +28,17 @@ DeviceShard::~DeviceShard() {
   }
 }
 
+DeviceMirror::DeviceMirror() : device(cuda::current_device()) {}
+
+DeviceMirror::~DeviceMirror() {
+  if (device >= 0) {
+    try {
+      cuda::set_device(device);  // the buffers below are freed on their device
+    } catch (const std::exception&) {
+    }
+  }
+}
+
 namespace {
 
 /// Pinned staging of `bytes` for one transfer: the tensor's kept buffer when it is free (grown
@@ -106,6 +117,62 @@ void init_device_shard(TensorStore& s, const InitFn& init) {
   s.dev = std::move(dev);
 }
 
+void make_mirror(TensorStore& s, cuda::Placement where, const int64_t* hot_rows, int64_t num_hot) {
+  TESSERA_EXPECTS(where != cuda::Placement::kHost, ValueError,
+                  "DistTensor '{}' mirror_on_device: placement host is not a device mirror; use "
+                  "gpu or uva",
+                  s.name);
+  TESSERA_EXPECTS(!s.dev, ValueError,
+                  "DistTensor '{}' mirror_on_device: its rows already live in device memory "
+                  "(Placement::kDevice)",
+                  s.name);
+  const int64_t rows = s.hi - s.lo;
+  const size_t bytes = static_cast<size_t>(rows) * s.row_bytes;
+  auto m = std::make_shared<DeviceMirror>();
+  m->placement = where;
+  cuda::Stream stream;
+  if (where == cuda::Placement::kGpu) {
+    m->rows = cuda::DeviceBuffer(std::max<size_t>(bytes, 1));
+    if (bytes) cuda::copy_async(m->rows.data(), s.data, bytes, stream.get());
+  } else {
+    m->pinned = cuda::PinnedBuffer(std::max<size_t>(bytes, 1));
+    if (bytes) std::memcpy(m->pinned.data(), s.data, bytes);
+    if (num_hot > 0 && s.row_bytes > 0) {
+      std::vector<int64_t> slot_of(static_cast<size_t>(rows), -1);
+      for (int64_t k = 0; k < num_hot; ++k) {
+        TESSERA_EXPECTS(hot_rows[k] >= 0 && hot_rows[k] < rows && slot_of[hot_rows[k]] < 0,
+                        ValueError,
+                        "DistTensor '{}' mirror_on_device: hot row {} at position {} is outside "
+                        "[0, {}) or listed twice",
+                        s.name, hot_rows[k], k, rows);
+        slot_of[hot_rows[k]] = k;
+      }
+      m->cache = std::make_unique<cuda::FeatureCache>(m->pinned.data(), rows,
+                                                      static_cast<int64_t>(s.row_bytes), hot_rows,
+                                                      num_hot, slot_of.data(), stream.get());
+    }
+  }
+  cuda::synchronize(stream.get());
+  s.mirror = std::move(m);
+}
+
+void gather_mirror(const TensorStore& s, const int64_t* d_rel, int64_t n, void* out_device,
+                   cuda::StreamHandle stream) {
+  const DeviceMirror& m = *s.mirror;
+  if (n <= 0 || s.row_bytes == 0) {
+    return;
+  }
+  const auto rb = static_cast<int64_t>(s.row_bytes);
+  if (m.cache) {
+    cuda::gather_rows_cached_impl(m.src(), s.hi - s.lo, rb, m.cache->cache(), m.cache->slot_of(),
+                                  d_rel, cuda::IndexType::kInt64, n, out_device,
+                                  m.cache->d_counters(), nullptr, stream);
+  } else {
+    cuda::gather_rows_impl(m.src(), s.hi - s.lo, rb, d_rel, cuda::IndexType::kInt64, n, out_device,
+                           nullptr, stream);
+  }
+}
+
 void gather_device_rows(const TensorStore& s, const int64_t* rel, int64_t n, uint8_t* out_host) {
   const size_t rb = s.row_bytes;
   if (n <= 0 || rb == 0) {
@@ -177,7 +244,7 @@ void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void*
     return;
   }
   const size_t nb = static_cast<size_t>(n) * rb;
-  if (!s.dev) {
+  if (!s.dev && !s.mirror) {
     // Host rows (local copies, one-sided gets, owners' answers) into pinned staging, then one
     // host-to-device copy; the lease waits for that copy before the staging is reused.
     StagingLease stage(s, nb, stream);
@@ -186,9 +253,17 @@ void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void*
     cuda::synchronize(stream);
     return;
   }
-  check_same_device(s, "read_into_device");
-  // Local rows: one gather kernel straight into the output (other positions are zero-filled by
-  // the kernel's out-of-range rule and overwritten below). Remote rows: the owners' answers.
+  if (s.dev) {
+    check_same_device(s, "read_into_device");
+  } else {
+    TESSERA_EXPECTS(cuda::current_device() == s.mirror->device, ValueError,
+                    "DistTensor '{}' read_into_device: its device mirror is on CUDA device {} but "
+                    "the calling thread's current device is {}",
+                    s.name, s.mirror->device, cuda::current_device());
+  }
+  // Local rows (device shard or mirror): one gather kernel straight into the output (other
+  // positions are zero-filled by the kernel's out-of-range rule and overwritten below). Remote
+  // rows: the owners' answers.
   std::vector<int64_t> idx(static_cast<size_t>(n));
   std::vector<int64_t> rpos, rids;
   for (int64_t i = 0; i < n; ++i) {
@@ -204,8 +279,12 @@ void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void*
   if (static_cast<int64_t>(rpos.size()) < n) {
     cuda::ScratchBuffer d_idx(scratch(), static_cast<size_t>(n) * 8, stream);
     cuda::copy_async(d_idx.data(), idx.data(), static_cast<size_t>(n) * 8, stream);
-    cuda::gather_rows_impl(s.data, s.hi - s.lo, static_cast<int64_t>(rb), d_idx.data(),
-                           cuda::IndexType::kInt64, n, out_device, nullptr, stream);
+    if (s.dev) {
+      cuda::gather_rows_impl(s.data, s.hi - s.lo, static_cast<int64_t>(rb), d_idx.data(),
+                             cuda::IndexType::kInt64, n, out_device, nullptr, stream);
+    } else {
+      gather_mirror(s, static_cast<const int64_t*>(d_idx.data()), n, out_device, stream);
+    }
   }
   if (rpos.empty()) {
     return;  // all local: asynchronous on `stream`

@@ -1,6 +1,7 @@
 // What this build and this machine can do on the GPU. Safe to include without CUDA.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace tessera::cuda {
@@ -14,5 +15,8 @@ std::string describe();
 /// Throws NotCompiledError("... not_compiled_with_cuda ...") naming `op` when CUDA is absent,
 /// or ValueError when compiled in but no device is present.
 void require_cuda(const char* op);
+/// Free and total bytes of the calling thread's current device (cudaMemGetInfo).
+/// NotCompiledError without CUDA.
+void device_memory(int64_t* free_bytes, int64_t* total_bytes);
 
 }  // namespace tessera::cuda

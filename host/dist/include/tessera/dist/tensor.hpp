@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/cuda/memory.hpp"
+#include "tessera/cuda/placement.hpp"
 #include "tessera/graph/npy.hpp"
 #include "tessera/ops/span.hpp"
 #include "tessera/partition/book.hpp"
@@ -54,6 +55,22 @@ enum class Placement : uint8_t {
   /// kernel into pinned staging, then the response). CUDA builds only: a build without CUDA
   /// throws NotCompiledError, a CUDA build without a device ValueError.
   kDevice
+};
+
+/// What DistTensor::mirror_on_device holds on this rank.
+struct DeviceMirrorInfo {
+  bool mirrored = false;
+  cuda::Placement placement = cuda::Placement::kGpu;
+  int device = -1;
+  int64_t gpu_bytes = 0;     ///< device memory: the rows (kGpu) or the hot-row cache
+  int64_t pinned_bytes = 0;  ///< pinned host memory read through UVA (kPinnedHost)
+  int64_t cache_rows = 0;    ///< rows of the device cache in front of pinned rows
+};
+
+/// Lookups and hits of a mirror's hot-row cache.
+struct CacheCounters {
+  int64_t lookups = 0;
+  int64_t hits = 0;
 };
 
 /// A distributed tensor of shape [num_rows, ...]. A handle: copies share the same tensor.
@@ -130,6 +147,31 @@ class DistTensor {
   /// is attached.
   void read_collective_into_device(ops::Span<const int64_t> ids, void* out_device,
                                    cuda::StreamHandle stream) const;
+
+  /// t[ids] into device memory, with the `n` IDs themselves in device memory of the calling
+  /// thread's current device (e.g. the sampler's input nodes). When this rank owns every row
+  /// (a world of one) and the rows are on the device (a mirror or Placement::kDevice), one gather
+  /// kernel on `stream`, asynchronous, with no host round trip; an ID outside [0, num_rows)
+  /// zero-fills its row there (IDs from the sampler are in range). Otherwise the IDs are copied
+  /// to the host (synchronizing `stream`) and read_into_device runs.
+  void read_into_device_ids(const int64_t* d_ids, int64_t n, void* out_device,
+                            cuda::StreamHandle stream) const;
+
+  /// Makes a read-only copy of this rank's rows for the calling thread's current GPU: in device
+  /// memory (cuda::Placement::kGpu), or in pinned host memory that kernels read through UVA
+  /// (kPinnedHost), where the local rows `hot_rows` (relative to local_range().first, in cache
+  /// slot order, distinct) are also cached in device memory. read_into_device and
+  /// read_into_device_ids then gather local rows from it with one kernel; host reads and peers'
+  /// reads keep using the host rows. While mirrored, writes (local or from peers) are refused
+  /// with ValueError. Replaces an earlier mirror. Not collective. ValueError for kHost or a
+  /// Placement::kDevice tensor; NotCompiledError without CUDA.
+  void mirror_on_device(cuda::Placement where, ops::Span<const int64_t> hot_rows = {});
+  /// Frees the mirror (writes are accepted again). No-op without one.
+  void drop_mirror();
+  DeviceMirrorInfo mirror_info() const;
+  /// The hot-row cache's lookup and hit counters since the last reset (zeros without a cache).
+  /// Synchronizes a stream of its own: call between epochs.
+  CacheCounters mirror_cache_counters(bool reset = false) const;
 
   /// This rank's rows [first, second) (global IDs).
   std::pair<int64_t, int64_t> local_range() const;

@@ -1,0 +1,314 @@
+#include "tessera/dist/device_sampling.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "state.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/cuda/device.hpp"
+#include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/runtime.hpp"
+#include "tessera/dist/graph.hpp"
+#include "tessera/dist/sampling.hpp"
+
+namespace tessera::dist {
+
+namespace {
+
+// This rank's sampling structure on one GPU, shared by the samplers that place it alike.
+struct Placed {
+  int device = -1;
+  std::shared_ptr<const detail::EdgeWeights> weights;
+  std::unique_ptr<ops::DeviceGraph> graph;  // detail::SampleGraph::csc, placed
+  cuda::DeviceBuffer inner_orig;            // original ID of owned node lo + i
+  ~Placed() {
+    if (device >= 0) {
+      try {
+        cuda::set_device(device);  // the arrays are freed on their device
+      } catch (const std::exception&) {
+      }
+    }
+  }
+};
+
+}  // namespace
+
+struct DistDeviceSampler::Impl {
+  int device = -1;
+  int64_t lo = 0, hi = 0;
+  bool one_rank = true;
+  std::shared_ptr<const Placed> placed;
+};
+
+namespace {
+
+std::unique_ptr<cuda::ScratchBuffer> upload(const std::vector<int64_t>& v,
+                                            cuda::StreamHandle stream) {
+  auto b = std::make_unique<cuda::ScratchBuffer>(cuda::scratch_allocator(), v.size() * 8, stream);
+  // From pageable memory: returns once the bytes are staged, so `v` may go afterwards.
+  if (!v.empty()) cuda::copy_async(b->data(), v.data(), v.size() * 8, stream);
+  return b;
+}
+
+std::vector<int64_t> download(const void* src, int64_t n, cuda::StreamHandle stream) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  if (n > 0) cuda::copy_async(v.data(), src, static_cast<size_t>(n) * 8, stream);
+  return v;  // valid after the caller synchronizes `stream`
+}
+
+}  // namespace
+
+DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fanouts, bool replace,
+                                     cuda::Placement structure, std::string weights_name)
+    : g_(g),
+      fanouts_(std::move(fanouts)),
+      replace_(replace),
+      weights_name_(std::move(weights_name)),
+      impl_(std::make_unique<Impl>()) {
+  TESSERA_EXPECTS(!fanouts_.empty(), ValueError, "DistDeviceSampler: no fanouts given");
+  TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
+                  "DistDeviceSampler: {} layers exceed the 256 of the Philox key layout",
+                  fanouts_.size());
+  for (size_t i = 0; i < fanouts_.size(); ++i) {
+    TESSERA_EXPECTS(fanouts_[i] >= -1, ValueError,
+                    "DistDeviceSampler: fanout {} of layer {} is negative (use -1 for all)",
+                    fanouts_[i], i);
+  }
+  TESSERA_EXPECTS(structure != cuda::Placement::kHost, ValueError,
+                  "DistDeviceSampler: the structure placement must be gpu or uva, not host");
+  cuda::require_cuda("DistDeviceSampler");
+  auto& gs = g.state();
+  const auto& sg = *gs.sg;
+  Impl& im = *impl_;
+  im.device = cuda::current_device();
+  im.lo = sg.lo;
+  im.hi = sg.hi;
+  im.one_rank = g.runtime()->world_size() == 1;
+  const std::string key = fmt::format("{}/{}/{}", im.device, cuda::placement_name(structure),
+                                      weights_name_);
+  std::lock_guard<std::mutex> lk(gs.placed_mu);
+  if (auto hit = std::static_pointer_cast<const Placed>(gs.placed[key].lock())) {
+    im.placed = std::move(hit);  // another sampler of this graph placed it already
+    return;
+  }
+  auto p = std::make_shared<Placed>();
+  p->device = im.device;
+  ops::Span<const float> w;
+  if (!weights_name_.empty()) {
+    p->weights = detail::edge_weights(sg, weights_name_);  // validated; ValueError naming it
+    w = ops::Span<const float>(p->weights->w.data(), static_cast<int64_t>(p->weights->w.size()));
+  }
+  cuda::Stream stream;
+  p->graph = std::make_unique<ops::DeviceGraph>(sg.csc, structure, w, stream.get());
+  const size_t ni = sg.inner_orig.size();
+  p->inner_orig = cuda::DeviceBuffer(std::max<size_t>(ni * 8, 8));
+  if (ni) cuda::copy_async(p->inner_orig.data(), sg.inner_orig.data(), ni * 8, stream.get());
+  stream.synchronize();
+  gs.placed[key] = p;
+  im.placed = std::move(p);
+}
+
+DistDeviceSampler::~DistDeviceSampler() = default;
+
+cuda::Placement DistDeviceSampler::placement() const {
+  return impl_->placed->graph->placement();
+}
+size_t DistDeviceSampler::bytes() const {
+  return impl_->placed->graph->bytes() + impl_->placed->inner_orig.size();
+}
+int DistDeviceSampler::device() const {
+  return impl_->device;
+}
+
+DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64_t> seeds,
+                                                           const int64_t* d_seeds,
+                                                           const RngKey& key,
+                                                           cuda::StreamHandle stream) const {
+  const Impl& im = *impl_;
+  const cuda::DeviceGuard guard(im.device);
+  const ops::DeviceGraph& dg = *im.placed->graph;
+  auto& alloc = cuda::scratch_allocator();
+  const size_t layers = fanouts_.size();
+  Result r;
+  ops::DeviceBlocks& out = r.blocks;
+  out.blocks.resize(layers);
+  out.eids.resize(layers);
+  out.stats.seeds = seeds.size();
+  const int64_t* frontier = d_seeds;
+  int64_t width = seeds.size();
+  std::vector<int64_t> frontier_host;  // several ranks: routes the next hop
+  if (!im.one_rank) frontier_host.assign(seeds.begin(), seeds.end());
+  const auto& sg = *g_.state().sg;
+  const int me = g_.runtime()->rank();
+  RngKey k = key;
+  for (size_t h = 0; h < layers; ++h) {
+    const size_t l = layers - 1 - h;  // GNN layer; the output layer samples first
+    k.layer = static_cast<uint32_t>(h);
+    const int64_t fanout = fanouts_[l];
+    // One hop of the given seeds (device IDs d_ids, their original IDs d_rows): edges grouped by
+    // seed in seed order, dst = the seed's new ID, src and eid new IDs.
+    auto hop = [&](const int64_t* d_ids, const int64_t* d_rows, int64_t n) {
+      return dg.weighted()
+                 ? cuda::sample_neighbors_weighted_impl(dg.indptr(), dg.indices(), dg.eids(),
+                                                        dg.weights(), dg.prefix(), d_ids, n, fanout,
+                                                        replace_, true, k, stream, nullptr, d_rows)
+                 : cuda::sample_neighbors_uniform_impl(dg.indptr(), dg.indices(), dg.eids(), d_ids,
+                                                       n, fanout, replace_, true, k, stream,
+                                                       nullptr, d_rows);
+    };
+    const double t0 = now_seconds();
+    if (im.one_rank) {
+      // Every node is ours: the original IDs come from the device table, nothing leaves the GPU.
+      cuda::ScratchBuffer rows(alloc, static_cast<size_t>(width) * 8, stream);
+      cuda::gather_rows_impl(im.placed->inner_orig.data(), im.hi - im.lo, 8, frontier,
+                             cuda::IndexType::kInt64, width, rows.data(), nullptr, stream);
+      cuda::DeviceSample e = hop(frontier, static_cast<const int64_t*>(rows.data()), width);
+      const double t1 = now_seconds();
+      out.blocks[l] =
+          cuda::to_block_impl(e.src_ptr(), e.dst_ptr(), e.size, frontier, width, stream);
+      out.eids[l] = std::move(e.eid);
+      out.stats.sample_seconds += t1 - t0;
+      out.stats.compact_seconds += now_seconds() - t1;
+      out.stats.sampled_edges += e.size;
+    } else {
+      DistSampleOptions so;
+      so.fanout = fanout;
+      so.replace = replace_;
+      so.weights_name = weights_name_;
+      so.key = k;
+      const ops::SampledEdges edges =
+          detail::sample_neighbors_with(g_, frontier_host, so, [&](const int64_t* ids, int64_t n) {
+            const detail::UniqueSeeds u = detail::unique_seeds(sg, ids, n, me, me);
+            const auto d_ids = upload(u.ids, stream);
+            const auto d_rows = upload(u.orig, stream);
+            const cuda::DeviceSample e = hop(static_cast<const int64_t*>(d_ids->data()),
+                                             static_cast<const int64_t*>(d_rows->data()),
+                                             static_cast<int64_t>(u.ids.size()));
+            const auto dst = download(e.dst_ptr(), e.size, stream);
+            const auto src = download(e.src_ptr(), e.size, stream);
+            const auto eid = download(e.eid_ptr(), e.size, stream);
+            cuda::synchronize(stream);
+            return detail::expand_unique(u, dst, src, eid);
+          });
+      const double t1 = now_seconds();
+      const auto d_src = upload(edges.src, stream);
+      const auto d_dst = upload(edges.dst, stream);
+      out.blocks[l] = cuda::to_block_impl(static_cast<const int64_t*>(d_src->data()),
+                                          static_cast<const int64_t*>(d_dst->data()), edges.size(),
+                                          frontier, width, stream);
+      out.eids[l] = upload(edges.eid, stream);
+      frontier_host = download(out.blocks[l].src_nodes_ptr(), out.blocks[l].num_src, stream);
+      cuda::synchronize(stream);
+      out.stats.sample_seconds += t1 - t0;
+      out.stats.compact_seconds += now_seconds() - t1;
+      out.stats.sampled_edges += edges.size();
+    }
+    frontier = out.blocks[l].src_nodes_ptr();
+    width = out.blocks[l].num_src;
+  }
+  if (!im.one_rank) r.input_nodes_host = std::move(frontier_host);
+  return r;
+}
+
+std::vector<ops::Block> DistDeviceSampler::sample_blocks_host(ops::Span<const int64_t> seeds,
+                                                              const RngKey& key) const {
+  const int64_t nn = g_.num_nodes();
+  std::unordered_set<int64_t> seen;
+  seen.reserve(static_cast<size_t>(seeds.size()));
+  for (int64_t i = 0; i < seeds.size(); ++i) {
+    const int64_t v = seeds[i];
+    TESSERA_EXPECTS(v >= 0 && v < nn, IndexError,
+                    "sample_blocks: seed {} at position {} is out of range [0, {})", v, i, nn);
+    TESSERA_EXPECTS(seen.insert(v).second, ValueError,
+                    "sample_blocks: seed {} is listed twice (seeds become destination nodes)", v);
+  }
+  const cuda::DeviceGuard guard(impl_->device);
+  cuda::Stream stream;
+  const std::vector<int64_t> host(seeds.begin(), seeds.end());
+  const auto d_seeds = upload(host, stream.get());
+  const Result r =
+      sample_blocks(seeds, static_cast<const int64_t*>(d_seeds->data()), key, stream.get());
+  std::vector<ops::Block> out = ops::download_blocks(r.blocks, stream.get());
+  return out;
+}
+
+// --- placement
+// -------------------------------------------------------------------------------------
+
+std::string DevicePlacement::describe() const {
+  auto gb = [](int64_t b) { return fmt::format("{:.2f} GB", static_cast<double>(b) / 1e9); };
+  std::string s = fmt::format("structure: {}", cuda::placement_name(structure));
+  for (const auto& t : tensors) {
+    s += fmt::format("; {}: {} ({})", t.name, cuda::placement_name(t.placement), gb(t.bytes));
+    if (t.cache_rows > 0) s += fmt::format(" + GPU cache of {} hot rows", t.cache_rows);
+  }
+  s += fmt::format("; {} on the GPU of a {} budget, {} pinned", gb(gpu_bytes), gb(gpu_budget_bytes),
+                   gb(pinned_bytes));
+  return s;
+}
+
+DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::string>& node_data,
+                                int64_t gpu_budget_bytes, bool weighted) {
+  cuda::require_cuda("place_on_device");
+  const double t0 = now_seconds();
+  DevicePlacement out;
+  if (gpu_budget_bytes < 0) {
+    int64_t free = 0, total = 0;
+    cuda::device_memory(&free, &total);
+    gpu_budget_bytes = free / 2;  // the rest stays for the model, its activations and scratch
+  }
+  out.gpu_budget_bytes = gpu_budget_bytes;
+  const auto& sg = *g.state().sg;
+  const int64_t m = static_cast<int64_t>(sg.csc.indices.size());
+  const int64_t structure_bytes = (sg.csc.num_nodes + 1) * 8 + m * 16 + (weighted ? m * 12 : 0) +
+                                  static_cast<int64_t>(sg.inner_orig.size()) * 8;
+  std::vector<cuda::ArraySpec> specs;
+  specs.push_back({"structure", structure_bytes, 0, true, true});
+  std::vector<const DistTensor*> tensors;
+  for (const auto& name : node_data) {
+    const DistTensor& t = g.node_data(name);  // ValueError listing the names when absent
+    const auto [lo, hi] = t.local_range();
+    specs.push_back({name, (hi - lo) * static_cast<int64_t>(t.row_bytes()), 1, true, true});
+    tensors.push_back(&t);
+  }
+  cuda::MemoryBudget budget;
+  budget.gpu_bytes = gpu_budget_bytes;
+  budget.pinned_bytes = -1;
+  const cuda::PlacementPlan plan = cuda::plan_placement(specs, budget);
+  out.structure =
+      plan.where[0] == cuda::Placement::kGpu ? cuda::Placement::kGpu : cuda::Placement::kPinnedHost;
+  out.gpu_bytes = plan.gpu_bytes_used;
+  out.pinned_bytes = plan.pinned_bytes_used;
+  int64_t left = plan.gpu_bytes_left;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    DistTensor t = *tensors[i];  // a handle to the same tensor
+    DevicePlacement::Tensor rec;
+    rec.name = node_data[i];
+    rec.bytes = specs[i + 1].bytes;
+    rec.placement = plan.where[i + 1] == cuda::Placement::kGpu ? cuda::Placement::kGpu
+                                                               : cuda::Placement::kPinnedHost;
+    std::vector<int64_t> hot;
+    if (rec.placement == cuda::Placement::kPinnedHost && left > 0 && t.row_bytes() > 0) {
+      // The hottest local rows (highest in-degree) in what the GPU budget has left.
+      const auto& part = g.local_partition();
+      const auto [lo, hi] = t.local_range();
+      const int64_t* indptr = part.indptr.data<int64_t>();
+      std::vector<int64_t> deg(static_cast<size_t>(hi - lo));
+      for (int64_t r = 0; r < hi - lo; ++r)
+        deg[r] = indptr[r + 1] - indptr[r];
+      const cuda::FeatureCachePlan cp =
+          cuda::plan_feature_cache(deg, static_cast<int64_t>(t.row_bytes()), left);
+      hot = cp.hot_rows;
+      rec.cache_rows = cp.capacity_rows();
+      left -= rec.cache_rows * static_cast<int64_t>(t.row_bytes());
+      out.gpu_bytes += rec.cache_rows * static_cast<int64_t>(t.row_bytes());
+    }
+    t.mirror_on_device(rec.placement, hot);
+    out.tensors.push_back(rec);
+  }
+  out.seconds = now_seconds() - t0;
+  return out;
+}
+
+}  // namespace tessera::dist
