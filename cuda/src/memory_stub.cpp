@@ -190,6 +190,14 @@ DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t
   require_cuda("to_block");
   return {};
 }
+double probe_gather_gbps(const void*, int64_t, int64_t, int64_t, int, bool, int, int, uint64_t) {
+  require_cuda("gather probe");
+  return 0;
+}
+double random_read_rate(const void*, int64_t, int, bool, int) {
+  require_cuda("random read bench");
+  return 0;
+}
 double copy_bandwidth_gbps(size_t, bool, int) {
   require_cuda("copy bandwidth");
   return 0;

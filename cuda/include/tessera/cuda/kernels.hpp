@@ -219,6 +219,23 @@ struct GatherBenchResult {
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed);
 
+/// The random-read limit of the sampling benchmark: reads per second of `elem_bytes` (8 or 16)
+/// elements at uniform random positions of `array` (count elements, device memory, or pinned
+/// host memory read through UVA when `uva`), by a kernel that keeps eight independent reads in
+/// flight on every resident thread; median of `iters` timed runs after a warm-up. Synchronizes
+/// (it is a benchmark).
+double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters);
+
+/// A diagnostic variant of the row gather (`tessera bench gather --probe`): payload GB/s
+/// (median of `iters` runs after a warm-up, L2 flushed before each) of gathering `n` random rows
+/// (fixed `seed`) of `row_bytes` (16..512, a multiple of 16) from `src` (device memory or UVA)
+/// with one 16-byte vector per thread and row, `rows_per_group` (1, 2 or 4) rows per thread group
+/// and iteration with every load issued before the stores, the indices `sorted` first (rows
+/// written back to their positions) or not, and the resident grid divided by `grid_div`.
+/// Synchronizes (it is a benchmark).
+double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
+                         int rows_per_group, bool sorted, int grid_div, int iters, uint64_t seed);
+
 /// The copy bound of the benchmarks: median GB/s (1e9 bytes/s) of `iters` cudaMemcpyAsync of
 /// `bytes`, device-to-device (`pinned_h2d` false) or pinned host-to-device, timed with CUDA
 /// events after one warm-up copy. Synchronizes (it is a benchmark).
