@@ -39,7 +39,7 @@ __device__ inline void stage_row(const WarpExec& ex, const GraphView& g, int64_t
 
 template <bool kWeighted>
 __global__ void __launch_bounds__(kBlockThreads)
-    sample_group_kernel(const HopArgs a, size_t group_bytes) {
+    sample_group_kernel(const __grid_constant__ HopArgs a, size_t group_bytes) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Batches b;
   batch_prologue(a, b);
@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 // One thread per frontier node: edge exclusion (candidate scratch from the count pass), or a
 // fanout above what a group's shared scratch holds.
-__global__ void __launch_bounds__(kBlockThreads) sample_thread_kernel(const HopArgs a) {
+__global__ void __launch_bounds__(kBlockThreads)
+    sample_thread_kernel(const __grid_constant__ HopArgs a) {
   __shared__ Batches b;
   batch_prologue(a, b);
   relabel_loop(a, b);
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(kBlockThreads) sample_thread_kernel(const HopA
 
 // The count pass of exact offsets (fanout -1, edge exclusion): per node its edges and, with
 // exclusion, its candidate scratch entries; zeros up to items_bound.
-__global__ void __launch_bounds__(kBlockThreads) count_kernel(const HopArgs a) {
+__global__ void __launch_bounds__(kBlockThreads) count_kernel(const __grid_constant__ HopArgs a) {
   __shared__ Batches b;
   batch_prologue(a, b);
   const int64_t total = b.start[b.K];
@@ -168,8 +169,8 @@ __global__ void __launch_bounds__(kBlockThreads) count_kernel(const HopArgs a) {
 // One-hop output: node i's edges from its padded slots to dense positions off[i] onwards, as
 // (neighbor -> seed) for in-edges or (seed -> neighbor) for out-edges.
 __global__ void __launch_bounds__(kBlockThreads)
-    densify_kernel(const HopArgs a, const int64_t* off, int64_t* src, int64_t* dst, int64_t* eid,
-                   bool dir_in) {
+    densify_kernel(const __grid_constant__ HopArgs a, const int64_t* off, int64_t* src,
+                   int64_t* dst, int64_t* eid, bool dir_in) {
   const int G = a.G;
   const int gpb = kBlockThreads / G;
   const int lane = static_cast<int>(threadIdx.x) & (G - 1);

@@ -26,7 +26,8 @@ namespace {
 // The mark pass: first appearances flagged, per node (edges, new nodes) for the scan; the tail
 // of `pairs` up to items_bound (inclusive) zeroed. At hop 0 it also checks that every seed kept
 // its own local ID (a seed listed twice in its batch did not).
-__global__ void __launch_bounds__(kBlockThreads) mark_kernel(const HopArgs a, size_t group_bytes) {
+__global__ void __launch_bounds__(kBlockThreads)
+    mark_kernel(const __grid_constant__ HopArgs a, size_t group_bytes) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Batches b;
   batch_prologue(a, b);
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kBlockThreads) mark_kernel(const HopArgs a, si
 
 // The number pass: dense edges, new nodes appended, and the batch's sizes for the next hop.
 __global__ void __launch_bounds__(kBlockThreads)
-    number_kernel(const HopArgs a, size_t group_bytes) {
+    number_kernel(const __grid_constant__ HopArgs a, size_t group_bytes) {
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ Batches b;
   batch_prologue(a, b);
@@ -97,7 +98,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // The relabel pass of the last hop (earlier hops' run inside the next sample pass).
-__global__ void __launch_bounds__(kBlockThreads) relabel_kernel(const HopArgs a) {
+__global__ void __launch_bounds__(kBlockThreads) relabel_kernel(const __grid_constant__ HopArgs a) {
   __shared__ Batches b;
   batch_prologue(a, b);
   relabel_loop(a, b);
@@ -713,6 +714,12 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
     P->nodes = static_cast<int64_t*>(st.nodes->data());
     TESSERA_CUDA_TRY(
         cudaMemcpyAsync(dparams, slot->bytes(), ws->L.total, cudaMemcpyHostToDevice, s));
+    // Later changes of the parameters (each hop's output pointers, a longer node list) go
+    // through a pageable copy of the header, which cudaMemcpyAsync consumes before it returns:
+    // the pinned slot must not change while copies queued from it may still read it.
+    std::vector<unsigned char> header(slot->bytes(), slot->bytes() + ws->L.sizes_off);
+    P = reinterpret_cast<LaunchParams*>(header.data());
+    outs = ws->outs_at(header.data());
     std::vector<std::shared_ptr<ScratchBuffer>> keep;  // per-hop scratch, freed on `stream`
     for (int h = 0; h < ws->H; ++h) {
       HopArgs a = hop_common(g_, opts_, impl_->id_space, *ws, h);
@@ -791,9 +798,9 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
         node_cap = wnext;
         P->nodes = static_cast<int64_t*>(st.nodes->data());
       }
-      // This hop's output pointers and the node list (the slot stays untouched until wait()).
+      // This hop's output pointers and the node list.
       TESSERA_CUDA_TRY(
-          cudaMemcpyAsync(dparams, slot->bytes(), ws->L.sizes_off, cudaMemcpyHostToDevice, s));
+          cudaMemcpyAsync(dparams, header.data(), header.size(), cudaMemcpyHostToDevice, s));
       detail::launch_sample(a, wcur, s);
       detail::launch_mark(a, wcur, s);
       const size_t bytes = detail::exclusive_sum_u64(nullptr, 0, a.pairs,
