@@ -79,6 +79,23 @@ struct Batches {
 
 // Samples `n` batches (from batch 0) with `c` on a fresh sampler over `dg`; times everything after
 // a warm-up of two calls per stream (which captures the CUDA graphs and fills the allocator).
+// The streams every timed run uses (created once, so the scratch the caching allocator keeps per
+// stream is reused from one run to the next).
+std::vector<cuda::Stream>& bench_streams(int n) {
+  static auto* streams = new std::vector<cuda::Stream>;  // not destroyed: outlives the runtime
+  while (static_cast<int>(streams->size()) < n)
+    streams->emplace_back();
+  return *streams;
+}
+
+// Returns the scratch cached for the bench streams to the device between runs of very different
+// sizes (the caching allocator keeps freed blocks per stream and size class).
+void release_scratch() {
+  for (cuda::Stream& s : bench_streams(0))
+    s.synchronize();
+  cuda::scratch_allocator().release_cached();
+}
+
 Measure time_config(const DeviceGraph& dg, const SampleCudaRun& r, const Batches& bt, int64_t n,
                     const Config& c) {
   DeviceSamplerOptions so;
@@ -86,7 +103,7 @@ Measure time_config(const DeviceGraph& dg, const SampleCudaRun& r, const Batches
   so.cuda_graph = r.cuda_graph;
   so.stage_bytes = r.stage_bytes;
   const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace, EdgeDir::kIn, so);
-  std::vector<cuda::Stream> streams(static_cast<size_t>(c.streams));
+  std::vector<cuda::Stream>& streams = bench_streams(c.streams);
   const int64_t calls = (n + c.per_call - 1) / c.per_call;
   auto call_args = [&](int64_t call, std::vector<int64_t>& offsets, std::vector<RngKey>& keys) {
     const int64_t first = call * c.per_call, last = std::min(n, first + c.per_call);
@@ -162,7 +179,7 @@ std::vector<std::vector<Block>> sample_to_host(const DeviceGraph& dg, const Samp
   so.cuda_graph = r.cuda_graph;
   so.stage_bytes = r.stage_bytes;
   const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace, EdgeDir::kIn, so);
-  cuda::Stream stream;
+  const cuda::StreamHandle stream = bench_streams(1)[0].get();
   std::vector<std::vector<Block>> out;
   for (int64_t first = 0; first < n; first += c.per_call) {
     std::vector<int64_t> offsets = {0};
@@ -172,8 +189,8 @@ std::vector<std::vector<Block>> sample_to_host(const DeviceGraph& dg, const Samp
       keys.push_back(bt.key(b));
     }
     for (const DeviceBlocks& d :
-         sampler.sample_blocks_async(bt.of(first), offsets, keys, stream.get()).wait())
-      out.push_back(download_blocks(d, stream.get()));
+         sampler.sample_blocks_async(bt.of(first), offsets, keys, stream).wait())
+      out.push_back(download_blocks(d, stream));
   }
   return out;
 }
@@ -313,6 +330,7 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
       configs.push_back(
           time_config(dg, r, main_bt, n_batches, Config{static_cast<int>(k), s, true}));
   timer.end();
+  release_scratch();
   const Measure* best = &one_pipe;
   for (const Measure& m : configs)
     if (m.edges_per_s() > best->edges_per_s()) best = &m;
@@ -356,6 +374,7 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
       if (bt.count < 1) continue;
       const Measure a = time_config(dg, r, bt, std::min(n, bt.count), Config{1, 1, false});
       const Measure b = time_config(dg, r, bt, std::min(n, bt.count), best->config);
+      release_scratch();
       fmt::print("  {:>6} seeds: {:>8} | {:>8} edges/s\n", bs, human_count(a.edges_per_s()),
                  human_count(b.edges_per_s()));
       sweep.push_back(
