@@ -1,4 +1,5 @@
 // CPU-only build: memory, streams and kernels exist and raise not_compiled_with_cuda.
+#include "tessera/cuda/block_sampler.hpp"
 #include "tessera/cuda/device.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
@@ -146,13 +147,56 @@ DeviceSample sample_neighbors_weighted_impl(const int64_t*, const int64_t*, cons
   require_cuda("sample_neighbors (weighted)");
   return {};
 }
+DeviceSample sample_neighbors_impl(const GraphView&, const int64_t*, int64_t, int64_t, bool, bool,
+                                   const RngKey&, StreamHandle, const rows::ExcludeView*,
+                                   const int64_t*) {
+  require_cuda("sample_neighbors");
+  return {};
+}
 void weight_prefix_sums_impl(const int64_t*, int64_t, const float*, double*, StreamHandle) {
   require_cuda("weight_prefix_sums");
+}
+void weight_row_tables_impl(const int64_t*, int64_t, const float*, double*, int64_t*,
+                            StreamHandle) {
+  require_cuda("weight_row_tables");
+}
+
+struct BlockSampler::Impl {};
+struct BlockSampler::Pending::State {};
+BlockSampler::Pending::Pending() = default;
+BlockSampler::Pending::~Pending() = default;
+BlockSampler::Pending::Pending(Pending&&) noexcept = default;
+BlockSampler::Pending& BlockSampler::Pending::operator=(Pending&&) noexcept = default;
+std::vector<SampledBatch> BlockSampler::Pending::wait() {
+  require_cuda("BlockSampler");
+  return {};
+}
+BlockSampler::BlockSampler(const GraphView& graph, BlockSamplerOptions opts)
+    : g_(graph), opts_(std::move(opts)) {
+  require_cuda("BlockSampler");
+}
+BlockSampler::~BlockSampler() = default;
+BlockSampler::Pending BlockSampler::enqueue(const int64_t*, const std::vector<int64_t>&,
+                                            const std::vector<RngKey>&, StreamHandle,
+                                            const rows::ExcludeView*) const {
+  require_cuda("BlockSampler");
+  return {};
+}
+BlockSamplerStats BlockSampler::stats() const {
+  return {};
 }
 DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t*, int64_t,
                           StreamHandle) {
   require_cuda("to_block");
   return {};
+}
+double probe_gather_gbps(const void*, int64_t, int64_t, int64_t, int, bool, int, int, uint64_t) {
+  require_cuda("gather probe");
+  return 0;
+}
+double random_read_rate(const void*, int64_t, int, bool, int) {
+  require_cuda("random read bench");
+  return 0;
 }
 double copy_bandwidth_gbps(size_t, bool, int) {
   require_cuda("copy bandwidth");

@@ -4,12 +4,14 @@
 // cudaMemcpy of the same payload (CUDA events, warm-up, L2 flush, medians). cpu: the CPU twin
 // against a parallel memcpy of the same payload.
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -39,7 +41,9 @@ struct GatherArgs {
   int warmup = 3;
   int iters = 20;
   uint64_t seed = 1;
+  bool probe = false;
   std::string json;
+  std::string results;
 };
 
 struct Row {
@@ -105,6 +109,112 @@ Row run_cuda(int64_t rb, int64_t rows, int64_t n, bool uva, const GatherArgs& a)
   return {rb, rows, n, g.gather_ms, g.bound_ms, g.gather_gbps, g.bound_gbps};
 }
 
+// Anonymous memory in transparent huge pages (2 MiB aligned, advised before first touch),
+// registered for UVA: the same rows as a cudaHostAlloc source with fewer, larger pages to
+// translate.
+class HugePinned {
+ public:
+  explicit HugePinned(size_t bytes) : bytes_(bytes) {
+    const size_t huge = size_t{2} << 20;
+    map_bytes_ = bytes + huge;
+    map_ = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    TESSERA_EXPECTS(map_ != MAP_FAILED, IOError, "bench gather: mmap of {} bytes failed",
+                    map_bytes_);
+    data_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(map_) + huge - 1) & ~(huge - 1));
+    ::madvise(data_, bytes, MADV_HUGEPAGE);
+    std::memset(data_, 0x5a, bytes);
+    reg_ = std::make_unique<cuda::HostRegistration>(data_, bytes, false);
+  }
+  ~HugePinned() {
+    reg_.reset();
+    if (map_ != MAP_FAILED) ::munmap(map_, map_bytes_);
+  }
+  const void* data() const { return data_; }
+  /// Bytes of this process's anonymous memory in huge pages (/proc/self/smaps_rollup).
+  static int64_t anon_huge_bytes() {
+    std::ifstream f("/proc/self/smaps_rollup");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("AnonHugePages:", 0) == 0) return std::stoll(line.substr(14)) * 1024;
+    return -1;
+  }
+
+ private:
+  size_t bytes_ = 0, map_bytes_ = 0;
+  void* map_ = MAP_FAILED;
+  void* data_ = nullptr;
+  std::unique_ptr<cuda::HostRegistration> reg_;
+};
+
+struct Probe {
+  std::string name;
+  int64_t row_bytes, source_bytes;
+  double gbps, bound_gbps;
+};
+
+// Diagnostics of the small-row gather: the same rows by variants of the kernel (rows in flight per
+// thread group, sorted indices, fewer resident groups) and, through UVA, from a smaller source
+// and from a source in huge pages; each next to the bound of its row width measured above.
+std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const GatherArgs& a) {
+  std::vector<Probe> out;
+  const int64_t src_bytes = int64_t{1} << 30;
+  cuda::DeviceBuffer dev;
+  cuda::PinnedBuffer pinned;
+  const void* src = nullptr;
+  if (uva) {
+    pinned = cuda::PinnedBuffer(static_cast<size_t>(src_bytes));
+    std::memset(pinned.data(), 0x5a, static_cast<size_t>(src_bytes));
+    src = pinned.data();
+  } else {
+    dev = cuda::DeviceBuffer(static_cast<size_t>(src_bytes));
+    cuda::memset_async(dev.data(), 0x5a, dev.size(), nullptr);
+    cuda::synchronize(nullptr);
+    src = dev.data();
+  }
+  std::unique_ptr<cuda::PinnedBuffer> small;
+  std::unique_ptr<HugePinned> huge;
+  int64_t huge_granted = 0;
+  if (uva) {
+    small = std::make_unique<cuda::PinnedBuffer>(size_t{64} << 20);
+    std::memset(small->data(), 0x5a, small->size());
+    const int64_t before = HugePinned::anon_huge_bytes();
+    huge = std::make_unique<HugePinned>(static_cast<size_t>(src_bytes));
+    huge_granted = HugePinned::anon_huge_bytes() - before;
+    fmt::print("probe: huge-page source: {} of {} in huge pages\n",
+               human_bytes(static_cast<double>(huge_granted)),
+               human_bytes(static_cast<double>(src_bytes)));
+  }
+  for (int64_t rb : {int64_t{128}, int64_t{256}}) {
+    double bound = 0;
+    for (const Row& r : rows_done)
+      if (r.row_bytes == rb) bound = r.bound_gbps;
+    const int64_t n = (int64_t{64} << 20) / rb;
+    auto probe = [&](const std::string& name, const void* s, int64_t sb, int per, bool sorted,
+                     int div) {
+      const double g =
+          cuda::probe_gather_gbps(s, sb / rb, rb, n, per, sorted, div, a.iters, a.seed);
+      out.push_back({name, rb, sb, g, bound});
+      fmt::print("probe: {:>4} B rows, {:<44} {:>7.1f} GB/s {:>5.0f}% of the bound\n", rb, name, g,
+                 bound > 0 ? 100 * g / bound : 0.0);
+      std::fflush(stdout);
+    };
+    probe("1 row per group", src, src_bytes, 1, false, 1);
+    probe("2 rows per group", src, src_bytes, 2, false, 1);
+    probe("4 rows per group", src, src_bytes, 4, false, 1);
+    probe("1 row per group, sorted indices", src, src_bytes, 1, true, 1);
+    probe("4 rows per group, sorted indices", src, src_bytes, 4, true, 1);
+    probe("1 row per group, a quarter of the grid", src, src_bytes, 1, false, 4);
+    probe("1 row per group, a sixteenth of the grid", src, src_bytes, 1, false, 16);
+    if (uva) {
+      probe("1 row per group, 64 MiB source", small->data(), int64_t{64} << 20, 1, false, 1);
+      probe("1 row per group, huge-page source", huge->data(), src_bytes, 1, false, 1);
+      probe("4 rows per group, huge-page source", huge->data(), src_bytes, 4, false, 1);
+      probe("4 rows per group, huge-page source, sorted", huge->data(), src_bytes, 4, true, 1);
+    }
+  }
+  return out;
+}
+
 void run(const GatherArgs& a, const std::string& cmdline) {
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
                   "--device: expected cpu or cuda, got '{}'", a.device);
@@ -136,7 +246,9 @@ void run(const GatherArgs& a, const std::string& cmdline) {
     std::fflush(stdout);
     results.push_back(r);
   }
-  if (a.json.empty()) return;
+  std::vector<Probe> probes;
+  if (a.probe && on_gpu) probes = run_probes(uva, results, a);
+  if (a.json.empty() && a.results.empty()) return;
   nlohmann::json j;
   j["benchmark"] = "gather";
   j["command"] = cmdline;
@@ -160,7 +272,20 @@ void run(const GatherArgs& a, const std::string& cmdline) {
          {"gather_gbps", r.gather_gbps},
          {"bound_gbps", r.bound_gbps},
          {"fraction_of_bound", r.bound_gbps > 0 ? r.gather_gbps / r.bound_gbps : 0.0}});
-  write_json_report(a.json, j);
+  j["probes"] = nlohmann::json::array();
+  for (const Probe& p : probes)
+    j["probes"].push_back({{"name", p.name},
+                           {"row_bytes", p.row_bytes},
+                           {"source_bytes", p.source_bytes},
+                           {"gather_gbps", p.gbps},
+                           {"bound_gbps", p.bound_gbps},
+                           {"fraction_of_bound", p.bound_gbps > 0 ? p.gbps / p.bound_gbps : 0.0}});
+  if (!a.json.empty()) write_json_report(a.json, j);
+  if (!a.results.empty()) {
+    const std::string bench =
+        on_gpu ? fmt::format("gather-cuda-{}", uva ? "uva" : "hbm") : std::string("gather-cpu");
+    write_json_report(result_path(a.results, bench, machine_tag(on_gpu)), j);
+  }
 }
 
 }  // namespace
@@ -187,12 +312,20 @@ void register_bench_gather(CLI::App& bench) {
   cmd->add_option("--iters", a->iters, "timed runs (the median is reported)")
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the random row indices")->capture_default_str();
+  cmd->add_flag("--probe", a->probe,
+                "cuda: also run diagnostics of 128- and 256-byte gathers (rows in flight per "
+                "thread group, sorted indices, fewer resident groups; uva: a 64 MiB source and a "
+                "source in huge pages)");
   cmd->add_option("--json", a->json, "write the results as JSON to this file");
+  cmd->add_option("--results", a->results,
+                  "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");
   cmd->callback([a, cmd] {
     std::string line = "tessera bench gather";
     for (const auto* opt : cmd->get_options())
       if (opt->count() && !opt->get_lnames().empty())
-        line += fmt::format(" --{} {}", opt->get_lnames()[0], opt->as<std::string>());
+        line += opt->get_type_size() == 0
+                    ? fmt::format(" --{}", opt->get_lnames()[0])
+                    : fmt::format(" --{} {}", opt->get_lnames()[0], opt->as<std::string>());
     run(*a, line);
   });
 }

@@ -23,19 +23,28 @@ struct SampleCudaRun {
   int64_t batch_size = 1024;
   int64_t batches = 50;
   int64_t check_batches = 2;
-  int streams = 4;  // > 1: also time this many threads, each with its own stream
+  int streams = 4;  // the most streams (host threads) the best-configuration search tries
+  std::vector<int64_t> per_call;  // batches per call the search tries (default 1, 2, 4, 8)
+  std::vector<int64_t> sweep;     // batch sizes measured one stream and best (empty: none)
+  int64_t digest_batches = 8;     // batches in the blocks digest
+  bool interleave = true;         // the interleaved adjacency (else split arrays)
+  bool cuda_graph = true;
+  int stage_bytes = -1;  // UVA row staging (-1: the engine's default)
   uint64_t seed = 0;
   std::string placement = "gpu";
   std::string command;
-  std::string json;
+  std::string json;     // write the JSON here, or
+  std::string results;  // under results/<bench>/<date>-<commit>-<machine>.json
   PhaseTimer* timer = nullptr;
 };
 
-/// Places the graph (gpu or uva), checks the first batches against the CPU twin bit for bit,
-/// times `batches` batches of sampling and compaction on the GPU on one stream and then (when
-/// `streams` > 1) on that many streams driven by as many host threads, measures the copy bound
-/// of the placement in the same run, prints all of it and writes the JSON. NotCompiledError
-/// without CUDA.
+/// Places the graph (gpu or uva) and measures in one run: the limits (random reads of the placed
+/// adjacency by a plain kernel, and the memcpy bound of the placement); the first batches
+/// against the CPU twin bit for bit (a difference fails the command); sampling with compaction
+/// on one stream (one blocking call per batch, then calls kept two deep), and a search over
+/// batches per call and streams for the best configuration; the same at every batch size of
+/// `sweep`; a digest of the first batches' blocks, equal for every configuration and the CPU
+/// twin. Prints all of it and writes the JSON. NotCompiledError without CUDA.
 void run_bench_sample_cuda(const SampleCudaRun& run);
 
 /// The "stages" line of both sampling benchmarks: time and share of sampling and compaction,

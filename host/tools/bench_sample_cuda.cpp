@@ -1,14 +1,16 @@
 // `tessera bench sample --device cuda --placement gpu|uva`: multi-layer sampling with compaction
 // on the GPU (DeviceNeighborSampler), the graph in HBM or in pinned host memory read through UVA.
-// In the same run: the copy bound of that placement (D2D or pinned H2D cudaMemcpy), the
-// issue's throughput target, and a bit-for-bit check of the first batches against the CPU
-// NeighborSampler on the same seeds and keys (a mismatch fails the command).
+// In the same run: the limits (a plain kernel's random reads of the placed adjacency, and the
+// memcpy bound of the placement), a bit-for-bit check of the first batches against the CPU
+// NeighborSampler (a mismatch fails the command), one stream and the best configuration, a sweep
+// of batch sizes, and a digest of the blocks.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
+#include <deque>
 #include <exception>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -27,6 +29,188 @@ namespace tessera::tools {
 
 using namespace tessera::ops;  // NOLINT(build/namespaces)
 
+namespace {
+
+// How a timed run schedules its batches.
+struct Config {
+  int per_call = 1;        // batches one call takes (one launch sequence serves them)
+  int streams = 1;         // host threads, each with its own stream
+  bool pipelined = false;  // keep two calls in flight per stream (else wait for each call)
+};
+
+struct Measure {
+  Config config;
+  int64_t batch_size = 0, batches = 0, seeds = 0, edges = 0;
+  double seconds = 0;
+  int64_t calls = 0, syncs = 0, graph_launches = 0;
+  double edges_per_s() const { return seconds > 0 ? static_cast<double>(edges) / seconds : 0; }
+  nlohmann::json json(double limit_reads_per_s) const {
+    return {{"batches_per_call", config.per_call},
+            {"streams", config.streams},
+            {"pipelined", config.pipelined},
+            {"batch_size", batch_size},
+            {"batches", batches},
+            {"seconds", seconds},
+            {"seeds", seeds},
+            {"sampled_edges", edges},
+            {"seeds_per_s", seconds > 0 ? static_cast<double>(seeds) / seconds : 0},
+            {"edges_per_s", edges_per_s()},
+            {"fraction_of_random_read_limit", edges_per_s() / limit_reads_per_s},
+            {"calls", calls},
+            {"host_syncs", syncs},
+            {"graph_launches", graph_launches}};
+  }
+};
+
+std::string config_name(const Config& c) {
+  return fmt::format("{} batch{}/call, {} stream{}{}", c.per_call, c.per_call > 1 ? "es" : "",
+                     c.streams, c.streams > 1 ? "s" : "", c.pipelined ? ", 2 calls in flight" : "");
+}
+
+// The batches of one batch size: a Philox permutation of every node cut into batch_size seeds
+// (the CPU bench's loader batches, epoch 0), keys (seed, 0, b, 0), seeds in device memory.
+struct Batches {
+  int64_t size = 0, count = 0;
+  const int64_t* d = nullptr;  // the whole permutation in device memory
+  uint64_t seed = 0;
+  const int64_t* of(int64_t b) const { return d + b * size; }
+  RngKey key(int64_t b) const { return make_rng_key(seed, 0, b, 0); }
+};
+
+// Samples `n` batches (from batch 0) with `c` on a fresh sampler over `dg`; times everything after
+// a warm-up of two calls per stream (which captures the CUDA graphs and fills the allocator).
+// The streams every timed run uses (created once, so the scratch the caching allocator keeps per
+// stream is reused from one run to the next).
+std::vector<cuda::Stream>& bench_streams(int n) {
+  static auto* streams = new std::vector<cuda::Stream>;  // not destroyed: outlives the runtime
+  while (static_cast<int>(streams->size()) < n)
+    streams->emplace_back();
+  return *streams;
+}
+
+// Returns the scratch cached for the bench streams to the device between runs of very different
+// sizes (the caching allocator keeps freed blocks per stream and size class).
+void release_scratch() {
+  for (cuda::Stream& s : bench_streams(0))
+    s.synchronize();
+  cuda::scratch_allocator().release_cached();
+}
+
+Measure time_config(const DeviceGraph& dg, const SampleCudaRun& r, const Batches& bt, int64_t n,
+                    const Config& c) {
+  DeviceSamplerOptions so;
+  so.max_batches = c.per_call;
+  so.cuda_graph = r.cuda_graph;
+  so.stage_bytes = r.stage_bytes;
+  const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace, EdgeDir::kIn, so);
+  std::vector<cuda::Stream>& streams = bench_streams(c.streams);
+  const int64_t calls = (n + c.per_call - 1) / c.per_call;
+  auto call_args = [&](int64_t call, std::vector<int64_t>& offsets, std::vector<RngKey>& keys) {
+    const int64_t first = call * c.per_call, last = std::min(n, first + c.per_call);
+    offsets.assign(1, 0);
+    keys.clear();
+    for (int64_t b = first; b < last; ++b) {
+      offsets.push_back(offsets.back() + bt.size);
+      keys.push_back(bt.key(b));
+    }
+    return bt.of(first);
+  };
+  std::atomic<int64_t> edges{0};
+  auto run_threads = [&](int64_t first_call, int64_t end_call) {
+    std::atomic<int64_t> next{first_call};
+    std::exception_ptr error;
+    std::mutex mu;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < c.streams; ++t)
+      threads.emplace_back([&, t] {
+        try {
+          const cuda::StreamHandle s = streams[static_cast<size_t>(t)].get();
+          std::deque<DeviceNeighborSampler::Pending> inflight;
+          std::vector<int64_t> offsets;
+          std::vector<RngKey> keys;
+          auto drain = [&](size_t keep) {
+            while (inflight.size() > keep) {
+              for (const DeviceBlocks& b : inflight.front().wait())
+                edges += b.stats.sampled_edges;
+              inflight.pop_front();
+            }
+          };
+          for (int64_t call; (call = next.fetch_add(1)) < end_call;) {
+            const int64_t* seeds = call_args(call, offsets, keys);
+            inflight.push_back(sampler.sample_blocks_async(seeds, offsets, keys, s));
+            drain(c.pipelined ? 1 : 0);
+          }
+          drain(0);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!error) error = std::current_exception();
+          next = end_call;
+        }
+      });
+    for (auto& th : threads)
+      th.join();
+    if (error) std::rethrow_exception(error);
+  };
+  const int64_t warm = std::min<int64_t>(calls, 2 * c.streams);
+  run_threads(0, warm);
+  const cuda::BlockSamplerStats s0 = sampler.engine().stats();
+  edges = 0;
+  Measure m;
+  m.config = c;
+  m.batch_size = bt.size;
+  const double t0 = now_seconds();
+  run_threads(0, calls);
+  m.seconds = now_seconds() - t0;
+  const cuda::BlockSamplerStats s1 = sampler.engine().stats();
+  m.batches = n;
+  m.seeds = n * bt.size;
+  m.edges = edges;
+  m.calls = s1.calls - s0.calls;
+  m.syncs = s1.host_syncs - s0.host_syncs;
+  m.graph_launches = s1.graph_launches - s0.graph_launches;
+  return m;
+}
+
+// The first `n` batches' blocks, downloaded, sampled with `c` (one call at a time, one stream).
+std::vector<std::vector<Block>> sample_to_host(const DeviceGraph& dg, const SampleCudaRun& r,
+                                               const Batches& bt, int64_t n, const Config& c) {
+  DeviceSamplerOptions so;
+  so.max_batches = c.per_call;
+  so.cuda_graph = r.cuda_graph;
+  so.stage_bytes = r.stage_bytes;
+  const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace, EdgeDir::kIn, so);
+  const cuda::StreamHandle stream = bench_streams(1)[0].get();
+  std::vector<std::vector<Block>> out;
+  for (int64_t first = 0; first < n; first += c.per_call) {
+    std::vector<int64_t> offsets = {0};
+    std::vector<RngKey> keys;
+    for (int64_t b = first; b < std::min(n, first + c.per_call); ++b) {
+      offsets.push_back(offsets.back() + bt.size);
+      keys.push_back(bt.key(b));
+    }
+    for (const DeviceBlocks& d :
+         sampler.sample_blocks_async(bt.of(first), offsets, keys, stream).wait())
+      out.push_back(download_blocks(d, stream));
+  }
+  return out;
+}
+
+void check_same(int64_t b, const std::vector<Block>& got, const std::vector<Block>& want,
+                const std::string& how) {
+  for (size_t l = 0; l < want.size(); ++l) {
+    const bool same = got[l].num_dst == want[l].num_dst && got[l].src_nodes == want[l].src_nodes &&
+                      got[l].src == want[l].src && got[l].dst == want[l].dst &&
+                      got[l].eids == want[l].eids;
+    TESSERA_EXPECTS(same, Error,
+                    "bench sample: batch {} block {} on the GPU ({}) differs from the CPU twin "
+                    "({} vs {} edges, {} vs {} source nodes)",
+                    b, l, how, got[l].num_edges(), want[l].num_edges(), got[l].num_src(),
+                    want[l].num_src());
+  }
+}
+
+}  // namespace
+
 void run_bench_sample_cuda(const SampleCudaRun& r) {
   cuda::require_cuda("bench sample --device cuda");
   const Graph& g = *r.graph;
@@ -39,226 +223,211 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
 
   timer.begin(fmt::format("place graph ({})", cuda::placement_name(placement)));
   cuda::Stream stream;
-  const DeviceGraph dg(g, placement, r.weights, stream.get());
+  DeviceGraphOptions go;
+  go.interleave = r.interleave;
+  go.split_arrays = false;
+  const DeviceGraph dg(g, placement, r.weights, stream.get(), go);
   timer.end();
-  fmt::print("graph placed: {} ({})\n", human_bytes(static_cast<double>(dg.bytes())),
-             uva ? "pinned host memory, read through UVA" : "GPU memory");
-  const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace);
+  const cuda::GraphView view = dg.view();
+  const int edge_bytes = view.layout == cuda::Adjacency::kPairs ? 16 : 8;
+  const char* layout = view.layout == cuda::Adjacency::kPacked  ? "packed 8 B/edge"
+                       : view.layout == cuda::Adjacency::kPairs ? "pairs 16 B/edge"
+                                                                : "split indices + eids";
+  fmt::print("graph placed: {} ({}; adjacency {})\n", human_bytes(static_cast<double>(dg.bytes())),
+             uva ? "pinned host memory read through UVA, node arrays in GPU memory" : "GPU memory",
+             layout);
 
-  // Batches: a Philox permutation of all nodes cut into batch_size seeds (unique per batch).
   const int64_t n_batches = std::min<int64_t>(r.batches, g.num_nodes / r.batch_size);
   TESSERA_EXPECTS(n_batches >= 1, ValueError, "the graph has fewer than --batch-size {} nodes",
                   r.batch_size);
   const std::vector<int64_t> perm =
       philox_permutation(g.num_nodes, static_cast<uint32_t>(r.seed), 0, RngStream::kShuffle);
-  const size_t seed_count = static_cast<size_t>(n_batches * r.batch_size);
-  cuda::DeviceBuffer d_seeds(seed_count * sizeof(int64_t));
-  cuda::copy_async(d_seeds.data(), perm.data(), d_seeds.size(), stream.get());
-  auto seeds_of = [&](int64_t b) {
-    return static_cast<const int64_t*>(d_seeds.data()) + b * r.batch_size;
+  cuda::DeviceBuffer d_perm(perm.size() * sizeof(int64_t));
+  cuda::copy_async(d_perm.data(), perm.data(), d_perm.size(), stream.get());
+  stream.synchronize();
+  auto batches_of = [&](int64_t size) {
+    Batches bt;
+    bt.size = size;
+    bt.count = g.num_nodes / size;
+    bt.d = static_cast<const int64_t*>(d_perm.data());
+    bt.seed = r.seed;
+    return bt;
   };
-  auto key_of = [&](int64_t b) { return make_rng_key(r.seed, 0, b, 0); };
-
-  // Check: the first batches against the CPU twin, bit for bit.
-  timer.begin("check against the CPU twin");
-  const int64_t checks = std::min<int64_t>(r.check_batches, n_batches);
-  std::vector<std::vector<Block>> cpu_blocks;  // the CPU twin's blocks of the checked batches
-  auto check_same = [](int64_t b, const std::vector<Block>& got, const std::vector<Block>& want,
-                       const char* how) {
-    for (size_t l = 0; l < want.size(); ++l) {
-      const bool same = got[l].num_dst == want[l].num_dst &&
-                        got[l].src_nodes == want[l].src_nodes && got[l].src == want[l].src &&
-                        got[l].dst == want[l].dst && got[l].eids == want[l].eids;
-      TESSERA_EXPECTS(same, Error,
-                      "bench sample: batch {} block {} on the GPU ({}) differs from the CPU twin "
-                      "({} vs {} edges, {} vs {} source nodes)",
-                      b, l, how, got[l].num_edges(), want[l].num_edges(), got[l].num_src(),
-                      want[l].num_src());
-    }
-  };
-  {
-    NeighborSamplerOptions so;
-    so.fanouts = r.fanouts;
-    so.replace = r.replace;
-    so.weights = r.weights;
-    const NeighborSampler cpu(g, so);
-    for (int64_t b = 0; b < checks; ++b) {
+  const Batches main_bt = batches_of(r.batch_size);
+  NeighborSamplerOptions co;
+  co.fanouts = r.fanouts;
+  co.replace = r.replace;
+  co.weights = r.weights;
+  co.interleave = true;
+  co.weight_prefix = true;
+  const NeighborSampler cpu(g, co);
+  auto cpu_blocks = [&](int64_t n) {
+    std::vector<std::vector<Block>> out;
+    for (int64_t b = 0; b < n; ++b) {
       const std::vector<int64_t> seeds(perm.begin() + b * r.batch_size,
                                        perm.begin() + (b + 1) * r.batch_size);
-      cpu_blocks.push_back(cpu.sample_blocks(seeds, key_of(b)));
-      check_same(
-          b,
-          download_blocks(sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get()),
-                          stream.get()),
-          cpu_blocks.back(), "one stream");
+      out.push_back(cpu.sample_blocks(seeds, main_bt.key(b)));
     }
+    return out;
+  };
+
+  // Check and digest: the first batches through one call per batch and through several batches
+  // per call must both equal the CPU twin (the check: field by field; the digest: bit-identical).
+  timer.begin("check against the CPU twin, digests");
+  const int64_t dn = std::min<int64_t>(std::max(r.check_batches, r.digest_batches), n_batches);
+  const std::vector<std::vector<Block>> want = cpu_blocks(dn);
+  const std::vector<std::vector<Block>> got1 = sample_to_host(dg, r, main_bt, dn, Config{1, 1});
+  const std::vector<std::vector<Block>> got4 = sample_to_host(dg, r, main_bt, dn, Config{4, 1});
+  const int64_t checks = std::min<int64_t>(r.check_batches, n_batches);
+  for (int64_t b = 0; b < checks; ++b) {
+    check_same(b, got1[b], want[b], "one batch per call");
+    check_same(b, got4[b], want[b], "4 batches per call");
   }
+  const int64_t digest_n = std::min<int64_t>(r.digest_batches, dn);
+  auto first = [&](const std::vector<std::vector<Block>>& v) {
+    return std::vector<std::vector<Block>>(v.begin(), v.begin() + digest_n);
+  };
+  const std::string digest = blocks_digest(first(got1)), digest4 = blocks_digest(first(got4)),
+                    digest_cpu = blocks_digest(first(want));
+  TESSERA_EXPECTS(digest == digest_cpu && digest4 == digest_cpu, Error,
+                  "bench sample: blocks digest {} (1 batch/call), {} (4 batches/call) differ from "
+                  "the CPU twin's {}",
+                  digest, digest4, digest_cpu);
   timer.end();
-  fmt::print("check:     the first {} batch(es) are bit-identical to the CPU twin\n", checks);
+  fmt::print(
+      "check:     the first {} batch(es) are bit-identical to the CPU twin; digest of {} "
+      "batches {} (CPU twin, 1 and 4 batches per call)\n",
+      checks, digest_n, digest);
 
-  // One stream: warm-up (the caching allocator fills), then the timed batches in order.
-  for (int64_t b = 0; b < std::min<int64_t>(3, n_batches); ++b)
-    sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get());
-  stream.synchronize();
-  timer.begin("sample (cuda, 1 stream)");
-  SampleStats total;
-  double wall = 0;
-  {
-    Progress progress("sampling", n_batches, " batches");
-    const double t0 = now_seconds();
-    for (int64_t b = 0; b < n_batches; ++b) {
-      const DeviceBlocks blocks =
-          sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), stream.get());
-      total.add(blocks.stats);
-      progress.update(b + 1);
-    }
-    stream.synchronize();
-    wall = now_seconds() - t0;
-    progress.done();
-  }
-  timer.end();
-
-  // Several streams: `streams` host threads, each sampling whole batches (taken in turn from a
-  // shared counter) on its own stream, so one batch's synchronizations and launches overlap
-  // another's kernels, as a loader with several sampler threads runs. A warm-up pass over the
-  // first batches fills each stream's cached scratch and checks those batches against the CPU
-  // twin again (the concurrent path shares the allocator and the graph).
-  SampleStats multi_total;
-  double multi_wall = 0;
-  const int streams = r.streams;
-  if (streams > 1) {
-    std::vector<cuda::Stream> ss(static_cast<size_t>(streams));
-    auto run_threads = [&](int64_t count, bool check, SampleStats& acc) {
-      std::atomic<int64_t> next{0};
-      std::vector<SampleStats> per(ss.size());
-      std::exception_ptr error;
-      std::mutex mu;
-      std::vector<std::thread> threads;
-      for (size_t t = 0; t < ss.size(); ++t)
-        threads.emplace_back([&, t] {
-          try {
-            for (int64_t b; (b = next.fetch_add(1)) < count;) {
-              const DeviceBlocks blocks =
-                  sampler.sample_blocks(seeds_of(b), r.batch_size, key_of(b), ss[t].get());
-              per[t].add(blocks.stats);
-              if (check && b < static_cast<int64_t>(cpu_blocks.size()))
-                check_same(b, download_blocks(blocks, ss[t].get()), cpu_blocks[b], "stream");
-            }
-            ss[t].synchronize();
-          } catch (...) {
-            std::lock_guard<std::mutex> lock(mu);
-            if (!error) error = std::current_exception();
-            next = count;  // the other threads stop at their next batch
-          }
-        });
-      for (auto& th : threads)
-        th.join();
-      if (error) std::rethrow_exception(error);
-      for (const SampleStats& st : per)
-        acc.add(st);
-    };
-    SampleStats warm;
-    run_threads(std::min<int64_t>(n_batches, std::max<int64_t>(checks, 2 * streams)), true, warm);
-    timer.begin(fmt::format("sample (cuda, {} streams)", streams));
-    const double t0 = now_seconds();
-    run_threads(n_batches, false, multi_total);
-    multi_wall = now_seconds() - t0;
-    timer.end();
-    ss.clear();  // each thread synchronized its stream before it ended
-    // The scratch cached for those streams can be reused by no other stream: hand it back
-    // before the copy bound allocates its own buffers.
-    cuda::scratch_allocator().release_cached();
-  }
-
-  timer.begin("copy bound");
+  // Limits: a plain kernel's random reads of the placed adjacency, and the memcpy bound.
+  timer.begin("limits");
+  const void* adj = view.layout == cuda::Adjacency::kPacked ? static_cast<const void*>(view.packed)
+                    : view.layout == cuda::Adjacency::kPairs
+                        ? static_cast<const void*>(view.pairs)
+                        : static_cast<const void*>(view.indices);
+  const double reads_s =
+      g.num_edges() > 0 ? cuda::random_read_rate(adj, g.num_edges(), edge_bytes, uva, 5) : 0;
   const size_t bound_bytes = size_t{256} << 20;
   const double bound_gbps = cuda::copy_bandwidth_gbps(bound_bytes, uva, 10);
   timer.end();
-
-  const double edges_s = static_cast<double>(total.sampled_edges) / wall;
-  const double seeds_s = static_cast<double>(total.seeds) / wall;
-  // Graph bytes each sampled edge reads at random: its neighbor and its edge ID (8 B each), plus
-  // the weight prefix sums' binary search when weighted (not counted: it varies with degree).
-  const double bytes_per_edge = dg.eids() ? 16.0 : 8.0;
-  const double touched_gbps = edges_s * bytes_per_edge / 1e9;
-  const double target = uva ? 0.3e9 : 1.5e9;
-  fmt::print("tessera:   {} batches x {} seeds, fanouts [{}], {}{}, graph in {}\n", n_batches,
-             r.batch_size, fmt::join(r.fanouts, ","),
-             r.replace ? "with replacement" : "without replacement",
-             r.weights.empty() ? "" : ", weighted", cuda::placement_name(placement));
-  fmt::print("  {:.0f} seeds/s, {} sampled edges/s, {:.1f} edges/seed (wall {:.3f} s)\n", seeds_s,
-             human_count(edges_s), static_cast<double>(total.sampled_edges) / total.seeds, wall);
-  print_sample_stages(
-      total.sample_seconds, total.compact_seconds,
-      "host wall incl. syncs; a layer's sampling kernel finishes inside the compaction's sync");
   fmt::print(
-      "bound:     {} cudaMemcpy {:.1f} GB/s (same run); the sampler's random graph reads "
-      "{:.2f} GB/s ({:.0f} B per sampled edge) = {:.3f} of it\n",
-      uva ? "pinned host-to-device" : "device-to-device", bound_gbps, touched_gbps, bytes_per_edge,
-      touched_gbps / bound_gbps);
-  const double multi_edges_s =
-      streams > 1 ? static_cast<double>(multi_total.sampled_edges) / multi_wall : 0.0;
-  if (streams > 1) {
-    fmt::print(
-        "{} streams: {:.0f} seeds/s, {} sampled edges/s (wall {:.3f} s; {:.2f}x one stream)\n",
-        streams, static_cast<double>(multi_total.seeds) / multi_wall, human_count(multi_edges_s),
-        multi_wall, multi_edges_s / edges_s);
-    print_sample_stages(
-        multi_total.sample_seconds, multi_total.compact_seconds,
-        "host wall summed over the threads; sampling kernels finish inside the compaction's sync");
-  }
-  const std::string where = uva ? "graph in pinned host memory" : "graph in GPU memory";
-  fmt::print("target:    {} sampled edges/s ({}): one stream {:.2f}x the target",
-             human_count(target), where, edges_s / target);
-  if (streams > 1) fmt::print(", {} streams {:.2f}x", streams, multi_edges_s / target);
-  fmt::print("\n");
+      "limit:     {} random {}-byte reads/s of the placed adjacency ({}); memcpy {} "
+      "{:.1f} GB/s\n",
+      human_count(reads_s), edge_bytes, uva ? "UVA" : "HBM",
+      uva ? "pinned host-to-device" : "device-to-device", bound_gbps);
 
-  if (!r.json.empty()) {
-    nlohmann::json j;
-    j["benchmark"] = "sample";
-    j["command"] = r.command;
-    j["commit"] = commit_id();
-    j["machine"] = machine_json();
-    j["device"] = cuda::describe();
-    j["graph"] = {{"spec", r.graph_spec},
-                  {"num_nodes", g.num_nodes},
-                  {"num_edges", g.num_edges()},
-                  {"symmetrized", r.symmetrized},
-                  {"placement", cuda::placement_name(placement)},
-                  {"placed_bytes", dg.bytes()}};
-    j["params"] = {{"fanouts", r.fanouts}, {"batch_size", r.batch_size},
-                   {"replace", r.replace}, {"weighted", !r.weights.empty()},
-                   {"batches", n_batches}, {"seed", r.seed},
-                   {"device", "cuda"},     {"check_batches", checks},
-                   {"streams", streams}};
-    j["tessera"] = {{"seconds", wall},
-                    {"seeds", total.seeds},
-                    {"sampled_edges", total.sampled_edges},
-                    {"seeds_per_s", seeds_s},
-                    {"edges_per_s", edges_s},
-                    {"stage_seconds",
-                     {{"sampling", total.sample_seconds}, {"compaction", total.compact_seconds}}}};
-    j["bound"] = {{"kind", uva ? "pinned_h2d_memcpy" : "d2d_memcpy"},
-                  {"gbps", bound_gbps},
-                  {"bytes", bound_bytes},
-                  {"sampler_random_read_gbps", touched_gbps},
-                  {"bytes_per_sampled_edge", bytes_per_edge}};
-    if (streams > 1)
-      j["streams"] = {{"streams", streams},
-                      {"seconds", multi_wall},
-                      {"seeds", multi_total.seeds},
-                      {"sampled_edges", multi_total.sampled_edges},
-                      {"edges_per_s", multi_edges_s},
-                      {"speedup_over_one_stream", multi_edges_s / edges_s},
-                      {"stage_seconds_summed",
-                       {{"sampling", multi_total.sample_seconds},
-                        {"compaction", multi_total.compact_seconds}}}};
-    j["target"] = {{"edges_per_s", target},
-                   {"ratio", edges_s / target},
-                   {"ratio_streams", streams > 1 ? multi_edges_s / target : edges_s / target}};
-    j["check"] = {{"batches", checks}, {"bit_identical_to_cpu", true}};
-    j["phases"] = phases_json(timer);
-    write_json_report(r.json, j);
+  // One stream, then the best configuration.
+  timer.begin("sample: one stream and configurations");
+  const Measure one = time_config(dg, r, main_bt, n_batches, Config{1, 1, false});
+  const Measure one_pipe = time_config(dg, r, main_bt, n_batches, Config{1, 1, true});
+  std::vector<Measure> configs;
+  std::vector<int64_t> per_call =
+      r.per_call.empty() ? std::vector<int64_t>{1, 2, 4, 8} : r.per_call;
+  std::vector<int> stream_counts = {1};
+  if (r.streams > 1) stream_counts.push_back(r.streams);
+  for (int64_t k : per_call)
+    for (int s : stream_counts)
+      configs.push_back(
+          time_config(dg, r, main_bt, n_batches, Config{static_cast<int>(k), s, true}));
+  timer.end();
+  release_scratch();
+  const Measure* best = &one_pipe;
+  for (const Measure& m : configs)
+    if (m.edges_per_s() > best->edges_per_s()) best = &m;
+  const double target = r.weights.empty() ? (uva ? 0.5e9 : 5e9) : 1e9;
+  auto line = [&](const char* what, const Measure& m) {
+    fmt::print(
+        "  {:<34} {:>8} edges/s  {:>6.0f} seeds/s  {:.3f} of the random-read limit  "
+        "{:.2f} syncs/batch\n",
+        what, human_count(m.edges_per_s()), static_cast<double>(m.seeds) / m.seconds,
+        m.edges_per_s() / reads_s,
+        static_cast<double>(m.syncs) / static_cast<double>(std::max<int64_t>(m.batches, 1)));
+  };
+  fmt::print(
+      "tessera:   {} batches x {} seeds, fanouts [{}], {}{}, graph in {} ({:.1f} edges/seed)\n",
+      n_batches, r.batch_size, fmt::join(r.fanouts, ","),
+      r.replace ? "with replacement" : "without replacement", r.weights.empty() ? "" : ", weighted",
+      cuda::placement_name(placement),
+      static_cast<double>(one.edges) / static_cast<double>(one.seeds));
+  line("one stream, a call per batch", one);
+  line("one stream, 2 calls in flight", one_pipe);
+  for (const Measure& m : configs)
+    line(config_name(m.config).c_str(), m);
+  fmt::print(
+      "best:      {}: {} sampled edges/s = {:.2f}x the {} target ({}), {:.3f} of the "
+      "random-read limit\n",
+      config_name(best->config), human_count(best->edges_per_s()), best->edges_per_s() / target,
+      human_count(target),
+      uva                 ? "UVA"
+      : r.weights.empty() ? "HBM"
+                          : "weighted, HBM",
+      best->edges_per_s() / reads_s);
+
+  // Batch sizes: one stream (a call per batch) and the best configuration.
+  std::vector<nlohmann::json> sweep;
+  if (!r.sweep.empty()) {
+    timer.begin("sample: batch sizes");
+    fmt::print("batch sizes (one stream | {}):\n", config_name(best->config));
+    for (int64_t bs : r.sweep) {
+      const Batches bt = batches_of(bs);
+      const int64_t n = std::clamp<int64_t>(n_batches * r.batch_size / bs, 8, bt.count);
+      if (bt.count < 1) continue;
+      const Measure a = time_config(dg, r, bt, std::min(n, bt.count), Config{1, 1, false});
+      const Measure b = time_config(dg, r, bt, std::min(n, bt.count), best->config);
+      release_scratch();
+      fmt::print("  {:>6} seeds: {:>8} | {:>8} edges/s\n", bs, human_count(a.edges_per_s()),
+                 human_count(b.edges_per_s()));
+      sweep.push_back(
+          {{"batch_size", bs}, {"one_stream", a.json(reads_s)}, {"best", b.json(reads_s)}});
+    }
+    timer.end();
+  }
+
+  nlohmann::json j;
+  j["benchmark"] = "sample";
+  j["command"] = r.command;
+  j["commit"] = commit_id();
+  j["machine"] = machine_json();
+  j["device"] = cuda::describe();
+  j["graph"] = {{"spec", r.graph_spec},         {"num_nodes", g.num_nodes},
+                {"num_edges", g.num_edges()},   {"max_degree", dg.max_degree()},
+                {"symmetrized", r.symmetrized}, {"placement", cuda::placement_name(placement)},
+                {"adjacency", layout},          {"placed_bytes", dg.bytes()}};
+  j["params"] = {{"fanouts", r.fanouts},
+                 {"batch_size", r.batch_size},
+                 {"replace", r.replace},
+                 {"weighted", !r.weights.empty()},
+                 {"batches", n_batches},
+                 {"seed", r.seed},
+                 {"device", "cuda"},
+                 {"check_batches", checks},
+                 {"streams", r.streams},
+                 {"cuda_graph", r.cuda_graph},
+                 {"stage_bytes", r.stage_bytes},
+                 {"batches_per_call", per_call}};
+  j["limit"] = {{"random_reads_per_s", reads_s},
+                {"bytes_per_read", edge_bytes},
+                {"memcpy_kind", uva ? "pinned_h2d" : "d2d"},
+                {"memcpy_gbps", bound_gbps},
+                {"memcpy_bytes", bound_bytes}};
+  j["one_stream"] = one.json(reads_s);
+  j["one_stream_pipelined"] = one_pipe.json(reads_s);
+  j["configs"] = nlohmann::json::array();
+  for (const Measure& m : configs)
+    j["configs"].push_back(m.json(reads_s));
+  j["best"] = best->json(reads_s);
+  j["sweep"] = sweep;
+  j["target"] = {{"edges_per_s", target},
+                 {"ratio_one_stream", one.edges_per_s() / target},
+                 {"ratio_best", best->edges_per_s() / target}};
+  j["digest"] = {{"batches", digest_n}, {"value", digest}, {"cpu_twin", digest_cpu}};
+  j["check"] = {{"batches", checks}, {"bit_identical_to_cpu", true}};
+  j["phases"] = phases_json(timer);
+  if (!r.json.empty()) write_json_report(r.json, j);
+  if (!r.results.empty()) {
+    const std::string bench =
+        fmt::format("sample-cuda-{}{}", uva ? "uva" : "hbm", r.weights.empty() ? "" : "-weighted");
+    write_json_report(result_path(r.results, bench, machine_tag(true)), j);
   }
 }
 

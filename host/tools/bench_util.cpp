@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "tessera/core/error.hpp"
+#include "tessera/cuda/runtime.hpp"
 
 namespace tessera::tools {
 
@@ -124,6 +128,78 @@ void write_json_report(const std::string& path, const nlohmann::json& j) {
     TESSERA_FAIL(IOError, "{}: cannot rename the finished report into place", path);
   }
   fmt::print("wrote {}\n", path);
+}
+
+std::string blocks_digest(const std::vector<std::vector<ops::Block>>& batches) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xFF;
+      h *= 0x100000001b3ull;
+    }
+  };
+  auto add_all = [&](const std::vector<int64_t>& a) {
+    add(static_cast<int64_t>(a.size()));
+    for (int64_t v : a)
+      add(v);
+  };
+  for (const auto& blocks : batches) {
+    add(static_cast<int64_t>(blocks.size()));
+    for (const ops::Block& b : blocks) {
+      add(b.num_dst);
+      add_all(b.src_nodes);
+      add_all(b.src);
+      add_all(b.dst);
+      add_all(b.eids);
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
+namespace {
+std::string tag_chars(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0;
+    if (ok)
+      out += c;
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
+  }
+  while (!out.empty() && out.back() == '-')
+    out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+}  // namespace
+
+std::string machine_tag(bool gpu) {
+  if (gpu) {
+    // cuda::describe(): "CUDA runtime 13.0, 1 device(s); [0] NVIDIA H200 sm_90 139.8 GiB"
+    const std::string d = cuda::describe();
+    const size_t a = d.find("[0] "), b = d.find(" sm_", a == std::string::npos ? 0 : a);
+    if (a != std::string::npos && b != std::string::npos)
+      return tag_chars(d.substr(a + 4, b - a - 4));
+  }
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return tag_chars(host);
+}
+
+std::string result_path(const std::string& dir, const std::string& bench,
+                        const std::string& machine) {
+  const std::filesystem::path folder = std::filesystem::path(dir) / bench;
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  TESSERA_EXPECTS(!ec, IOError, "{}: cannot create the results folder ({})", folder.string(),
+                  ec.message());
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char date[16];
+  std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
+  std::string commit = commit_id();
+  std::replace(commit.begin(), commit.end(), '+', '-');
+  return (folder / fmt::format("{}-{}-{}.json", date, commit, machine)).string();
 }
 
 }  // namespace tessera::tools

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/progress.hpp"
+#include "tessera/ops/block.hpp"
 
 namespace tessera::tools {
 
@@ -31,5 +32,18 @@ nlohmann::json phases_json(const PhaseTimer& timer);
 /// Writes `j` (indented) to `path` through a temporary file renamed into place, so a failed
 /// write leaves no half-written report; prints "wrote PATH". Throws IOError naming the path.
 void write_json_report(const std::string& path, const nlohmann::json& j);
+
+/// A digest of sampled blocks (FNV-1a 64 over every batch's blocks in order: num_dst, the
+/// sizes, src_nodes, src, dst, eids), as 16 hex digits: equal digests mean bit-identical blocks,
+/// so runs with other thread counts or devices can be compared from their JSON.
+std::string blocks_digest(const std::vector<std::vector<ops::Block>>& batches);
+
+/// A name for this machine in result file names: the first CUDA device's name when `gpu`
+/// ("NVIDIA-H200"), else the host name; letters, digits and '-' only.
+std::string machine_tag(bool gpu);
+/// `dir`/`bench`/<YYYY-MM-DD>-<commit>-<machine>.json (UTC date, commit_id() with '+' as '-'),
+/// creating `dir`/`bench`: where results live (benchmarks/results/<bench>/).
+std::string result_path(const std::string& dir, const std::string& bench,
+                        const std::string& machine);
 
 }  // namespace tessera::tools

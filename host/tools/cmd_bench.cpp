@@ -69,7 +69,13 @@ struct SampleArgs {
   std::string placement = "gpu";
   int64_t check_batches = 2;
   int streams = 4;
+  std::string per_call;  // with --device cuda: batches per call the search tries
+  std::string sweep;     // batch sizes to measure as well
+  int64_t digest_batches = 8;
+  bool no_cuda_graph = false;
+  int stage_bytes = -1;
   std::string json;
+  std::string results;
 };
 
 std::vector<int64_t> parse_fanouts(const std::string& s) {
@@ -232,6 +238,10 @@ void run_bench_sample(const SampleArgs& a) {
   if (on_gpu) {
     cmd += fmt::format(" --device cuda --placement {} --check-batches {} --streams {}", a.placement,
                        a.check_batches, a.streams);
+    if (!a.per_call.empty()) cmd += " --batches-per-call " + a.per_call;
+    if (!a.sweep.empty()) cmd += " --sweep " + a.sweep;
+    if (a.no_cuda_graph) cmd += " --no-cuda-graph";
+    if (a.stage_bytes >= 0) cmd += fmt::format(" --stage-bytes {}", a.stage_bytes);
     TESSERA_EXPECTS(a.check_batches >= 0, ValueError, "--check-batches {} < 0", a.check_batches);
     TESSERA_EXPECTS(a.streams >= 1 && a.streams <= 64, ValueError, "--streams {}: expected 1 to 64",
                     a.streams);
@@ -239,7 +249,9 @@ void run_bench_sample(const SampleArgs& a) {
                     ValueError, "--placement host: the GPU sampler reads gpu or uva memory only");
     cuda::require_cuda("bench sample --device cuda");  // before loading a large graph
   }
+  cmd += fmt::format(" --digest-batches {}", a.digest_batches);
   if (!a.json.empty()) cmd += fmt::format(" --json {}", a.json);
+  if (!a.results.empty()) cmd += fmt::format(" --results {}", a.results);
 
   PhaseTimer timer("bench sample");
   timer.begin("load graph");
@@ -291,10 +303,17 @@ void run_bench_sample(const SampleArgs& a) {
     r.batches = a.batches;
     r.check_batches = a.check_batches;
     r.streams = a.streams;
+    if (!a.per_call.empty()) r.per_call = parse_size_list(a.per_call, "--batches-per-call");
+    if (!a.sweep.empty()) r.sweep = parse_size_list(a.sweep, "--sweep");
+    r.digest_batches = a.digest_batches;
+    r.interleave = !a.no_interleave;
+    r.cuda_graph = !a.no_cuda_graph;
+    r.stage_bytes = a.stage_bytes;
     r.seed = a.seed;
     r.placement = a.placement;
     r.command = cmd;
     r.json = a.json;
+    r.results = a.results;
     r.timer = &timer;
     run_bench_sample_cuda(r);
     return;
@@ -334,6 +353,7 @@ void run_bench_sample(const SampleArgs& a) {
   timer.begin("sample (tessera)");
   SampleStats total;
   int64_t done = 0;
+  std::vector<std::vector<Block>> digest_blocks;  // the first batches, as the threads made them
   loader.start_epoch(0);
   double wall = 0, cpu = 0;
   {
@@ -343,6 +363,7 @@ void run_bench_sample(const SampleArgs& a) {
     NodeMiniBatch mb;
     while (done < batches && loader.next(mb)) {
       total.add(mb.stats);
+      if (done < a.digest_batches) digest_blocks.push_back(mb.blocks);
       ++done;
       progress.update(done);
     }
@@ -446,8 +467,13 @@ void run_bench_sample(const SampleArgs& a) {
       "limit:     {} random 8-byte reads/s from the graph with {} thread(s) "
       "(sampled edges per random read: {:.2f})\n",
       human_count(reads), a.threads, edges_s / reads);
+  const std::string digest = blocks_digest(digest_blocks);
+  fmt::print(
+      "digest:    {} (the first {} batches' blocks; equal for any thread count and on the "
+      "GPU)\n",
+      digest, digest_blocks.size());
 
-  if (!a.json.empty()) {
+  if (!a.json.empty() || !a.results.empty()) {
     nlohmann::json j;
     j["benchmark"] = "sample";
     j["command"] = cmd;
@@ -489,8 +515,15 @@ void run_bench_sample(const SampleArgs& a) {
     j["ratio_per_core"] = ratio_core;
     j["ratio_total_wall"] = edges_s / ref_edges_s;
     j["limit"] = {{"random_reads_per_s", reads}, {"threads", a.threads}};
+    j["digest"] = {{"batches", static_cast<int64_t>(digest_blocks.size())}, {"value", digest}};
     j["phases"] = phases_json(timer);
-    write_json_report(a.json, j);
+    if (!a.json.empty()) write_json_report(a.json, j);
+    if (!a.results.empty())
+      write_json_report(
+          result_path(a.results,
+                      fmt::format("sample-cpu-t{}{}", a.threads, a.weighted ? "-weighted" : ""),
+                      machine_tag(false)),
+          j);
   }
 }
 
@@ -542,7 +575,24 @@ void add_bench_sample(CLI::App& bench) {
                 "with --device cuda: after the one-stream run, also time this many host threads "
                 "each sampling whole batches on its own stream (1: one-stream run only)")
       ->capture_default_str();
+  c->add_option("--batches-per-call", args->per_call,
+                "with --device cuda: batches per call the best-configuration search tries "
+                "(default 1,2,4,8), each with 1 and --streams streams");
+  c->add_option("--sweep", args->sweep,
+                "with --device cuda: also measure these batch sizes (e.g. 256..8192), one stream "
+                "and the best configuration");
+  c->add_option("--digest-batches", args->digest_batches,
+                "batches whose blocks the digest covers (equal on any device and thread count)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_flag("--no-cuda-graph", args->no_cuda_graph,
+              "with --device cuda: launch every kernel instead of replaying CUDA graphs");
+  c->add_option("--stage-bytes", args->stage_bytes,
+                "with --device cuda: UVA rows up to this many bytes are read whole (default: the "
+                "engine's, 1024 for uva)");
   c->add_option("--json", args->json, "write the results as JSON to this file");
+  c->add_option("--results", args->results,
+                "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");
   c->callback([args] { run_bench_sample(*args); });
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <string>
 #include <thread>
@@ -335,6 +336,241 @@ TEST(BlocksTwinThreads, ConcurrentCallsMatchCpu) {
     expect_same_blocks(got[b], want, fmt::format("batch {}", b));
   }
 }
+
+// The engine directly (DeviceNeighborSampler over cuda::BlockSampler): several batches per call
+// (500 seeds, none, the hub alone, 13 seeds and a degree-0 node), two calls queued before the
+// first wait, then a call with fewer batches than the engine takes; CUDA graph on and off, dense
+// and hashed node tables, graph in HBM and through UVA (rows read whole); uniform and weighted,
+// with and without replacement, in and out. Every batch equals the CPU sampler's blocks bit for
+// bit, and the fast path synchronizes once per call.
+const char* const kEngineVariants[] = {"graph_dense", "direct_hashed", "graph_hashed_25_3"};
+
+class EngineTwin
+    : public ::testing::TestWithParam<std::tuple<bool, bool, bool, cuda::Placement, int>> {};
+
+TEST_P(EngineTwin, BatchesMatchCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto [weighted, replace, dir_in, placement, variant] = GetParam();
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<float> w = sample_test_weights(g);
+  const std::vector<int64_t> fanouts =
+      variant == 2 ? std::vector<int64_t>{25, 3} : std::vector<int64_t>{15, 10, 5};
+  ops::NeighborSamplerOptions co;
+  co.fanouts = fanouts;
+  co.replace = replace;
+  co.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
+  if (weighted) co.weights = w;
+  const ops::NeighborSampler cpu(g, co);
+  cuda::Stream stream;
+  ops::DeviceGraphOptions go;
+  go.split_arrays = false;
+  const ops::DeviceGraph dg(g, placement,
+                            weighted ? ops::Span<const float>(w) : ops::Span<const float>(),
+                            stream.get(), go);
+  ops::DeviceSamplerOptions so;
+  so.max_batches = 4;
+  so.cuda_graph = variant != 1;
+  so.table = variant == 0 ? cuda::NodeTable::kDense : cuda::NodeTable::kHashed;
+  const ops::DeviceNeighborSampler gpu(dg, fanouts, replace, co.dir, so);
+
+  std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(21));
+  std::vector<std::vector<int64_t>> batches = {
+      {perm.begin(), perm.begin() + 500}, {}, {7}, {perm.begin() + 500, perm.begin() + 513}};
+  batches[3].push_back(2999);
+  std::vector<int64_t> flat, offsets = {0};
+  for (const auto& b : batches) {
+    flat.insert(flat.end(), b.begin(), b.end());
+    offsets.push_back(static_cast<int64_t>(flat.size()));
+  }
+  DeviceCopy d_seeds(flat.data(), flat.size() * 8, 0, false);
+  const auto* sp = static_cast<const int64_t*>(d_seeds.data());
+  auto keys_for = [](int call, int k) { return ops::make_rng_key(99, call, k, 0); };
+  std::vector<RngKey> k1, k2;
+  for (int k = 0; k < 4; ++k) {
+    k1.push_back(keys_for(1, k));
+    k2.push_back(keys_for(2, k));
+  }
+  auto p1 = gpu.sample_blocks_async(sp, offsets, k1, stream.get());
+  auto p2 = gpu.sample_blocks_async(sp, offsets, k2, stream.get());
+  const std::vector<ops::DeviceBlocks> r1 = p1.wait(), r2 = p2.wait();
+  ASSERT_EQ(r1.size(), 4u);
+  ASSERT_EQ(r2.size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    expect_same_blocks(ops::download_blocks(r1[k], stream.get()),
+                       cpu.sample_blocks(batches[k], k1[k]), fmt::format("call 1 batch {}", k));
+    expect_same_blocks(ops::download_blocks(r2[k], stream.get()),
+                       cpu.sample_blocks(batches[k], k2[k]), fmt::format("call 2 batch {}", k));
+    int64_t edges = 0;
+    for (const auto& b : r1[k].blocks)
+      edges += b.num_edges;
+    EXPECT_EQ(r1[k].stats.sampled_edges, edges);
+  }
+  // Fewer batches than the engine takes (the same shape), and one batch alone.
+  const std::vector<int64_t> two = {0, offsets[1], offsets[2]};
+  const std::vector<ops::DeviceBlocks> r3 =
+      gpu.sample_blocks_async(sp, two, {k1[0], k1[1]}, stream.get()).wait();
+  ASSERT_EQ(r3.size(), 2u);
+  expect_same_blocks(ops::download_blocks(r3[0], stream.get()),
+                     cpu.sample_blocks(batches[0], k1[0]), "call 3 batch 0");
+  const ops::DeviceBlocks one = gpu.sample_blocks(sp + offsets[2], 1, k2[2], stream.get());
+  expect_same_blocks(ops::download_blocks(one, stream.get()), cpu.sample_blocks(batches[2], k2[2]),
+                     "one seed");
+  const cuda::BlockSamplerStats st = gpu.engine().stats();
+  EXPECT_EQ(st.calls, 4);
+  EXPECT_EQ(st.host_syncs, 4) << "the fast path synchronizes once per call";
+  if (variant != 1) {
+    EXPECT_EQ(st.graph_launches, 4);
+    EXPECT_EQ(st.captures, 2);  // one shape with 4 batch slots of 512 seeds, one of 1 seed
+  } else {
+    EXPECT_EQ(st.graph_launches, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engine, EngineTwin,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(cuda::Placement::kGpu,
+                                                              cuda::Placement::kPinnedHost),
+                                            ::testing::Values(0, 1, 2)),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}_{}_{}_{}_{}", backend_name(kBackend),
+                                              std::get<0>(info.param) ? "weighted" : "uniform",
+                                              std::get<1>(info.param) ? "replace" : "noreplace",
+                                              std::get<2>(info.param) ? "in" : "out",
+                                              cuda::placement_name(std::get<3>(info.param)),
+                                              kEngineVariants[std::get<4>(info.param)]);
+                         });
+
+// The device path checks its seeds in the kernels: a seed out of range or listed twice in its
+// batch makes wait() throw, and the engine keeps working afterwards.
+TEST(EngineErrors, BadSeedsThrowOnWait) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "CUDA engine errors";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const Graph& g = sample_test_csc();
+  cuda::Stream stream;
+  const ops::DeviceGraph dg(g, cuda::Placement::kGpu, {}, stream.get());
+  const ops::DeviceNeighborSampler gpu(dg, {10, 5}, false);
+  const std::vector<int64_t> bad = {1, 3000}, twice = {4, 9, 4}, good = {4, 9};
+  DeviceCopy b(bad.data(), 16, 0, false), t(twice.data(), 24, 0, false),
+      o(good.data(), 16, 0, false);
+  auto p = [](const DeviceCopy& c) { return static_cast<const int64_t*>(c.data()); };
+  const RngKey key = ops::make_rng_key(1, 0, 0, 0);
+  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(p(b), 2, key, stream.get()), IndexError,
+                           "outside [0, 3000)");
+  TESSERA_EXPECT_THROW_MSG(gpu.sample_blocks(p(t), 3, key, stream.get()), ValueError,
+                           "listed twice");
+  const ops::DeviceBlocks ok = gpu.sample_blocks(p(o), 2, key, stream.get());
+  ops::NeighborSamplerOptions co;
+  co.fanouts = {10, 5};
+  expect_same_blocks(ops::download_blocks(ok, stream.get()),
+                     ops::NeighborSampler(g, co).sample_blocks(good, key), "after the errors");
+}
+
+// A distributed owner's layout (docs/dist.md): rows by original ID, neighbors and seeds by new ID,
+// draws keyed by the original ID. With a row map the engine's blocks are the CPU sampler's on the
+// original graph, node IDs renamed.
+TEST(EngineTwinRows, RowMapRenamesNodesKeepsDraws) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const Graph& g = sample_test_csc();
+  const int64_t n = g.num_nodes;
+  std::vector<int64_t> orig_of(static_cast<size_t>(n)), new_of(static_cast<size_t>(n));
+  std::iota(orig_of.begin(), orig_of.end(), 0);
+  std::shuffle(orig_of.begin(), orig_of.end(), std::mt19937_64(5));
+  for (int64_t v = 0; v < n; ++v)
+    new_of[orig_of[v]] = v;
+  Graph renamed = g;  // rows stay by original ID; neighbors become new IDs
+  for (auto& u : renamed.indices)
+    u = new_of[u];
+  cuda::Stream stream;
+  const ops::DeviceGraph dg(renamed, cuda::Placement::kGpu, {}, stream.get());
+  DeviceCopy rows(orig_of.data(), orig_of.size() * 8, 0, false);
+  ops::DeviceSamplerOptions so;
+  so.rows.rows = static_cast<const int64_t*>(rows.data());
+  so.rows.count = n;
+  const ops::DeviceNeighborSampler gpu(dg, {15, 10, 5}, false, ops::EdgeDir::kIn, so);
+  ops::NeighborSamplerOptions co;
+  co.fanouts = {15, 10, 5};
+  const ops::NeighborSampler cpu(g, co);
+  std::vector<int64_t> orig_seeds(orig_of.begin(), orig_of.begin() + 300), new_seeds;
+  for (int64_t v : orig_seeds)
+    new_seeds.push_back(new_of[v]);
+  DeviceCopy d(new_seeds.data(), new_seeds.size() * 8, 0, false);
+  const RngKey key = ops::make_rng_key(3, 1, 4, 0);
+  std::vector<ops::Block> got = ops::download_blocks(
+      gpu.sample_blocks(static_cast<const int64_t*>(d.data()), 300, key, stream.get()),
+      stream.get());
+  std::vector<ops::Block> want = cpu.sample_blocks(orig_seeds, key);
+  for (auto& b : want)
+    for (auto& v : b.src_nodes)
+      v = new_of[v];
+  expect_same_blocks(got, want, "row map");
+}
+
+// One hop over a placed graph's view (the packed adjacency; through UVA the rows are read whole),
+// with fanouts up to 300 (one thread per seed above 256), batches of 1 seed, and seed_rows: the
+// rows sampled and keyed apart from the IDs written.
+class OneHopViewTwin
+    : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, bool, cuda::Placement>> {};
+
+TEST_P(OneHopViewTwin, MatchesCpuBitForBit) {
+  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto [fanout, replace, dir_in, weighted, placement] = GetParam();
+  const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
+  const std::vector<float> w = sample_test_weights(g);
+  const std::vector<int64_t> seeds = sample_test_seeds();
+  ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
+  if (weighted) o.weights = w;
+  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  cuda::Stream stream;
+  ops::DeviceGraphOptions go;
+  go.split_arrays = false;
+  const ops::DeviceGraph dg(g, placement,
+                            weighted ? ops::Span<const float>(w) : ops::Span<const float>(),
+                            stream.get(), go);
+  DeviceCopy d_seeds(seeds.data(), seeds.size() * 8, 0, false);
+  const auto* sp = static_cast<const int64_t*>(d_seeds.data());
+  const int64_t n = static_cast<int64_t>(seeds.size());
+  expect_same_edges(
+      cuda::sample_neighbors_impl(dg.view(), sp, n, fanout, replace, dir_in, o.key, stream.get()),
+      cpu, stream.get());
+  // One seed (the hub).
+  const ops::SampledEdges cpu1 = ops::sample_neighbors(g, std::vector<int64_t>{7}, o);
+  expect_same_edges(
+      cuda::sample_neighbors_impl(dg.view(), sp, 1, fanout, replace, dir_in, o.key, stream.get()),
+      cpu1, stream.get());
+  // seed_rows: the IDs written are the rows + 10^6.
+  std::vector<int64_t> written(seeds);
+  for (auto& v : written)
+    v += 1000000;
+  DeviceCopy d_written(written.data(), written.size() * 8, 0, false);
+  ops::SampledEdges want = cpu;
+  for (int64_t i = 0; i < want.size(); ++i)
+    (dir_in ? want.dst[i] : want.src[i]) += 1000000;
+  expect_same_edges(
+      cuda::sample_neighbors_impl(dg.view(), static_cast<const int64_t*>(d_written.data()), n,
+                                  fanout, replace, dir_in, o.key, stream.get(), nullptr, sp),
+      want, stream.get());
+}
+
+INSTANTIATE_TEST_SUITE_P(View, OneHopViewTwin,
+                         ::testing::Combine(::testing::Values(int64_t{-1}, int64_t{1}, int64_t{5},
+                                                              int64_t{25}, int64_t{300}),
+                                            ::testing::Bool(), ::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(cuda::Placement::kGpu,
+                                                              cuda::Placement::kPinnedHost)),
+                         [](const auto& info) {
+                           const int64_t f = std::get<0>(info.param);
+                           return fmt::format("{}_{}_fanout_{}_{}_{}_{}", backend_name(kBackend),
+                                              std::get<3>(info.param) ? "weighted" : "uniform",
+                                              f < 0 ? std::string("all") : std::to_string(f),
+                                              std::get<1>(info.param) ? "replace" : "noreplace",
+                                              std::get<2>(info.param) ? "in" : "out",
+                                              cuda::placement_name(std::get<4>(info.param)));
+                         });
 
 // Without CUDA the GPU sampler says so at construction, whatever the placement.
 TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {

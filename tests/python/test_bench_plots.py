@@ -49,3 +49,40 @@ def test_bad_input_is_named(tmp_path, content, why):
         assert why in r.stderr and str(path) in r.stderr
         assert "Traceback" not in r.stderr
         assert not (tmp_path / "x.png").exists()
+
+
+GPU_SCRIPT = ROOT / "benchmarks" / "plot_sample_gpu.py"
+
+
+def gpu_result(path, weighted=False):
+    """A result in the layout `tessera bench sample --device cuda --sweep` writes (figures made up)."""
+    best = {"batches_per_call": 4, "streams": 2, "pipelined": True, "edges_per_s": 3e9}
+    j = {"benchmark": "sample", "commit": "abc1234", "device": "test",
+         "graph": {"spec": "rmat:21,25", "placement": "uva" if weighted else "gpu"},
+         "params": {"fanouts": [15, 10, 5], "weighted": weighted},
+         "limit": {"random_reads_per_s": 2e10, "memcpy_gbps": 2000.0},
+         "target": {"edges_per_s": 5e9},
+         "sweep": [{"batch_size": b, "one_stream": {"edges_per_s": 1e6 * b}, "best": best}
+                   for b in (256, 1024, 8192)]}
+    path.write_text(json.dumps(j))
+    return path
+
+
+def test_gpu_plot_writes_a_png_and_the_table(tmp_path):
+    out = tmp_path / "gpu.png"
+    r = subprocess.run([sys.executable, str(GPU_SCRIPT), str(gpu_result(tmp_path / "a.json")),
+                        str(gpu_result(tmp_path / "b.json", True)), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "8192 seeds: one stream 8.192 G/s (0.41 of the limit), best 3.000 G/s (0.15)" in r.stdout
+
+
+def test_gpu_plot_names_bad_input(tmp_path):
+    cpu = tmp_path / "cpu.json"
+    cpu.write_text(json.dumps({"benchmark": "sample", "params": {}}))
+    r = subprocess.run([sys.executable, str(GPU_SCRIPT), str(cpu), "--out", str(tmp_path / "x.png")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "cpu.json" in r.stderr and "no results with a batch-size sweep" in r.stderr
+    assert "Traceback" not in r.stderr

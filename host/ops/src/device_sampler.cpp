@@ -1,5 +1,6 @@
 #include "tessera/ops/device_sampler.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -116,19 +117,22 @@ DeviceGraph::Array::Array(size_t bytes, cuda::Placement p) : bytes_(bytes) {
     pinned_ = cuda::PinnedBuffer(bytes);
 }
 
-DeviceGraph::Array DeviceGraph::upload(const void* host, size_t bytes,
-                                       cuda::StreamHandle stream) const {
-  Array a(bytes, placement_);
+DeviceGraph::Array DeviceGraph::upload(const void* host, size_t bytes, cuda::Placement p,
+                                       cuda::StreamHandle stream, size_t pad) const {
+  Array a(bytes == 0 ? 0 : bytes + pad, p);
   if (bytes == 0) return a;
-  if (placement_ == cuda::Placement::kGpu)
+  if (p == cuda::Placement::kGpu) {
     cuda::copy_async(a.data(), host, bytes, stream);
-  else
+    if (pad) cuda::memset_async(static_cast<char*>(a.data()) + bytes, 0, pad, stream);
+  } else {
     std::memcpy(a.data(), host, bytes);
+    if (pad) std::memset(static_cast<char*>(a.data()) + bytes, 0, pad);
+  }
   return a;
 }
 
 DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights,
-                         cuda::StreamHandle stream)
+                         cuda::StreamHandle stream, DeviceGraphOptions opts)
     : num_nodes_(graph.num_nodes), num_edges_(graph.num_edges()), placement_(placement) {
   cuda::require_cuda("DeviceGraph");
   device_ = cuda::current_device();
@@ -141,26 +145,72 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
                   "DeviceGraph: {} edge IDs for {} edges", graph.eids.size(), graph.indices.size());
   has_weights_ = weights.data() != nullptr || weights.size() != 0;
   if (has_weights_) validate_weights(graph, weights, "DeviceGraph weights");
+  for (int64_t v = 0; v < num_nodes_; ++v)
+    max_degree_ = std::max(max_degree_, graph.indptr[v + 1] - graph.indptr[v]);
+  // Per-node arrays in device memory when asked (they are read once per frontier node), the
+  // per-edge ones where the placement says.
+  const cuda::Placement node_place =
+      opts.node_arrays_on_device ? cuda::Placement::kGpu : placement_;
   const size_t e8 = static_cast<size_t>(num_edges_) * sizeof(int64_t);
-  indptr_ = upload(graph.indptr.data(), graph.indptr.size() * sizeof(int64_t), stream);
-  indices_ = upload(graph.indices.data(), e8, stream);
-  if (!graph.eids.empty()) eids_ = upload(graph.eids.data(), e8, stream);
+  indptr_ = upload(graph.indptr.data(), graph.indptr.size() * sizeof(int64_t), node_place, stream);
+  layout_ = cuda::Adjacency::kSplit;
+  if (opts.interleave && num_edges_ > 0) {
+    // 16 bytes of padding: UVA rows are read in 16-byte pieces that may pass the last edge.
+    std::vector<uint64_t> packed = try_pack_adjacency(graph);
+    if (!packed.empty()) {
+      layout_ = cuda::Adjacency::kPacked;
+      adjacency_ = upload(packed.data(), e8, placement_, stream, 16);
+    } else {
+      const std::vector<int64_t> pairs = interleave_adjacency(graph);
+      layout_ = cuda::Adjacency::kPairs;
+      adjacency_ = upload(pairs.data(), 2 * e8, placement_, stream, 16);
+    }
+    cuda::synchronize(stream);  // the host copies go away here
+  }
+  if (opts.split_arrays || layout_ == cuda::Adjacency::kSplit) {
+    indices_ = upload(graph.indices.data(), e8, placement_, stream);
+    if (!graph.eids.empty()) eids_ = upload(graph.eids.data(), e8, placement_, stream);
+  }
   if (has_weights_ && num_edges_ > 0) {
-    weights_ = upload(weights.data(), static_cast<size_t>(num_edges_) * sizeof(float), stream);
+    weights_ =
+        upload(weights.data(), static_cast<size_t>(num_edges_) * sizeof(float), placement_, stream);
     // Formed by the device in either placement (pinned memory is written through UVA).
     prefix_ = Array(static_cast<size_t>(num_edges_) * sizeof(double), placement_);
-    cuda::weight_prefix_sums_impl(indptr(), num_nodes_, this->weights(),
-                                  static_cast<double*>(prefix_.data()), stream);
+    row_info_ = Array(static_cast<size_t>(num_nodes_) * 2 * sizeof(int64_t), node_place);
+    cuda::weight_row_tables_impl(indptr(), num_nodes_, this->weights(),
+                                 static_cast<double*>(prefix_.data()),
+                                 static_cast<int64_t*>(row_info_.data()), stream);
   }
   cuda::synchronize(stream);  // the host arrays may go away after the constructor
 }
 
 size_t DeviceGraph::bytes() const {
-  return indptr_.bytes() + indices_.bytes() + eids_.bytes() + weights_.bytes() + prefix_.bytes();
+  return indptr_.bytes() + indices_.bytes() + eids_.bytes() + adjacency_.bytes() +
+         weights_.bytes() + prefix_.bytes() + row_info_.bytes();
+}
+
+cuda::GraphView DeviceGraph::view() const {
+  cuda::GraphView g;
+  g.num_nodes = num_nodes_;
+  g.indptr = indptr();
+  g.layout = layout_;
+  g.indices = indices();
+  g.eids = eids();
+  if (layout_ == cuda::Adjacency::kPacked)
+    g.packed = static_cast<const uint64_t*>(adjacency_.data());
+  else if (layout_ == cuda::Adjacency::kPairs)
+    g.pairs = static_cast<const int64_t*>(adjacency_.data());
+  if (has_weights_) {
+    g.weights = weights();
+    g.prefix = prefix();
+    g.row_info = static_cast<const int64_t*>(row_info_.data());
+  }
+  g.uva = placement_ == cuda::Placement::kPinnedHost;
+  return g;
 }
 
 DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vector<int64_t> fanouts,
-                                             bool replace, EdgeDir dir)
+                                             bool replace, EdgeDir dir, DeviceSamplerOptions opts)
     : graph_(graph), fanouts_(std::move(fanouts)), replace_(replace), dir_(dir) {
   TESSERA_EXPECTS(!fanouts_.empty(), ValueError, "DeviceNeighborSampler: no fanouts given");
   TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
@@ -170,45 +220,53 @@ DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vect
     TESSERA_EXPECTS(fanouts_[i] >= -1, ValueError,
                     "DeviceNeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
                     fanouts_[i], i);
+  const cuda::DeviceGuard guard(graph_.device());
+  cuda::BlockSamplerOptions o;
+  o.fanouts = fanouts_;
+  o.replace = replace_;
+  o.max_batches = opts.max_batches;
+  o.cuda_graph = opts.cuda_graph;
+  o.stage_bytes = opts.stage_bytes;
+  o.table = opts.table;
+  o.id_space = opts.id_space;
+  o.rows = opts.rows;
+  engine_ = std::make_unique<cuda::BlockSampler>(graph_.view(), std::move(o));
+}
+
+DeviceNeighborSampler::Pending DeviceNeighborSampler::sample_blocks_async(
+    const int64_t* d_seeds, const std::vector<int64_t>& seed_offsets,
+    const std::vector<RngKey>& keys, cuda::StreamHandle stream, const ExcludeEdges* exclude) const {
+  const cuda::DeviceGuard guard(graph_.device());
+  Pending p;
+  p.t0_ = now_seconds();
+  for (size_t k = 0; k + 1 < seed_offsets.size(); ++k)
+    p.seeds_.push_back(seed_offsets[k + 1] - seed_offsets[k]);
+  const DeviceExclude ex = upload_exclude(exclude, stream);  // freed in stream order
+  p.p_ = engine_->enqueue(d_seeds, seed_offsets, keys, stream, ex.get());
+  return p;
+}
+
+std::vector<DeviceBlocks> DeviceNeighborSampler::Pending::wait() {
+  std::vector<cuda::SampledBatch> batches = p_.wait();
+  const double dt = now_seconds() - t0_;
+  std::vector<DeviceBlocks> out(batches.size());
+  for (size_t k = 0; k < batches.size(); ++k) {
+    DeviceBlocks& d = out[k];
+    d.blocks = std::move(batches[k].blocks);
+    for (const cuda::DeviceBlock& b : d.blocks)
+      d.eids.push_back(b.eids);
+    d.stats.sampled_edges = batches[k].sampled_edges;
+    d.stats.seeds = k < seeds_.size() ? seeds_[k] : 0;
+    d.stats.sample_seconds = dt / static_cast<double>(batches.size());
+  }
+  return out;
 }
 
 DeviceBlocks DeviceNeighborSampler::sample_blocks(const int64_t* d_seeds, int64_t n,
                                                   const RngKey& key, cuda::StreamHandle stream,
                                                   const ExcludeEdges* exclude) const {
-  const cuda::DeviceGuard guard(graph_.device());
-  const DeviceExclude ex = upload_exclude(exclude, stream);  // once for every hop
-  const size_t layers = fanouts_.size();
-  DeviceBlocks out;
-  out.blocks.resize(layers);
-  out.eids.resize(layers);
-  out.stats.seeds = n;
-  const int64_t* frontier = d_seeds;
-  int64_t width = n;
-  RngKey k = key;
-  for (size_t h = 0; h < layers; ++h) {
-    const size_t l = layers - 1 - h;  // GNN layer; the output layer samples first
-    k.layer = static_cast<uint32_t>(h);
-    const double t0 = now_seconds();
-    cuda::DeviceSample e =
-        graph_.weighted()
-            ? cuda::sample_neighbors_weighted_impl(graph_.indptr(), graph_.indices(), graph_.eids(),
-                                                   graph_.weights(), graph_.prefix(), frontier,
-                                                   width, fanouts_[l], replace_,
-                                                   dir_ == EdgeDir::kIn, k, stream, ex.get())
-            : cuda::sample_neighbors_uniform_impl(graph_.indptr(), graph_.indices(), graph_.eids(),
-                                                  frontier, width, fanouts_[l], replace_,
-                                                  dir_ == EdgeDir::kIn, k, stream, ex.get());
-    if (dir_ == EdgeDir::kOut) std::swap(e.src, e.dst);  // messages flow neighbor -> seed
-    const double t1 = now_seconds();
-    out.blocks[l] = cuda::to_block_impl(e.src_ptr(), e.dst_ptr(), e.size, frontier, width, stream);
-    out.eids[l] = std::move(e.eid);
-    out.stats.compact_seconds += now_seconds() - t1;
-    out.stats.sample_seconds += t1 - t0;
-    out.stats.sampled_edges += e.size;
-    frontier = out.blocks[l].src_nodes_ptr();
-    width = out.blocks[l].num_src;
-  }
-  return out;
+  std::vector<DeviceBlocks> b = sample_blocks_async(d_seeds, {0, n}, {key}, stream, exclude).wait();
+  return std::move(b.front());
 }
 
 std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t> seeds,
@@ -240,7 +298,7 @@ std::vector<Block> DeviceNeighborSampler::sample_blocks_host(Span<const int64_t>
 
 std::vector<Block> download_blocks(const DeviceBlocks& blocks, cuda::StreamHandle stream) {
   std::vector<Block> out(blocks.blocks.size());
-  auto get = [&](std::vector<int64_t>& dst, const void* src, int64_t n) {
+  auto get = [&](std::vector<int64_t>& dst, const int64_t* src, int64_t n) {
     dst.resize(static_cast<size_t>(n));
     if (n > 0) cuda::copy_async(dst.data(), src, static_cast<size_t>(n) * sizeof(int64_t), stream);
   };
@@ -251,7 +309,7 @@ std::vector<Block> download_blocks(const DeviceBlocks& blocks, cuda::StreamHandl
     get(b.src_nodes, d.src_nodes_ptr(), d.num_src);
     get(b.src, d.src_ptr(), d.num_edges);
     get(b.dst, d.dst_ptr(), d.num_edges);
-    get(b.eids, blocks.eids[l] ? blocks.eids[l]->data() : nullptr, d.num_edges);
+    get(b.eids, d.eids_ptr(), d.num_edges);
   }
   cuda::synchronize(stream);
   return out;
@@ -272,19 +330,15 @@ void to_host(std::vector<int64_t>& dst, const void* src, int64_t n, cuda::Stream
 
 void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
                            SampledEdges& out) {
-  const DeviceGraph g(graph, cuda::Placement::kGpu, opts.weights);
+  DeviceGraphOptions go;
+  go.split_arrays = false;  // the interleaved copy, as the samplers read it
+  const DeviceGraph g(graph, cuda::Placement::kGpu, opts.weights, nullptr, go);
   const cuda::StreamHandle stream = thread_stream(g.device());
   const cuda::DeviceBuffer d_seeds = to_device(seeds, stream);
   const DeviceExclude ex = upload_exclude(opts.exclude, stream);
-  const auto* sp = static_cast<const int64_t*>(d_seeds.data());
-  const bool in = opts.dir == EdgeDir::kIn;
-  const cuda::DeviceSample e =
-      g.weighted() ? cuda::sample_neighbors_weighted_impl(
-                         g.indptr(), g.indices(), g.eids(), g.weights(), g.prefix(), sp,
-                         seeds.size(), opts.fanout, opts.replace, in, opts.key, stream, ex.get())
-                   : cuda::sample_neighbors_uniform_impl(g.indptr(), g.indices(), g.eids(), sp,
-                                                         seeds.size(), opts.fanout, opts.replace,
-                                                         in, opts.key, stream, ex.get());
+  const cuda::DeviceSample e = cuda::sample_neighbors_impl(
+      g.view(), static_cast<const int64_t*>(d_seeds.data()), seeds.size(), opts.fanout,
+      opts.replace, opts.dir == EdgeDir::kIn, opts.key, stream, ex.get());
   to_host(out.src, e.src_ptr(), e.size, stream);
   to_host(out.dst, e.dst_ptr(), e.size, stream);
   to_host(out.eid, e.eid_ptr(), e.size, stream);

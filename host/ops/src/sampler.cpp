@@ -28,7 +28,10 @@ NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts
                   "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
                   graph_.num_nodes);
   if (opts_.device == Device::kCuda) {  // DeviceGraph validates the weights
-    dev_graph_ = std::make_shared<const DeviceGraph>(graph_, opts_.placement, opts_.weights);
+    DeviceGraphOptions go;
+    go.split_arrays = false;  // the samplers read the interleaved adjacency only
+    dev_graph_ =
+        std::make_shared<const DeviceGraph>(graph_, opts_.placement, opts_.weights, nullptr, go);
     dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(*dev_graph_, opts_.fanouts,
                                                                  opts_.replace, opts_.dir);
     return;  // the host-side copies below serve the CPU twin only

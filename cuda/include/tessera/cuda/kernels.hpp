@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "tessera/core/philox.hpp"
+#include "tessera/cuda/graph_view.hpp"
 #include "tessera/cuda/memory.hpp"
 
 namespace tessera::cuda {
@@ -108,21 +109,29 @@ namespace rows {
 struct ExcludeView;  // tessera/cuda/sample_rows.hpp: ops::ExcludeEdges in device memory
 }  // namespace rows
 
-/// CUDA twin of ops::sample_neighbors for UNIFORM sampling: the same Philox draws
-/// (tessera/core/philox.hpp, stream kNeighbor), the same algorithms (all neighbors when
-/// fanout < 0 or, without replacement, degree <= fanout; `fanout` bounded draws with
-/// replacement; Floyd's sampling of storage positions, sorted, without replacement) and the same
-/// output order (grouped by seed in seed order), so the result is bit-identical to the CPU twin.
-/// indptr (num_nodes + 1), indices and eids (null: identity) are int64 in device memory or UVA;
-/// `seeds` are n int64 IDs in device memory, already validated in range. `dir_in`: CSC, edges
-/// (neighbor -> seed); else CSR, edges (seed -> neighbor). `exclude` (null or no rows: none; its
-/// arrays in device memory or UVA) removes edges from their rows before drawing, as
-/// SampleOptions::exclude does: a seed with excluded edges draws from its remaining ones in
-/// storage order, using per-seed candidate scratch from scratch_allocator(). Synchronizes
-/// `stream` once to learn the number of sampled edges (and, with exclusion, of candidates).
-/// `seed_rows` (null: the seeds themselves) gives, per seed, the row it samples and the node ID
-/// its Philox draws are keyed by, while `seeds[i]` is the ID written into the edges: a
-/// distributed graph's owner keeps rows by ORIGINAL node ID and writes new IDs (dist/sampling).
+/// CUDA twin of ops::sample_neighbors over a placed graph `g` (any adjacency layout; weighted
+/// when g.weights is set): the same Philox draws (tessera/core/philox.hpp, stream kNeighbor), the
+/// same algorithms and the same output order (grouped by seed in seed order), so the edges are
+/// bit-identical to the CPU twin's. `seeds` are n int64 IDs in device memory (not checked here:
+/// a row outside the graph yields no edges). `dir_in`: CSC, edges (neighbor -> seed); else CSR,
+/// edges (seed -> neighbor). `exclude` (null or no rows: none; arrays in device memory or UVA)
+/// removes edges from their rows before drawing, as SampleOptions::exclude does. `seed_rows`
+/// (null: the seeds themselves) gives, per seed, the row it samples and the node ID its Philox
+/// draws are keyed by, while `seeds[i]` is the ID written into the edges: a distributed graph's
+/// owner keeps rows by ORIGINAL node ID and writes new IDs (dist/sampling).
+/// A group of lanes samples each seed (one thread per seed with exclusion or a fanout above
+/// 256). Outputs are sized by n x fanout and the stream is synchronized ONCE, at the end, to
+/// learn the number of edges; with fanout -1 or exclusion the exact sizes are counted first
+/// (one synchronization before the sample pass instead). Scratch and outputs come from
+/// scratch_allocator() on `stream`.
+DeviceSample sample_neighbors_impl(const GraphView& g, const int64_t* seeds, int64_t n,
+                                   int64_t fanout, bool replace, bool dir_in, const RngKey& key,
+                                   StreamHandle stream, const rows::ExcludeView* exclude = nullptr,
+                                   const int64_t* seed_rows = nullptr);
+
+/// sample_neighbors_impl, UNIFORM, over raw arrays: indptr (num_nodes + 1), indices and eids
+/// (null: identity) int64 in device memory or UVA (two reads per sampled edge; a DeviceGraph's
+/// interleaved layout needs one). Synchronizes as sample_neighbors_impl.
 DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t* indices,
                                            const int64_t* eids, const int64_t* seeds, int64_t n,
                                            int64_t fanout, bool replace, bool dir_in,
@@ -130,14 +139,13 @@ DeviceSample sample_neighbors_uniform_impl(const int64_t* indptr, const int64_t*
                                            const rows::ExcludeView* exclude = nullptr,
                                            const int64_t* seed_rows = nullptr);
 
-/// CUDA twin of ops::sample_neighbors for WEIGHTED sampling, bit-identical to the CPU twin:
-/// `weights` (float, storage order, already validated finite and >= 0) and `prefix` (their
-/// per-row double prefix sums, the layout of ops::weight_prefix_sums; see
-/// weight_prefix_sums_impl) in device memory or UVA. A zero weight is never drawn; without
-/// replacement a row keeps all its positive-weight neighbors when there are at most `fanout`. A
-/// seed with excluded edges draws over its remaining edges' weights with prefix sums re-added
-/// in storage order (as the CPU twin does), not the row's `prefix`. Other arguments, the
-/// exclusion and the synchronization as sample_neighbors_uniform_impl.
+/// sample_neighbors_impl, WEIGHTED, over raw arrays: `weights` (float, storage order, already
+/// validated finite and >= 0) and `prefix` (their per-row double prefix sums, the layout of
+/// ops::weight_prefix_sums; see weight_prefix_sums_impl) in device memory or UVA. A zero weight
+/// is never drawn; without replacement a row keeps all its positive-weight neighbors when there
+/// are at most `fanout`. A seed with excluded edges draws over its remaining edges' weights with
+/// prefix sums re-added in storage order (as the CPU twin does), not the row's `prefix`. Without
+/// a per-row table of positive weights (DeviceGraph has one) each seed's group counts them.
 DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t* indices,
                                             const int64_t* eids, const float* weights,
                                             const double* prefix, const int64_t* seeds, int64_t n,
@@ -152,22 +160,31 @@ DeviceSample sample_neighbors_weighted_impl(const int64_t* indptr, const int64_t
 void weight_prefix_sums_impl(const int64_t* indptr, int64_t num_nodes, const float* weights,
                              double* out, StreamHandle stream);
 
+/// weight_prefix_sums_impl, and with `row_info` (2 int64 per row, device memory or UVA; may be
+/// null) each row's {number of positive weights, position of its last positive weight} (0, 0
+/// for a row without any): the per-row table of GraphView::row_info. Enqueued on `stream`.
+void weight_row_tables_impl(const int64_t* indptr, int64_t num_nodes, const float* weights,
+                            double* prefix, int64_t* row_info, StreamHandle stream);
+
 /// A block (message-flow graph) in device memory: local source IDs index src_nodes, whose
-/// first num_dst entries are the destination nodes; the layout of ops::Block (without eids,
-/// which keep the order of the input edges and are not copied).
+/// first num_dst entries are the destination nodes; the layout of ops::Block. Each array is a
+/// range of a scratch buffer (from scratch_allocator()) that the block shares with the other
+/// blocks and batches sampled by the same call; the shared pointers keep the buffers alive, the
+/// offsets (in elements) place the block's range. `eids` may be null (to_block_impl leaves it).
 struct DeviceBlock {
   int64_t num_dst = 0;
   int64_t num_src = 0;
   int64_t num_edges = 0;
-  std::unique_ptr<ScratchBuffer> src_nodes, src, dst;
-  const int64_t* src_nodes_ptr() const {
-    return src_nodes ? static_cast<const int64_t*>(src_nodes->data()) : nullptr;
-  }
-  const int64_t* src_ptr() const {
-    return src ? static_cast<const int64_t*>(src->data()) : nullptr;
-  }
-  const int64_t* dst_ptr() const {
-    return dst ? static_cast<const int64_t*>(dst->data()) : nullptr;
+  std::shared_ptr<ScratchBuffer> src_nodes, src, dst, eids;
+  int64_t src_nodes_offset = 0, src_offset = 0, dst_offset = 0, eids_offset = 0;
+  const int64_t* src_nodes_ptr() const { return at(src_nodes, src_nodes_offset); }
+  const int64_t* src_ptr() const { return at(src, src_offset); }
+  const int64_t* dst_ptr() const { return at(dst, dst_offset); }
+  const int64_t* eids_ptr() const { return at(eids, eids_offset); }
+
+ private:
+  static const int64_t* at(const std::shared_ptr<ScratchBuffer>& b, int64_t off) {
+    return b && b->data() ? static_cast<const int64_t*>(b->data()) + off : nullptr;
   }
 };
 
@@ -201,6 +218,23 @@ struct GatherBenchResult {
 /// memory (`uva` false), pinned host-to-device when `uva`. Synchronizes (it is a benchmark).
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed);
+
+/// The random-read limit of the sampling benchmark: reads per second of `elem_bytes` (8 or 16)
+/// elements at uniform random positions of `array` (count elements, device memory, or pinned
+/// host memory read through UVA when `uva`), by a kernel that keeps eight independent reads in
+/// flight on every resident thread; median of `iters` timed runs after a warm-up. Synchronizes
+/// (it is a benchmark).
+double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters);
+
+/// A diagnostic variant of the row gather (`tessera bench gather --probe`): payload GB/s
+/// (median of `iters` runs after a warm-up, L2 flushed before each) of gathering `n` random rows
+/// (fixed `seed`) of `row_bytes` (16..512, a multiple of 16) from `src` (device memory or UVA)
+/// with one 16-byte vector per thread and row, `rows_per_group` (1, 2 or 4) rows per thread group
+/// and iteration with every load issued before the stores, the indices `sorted` first (rows
+/// written back to their positions) or not, and the resident grid divided by `grid_div`.
+/// Synchronizes (it is a benchmark).
+double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
+                         int rows_per_group, bool sorted, int grid_div, int iters, uint64_t seed);
 
 /// The copy bound of the benchmarks: median GB/s (1e9 bytes/s) of `iters` cudaMemcpyAsync of
 /// `bytes`, device-to-device (`pinned_h2d` false) or pinned host-to-device, timed with CUDA

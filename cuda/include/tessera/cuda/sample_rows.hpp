@@ -245,13 +245,21 @@ struct SeedCounts {
   int64_t scratch = 0;
 };
 
+/// The edge IDs of a graph's storage positions as an array (`eids` null: the position itself).
+struct EidArray {
+  const int64_t* eids = nullptr;
+  TESSERA_HD int64_t operator()(int64_t k) const { return edge_id(eids, k); }
+};
+
 /// Seed v's counts. A row without exclusions (or whose excluded IDs are none of its edges, so
 /// every position is a candidate and the candidates' sums equal the row's own) needs no
 /// scratch; a row that loses edges needs one entry per candidate when it yields any edge.
-/// `w` null: uniform; `eids` null: identity edge IDs; ex.num_rows == 0: no exclusion.
-TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* eids, const float* w,
-                                         const ExcludeView& ex, int64_t v, int64_t fanout,
-                                         bool replace) {
+/// `w` null: uniform; `eid_of(k)`: the edge ID of storage position k; ex.num_rows == 0: no
+/// exclusion.
+template <typename EidOf>
+TESSERA_HD SeedCounts seed_counts_by(const int64_t* indptr, const EidOf& eid_of, const float* w,
+                                     const ExcludeView& ex, int64_t v, int64_t fanout,
+                                     bool replace) {
   SeedCounts c;
   const int64_t b = indptr[v], d = indptr[v + 1] - b;
   if (d == 0 || fanout == 0) return c;
@@ -263,7 +271,7 @@ TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* e
   }
   int64_t n = 0, p = 0;
   for (int64_t k = b; k < b + d; ++k) {
-    if (sorted_contains(ex.eids + first, last - first, edge_id(eids, k))) continue;
+    if (sorted_contains(ex.eids + first, last - first, eid_of(k))) continue;
     ++n;
     if (w) p += w[k] > 0;
   }
@@ -272,17 +280,25 @@ TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* e
   return c;
 }
 
+/// seed_counts_by over an edge-ID array (`eids` null: identity).
+TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* eids, const float* w,
+                                         const ExcludeView& ex, int64_t v, int64_t fanout,
+                                         bool replace) {
+  return seed_counts_by(indptr, EidArray{eids}, w, ex, v, fanout, replace);
+}
+
 /// Pass 2 for one seed: the storage positions (not row offsets) of its `cnt` edges, in the CPU
 /// twin's order, into `pos`. `cnt` and `scratch` are seed_counts' edges and scratch; with
 /// scratch > 0, `cand`, `cand_w` and `cand_cdf` are the seed's slices of `scratch` entries
 /// (cand_w and cand_cdf only read or written when weighted), which receive the candidates'
 /// positions, weights and double prefix sums (summed in candidate order, as the CPU twin does
 /// for a row with exclusions). `w`/`cdf` are the whole graph's weights and prefix sums.
-TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, const int64_t* eids,
-                                      const float* w, const double* cdf, const ExcludeView& ex,
-                                      int64_t v, int64_t fanout, bool replace, int64_t cnt,
-                                      int64_t scratch, int64_t* cand, float* cand_w,
-                                      double* cand_cdf, int64_t* pos) {
+template <typename EidOf>
+TESSERA_HD void seed_positions_by(const RngKey& key, const int64_t* indptr, const EidOf& eid_of,
+                                  const float* w, const double* cdf, const ExcludeView& ex,
+                                  int64_t v, int64_t fanout, bool replace, int64_t cnt,
+                                  int64_t scratch, int64_t* cand, float* cand_w, double* cand_cdf,
+                                  int64_t* pos) {
   if (cnt == 0) return;
   const int64_t b = indptr[v], d = indptr[v + 1] - b;
   const uint64_t node = static_cast<uint64_t>(v);
@@ -300,7 +316,7 @@ TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, 
   int64_t n = 0;
   double total = 0;
   for (int64_t k = b; k < b + d; ++k) {
-    if (sorted_contains(ex.eids + first, last - first, edge_id(eids, k))) continue;
+    if (sorted_contains(ex.eids + first, last - first, eid_of(k))) continue;
     cand[n] = k;
     if (w) {
       cand_w[n] = w[k];
@@ -315,6 +331,16 @@ TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, 
     uniform_positions(key, node, n, cnt, fanout, replace, pos);
   for (int64_t t = 0; t < cnt; ++t)
     pos[t] = cand[pos[t]];
+}
+
+/// seed_positions_by over an edge-ID array (`eids` null: identity).
+TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, const int64_t* eids,
+                                      const float* w, const double* cdf, const ExcludeView& ex,
+                                      int64_t v, int64_t fanout, bool replace, int64_t cnt,
+                                      int64_t scratch, int64_t* cand, float* cand_w,
+                                      double* cand_cdf, int64_t* pos) {
+  seed_positions_by(key, indptr, EidArray{eids}, w, cdf, ex, v, fanout, replace, cnt, scratch, cand,
+                    cand_w, cand_cdf, pos);
 }
 
 }  // namespace tessera::cuda::rows
