@@ -33,7 +33,7 @@ struct PartitionArgs {
 };
 
 // Inputs that say they are undirected with each edge stored once are symmetrized unless
-// --no-symmetrize is given: npy datasets whose meta.json says so (all of ../shared/datasets),
+// --no-symmetrize is given: npy datasets whose meta.json says so (data/cora, data/tolokers),
 // and SNAP files whose header says "Undirected" (the reader sets meta "directed": false).
 bool meta_says_undirected(const Dataset& ds) {
   if (ds.meta.contains("directed") && ds.meta["directed"].is_boolean()) {

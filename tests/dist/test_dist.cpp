@@ -46,7 +46,7 @@ fs::path dataset_path(const std::string& name) {
 
 ScratchCleanup cleanup{"dist-test"};
 
-/// `tessera partition` of a shared dataset, cached per process.
+/// `tessera partition` of a dataset in data/, cached per process.
 fs::path partitions(const std::string& name, int parts, const std::string& method = "metis",
                     int halo = 1) {
   return cached_partitions("dist-test", name, parts, method, halo);
@@ -162,7 +162,7 @@ std::string equality_body(const Case& c, const fs::path& cfg_path) {
   RANK_CHECK(g.num_nodes() == cfg.num_nodes && g.num_edges() == cfg.num_edges, "counts");
   ReadOptions ro;
   ro.build = cfg.build;
-  const Dataset ds = read_dataset(dataset_path(c.dataset), Format::kNpy, ro);
+  const Dataset ds = read_dataset(dataset_path(c.dataset), Format::kAuto, ro);
   const IdMaps m = load_maps(cfg);
   const int me = rt->rank(), world = rt->world_size();
 

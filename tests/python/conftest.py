@@ -1,4 +1,4 @@
-"""Shared fixtures: the shipped Cora, the shared datasets, a partitioned Cora."""
+"""Shared fixtures: the shipped Cora (data/cora), a partitioned Cora."""
 import importlib.util
 import os
 
@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DATASETS = os.environ.get("TESSERA_DATASETS",
-                          os.path.abspath(os.path.join(REPO, "..", "shared", "datasets")))
 CORA = os.path.join(REPO, "data", "cora")  # shipped with the repository
 
 tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip install .)")
@@ -16,13 +14,6 @@ tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip i
 # needed only for training, so without it they skip instead of failing.
 requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                     reason="torch is not installed (needed for training)")
-
-
-def shared_dataset(name: str) -> str:
-    path = os.path.join(DATASETS, name)
-    if not os.path.isdir(path):
-        pytest.skip(f"{path} is not available")
-    return path
 
 
 @pytest.fixture(scope="session")

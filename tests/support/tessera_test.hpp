@@ -10,11 +10,10 @@
 
 namespace tessera::test {
 
-/// Path of a shared dataset: $TESSERA_DATASETS/<rel> when that variable is set (a copy carried to
-/// another machine, as scripts/gpu-check does), else the configured ../shared/datasets/<rel>.
+/// Path of a dataset shipped in the repository's data/ folder (e.g. "cora",
+/// "snap/ego-Twitter.txt.gz").
 inline std::filesystem::path dataset(const std::string& rel) {
-  const char* env = std::getenv("TESSERA_DATASETS");
-  return std::filesystem::path(env && *env ? env : TESSERA_DATASETS) / rel;
+  return std::filesystem::path(TESSERA_DATA_DIR) / rel;
 }
 
 /// A fresh scratch folder removed at the end of the test.
