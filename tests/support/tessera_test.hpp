@@ -16,6 +16,15 @@ inline std::filesystem::path dataset(const std::string& rel) {
   return std::filesystem::path(TESSERA_DATA_DIR) / rel;
 }
 
+/// Skips a test that needs several ranks when the UCX transport is not compiled in
+/// (TESSERA_WITH_UCX=OFF): the skip is reported, where compiling the test out would hide it.
+#ifdef TESSERA_WITH_UCX
+#define TESSERA_SKIP_WITHOUT_UCX() static_cast<void>(0)
+#else
+#define TESSERA_SKIP_WITHOUT_UCX() \
+  GTEST_SKIP() << "built without UCX (TESSERA_WITH_UCX=OFF): needs several ranks"
+#endif
+
 /// A fresh scratch folder removed at the end of the test.
 class TempDir {
  public:
