@@ -16,6 +16,27 @@ requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                     reason="torch is not installed (needed for training)")
 
 
+def _torch_sees_a_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+# GPU cases skip for want of a device with one wording, "no CUDA device ...", the only skip
+# reason CI accepts.
+HAVE_GPU = _torch_sees_a_gpu()
+NO_GPU = "no CUDA device (torch sees none)"
+needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason=NO_GPU)
+# GPU cases through Tessera's bindings also need a CUDA build of the package; on a machine with
+# a GPU, a CPU-only build is not a reason CI accepts.
+needs_cuda_build = pytest.mark.skipif(
+    not (HAVE_GPU and tessera._C.cuda_compiled),
+    reason=NO_GPU if not HAVE_GPU else
+    "tessera built without CUDA (pip install with TESSERA_WITH_CUDA=ON)")
+
+
 @pytest.fixture(scope="session")
 def cora():
     """Cora read with symmetrized edges (the way it is partitioned)."""
