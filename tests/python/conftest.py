@@ -8,7 +8,12 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CORA = os.path.join(REPO, "data", "cora")  # shipped with the repository
 
-tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip install .)")
+# Not importing tessera is a failure of the whole suite, never a silent skip.
+try:
+    import tessera
+except ImportError as e:
+    raise ImportError(f"tessera cannot be imported ({e}); install the package first: "
+                      "pip install . --no-build-isolation") from e
 
 # For tests whose scripts import torch in a subprocess (training, torch collectives): torch is
 # needed only for training, so without it they skip instead of failing.
