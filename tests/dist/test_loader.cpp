@@ -110,7 +110,8 @@ TEST(DistLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
   for (const auto& [world, method] :
        std::vector<std::pair<int, std::string>>{{2, "metis"}, {4, "metis"}, {2, "random"}}) {
     const fs::path cfg = partitions(world, method);
-    auto res = run_ranks(job(world), [&](int) { return dump_epoch(world, cfg, epoch); });
+    auto res =
+        run_ranks(job(world), [&, world = world](int) { return dump_epoch(world, cfg, epoch); });
     for (const auto& r : res)
       ASSERT_EQ(r.exit_code, 0) << describe(res);
     const auto got = collect(res);
