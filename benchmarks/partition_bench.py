@@ -4,23 +4,25 @@
 Runs `tessera partition` on snap/ego-Twitter (symmetrized) and an R-MAT graph (scale 22, edge
 factor 16) and records time and peak memory per phase (read, build CSR, METIS, relabel, write),
 edge cut and balance of METIS versus random partitions, and compares Tessera's METIS edge cut
-with Debian's `gpmetis` on the same graph and settings (metis/mdual.graph and ego-Twitter,
+with Debian's `gpmetis` on the same graph and settings (metis/mdual.graph.gz and ego-Twitter,
 4 and 8 parts) measured in the same run. METIS runs twice, as it is and with --low-memory.
 Beside each run it measures, on this machine and in the same run, the work no partitioner of
 that input avoids (inflating a gzip input, writing the output's bytes) and, with
 --gpmetis-rmat, Debian's gpmetis's own peak memory on the R-MAT graph. Writes one JSON file and
 a plot.
 
-Usage: benchmarks/partition_bench.py [--tessera build/bin/tessera] [--datasets ../shared/datasets]
+Usage: benchmarks/partition_bench.py [--tessera build/bin/tessera] [--datasets data]
                                      [--out benchmarks/results/partition.json] [--rmat-scale 22]
                                      [--rmat-parts 4,8] [--gpmetis-rmat]
 """
 import argparse
 import datetime
+import gzip
 import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -286,7 +288,7 @@ def plot(result, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "bin", "tessera"))
-    ap.add_argument("--datasets", default=os.path.join(ROOT, "..", "shared", "datasets"))
+    ap.add_argument("--datasets", default=os.path.join(ROOT, "data"))
     ap.add_argument("--out", default=os.path.join(HERE, "results", "partition.json"))
     ap.add_argument("--rmat-scale", type=int, default=22)
     ap.add_argument("--rmat-edge-factor", type=int, default=16)
@@ -300,7 +302,7 @@ def main():
             plot(json.load(f), os.path.splitext(a.plot_only)[0] + ".png")
         return
     ego = os.path.join(a.datasets, "snap", "ego-Twitter.txt.gz")
-    mdual = os.path.join(a.datasets, "metis", "mdual.graph")
+    mdual = os.path.join(a.datasets, "metis", "mdual.graph.gz")
     for p in (a.tessera, ego, mdual):
         if not os.path.exists(p):
             sys.exit(f"missing: {p}")
@@ -353,7 +355,8 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "to_metis_graph.py"), ego, ego_graph],
                        check=True)
         mdual_copy = os.path.join(tmp, "mdual.graph")
-        subprocess.run(["cp", mdual, mdual_copy], check=True)
+        with gzip.open(mdual, "rb") as src, open(mdual_copy, "wb") as dst:  # gpmetis: plain only
+            shutil.copyfileobj(src, dst)
         for case, inp, gpath, extra in (("mdual", mdual, mdual_copy, []),
                                         ("ego-Twitter", ego, ego_graph, sym)):
             for k in (4, 8):

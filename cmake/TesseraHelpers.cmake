@@ -10,7 +10,7 @@ endfunction()
 
 # tessera_add_test(NAME <exe> SOURCES ... DEPS ... [LABELS gpu multiprocess slow] [TIMEOUT s])
 #   One GoogleTest executable; every TEST is registered with ctest via gtest_discover_tests.
-#   TESSERA_DATASETS (the path of ../shared/datasets) and TESSERA_SOURCE_DIR are compiled in.
+#   TESSERA_DATA_DIR (the repository's data/ folder) and TESSERA_SOURCE_DIR are compiled in.
 function(tessera_add_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT A_TIMEOUT)

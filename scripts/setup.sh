@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libmetis-dev metis libgtest-dev
       libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev libucx-dev ucx-utils
-      clang-format python3-pip)
+      clang-format clang-tidy python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Sets up, builds (CUDA compiled when nvcc exists, sm_90) and runs every test.
+# Sets up, builds (CUDA compiled when nvcc exists, sm_90) and runs every test; CI runs exactly
+# this (.ci/run). It fails on a failing test, and also when tests vanish or do not run: pytest
+# collecting nothing or not importing tessera, and any skipped test (GoogleTest or pytest) whose
+# reason is not the absence of a GPU (scripts/check-skips.py lists every skip with its reason).
+# clang-format and clang-tidy check the C++ files changed since the merge base with main
+# (scripts/lint.py).
 # Usage: scripts/test.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
+t0=$(date +%s)
+stage() { echo "[test] $1 ($(($(date +%s) - t0)) s so far) ..." >&2; }
 bash scripts/setup.sh --python
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
 cuda=OFF
@@ -11,18 +18,25 @@ command -v nvcc >/dev/null && cuda=ON
 jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=$cuda \
   -DTESSERA_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-echo "[test] building (TESSERA_WITH_CUDA=$cuda) ..." >&2
+stage "clang-format and clang-tidy on the changed files"
+python3 scripts/lint.py "$build"
+stage "building (TESSERA_WITH_CUDA=$cuda)"
 cmake --build "$build" -j"$jobs"
-echo "[test] running ctest ..." >&2
-cd "$build"
-ctest --output-on-failure -j"$jobs" --timeout 600
+stage "running ctest"
+# The output of passing and skipped tests is kept whole in the JUnit file: a skip's reason is in it.
+(cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 600 --test-output-size-passed 65536 \
+  --output-junit "$PWD/ctest-junit.xml")
 # --- Python package (nanobind module built by scikit-build-core) and its pytest suite ---------
-cd "$OLDPWD"
 bash scripts/setup-python.sh
-echo "[test] building and installing the Python package ..." >&2
-python3 -m pip install . --no-build-isolation -q
-echo "[test] running pytest ..." >&2
-pytest_rc=0
-python3 -m pytest tests/python -q || pytest_rc=$?
-# pytest exits 5 when it collected no test: not a failure.
-[ "$pytest_rc" -eq 0 ] || [ "$pytest_rc" -eq 5 ] || exit "$pytest_rc"
+stage "building and installing the Python package"
+# pyproject builds the package CPU-only unless TESSERA_WITH_CUDA=ON: with a GPU to run them, its
+# CUDA twins are built too, so its GPU tests run instead of skipping.
+py_cuda=OFF
+[ "$cuda" = ON ] && nvidia-smi -L >/dev/null 2>&1 && py_cuda=ON
+TESSERA_WITH_CUDA=$py_cuda python3 -m pip install . --no-build-isolation -q
+stage "running pytest"
+# Any non-zero exit fails, 5 (nothing collected) included.
+python3 -m pytest tests/python -q --junitxml "$build/pytest-junit.xml"
+stage "checking the skipped tests"
+python3 scripts/check-skips.py "$build/ctest-junit.xml" "$build/pytest-junit.xml"
+echo "[test] all passed in $(($(date +%s) - t0)) s" >&2

@@ -1,5 +1,5 @@
 // `tessera generate rmat`: writes an R-MAT graph as an npy dataset folder (the layout of
-// ../shared/datasets/cora), streamed in chunks so memory stays bounded whatever the scale.
+// data/cora), streamed in chunks so memory stays bounded whatever the scale.
 #include <fcntl.h>
 #include <unistd.h>
 

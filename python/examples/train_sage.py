@@ -2,7 +2,7 @@
 """Trains GraphSAGE with mini-batch neighbor sampling on a partitioned graph.
 
     python python/examples/train_sage.py --dataset data/cora --parts 1
-    python python/examples/train_sage.py --dataset ../shared/datasets/tolokers --split all
+    python python/examples/train_sage.py --dataset data/tolokers --split all
 
 The script is the one DGL users know (partition_graph, initialize, DistGraph, node_split,
 DistNodeDataLoader, SAGEConv). It partitions the dataset (or reuses a partitioning), trains,

@@ -1,5 +1,5 @@
-// tessera._C: the nanobind module. C++ exceptions become the Python exceptions DESIGN.md
-// names, carrying the C++ message.
+// tessera._C: the nanobind module. C++ exceptions become the Python exceptions
+// docs/design.md names, carrying the C++ message.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>

@@ -1,6 +1,7 @@
 // Device memory, pinned memory, UVA registration of an mmapped .npy, streams/events and the
-// caching allocator over cudaMalloc. CUDA cases only (the allocator logic is checked without a
-// GPU in test_placement.cpp); each skips when no device is present.
+// caching allocator over cudaMalloc. CUDA cases only, built into test_twins_cuda alone (the
+// allocator logic is checked without a GPU in test_placement.cpp); each skips when no device is
+// present.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -17,10 +18,7 @@ namespace {
 
 class CudaMemory : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (kBackend != Backend::kCuda) GTEST_SKIP() << "CUDA memory tests run in test_twins_cuda";
-    TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
-  }
+  void SetUp() override { TESSERA_SKIP_WITHOUT_DEVICE(kBackend); }
 };
 
 TEST_F(CudaMemory, BuffersAreAddressableAndRoundTrip) {

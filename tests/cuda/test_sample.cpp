@@ -2,8 +2,8 @@
 // uniform {fanout -1, 0, 1, 5, 25, 100} x {with, without replacement} x {in, out} on a random
 // graph with degree-0 nodes, a hub (Floyd with k > 64 on the CPU's bitmap path) and repeated
 // seeds, and an empty seed list; weighted; with edge exclusion; the multi-layer sampler (with
-// and without exclusion) and block compaction. CUDA cases only; the CPU twin's own contract is
-// tested in tests/host/ops.
+// and without exclusion) and block compaction. CUDA cases only, built into test_twins_cuda alone;
+// the CPU twin's own contract is tested in tests/host/ops.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -49,7 +49,6 @@ void expect_same_edges(const cuda::DeviceSample& gpu, const ops::SampledEdges& c
 class SampleTwin : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool>> {};
 
 TEST_P(SampleTwin, UniformMatchesCpuBitForBit) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU twin is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [fanout, replace, dir_in] = GetParam();
   const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
@@ -93,7 +92,6 @@ class WeightedTwin
     : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, cuda::Placement>> {};
 
 TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [fanout, replace, dir_in, placement] = GetParam();
   const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
@@ -155,7 +153,6 @@ class ExcludeTwin
     : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, bool, cuda::Placement>> {};
 
 TEST_P(ExcludeTwin, ExclusionMatchesCpuBitForBit) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU side runs in test_sample_rows";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [fanout, replace, dir_in, weighted, placement] = GetParam();
   const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
@@ -229,7 +226,6 @@ class BlocksTwin : public ::testing::TestWithParam<std::tuple<bool, bool, bool, 
 };
 
 TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU sampler is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto [weighted, replace, dir_in, placement] = GetParam();
   const Graph& g = dir_in ? sample_test_csc() : sample_test_csr();
@@ -297,7 +293,6 @@ INSTANTIATE_TEST_SUITE_P(Layers, BlocksTwin,
 // loader's sampler threads do: each call without a stream runs on its thread's own stream, and
 // every batch still equals the CPU sampler's.
 TEST(BlocksTwinThreads, ConcurrentCallsMatchCpu) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU sampler is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const Graph& g = sample_test_csc();
   ops::NeighborSamplerOptions o;
@@ -572,9 +567,9 @@ INSTANTIATE_TEST_SUITE_P(View, OneHopViewTwin,
                                               cuda::placement_name(std::get<4>(info.param)));
                          });
 
+#if !TESSERA_WITH_CUDA
 // Without CUDA the GPU sampler says so at construction, whatever the placement.
 TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {
-  if (cuda::compiled_with_cuda()) GTEST_SKIP() << "CUDA build";
   const Graph& g = sample_test_csc();
   ops::NeighborSamplerOptions o;
   o.fanouts = {5};
@@ -587,13 +582,13 @@ TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {
   const std::vector<int64_t> seeds = {1};
   EXPECT_THROW(ops::sample_neighbors(g, seeds, so), NotCompiledError);
 }
+#endif
 
 // Block compaction: the CUDA twin's src_nodes / src / dst equal the CPU twin's on sampled
 // edges (several hops' worth of repeated sources), including no edges and no destinations.
 class BlockTwin : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(BlockTwin, ToBlockMatchesCpuBitForBit) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "the CPU twin is tested in tests/host/ops";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const int64_t num_seeds = GetParam();
   const Graph& g = sample_test_csc();
@@ -629,7 +624,6 @@ INSTANTIATE_TEST_SUITE_P(Seeds, BlockTwin, ::testing::Values(0, 1, 17, 1024, 300
                          });
 
 TEST(BlockTwinErrors, SameMessagesAsCpu) {
-  if (kBackend != Backend::kCuda) GTEST_SKIP() << "CUDA twin errors";
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   std::vector<int64_t> src = {5, 6, 7}, dst = {1, 2, 9}, dn = {1, 2, 1};
   DeviceCopy s(src.data(), 24, 0, false), d(dst.data(), 24, 0, false), n(dn.data(), 24, 0, false);

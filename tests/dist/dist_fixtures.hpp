@@ -1,5 +1,5 @@
 // Shared fixtures of the host/dist tests: a per-process scratch folder, cached partitionings of
-// the shared datasets, and the job environment of forked ranks.
+// the datasets in data/, and the job environment of forked ranks.
 #pragma once
 
 #include <unistd.h>
@@ -33,7 +33,7 @@ struct ScratchCleanup {
   }
 };
 
-/// How the tests read the shared datasets (each undirected edge is stored once there).
+/// How the tests read the datasets in data/ (each undirected edge is stored once there).
 inline ReadOptions symmetric_read_options() {
   ReadOptions ro;
   ro.build.symmetrize = true;
@@ -41,7 +41,7 @@ inline ReadOptions symmetric_read_options() {
   return ro;
 }
 
-/// `tessera partition` of shared dataset `name` into `parts` parts under scratch_dir(tag),
+/// `tessera partition` of dataset `name` (in data/) into `parts` parts under scratch_dir(tag),
 /// made once per process. Returns the config path.
 inline std::filesystem::path cached_partitions(const std::string& tag, const std::string& name,
                                                int parts, const std::string& method = "metis",
@@ -52,7 +52,7 @@ inline std::filesystem::path cached_partitions(const std::string& tag, const std
   const std::string key = fmt::format("{}-{}-{}-h{}", name, parts, method, halo);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Dataset ds = read_dataset(dataset(name), Format::kNpy, symmetric_read_options());
+  Dataset ds = read_dataset(dataset(name), Format::kAuto, symmetric_read_options());
   PartitionOptions po;
   po.num_parts = parts;
   po.method = parse_part_method(method);

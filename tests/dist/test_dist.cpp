@@ -46,7 +46,7 @@ fs::path dataset_path(const std::string& name) {
 
 ScratchCleanup cleanup{"dist-test"};
 
-/// `tessera partition` of a shared dataset, cached per process.
+/// `tessera partition` of a dataset in data/, cached per process.
 fs::path partitions(const std::string& name, int parts, const std::string& method = "metis",
                     int halo = 1) {
   return cached_partitions("dist-test", name, parts, method, halo);
@@ -162,7 +162,7 @@ std::string equality_body(const Case& c, const fs::path& cfg_path) {
   RANK_CHECK(g.num_nodes() == cfg.num_nodes && g.num_edges() == cfg.num_edges, "counts");
   ReadOptions ro;
   ro.build = cfg.build;
-  const Dataset ds = read_dataset(dataset_path(c.dataset), Format::kNpy, ro);
+  const Dataset ds = read_dataset(dataset_path(c.dataset), Format::kAuto, ro);
   const IdMaps m = load_maps(cfg);
   const int me = rt->rank(), world = rt->world_size();
 
@@ -263,6 +263,9 @@ class DistEqualsStandalone : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DistEqualsStandalone, SamplingAndReads) {
   const Case c = GetParam();
+  if (c.parts > 1) {
+    TESSERA_SKIP_WITHOUT_UCX();
+  }
   const fs::path cfg = partitions(c.dataset, c.parts, "metis", c.variant == "halo0" ? 0 : 1);
   JobSpec s = job(c.parts, c.tls, 90);
   if (c.variant == "requests") s.env["TESSERA_DIST_GET"] = "0";
@@ -274,7 +277,6 @@ TEST_P(DistEqualsStandalone, SamplingAndReads) {
 
 std::vector<Case> equality_cases() {
   std::vector<Case> v{{"cora", 1, "", ""}, {"citeseer", 1, "", ""}};
-#ifdef TESSERA_WITH_UCX
   v.push_back({"cora", 2, "tcp", ""});
   v.push_back({"cora", 2, shm_tls(), ""});
   v.push_back({"cora", 4, "tcp", ""});
@@ -283,7 +285,6 @@ std::vector<Case> equality_cases() {
   v.push_back({"citeseer", 4, "tcp", ""});
   v.push_back({"cora", 2, "tcp", "halo0"});
   v.push_back({"cora", 4, "tcp", "requests"});
-#endif
   return v;
 }
 
@@ -421,6 +422,9 @@ class DistWeighted : public ::testing::TestWithParam<int> {};
 
 TEST_P(DistWeighted, EqualsStandaloneWeightedSampling) {
   const int parts = GetParam();
+  if (parts > 1) {
+    TESSERA_SKIP_WITHOUT_UCX();
+  }
   const fs::path cfg = weighted_partitions(parts);
   auto res =
       run_ranks(job(parts, parts == 1 ? "" : "tcp", 90), [&](int) { return weighted_body(cfg); });
@@ -430,11 +434,7 @@ TEST_P(DistWeighted, EqualsStandaloneWeightedSampling) {
 }
 
 std::vector<int> weighted_cases() {
-#ifdef TESSERA_WITH_UCX
   return {1, 2, 4};
-#else
-  return {1};
-#endif
 }
 
 INSTANTIATE_TEST_SUITE_P(Cora, DistWeighted, ::testing::ValuesIn(weighted_cases()),
@@ -485,6 +485,9 @@ class DistWrites : public ::testing::TestWithParam<WCase> {};
 
 TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
   const WCase c = GetParam();
+  if (c.world > 1) {
+    TESSERA_SKIP_WITHOUT_UCX();
+  }
   JobSpec s = job(c.world, c.tls);
   if (!c.get.empty()) s.env["TESSERA_DIST_GET"] = c.get;
   auto res = run_ranks(s, [&](int) {
@@ -569,13 +572,11 @@ TEST_P(DistWrites, ConcurrentWritersLoseNothing) {
 
 std::vector<WCase> write_cases() {
   std::vector<WCase> v{{1, "", ""}};
-#ifdef TESSERA_WITH_UCX
   v.push_back({4, "tcp", "1"});
   v.push_back({3, shm_tls(), "1"});
   v.push_back({3, shm_tls(), ""});
   v.push_back({2, "tcp", "0"});
   v.push_back({2, "tcp", ""});  // auto over tcp alone: these 148-byte rows go by request
-#endif
   return v;
 }
 
@@ -584,7 +585,6 @@ INSTANTIATE_TEST_SUITE_P(Backends, DistWrites, ::testing::ValuesIn(write_cases()
 
 // --- faults ------------------------------------------------------------------------------------
 
-#ifdef TESSERA_WITH_UCX
 void killed_rank(const std::string& tls, int parts, int victim) {
   const fs::path cfg_path = partitions("cora", parts);
   auto res = run_ranks(job(parts, tls, 45), [&](int) {
@@ -620,14 +620,17 @@ void killed_rank(const std::string& tls, int parts, int victim) {
 }
 
 TEST(DistFaults, KilledRankMidEpochIsNamedTcp) {
+  TESSERA_SKIP_WITHOUT_UCX();
   killed_rank("tcp", 4, 3);
 }
 
 TEST(DistFaults, KilledRankMidEpochIsNamedSharedMemory) {
+  TESSERA_SKIP_WITHOUT_UCX();
   killed_rank(shm_tls(), 2, 0);
 }
 
 TEST(DistFaults, ConfigOfAnotherPartitioningIsRefused) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path metis = partitions("cora", 2, "metis"), random = partitions("cora", 2, "random");
   auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
     auto rt = Runtime::create();
@@ -645,6 +648,7 @@ TEST(DistFaults, ConfigOfAnotherPartitioningIsRefused) {
 }
 
 TEST(DistFaults, PartitionCountMustMatchWorld) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path four = partitions("cora", 4);
   auto res = run_ranks(job(2, "tcp", 40), [&](int) {
     auto rt = Runtime::create();
@@ -657,11 +661,10 @@ TEST(DistFaults, PartitionCountMustMatchWorld) {
         << describe(res);
   }
 }
-#endif
 
-#ifdef TESSERA_WITH_UCX
 // The benchmark end to end under `tessera launch` (2 ranks over tcp; no ucx_perftest).
 TEST(DistBench, DistGatherUnderLaunch) {
+  TESSERA_SKIP_WITHOUT_UCX();
   TempDir tmp;
   const std::string json = (tmp / "dg.json").string();
   const std::string cmd = fmt::format(
@@ -681,7 +684,6 @@ TEST(DistBench, DistGatherUnderLaunch) {
   EXPECT_NE(out.find("row   128 B  request"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(json)) << out;
 }
-#endif
 
 TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
   const fs::path cfg = partitions("cora", 1);

@@ -436,14 +436,15 @@ TEST(DistEdgeLoader, ReverseEidsOfASymmetrizedPartitioning) {
   EXPECT_EQ(paired, edges) << "Cora symmetrized: every edge has its reverse";
 }
 
-#ifdef TESSERA_WITH_UCX
 TEST(DistEdgeLoader, LocalOrderCoversEverySeedEdgeOnce) {
+  TESSERA_SKIP_WITHOUT_UCX();
   expect_local_covers_once(2, ops::ExcludeMode::kReverseId);
   expect_local_covers_once(2, ops::ExcludeMode::kSelf);
   expect_local_covers_once(4, ops::ExcludeMode::kReverseId);
 }
 
 TEST(DistEdgeLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
+  TESSERA_SKIP_WITHOUT_UCX();
   expect_global_equals_oracle(2, "metis", ops::ExcludeMode::kNone);
   expect_global_equals_oracle(2, "metis", ops::ExcludeMode::kReverseId);
   expect_global_equals_oracle(4, "metis", ops::ExcludeMode::kReverseId);
@@ -451,6 +452,7 @@ TEST(DistEdgeLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning)
 }
 
 TEST(DistEdgeLoader, ShortSharesWrapSoEveryRankRunsTheSameSteps) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path cfg = partitions(2, "metis");
   auto res = run_ranks(job(2), [&](int r) {
     auto rt = Runtime::create();
@@ -478,6 +480,7 @@ TEST(DistEdgeLoader, ShortSharesWrapSoEveryRankRunsTheSameSteps) {
 }
 
 TEST(DistEdgeLoader, BadInputsFailEveryRank) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path cfg = partitions(2, "metis");
   for (const std::string which : {"global-mismatch", "global-batch-size", "empty-share",
                                   "out-of-range", "reverse-size", "negatives"}) {
@@ -513,7 +516,6 @@ TEST(DistEdgeLoader, BadInputsFailEveryRank) {
     }
   }
 }
-#endif  // TESSERA_WITH_UCX
 
 }  // namespace
 }  // namespace tessera::test

@@ -262,7 +262,14 @@ Reference adam_reference() {
   return r;
 }
 
-class DistEmbedding : public ::testing::TestWithParam<Backend> {};
+class DistEmbedding : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam().world > 1) {
+      TESSERA_SKIP_WITHOUT_UCX();
+    }
+  }
+};
 
 // (a) + (b) + (c): several steps with repeats and empty ranks, both optimizers.
 TEST_P(DistEmbedding, EqualsSingleProcessReference) {
@@ -749,12 +756,7 @@ TEST_P(DistEmbedding, StepAfterLoadContinuesIdentically) {
 }
 
 std::vector<Backend> backends() {
-  std::vector<Backend> v{{1, ""}};
-#ifdef TESSERA_WITH_UCX
-  v.push_back({2, "tcp"});
-  v.push_back({4, "tcp"});
-#endif
-  return v;
+  return {{1, ""}, {2, "tcp"}, {4, "tcp"}};
 }
 
 INSTANTIATE_TEST_SUITE_P(embedding, DistEmbedding, ::testing::ValuesIn(backends()),

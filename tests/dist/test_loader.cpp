@@ -100,8 +100,8 @@ std::map<int64_t, std::string> collect(const std::vector<RankResult>& res) {
   return m;
 }
 
-#ifdef TESSERA_WITH_UCX
 TEST(DistLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const int64_t epoch = 1;
   auto one = run_ranks(job(1), [&](int) { return dump_epoch(1, partitions(1, "metis"), epoch); });
   ASSERT_EQ(one[0].exit_code, 0) << describe(one);
@@ -110,7 +110,8 @@ TEST(DistLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
   for (const auto& [world, method] :
        std::vector<std::pair<int, std::string>>{{2, "metis"}, {4, "metis"}, {2, "random"}}) {
     const fs::path cfg = partitions(world, method);
-    auto res = run_ranks(job(world), [&](int) { return dump_epoch(world, cfg, epoch); });
+    auto res =
+        run_ranks(job(world), [&, world = world](int) { return dump_epoch(world, cfg, epoch); });
     for (const auto& r : res)
       ASSERT_EQ(r.exit_code, 0) << describe(res);
     const auto got = collect(res);
@@ -122,6 +123,7 @@ TEST(DistLoader, GlobalOrderBatchesAreTheSameForAnyWorldSizeAndPartitioning) {
 }
 
 TEST(DistLoader, ShortSharesWrapSoEveryRankRunsTheSameSteps) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path cfg = partitions(2, "metis");
   auto res = run_ranks(job(2), [&](int r) {
     auto rt = Runtime::create();
@@ -146,6 +148,7 @@ TEST(DistLoader, ShortSharesWrapSoEveryRankRunsTheSameSteps) {
 }
 
 TEST(DistLoader, BadSeedSetsFailEveryRank) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const fs::path cfg = partitions(2, "metis");
   for (const std::string which : {"global-mismatch", "empty-share"}) {
     auto res = run_ranks(job(2, 40), [&](int r) {
@@ -168,8 +171,6 @@ TEST(DistLoader, BadSeedSetsFailEveryRank) {
     }
   }
 }
-
-#endif  // TESSERA_WITH_UCX
 
 }  // namespace
 }  // namespace tessera::test

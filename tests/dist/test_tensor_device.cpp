@@ -41,12 +41,15 @@ using dist::Runtime;
 std::string skip_without_devices(int need) {
   const int n = cuda::device_count();
   if (n >= need) return "";
-  return fmt::format("SKIP: {} CUDA device(s) visible, {} needed ({})", n, need, cuda::describe());
+  return fmt::format("SKIP: no CUDA device for every rank ({} visible, {} needed; {})", n, need,
+                     cuda::describe());
 }
 
 std::string skip_without_ucx() {
   for (const auto& b : transport::list_backends())
-    if (b.name == "ucx" && !b.compiled) return "SKIP: the ucx transport is not compiled in";
+    if (b.name == "ucx" && !b.compiled) {
+      return "SKIP: built without UCX (TESSERA_WITH_UCX=OFF): needs several ranks";
+    }
   return "";
 }
 
@@ -184,11 +187,11 @@ JobSpec job(int world, const std::string& host_backend) {
   return s;
 }
 
-#define SKIP_IF_A_RANK_SKIPPED(res)                               \
-  do {                                                            \
-    for (const auto& r_ : (res))                                  \
-      if (r_.exit_code == 0 && r_.message.rfind("SKIP:", 0) == 0) \
-        GTEST_SKIP() << "rank " << r_.rank << ": " << r_.message; \
+#define SKIP_IF_A_RANK_SKIPPED(res)                                          \
+  do {                                                                       \
+    for (const auto& r_ : (res))                                             \
+      if (r_.exit_code == 0 && r_.message.rfind("SKIP:", 0) == 0)            \
+        GTEST_SKIP() << r_.message.substr(6) << " (rank " << r_.rank << ")"; \
   } while (0)
 
 #define EXPECT_RANKS_OK(res)                       \

@@ -1,4 +1,4 @@
-"""Shared fixtures: the shipped Cora, the shared datasets, a partitioned Cora."""
+"""Shared fixtures: the shipped Cora (data/cora), a partitioned Cora."""
 import importlib.util
 import os
 
@@ -6,11 +6,14 @@ import numpy as np
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DATASETS = os.environ.get("TESSERA_DATASETS",
-                          os.path.abspath(os.path.join(REPO, "..", "shared", "datasets")))
 CORA = os.path.join(REPO, "data", "cora")  # shipped with the repository
 
-tessera = pytest.importorskip("tessera", reason="tessera is not installed (pip install .)")
+# Not importing tessera is a failure of the whole suite, never a silent skip.
+try:
+    import tessera
+except ImportError as e:
+    raise ImportError(f"tessera cannot be imported ({e}); install the package first: "
+                      "pip install . --no-build-isolation") from e
 
 # For tests whose scripts import torch in a subprocess (training, torch collectives): torch is
 # needed only for training, so without it they skip instead of failing.
@@ -18,11 +21,25 @@ requires_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                     reason="torch is not installed (needed for training)")
 
 
-def shared_dataset(name: str) -> str:
-    path = os.path.join(DATASETS, name)
-    if not os.path.isdir(path):
-        pytest.skip(f"{path} is not available")
-    return path
+def _torch_sees_a_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+# GPU cases skip for want of a device with one wording, "no CUDA device ...", the only skip
+# reason CI accepts.
+HAVE_GPU = _torch_sees_a_gpu()
+NO_GPU = "no CUDA device (torch sees none)"
+needs_gpu = pytest.mark.skipif(not HAVE_GPU, reason=NO_GPU)
+# GPU cases through Tessera's bindings also need a CUDA build of the package; on a machine with
+# a GPU, a CPU-only build is not a reason CI accepts.
+needs_cuda_build = pytest.mark.skipif(
+    not (HAVE_GPU and tessera._C.cuda_compiled),
+    reason=NO_GPU if not HAVE_GPU else
+    "tessera built without CUDA (pip install with TESSERA_WITH_CUDA=ON)")
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from conftest import CORA, REPO, requires_torch, tessera
+from conftest import CORA, REPO, needs_gpu, requires_torch, tessera
 
 pytestmark = pytest.mark.multiprocess
 
@@ -411,15 +411,7 @@ def test_train_sage_on_cpu_ranks_with_each_gradient_sync(tmp_path, ranks, sync):
     assert (tmp_path / "loss-time.png").exists()
 
 
-def _torch_cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-@pytest.mark.skipif(not _torch_cuda(), reason="torch sees no CUDA device")
+@needs_gpu
 def test_train_sage_on_two_ranks_cuda(tmp_path):
     """Both ranks on the GPU(s) (cuda:LOCAL_RANK % devices): gradients all-reduced through
     host memory, parameters identical on the ranks."""

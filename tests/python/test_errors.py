@@ -1,4 +1,4 @@
-"""C++ exceptions arrive as the Python exceptions DESIGN.md names, with the C++ message."""
+"""C++ exceptions arrive as the Python exceptions docs/design.md names, with the C++ message."""
 import os
 
 import numpy as np

@@ -2,9 +2,10 @@
 
 Each library's own GraphSAGE layer, given Tessera's SAGEConv weights, must compute the same
 output on the converted block as Tessera's layer on the block itself; and a DGLGraph or a PyG
-Data partitions exactly like the same arrays given directly. Skipped where the library is
-absent (CI has neither: DGL 2.x does not import with torch 2.11; see the module docstring of
-tessera.convert for what the conversions promise).
+Data partitions exactly like the same arrays given directly. scripts/setup-python.sh installs
+DGL 1.1.3 and PyG 2.8.1 (CPU), the newest that coexist with torch 2.11 (why: there); where one
+is absent its cases skip, which CI does not accept. See the module docstring of
+tessera.convert for what the conversions promise.
 """
 import numpy as np
 import pytest

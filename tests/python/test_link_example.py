@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import CORA, REPO  # noqa: E402
+from conftest import CORA, REPO, needs_gpu  # noqa: E402
 
 import tessera  # noqa: E402
 
@@ -104,7 +104,7 @@ def test_short_run_beats_the_random_baseline(tmp_path):
     assert png.stat().st_size > 1000
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+@needs_gpu
 def test_short_run_cuda_beats_the_random_baseline(tmp_path):
     out = tmp_path / "link.json"
     r = _run("--dataset", CORA, "--epochs", "3", "--quiet", "--out-json", str(out), "--plot",

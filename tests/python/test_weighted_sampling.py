@@ -19,7 +19,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import CORA, tessera
+from conftest import CORA, needs_cuda_build, tessera
 from test_distributed import launch
 
 from tessera import _C  # noqa: E402
@@ -396,8 +396,7 @@ def test_weighted_over_a_distributed_distgraph_of_two_parts_equals_standalone(tm
         assert drawn > 1000, drawn
 
 
-@pytest.mark.skipif(not (HAVE_TORCH and torch.cuda.is_available() and _C.cuda_compiled),
-                    reason="needs a CUDA device and a CUDA build of Tessera")
+@needs_cuda_build
 @pytest.mark.parametrize("use_uva", [False, True])
 @pytest.mark.parametrize("replace", [False, True])
 def test_weighted_on_cuda_equals_the_cpu_sampler(use_uva, replace):

@@ -10,12 +10,20 @@
 
 namespace tessera::test {
 
-/// Path of a shared dataset: $TESSERA_DATASETS/<rel> when that variable is set (a copy carried to
-/// another machine, as scripts/gpu-check does), else the configured ../shared/datasets/<rel>.
+/// Path of a dataset shipped in the repository's data/ folder (e.g. "cora",
+/// "snap/ego-Twitter.txt.gz").
 inline std::filesystem::path dataset(const std::string& rel) {
-  const char* env = std::getenv("TESSERA_DATASETS");
-  return std::filesystem::path(env && *env ? env : TESSERA_DATASETS) / rel;
+  return std::filesystem::path(TESSERA_DATA_DIR) / rel;
 }
+
+/// Skips a test that needs several ranks when the UCX transport is not compiled in
+/// (TESSERA_WITH_UCX=OFF): the skip is reported, where compiling the test out would hide it.
+#ifdef TESSERA_WITH_UCX
+#define TESSERA_SKIP_WITHOUT_UCX() static_cast<void>(0)
+#else
+#define TESSERA_SKIP_WITHOUT_UCX() \
+  GTEST_SKIP() << "built without UCX (TESSERA_WITH_UCX=OFF): needs several ranks"
+#endif
 
 /// A fresh scratch folder removed at the end of the test.
 class TempDir {

@@ -39,6 +39,11 @@ void PrintTo(const Config& c, std::ostream* os) {
 
 class Conformance : public ::testing::TestWithParam<Config> {
  protected:
+  void SetUp() override {
+    if (GetParam().backend == "ucx") {
+      TESSERA_SKIP_WITHOUT_UCX();
+    }
+  }
   JobSpec spec(double deadline_s = 60) const {
     JobSpec s;
     s.world = GetParam().world;
@@ -61,8 +66,10 @@ class Conformance : public ::testing::TestWithParam<Config> {
       EXPECT_EQ(r.exit_code, 0) << describe(res);
     return res;
   }
-  bool multi() const { return GetParam().world > 1; }
 };
+
+// Cases that need a peer (timeouts, faults, refusals): instantiated for the worlds of two or more.
+class MultiRankConformance : public Conformance {};
 
 // Deterministic test bytes: what rank s sends to rank d at index i.
 uint8_t pattern(int s, int d, size_t i) {
@@ -214,8 +221,7 @@ TEST_P(Conformance, AllToAllVUnevenAndEmpty) {
   });
 }
 
-TEST_P(Conformance, AllToAllVSizeMismatchIsNamed) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, AllToAllVSizeMismatchIsNamed) {
   auto res = run_ranks(spec(), [&](int) {
     auto t = transport::create_transport();
     const int n = t->world_size(), me = t->rank();
@@ -423,8 +429,7 @@ TEST_P(Conformance, LargeMessages) {
 
 // --- faults -----------------------------------------------------------------------------------
 
-TEST_P(Conformance, PeerThatNeverShowsUpTimesOut) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, PeerThatNeverShowsUpTimesOut) {
   JobSpec s = spec(30);
   s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   const int missing = s.world - 1;
@@ -444,8 +449,7 @@ TEST_P(Conformance, PeerThatNeverShowsUpTimesOut) {
   }
 }
 
-TEST_P(Conformance, MissingRankZeroTimesOut) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, MissingRankZeroTimesOut) {
   JobSpec s = spec(30);
   s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   s.absent = {0};
@@ -496,18 +500,15 @@ void killed_rank_case(const JobSpec& s, int victim) {
   }
 }
 
-TEST_P(Conformance, KilledRankIsNamedByEveryOtherRank) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, KilledRankIsNamedByEveryOtherRank) {
   killed_rank_case(spec(40), GetParam().world - 1);
 }
 
-TEST_P(Conformance, KilledRankZeroIsNamedByEveryOtherRank) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, KilledRankZeroIsNamedByEveryOtherRank) {
   killed_rank_case(spec(40), 0);
 }
 
-TEST_P(Conformance, RankThatLeavesEarlyIsNamed) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, RankThatLeavesEarlyIsNamed) {
   // Rank 1 fails with an ordinary exception right after joining (its transport says goodbye);
   // the others must not wait for it until the op deadline (30 s here).
   auto res = run_ranks(spec(40), [&](int) {
@@ -526,8 +527,7 @@ TEST_P(Conformance, RankThatLeavesEarlyIsNamed) {
   }
 }
 
-TEST_P(Conformance, WrongTokenIsRefused) {
-  if (!multi()) GTEST_SKIP() << "needs two ranks";
+TEST_P(MultiRankConformance, WrongTokenIsRefused) {
   JobSpec s = spec(30);
   s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "1";
   s.token_of[1] = "a-token-of-another-job";
@@ -544,19 +544,30 @@ TEST_P(Conformance, WrongTokenIsRefused) {
   EXPECT_NE(res[0].message.find("rank 1"), std::string::npos) << describe(res);
 }
 
-std::vector<Config> configs() {
-  std::vector<Config> c{{"local", "", 1}};
-#ifdef TESSERA_WITH_UCX
+// Worlds of two or more run over UCX; without it (TESSERA_WITH_UCX=OFF) they skip.
+std::vector<Config> multi_rank_configs() {
+  std::vector<Config> c;
   for (int w : {2, 3, 4}) {
     c.push_back({"ucx", "tcp", w});
     c.push_back({"ucx", "posix,sysv,cma", w});
   }
-#endif
   return c;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(configs()),
-                         [](const ::testing::TestParamInfo<Config>& i) { return i.param.label(); });
+std::vector<Config> configs() {
+  std::vector<Config> c{{"local", "", 1}};
+  const std::vector<Config> multi = multi_rank_configs();
+  c.insert(c.end(), multi.begin(), multi.end());
+  return c;
+}
+
+std::string config_name(const ::testing::TestParamInfo<Config>& i) {
+  return i.param.label();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(configs()), config_name);
+INSTANTIATE_TEST_SUITE_P(Backends, MultiRankConformance, ::testing::ValuesIn(multi_rank_configs()),
+                         config_name);
 
 }  // namespace
 }  // namespace tessera::test

@@ -104,8 +104,8 @@ TEST(Launch, MissingCommandAndBadOptionsAreRefused) {
   EXPECT_NE(r.out.find("cannot run '/nonexistent/program'"), std::string::npos) << r.out;
 }
 
-#ifdef TESSERA_WITH_UCX
 TEST(Launch, EndToEndUcxJob) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const ToolRun r = run(std::string("UCX_TLS=tcp TESSERA_TRANSPORT=ucx ") + tool() +
                         " launch --nproc-per-node 3 -- " + TESSERA_TRANSPORT_WORKER + " allreduce");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -117,6 +117,7 @@ TEST(Launch, EndToEndUcxJob) {
 }
 
 TEST(Launch, KilledRankFailsTheJobWithinTheContract) {
+  TESSERA_SKIP_WITHOUT_UCX();
   const ToolRun r =
       run(std::string("UCX_TLS=tcp TESSERA_TRANSPORT=ucx ") + tool() +
           " launch --nproc-per-node 3 --grace 5 -- " + TESSERA_TRANSPORT_WORKER + " die 1");
@@ -128,7 +129,6 @@ TEST(Launch, KilledRankFailsTheJobWithinTheContract) {
   const bool stopped = r.out.find("stopping the other ranks") != std::string::npos;
   EXPECT_TRUE(named || stopped) << r.out;
 }
-#endif
 
 }  // namespace
 }  // namespace tessera::test

@@ -1,4 +1,4 @@
-// validate_partitions: every partition contract of DESIGN.md, checked from the files on disk.
+// validate_partitions: every partition contract of docs/design.md, checked from the files on disk.
 #include "tessera/partition/validate.hpp"
 
 #include <fmt/format.h>

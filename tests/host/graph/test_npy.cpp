@@ -37,7 +37,7 @@ TEST(Npy, ReadsRealDatasetFiles) {
   EXPECT_EQ(ei.dtype(), DType::kInt64);
   EXPECT_EQ(ei.shape(), (std::vector<int64_t>{2, 5278}));
   const NpyHeader f = read_npy_header(test::dataset("cora/feat.npy"));
-  EXPECT_EQ(f.dtype, DType::kFloat32);
+  EXPECT_EQ(f.dtype, DType::kUInt8);  // the binary features, stored compactly
   EXPECT_EQ(f.shape, (std::vector<int64_t>{2708, 1433}));
   EXPECT_EQ(read_npy_header(test::dataset("tolokers/train_mask.npy")).dtype, DType::kBool);
 }

@@ -32,11 +32,14 @@ TEST(ReadOgb, CoraAgreesWithNpyCora) {
   EXPECT_EQ(ogb.edges.num_edges(), 5278);
   EXPECT_EQ(sorted_pairs(ogb.edges), sorted_pairs(npy.edges));
 
+  // The same binary features: float32 from the CSV, uint8 in data/cora's compact npy.
   const Array& f1 = ogb.ndata.at("feat");
   const Array& f2 = npy.ndata.at("feat");
   ASSERT_EQ(f1.dtype(), DType::kFloat32);
+  ASSERT_EQ(f2.dtype(), DType::kUInt8);
   ASSERT_EQ(f1.shape(), f2.shape());
-  EXPECT_TRUE(std::equal(f1.data<float>(), f1.data<float>() + f1.numel(), f2.data<float>()));
+  EXPECT_TRUE(std::equal(f1.data<float>(), f1.data<float>() + f1.numel(), f2.data<uint8_t>(),
+                         [](float a, uint8_t b) { return a == static_cast<float>(b); }));
 
   const Array& l1 = ogb.ndata.at("label");
   ASSERT_EQ(l1.dtype(), DType::kInt64);

@@ -65,7 +65,7 @@ inline Graph random_graph(int64_t n, int64_t avg, uint64_t seed, bool symmetrize
   return build_csc(std::move(el), o);
 }
 
-/// A shared dataset read with symmetrize (cached per process).
+/// A dataset shipped in data/, read with symmetrize (cached per process).
 inline const Dataset& real_dataset(const std::string& name) {
   static std::map<std::string, Dataset> cache;
   auto it = cache.find(name);

@@ -69,11 +69,12 @@ inline PartitionStats partition_checked(const Dataset& ds, const PartitionOption
   return st;
 }
 
-/// Reads a shared npy dataset symmetrized (its edges are stored once per undirected pair).
-inline Dataset read_shared_npy(const std::string& name) {
+/// Reads a dataset shipped in data/ (npy or OGB folder) symmetrized: its edges are stored once
+/// per undirected pair.
+inline Dataset read_real(const std::string& name) {
   ReadOptions ro;
   ro.build.symmetrize = true;
-  return read_dataset(dataset(name), Format::kNpy, ro);
+  return read_dataset(dataset(name), Format::kAuto, ro);
 }
 
 }  // namespace tessera::test

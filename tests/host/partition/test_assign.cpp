@@ -151,7 +151,7 @@ TEST(AssignMetis, SmallCasesDoNotCrash) {
 }
 
 TEST(AssignMetis, SeedChangesResultDeterministically) {
-  const Dataset ds = read_shared_npy("cora");
+  const Dataset ds = read_real("cora");
   PartitionOptions po;
   po.seed = 1;
   const Assignment a = assign_metis(ds.graph, 4, {}, 1, po);

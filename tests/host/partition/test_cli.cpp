@@ -62,7 +62,8 @@ TEST_F(Cli, PartitionCoraThenValidate) {
   EXPECT_EQ(st["parts"].size(), 4u);
   EXPECT_TRUE(st["balance"].contains("train_mask"));
   EXPECT_GT(st["peak_rss_bytes"].get<int64_t>(), 0);
-  EXPECT_GT(st["feature_bytes"].get<int64_t>(), 2708 * 1433 * 4);
+  // Node arrays of data/cora: uint8 features, int64 labels, three bool masks.
+  EXPECT_EQ(st["feature_bytes"].get<int64_t>(), 2708 * (1433 + 8 + 3));
   bool has_metis = false;
   for (const auto& ph : st["phases"])
     has_metis |= ph["name"] == "METIS";

@@ -1,4 +1,4 @@
-// Partition contracts on the shared real datasets; balance constraints; METIS vs random cut.
+// Partition contracts on the real datasets in data/; balance constraints; METIS vs random cut.
 #include <algorithm>
 
 #include "helpers.hpp"
@@ -14,12 +14,14 @@ struct DsCase {
   int halo;
 };
 
-class SharedNpy : public ::testing::TestWithParam<DsCase> {};
+class RealDatasets : public ::testing::TestWithParam<DsCase> {};
 
-TEST_P(SharedNpy, ContractsHold) {
+TEST_P(RealDatasets, ContractsHold) {
   const DsCase c = GetParam();
   static std::map<std::string, Dataset> cache;
-  if (!cache.count(c.name)) cache.emplace(c.name, read_shared_npy(c.name));
+  if (!cache.count(c.name)) {
+    cache.emplace(c.name, read_real(c.name));
+  }
   const Dataset& ds = cache.at(c.name);
   TempDir tmp;
   PartitionOptions po;
@@ -56,13 +58,14 @@ std::vector<DsCase> dataset_cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(All, SharedNpy, ::testing::ValuesIn(dataset_cases()), [](const auto& i) {
-  return fmt::format("{}_P{}_{}_halo{}", i.param.name, i.param.parts,
-                     part_method_name(i.param.method), i.param.halo);
-});
+INSTANTIATE_TEST_SUITE_P(All, RealDatasets, ::testing::ValuesIn(dataset_cases()),
+                         [](const auto& i) {
+                           return fmt::format("{}_P{}_{}_halo{}", i.param.name, i.param.parts,
+                                              part_method_name(i.param.method), i.param.halo);
+                         });
 
 TEST(Balance, TrainValTestMasksBalancedAcrossPartitions) {
-  const Dataset ds = read_shared_npy("cora");
+  const Dataset ds = read_real("cora");
   TempDir tmp;
   PartitionOptions po;
   po.num_parts = 4;
@@ -92,7 +95,7 @@ TEST(Balance, TrainValTestMasksBalancedAcrossPartitions) {
 }
 
 TEST(Balance, EdgesBalancedWithBalanceEdges) {
-  const Dataset ds = read_shared_npy("cora");
+  const Dataset ds = read_real("cora");
   TempDir tmp;
   PartitionOptions po;
   po.num_parts = 4;
@@ -106,7 +109,7 @@ TEST(Balance, EdgesBalancedWithBalanceEdges) {
 
 TEST(Balance, MultiSplitMaskColumn) {
   // tolokers masks are [N, 10] (ten fixed splits): NAME:COLUMN picks one.
-  const Dataset ds = read_shared_npy("tolokers");
+  const Dataset ds = read_real("tolokers");
   PartitionOptions po;
   po.num_parts = 4;
   po.balance_masks = {"train_mask:3"};
@@ -137,7 +140,7 @@ TEST(Balance, MultiSplitMaskColumn) {
 }
 
 TEST(EdgeCut, MetisFarBelowRandomOnCora) {
-  const Dataset ds = read_shared_npy("cora");
+  const Dataset ds = read_real("cora");
   for (int64_t P : {2, 4, 8}) {
     PartitionOptions po;
     po.num_parts = P;
@@ -163,16 +166,15 @@ TEST(EdgeCut, MetisFarBelowRandomOnCora) {
 // Debian's gpmetis on the same .graph file and the same (default) options finds the same cut:
 // the METIS adjacency keeps the file's neighbor order.
 TEST(EdgeCut, AgreesWithGpmetis) {
-  if (!std::filesystem::exists("/usr/bin/gpmetis")) GTEST_SKIP() << "gpmetis not installed";
-  ReadOptions ro;
-  Dataset ds;
-  try {
-    ds = read_dataset(dataset("metis/4elt.graph"), Format::kMetis, ro);
-  } catch (const NotCompiledError&) {
-    GTEST_SKIP() << "METIS reader not compiled in";
-  }
+  // Debian's `metis` package, which scripts/setup.sh installs.
+  ASSERT_TRUE(std::filesystem::exists("/usr/bin/gpmetis")) << "gpmetis not installed";
+  const Dataset ds = read_dataset(dataset("metis/4elt.graph.gz"), Format::kMetis, {});
   TempDir tmp;
-  std::filesystem::copy_file(dataset("metis/4elt.graph"), tmp / "4elt.graph");
+  // gpmetis reads plain files only.
+  ASSERT_EQ(std::system(fmt::format("gzip -dc {} > {}", dataset("metis/4elt.graph.gz").string(),
+                                    (tmp / "4elt.graph").string())
+                            .c_str()),
+            0);
   for (int64_t P : {3, 8}) {
     const std::string cmd =
         fmt::format("/usr/bin/gpmetis {} {} 2>&1", (tmp / "4elt.graph").string(), P);
@@ -220,19 +222,12 @@ TEST(Balance, InputVertexWeightsUsedLikeGpmetis) {
   EXPECT_LE(st.constraint_balance(0), 1.05);
 }
 
-// Datasets read by the other readers (OGB, SNAP, METIS graph files): run once each; skipped
-// while the reader is not compiled in.
-Dataset read_or_skip(const std::string& rel, bool symmetrize, bool* skipped) {
+// Datasets read by the other readers (OGB, SNAP, METIS graph files): run once each.
+Dataset read_other(const std::string& rel, bool symmetrize) {
   ReadOptions ro;
   ro.build.symmetrize = symmetrize;
   ro.build.deduplicate = symmetrize;
-  try {
-    *skipped = false;
-    return read_dataset(dataset(rel), Format::kAuto, ro);
-  } catch (const NotCompiledError& e) {
-    *skipped = true;
-    return Dataset();
-  }
+  return read_dataset(dataset(rel), Format::kAuto, ro);
 }
 
 struct OtherCase {
@@ -247,9 +242,7 @@ class OtherFormats : public ::testing::TestWithParam<OtherCase> {};
 
 TEST_P(OtherFormats, ContractsHold) {
   const OtherCase c = GetParam();
-  bool skipped = false;
-  const Dataset ds = read_or_skip(c.rel, c.symmetrize, &skipped);
-  if (skipped) GTEST_SKIP() << c.rel << ": reader not compiled in yet";
+  const Dataset ds = read_other(c.rel, c.symmetrize);
   TempDir tmp;
   PartitionOptions po;
   po.num_parts = c.parts;
@@ -264,8 +257,8 @@ TEST_P(OtherFormats, ContractsHold) {
 INSTANTIATE_TEST_SUITE_P(
     All, OtherFormats,
     ::testing::Values(OtherCase{"cora-ogb", true, 3, PartMethod::kMetis, 2},
-                      OtherCase{"metis/4elt.graph", false, 8, PartMethod::kMetis, 1},
-                      OtherCase{"metis/mdual.graph", false, 4, PartMethod::kMetis, 1},
+                      OtherCase{"metis/4elt.graph.gz", false, 8, PartMethod::kMetis, 1},
+                      OtherCase{"metis/mdual.graph.gz", false, 4, PartMethod::kMetis, 1},
                       OtherCase{"snap/soc-Slashdot0902.txt.gz", false, 3, PartMethod::kRandom, 1},
                       OtherCase{"snap/ego-Twitter.txt.gz", true, 4, PartMethod::kMetis, 0}),
     [](const auto& i) {

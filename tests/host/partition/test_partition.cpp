@@ -266,7 +266,7 @@ TEST(PartitionLowMemory, SameFilesAndTheDatasetComesBackUnchanged) {
 
 TEST(PartitionLowMemory, RealDatasetAndConsumingOverload) {
   TempDir tmp;
-  Dataset ds = read_shared_npy("cora");
+  Dataset ds = read_real("cora");
   PartitionOptions po;
   po.num_parts = 3;
   partition_checked(ds, po, tmp / "plain");

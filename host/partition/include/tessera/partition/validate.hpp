@@ -1,4 +1,4 @@
-// Checks a written partitioning against every partition contract of DESIGN.md.
+// Checks a written partitioning against every partition contract of docs/design.md.
 #pragma once
 
 #include <cstdint>
