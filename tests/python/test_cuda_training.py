@@ -1,4 +1,5 @@
-"""The GPU training path (needs a GPU and a CUDA build; every case skips with "no GPU" otherwise).
+"""The GPU training path (needs a GPU and a CUDA build; every case skips with "no CUDA device"
+otherwise).
 
 * ``DistGraph.place_on_device`` at several budgets (all in HBM; nothing on the GPU: UVA; a
   budget that leaves a hot-row cache in front of UVA features) and DistTensor reads with IDs on
@@ -16,14 +17,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import CORA, REPO, tessera
+from conftest import CORA, REPO, needs_cuda_build, tessera
 
 torch = pytest.importorskip("torch")
 
-from tessera import _C  # noqa: E402
-
-GPU = torch.cuda.is_available() and _C.cuda_compiled and _C.cuda_device_count() > 0
-pytestmark = pytest.mark.skipif(not GPU, reason="no GPU (needs a CUDA device and a CUDA build)")
+pytestmark = needs_cuda_build
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
 
