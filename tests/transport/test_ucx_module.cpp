@@ -1,6 +1,6 @@
 // The UCX backend's module: no UCX library is in the process until the first UCX transport is
-// created (loading libucs installs UCX's memory hooks, which patch libc), and a module that
-// cannot be found is named.
+// created (loading libucs installs UCX's memory hooks, which patch libc), the module is loaded
+// with UCX_MEM_EVENTS=no unless the user set it, and a module that cannot be found is named.
 // Every case runs in forked ranks, so the test process itself never loads UCX.
 #include <gtest/gtest.h>
 
@@ -39,7 +39,13 @@ std::string ucx_libraries() {
   return mapped("/libucs.") + mapped("/libucm.") + mapped("/libucp.") + mapped("/libuct.");
 }
 
-/// Checks the UCX libraries a rank has before and after creating a UCX transport.
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+/// Returns what a rank saw: UCX libraries before and after creating a UCX transport, and
+/// UCX_MEM_EVENTS after.
 std::string ucx_rank_body() {
   RANK_CHECK(ucx_libraries().empty(), "UCX is loaded before any transport:\n{}", ucx_libraries());
   const auto backends = list_backends();
@@ -50,8 +56,9 @@ std::string ucx_rank_body() {
   auto t = create_transport("ucx");
   RANK_CHECK(!mapped("libtessera_transport_ucx.so").empty(), "the module is not mapped");
   RANK_CHECK(!mapped("/libucs.").empty(), "libucs is not mapped");
+  std::string events = env_or("UCX_MEM_EVENTS", "(unset)");
   t->barrier();
-  return "";
+  return events;
 }
 
 TEST(UcxModule, IsLoadedByTheFirstUcxTransportOnly) {
@@ -60,6 +67,18 @@ TEST(UcxModule, IsLoadedByTheFirstUcxTransportOnly) {
   const auto res = run_ranks(spec, [](int) { return ucx_rank_body(); });
   for (const auto& r : res) {
     EXPECT_EQ(r.exit_code, 0) << describe(res);
+    EXPECT_EQ(r.message, "no") << "UCX_MEM_EVENTS after loading the module\n" << describe(res);
+  }
+}
+
+TEST(UcxModule, KeepsTheUsersMemoryEventsSetting) {
+  JobSpec spec;
+  spec.env["UCX_TLS"] = "tcp";
+  spec.env["UCX_MEM_EVENTS"] = "yes";
+  const auto res = run_ranks(spec, [](int) { return ucx_rank_body(); });
+  for (const auto& r : res) {
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+    EXPECT_EQ(r.message, "yes") << describe(res);
   }
 }
 

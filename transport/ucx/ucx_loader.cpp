@@ -7,7 +7,8 @@
 // libc's mmap, munmap, mremap, madvise, brk, sbrk, shmat and shmdt into jumps into libucm. Linked
 // into tessera._C, that happened on `import tessera`, in processes that never create a UCX
 // transport (the launcher, one-process runs), and `import tessera; import torch` aborted in
-// free() on a GPU machine (glibc 2.39, Debian 12's UCX 1.13).
+// free() on a GPU machine (glibc 2.39, Debian 12's UCX 1.13). For the same reason the module is
+// loaded with UCX_MEM_EVENTS=no unless the environment says otherwise (see transport/README.md).
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,6 +87,8 @@ const UcxModule& load_module() {
                   "the 'ucx' transport's module {} was not found (looked for {}); reinstall "
                   "Tessera, or set TESSERA_UCX_MODULE to its path",
                   kUcxModuleFile, searched);
+  // Before libucs's constructor reads it: no memory hooks unless the user asks for them.
+  ::setenv("UCX_MEM_EVENTS", "no", /*overwrite=*/0);
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
