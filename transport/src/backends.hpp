@@ -13,8 +13,12 @@ namespace tessera::transport::detail {
 
 std::unique_ptr<Transport> make_local(const Options& options);
 
-/// Whether the UCX backend was compiled in; make_ucx throws NotCompiledError otherwise.
+/// Whether the UCX backend was compiled (as the module libtessera_transport_ucx.so), and why it
+/// cannot serve here ("" if it can: the module was found). Neither loads UCX.
 bool ucx_compiled();
+std::string ucx_unavailable_reason();
+/// Loads the UCX module on the first call (ucx/ucx_loader.cpp), then creates a UCX transport;
+/// NotCompiledError without UCX, IOError when the module cannot be found or loaded.
 std::unique_ptr<Transport> make_ucx(const LaunchEnv& env, const Options& options);
 
 /// Whether the NCCL backend was compiled in, and why it cannot serve here ("" if it can).

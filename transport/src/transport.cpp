@@ -1,5 +1,6 @@
 // The parts of Transport every backend shares: types, conveniences built on the virtual
-// collectives, handler table, region-key blobs, and the registry.
+// collectives, handler table and region-key blobs. Linked into the registry's library and into
+// the UCX module (transport/ucx), so nothing here may hold process-wide state.
 #include "tessera/transport/transport.hpp"
 
 #include <algorithm>
@@ -330,90 +331,5 @@ void check_ranges(const RemoteMemory& remote, const GetRange* ranges, size_t n) 
 }
 
 }  // namespace detail
-
-// --- registry -----------------------------------------------------------------------------------
-
-std::vector<BackendInfo> list_backends() {
-  std::vector<BackendInfo> out;
-  {
-    BackendInfo b;
-    b.name = "ucx";
-    b.compiled = detail::ucx_compiled();
-    b.available = b.compiled;
-    if (!b.compiled) {
-      b.reason = "not compiled in (UCX was not found at build time)";
-    }
-    b.capabilities.collectives = b.capabilities.request_response = b.capabilities.one_sided_get =
-        b.capabilities.host_memory = b.capabilities.detects_peer_loss = true;
-    out.push_back(b);
-  }
-  {
-    BackendInfo b;
-    b.name = "nccl";
-    b.compiled = detail::nccl_compiled();
-    b.reason = detail::nccl_unavailable_reason();
-    b.available = b.reason.empty();
-    b.capabilities.collectives = b.capabilities.device_memory = true;
-    b.capabilities.detects_peer_loss = true;
-    out.push_back(b);
-  }
-  {
-    BackendInfo b;
-    b.name = "local";
-    b.compiled = b.available = true;
-    b.capabilities.collectives = b.capabilities.request_response = b.capabilities.one_sided_get =
-        b.capabilities.host_memory = true;
-    b.capabilities.fabric = "local";
-    out.push_back(b);
-  }
-  return out;
-}
-
-std::unique_ptr<Transport> create_transport(const std::string& backend, const Options& options) {
-  return create_transport(backend, detect_launch_env(), options);
-}
-
-std::unique_ptr<Transport> create_transport(const std::string& backend, const LaunchEnv& env,
-                                            const Options& options) {
-  std::string name = backend;
-  if (name.empty() || name == "auto") {
-    const char* v = std::getenv("TESSERA_TRANSPORT");
-    name = (v && *v) ? v : "auto";
-  }
-  if (name == "auto") {
-    if (env.world_size == 1) {
-      return detail::make_local(options);
-    }
-    std::string why;
-    for (const BackendInfo& b : list_backends()) {
-      if (b.name == "local") {
-        continue;
-      }
-      if (b.available) {
-        name = b.name;
-      }
-      if (b.available) {
-        break;
-      }
-      why += fmt::format("; {}: {}", b.name, b.reason);
-    }
-    TESSERA_EXPECTS(name != "auto", NotCompiledError,
-                    "no transport can serve a world of {} ranks{}", env.world_size, why);
-  }
-  if (name == "local") {
-    TESSERA_EXPECTS(env.world_size == 1, ValueError,
-                    "the 'local' transport serves one process, but the {} environment says "
-                    "world size {}",
-                    env.source, env.world_size);
-    return detail::make_local(options);
-  }
-  if (name == "ucx") {
-    return detail::make_ucx(env, options);
-  }
-  if (name == "nccl") {
-    return detail::make_nccl(env, options);
-  }
-  TESSERA_FAIL(ValueError, "unknown transport '{}' (known: auto, ucx, nccl, local)", name);
-}
 
 }  // namespace tessera::transport

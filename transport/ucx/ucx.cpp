@@ -2,6 +2,10 @@
 // collectives and requests, ucp_get on registered host memory for one-sided reads. The same code
 // runs over tcp, shared memory (posix/sysv/cma) and verbs; UCX_TLS picks.
 //
+// Built as a module of its own (libtessera_transport_ucx.so) that ucx_loader.cpp loads when the
+// first UCX transport is created: linking UCX into the library would load libucs, and with it
+// UCX's memory hooks, into every process that merely imports tessera.
+//
 // Threads: a progress thread owns the worker's event loop (ucp_worker_progress, probing for
 // incoming messages, sleeping on the worker's event fd); a handler thread runs request
 // handlers. Every worker call holds worker_mu_ (the worker is SERIALIZED). Completions land in
@@ -21,6 +25,7 @@
 
 #include "../src/backends.hpp"
 #include "../src/socket_util.hpp"
+#include "ucx_module.hpp"
 
 /// Checks a UCS status; throws tessera::Error with the call text and UCX's status string.
 #define TESSERA_UCX_TRY(call)                                                                  \
@@ -32,10 +37,6 @@
   } while (0)
 
 namespace tessera::transport::detail {
-
-bool ucx_compiled() {
-  return true;
-}
 
 namespace {
 
@@ -900,10 +901,18 @@ void UcxTransport::get(const RemoteMemory& remote, const GetRange* ranges, size_
   wait_op(op, op_deadline(), what);
 }
 
-}  // namespace
-
-std::unique_ptr<Transport> make_ucx(const LaunchEnv& env, const Options& options) {
+std::unique_ptr<Transport> make_ucx_transport(const LaunchEnv& env, const Options& options) {
   return std::make_unique<UcxTransport>(env, options);
 }
 
+}  // namespace
+
 }  // namespace tessera::transport::detail
+
+/// The module's only exported symbol (everything else is hidden, see transport/CMakeLists.txt).
+extern "C" __attribute__((visibility("default"))) const tessera::transport::detail::UcxModule*
+tessera_transport_ucx_module() {
+  static const tessera::transport::detail::UcxModule m{
+      TESSERA_TRANSPORT_ABI, &tessera::transport::detail::make_ucx_transport};
+  return &m;
+}

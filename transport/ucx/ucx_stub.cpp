@@ -6,6 +6,9 @@ namespace tessera::transport::detail {
 bool ucx_compiled() {
   return false;
 }
+std::string ucx_unavailable_reason() {
+  return "not compiled in (UCX was not found at build time)";
+}
 
 std::unique_ptr<Transport> make_ucx(const LaunchEnv&, const Options&) {
   TESSERA_FAIL(NotCompiledError,
