@@ -7,8 +7,8 @@ otherwise).
 * the GPU loader's batches equal the CPU loader's bit for bit (seeds, blocks, prefetched
   features and labels), on one rank here and on two ranks sharing the GPU (UCX between them);
 * the batch memory outlives the loader's next batches while its tensors are alive;
-* train_sage.py --device cuda reaches the CPU path's accuracy on Cora (one rank, and two ranks
-  sharing the GPU) and reports the time split.
+* train_sage.py --device cuda learns on Cora and records the time split (the full-length accuracy
+  runs are scripts/gpu-check's train phase).
 """
 import json
 import os
@@ -134,12 +134,14 @@ def _train(tmp_path, *extra):
     return json.loads(res.read_text())
 
 
-def test_train_sage_cuda_cora_reaches_the_cpu_accuracy(tmp_path):
-    """The CPU path reaches 79.8 % with the Cora preset; the GPU path must reach 79 %."""
-    r = _train(tmp_path)
+def test_train_sage_cuda_cora_records_the_time_split(tmp_path):
+    """A short run of the GPU path (the full-length accuracy runs are gpu-check's train phase:
+    Cora at 1 and 2 ranks, Tolokers): placed in HBM, learning, the split and plot recorded."""
+    r = _train(tmp_path, "--epochs", 8, "--eval-every", 4)
     assert r["device"].startswith("cuda") and r["load"]["placement"]["structure"] == "gpu"
-    assert r["mean"] >= 79.0, r["mean"]
+    assert r["mean"] >= 60.0, r["mean"]  # 8 epochs; chance is about 30 %
     hist = r["splits"]["0"]["history"]
-    assert len(hist) == 100 and all(h["split"]["forward_backward"] > 0 for h in hist)
+    assert len(hist) == 8 and all(h["split"]["forward_backward"] > 0 for h in hist)
+    assert all(h["loader_sampling"] > 0 for h in hist)
     assert r["copy_bound_gbps"] > 100
     assert (tmp_path / "loss-time.png").exists()
