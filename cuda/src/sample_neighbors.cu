@@ -226,6 +226,22 @@ GroupShape group_shape(const HopArgs& a) {
   return s;
 }
 
+// A block may take more than the default 48 KiB of dynamic shared memory only once the kernel
+// opts in (UVA rows are staged whole in shared memory: 72 KiB per block with 1 KiB stages).
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t bytes) {
+  constexpr size_t kDefault = 48 * 1024;
+  if (bytes <= kDefault) return;
+  int device = 0, optin = 0;
+  TESSERA_CUDA_TRY(cudaGetDevice(&device));
+  TESSERA_CUDA_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  TESSERA_ASSERT(bytes <= static_cast<size_t>(optin),
+                 "sample pass: {} bytes of shared memory per block, the device allows {}", bytes,
+                 optin);
+  TESSERA_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(bytes)));
+}
+
 unsigned grid_for_items(int64_t items, int64_t per_block) {
   const int64_t want = (std::max<int64_t>(items, 1) + per_block - 1) / per_block;
   const int64_t cap = max_resident_threads() / kBlockThreads * 2;
@@ -241,15 +257,16 @@ void launch_sample(const HopArgs& a, int64_t grid_items, StreamHandle stream) {
     return;
   }
   const GroupShape sh = group_shape(a);
-  TESSERA_ASSERT(sh.smem_bytes <= 48 * 1024, "sample pass: {} bytes of shared memory per block",
-                 sh.smem_bytes);
   const unsigned grid = grid_for_items(items, sh.groups_per_block);
-  if (a.weighted)
+  if (a.weighted) {
+    allow_dynamic_smem(sample_group_kernel<true>, sh.smem_bytes);
     TESSERA_KERNEL_CALL(sample_group_kernel<true>, grid, kBlockThreads, sh.smem_bytes, s, a,
                         sh.group_bytes);
-  else
+  } else {
+    allow_dynamic_smem(sample_group_kernel<false>, sh.smem_bytes);
     TESSERA_KERNEL_CALL(sample_group_kernel<false>, grid, kBlockThreads, sh.smem_bytes, s, a,
                         sh.group_bytes);
+  }
 }
 
 void launch_count(const HopArgs& a, int64_t grid_items, StreamHandle stream) {
