@@ -45,21 +45,27 @@ DistDeviceNodeLoader::DistDeviceNodeLoader(const DistDeviceSampler& sampler,
   plan_ = std::make_unique<detail::BatchPlan>(g.runtime()->transport(), std::move(seeds),
                                               g.num_nodes(), g.orig_nid(), opts_, order,
                                               "DistNodeDataLoader", "seed node", check, "");
-  const cuda::DeviceGuard guard(sampler_.device());
+  const int device = sampler_.device();
+  const cuda::DeviceGuard guard(device);
   const int n = std::max(1, opts_.num_workers);
   streams_.reserve(static_cast<size_t>(n));
   for (int w = 0; w < n; ++w) {
-    streams_.emplace_back();
+    // Shared with the batches made on it, which may outlive the loader. The last owner
+    // destroys it once idle, on its device: batches' memory may then go back to the allocator
+    // under this handle without a later stream of the same handle value reusing it too early.
+    streams_.emplace_back(new cuda::Stream, [device](cuda::Stream* st) {
+      try {
+        const cuda::DeviceGuard g(device);
+        st->synchronize();
+      } catch (const std::exception&) {
+      }
+      delete st;
+    });
   }
 }
 
 DistDeviceNodeLoader::~DistDeviceNodeLoader() {
-  pipe_.reset();  // joins the workers before the streams go
-  try {
-    const cuda::DeviceGuard guard(sampler_.device());
-    streams_.clear();
-  } catch (const std::exception&) {
-  }
+  pipe_.reset();  // joins the workers; each stream goes with its last batch
 }
 
 int64_t DistDeviceNodeLoader::num_batches() const {
@@ -81,9 +87,11 @@ std::vector<int64_t> DistDeviceNodeLoader::batch_seeds(int64_t epoch, int64_t b)
 DeviceMiniBatch DistDeviceNodeLoader::sample_batch(int64_t epoch, int64_t b, int worker) const {
   const int device = sampler_.device();
   const cuda::DeviceGuard guard(device);
-  const cuda::StreamHandle stream = streams_[static_cast<size_t>(worker) % streams_.size()].get();
+  const auto& owner = streams_[static_cast<size_t>(worker) % streams_.size()];
+  const cuda::StreamHandle stream = owner->get();
   auto& alloc = cuda::scratch_allocator();
   DeviceMiniBatch mb;
+  mb.stream_owner = owner;
   mb.device = device;
   mb.stream = stream;
   mb.epoch = epoch;

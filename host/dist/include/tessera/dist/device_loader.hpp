@@ -21,6 +21,10 @@ namespace tessera::dist {
 /// it, and the destructor then orders the memory's reuse after everything enqueued on that
 /// stream so far (an event), so the consumer may still have kernels in flight that read it.
 struct DeviceMiniBatch {
+  /// The loader stream that made the batch, kept alive (and only then destroyed, after it is
+  /// idle) for as long as the batch: its memory goes back to that stream's free list. Declared
+  /// first, so it outlives the buffers below.
+  std::shared_ptr<cuda::Stream> stream_owner;
   int64_t epoch = 0;
   int64_t index = 0;           ///< global batch index (the sampling key)
   std::vector<int64_t> seeds;  ///< host copy of the output nodes
@@ -91,7 +95,7 @@ class DistDeviceNodeLoader {
   ops::LoaderOptions opts_;
   std::unique_ptr<detail::BatchPlan> plan_;
   std::vector<DistTensor> node_data_, labels_;
-  std::vector<cuda::Stream> streams_;  // one per worker (at least one)
+  std::vector<std::shared_ptr<cuda::Stream>> streams_;  // one per worker (at least one)
   int64_t epoch_ = -1;
   std::vector<int64_t> epoch_order_;
   std::unique_ptr<ops::detail::OrderedPrefetcher<DeviceMiniBatch>> pipe_;
