@@ -2,6 +2,13 @@
 
 Importing tessera needs only NumPy; ``tessera.nn`` and tensors from the loaders need PyTorch.
 """
+# PyTorch, where it is installed, is loaded before tessera._C and its libraries: on a GPU
+# machine (Ubuntu's glibc 2.39) loading torch after them aborted in free(). tessera imports
+# torch anyway (tensors from the loaders), so this only fixes the order.
+try:
+    import torch as _torch  # noqa: F401
+except ImportError:  # torch is optional: only training needs it
+    pass
 from . import _C
 from ._C import NotCompiledError, PartitionBook, set_num_threads, num_threads
 from ._runtime import exit_client, get_rank, get_world_size, initialize, is_initialized
