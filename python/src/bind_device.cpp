@@ -166,7 +166,6 @@ void bind_device(nb::module_& m) {
             TESSERA_EXPECTS(l < b.blocks.blocks.size(), IndexError, "block {} of {}", l,
                             b.blocks.blocks.size());
             const cuda::DeviceBlock& d = b.blocks.blocks[l];
-            const auto& e = b.blocks.eids[l];
             nb::dict out;
             out["num_src"] = d.num_src;
             out["num_dst"] = d.num_dst;
@@ -174,7 +173,7 @@ void bind_device(nb::module_& m) {
             out["src"] = device_i64(d.src_ptr(), d.num_edges, b.device, self);
             out["dst"] = device_i64(d.dst_ptr(), d.num_edges, b.device, self);
             out["src_nodes"] = device_i64(d.src_nodes_ptr(), d.num_src, b.device, self);
-            out["eids"] = device_i64(e ? e->data() : nullptr, d.num_edges, b.device, self);
+            out["eids"] = device_i64(d.eids_ptr(), d.num_edges, b.device, self);
             return out;
           },
           nb::arg("layer"),

@@ -323,13 +323,18 @@ def test_dist_tensor_rows_land_on_cuda_written_in_place(cora_one):
     ids = torch.tensor([5, 0, 2707, 5, 1000, 17], device="cuda")
     calls = []
 
-    class Spy:  # records that the read went through read_into with a CUDA output
+    class Spy:  # records that the read went through C++ with a CUDA output (IDs on the host,
+        # or on the device: read_into_ids, which copies them to the host only to route them)
         def __init__(self, t):
             self.t = t
 
         def read_into(self, i, out, stream):
             calls.append((out.device.type, out.data_ptr(), stream))
             return self.t.read_into(i, out, stream)
+
+        def read_into_ids(self, i, out, stream):
+            calls.append((out.device.type, out.data_ptr(), stream))
+            return self.t.read_into_ids(i, out, stream)
 
     for name in ("feat", "label", "train_mask"):
         t = g.ndata[name]

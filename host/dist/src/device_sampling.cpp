@@ -167,7 +167,8 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
       const double t1 = now_seconds();
       out.blocks[l] =
           cuda::to_block_impl(e.src_ptr(), e.dst_ptr(), e.size, frontier, width, stream);
-      out.eids[l] = std::move(e.eid);
+      out.eids[l] = std::shared_ptr<cuda::ScratchBuffer>(std::move(e.eid));
+      out.blocks[l].eids = out.eids[l];  // the block's edge IDs, in edge order
       out.stats.sample_seconds += t1 - t0;
       out.stats.compact_seconds += now_seconds() - t1;
       out.stats.sampled_edges += e.size;
@@ -198,6 +199,7 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
                                           static_cast<const int64_t*>(d_dst->data()), edges.size(),
                                           frontier, width, stream);
       out.eids[l] = upload(edges.eid, stream);
+      out.blocks[l].eids = out.eids[l];
       frontier_host = download(out.blocks[l].src_nodes_ptr(), out.blocks[l].num_src, stream);
       cuda::synchronize(stream);
       out.stats.sample_seconds += t1 - t0;
