@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <cstdio>
 #include <ctime>
@@ -61,6 +62,10 @@ nlohmann::json machine_json() {
 }
 
 std::string commit_id() {
+  // A copy of the tree without its git metadata (a lent GPU machine) is told by the caller.
+  if (const char* env = std::getenv("TESSERA_COMMIT"); env != nullptr && *env != '\0') {
+    return env;
+  }
   std::string c = run_capture("git rev-parse --short HEAD 2>/dev/null");
   if (c.empty()) return "unknown";
   if (!run_capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
