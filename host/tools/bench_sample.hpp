@@ -16,6 +16,7 @@ namespace tessera::tools {
 struct SampleCudaRun {
   const Graph* graph = nullptr;
   std::string graph_spec;
+  std::string order = "stored";  // node order of the graph sampled (stored or degree)
   bool symmetrized = true;
   std::vector<float> weights;  // storage order; empty: uniform
   std::vector<int64_t> fanouts;

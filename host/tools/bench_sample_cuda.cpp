@@ -426,7 +426,9 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   if (!r.json.empty()) write_json_report(r.json, j);
   if (!r.results.empty()) {
     const std::string bench =
-        fmt::format("sample-cuda-{}{}", uva ? "uva" : "hbm", r.weights.empty() ? "" : "-weighted");
+        fmt::format("sample-cuda-{}{}", uva ? "uva" : "hbm",
+                    sample_config_tag(r.graph_spec, r.fanouts, r.batch_size, !r.weights.empty(),
+                                      r.replace, r.order));
     write_json_report(result_path(r.results, bench, machine_tag(true)), j);
   }
 }

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -188,6 +188,37 @@ std::string machine_tag(bool gpu) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   return tag_chars(host);
+}
+
+std::string sample_config_tag(const std::string& graph, const std::vector<int64_t>& fanouts,
+                              int64_t batch_size, bool weighted, bool replace,
+                              const std::string& order) {
+  std::string tag;
+  if (weighted) {
+    tag += "-weighted";
+  }
+  if (replace) {
+    tag += "-replace";
+  }
+  if (order != "stored") {
+    tag += "-" + tag_chars(order);
+  }
+  if (fanouts != std::vector<int64_t>{15, 10, 5}) {
+    tag += "-fanouts";
+    for (int64_t f : fanouts) {
+      tag += f < 0 ? "-all" : fmt::format("-{}", f);
+    }
+  }
+  if (batch_size != 1024) {
+    tag += fmt::format("-batch-{}", batch_size);
+  }
+  if (graph != "rmat:21,25") {
+    const std::filesystem::path p(graph);
+    const std::string name =
+        p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
+    tag += "-" + tag_chars(name.empty() ? graph : name);
+  }
+  return tag;
 }
 
 std::string result_path(const std::string& dir, const std::string& bench,

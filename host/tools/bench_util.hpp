@@ -41,6 +41,14 @@ std::string blocks_digest(const std::vector<std::vector<ops::Block>>& batches);
 /// A name for this machine in result file names: the first CUDA device's name when `gpu`
 /// ("NVIDIA-H200"), else the host name; letters, digits and '-' only.
 std::string machine_tag(bool gpu);
+/// The configuration part of a sampling result's folder name: "" for the reference
+/// configuration (graph rmat:21,25, fanouts 15,10,5, batch 1024, uniform, without replacement,
+/// stored node order), else one "-<what>" per setting that differs, in this order: -weighted,
+/// -replace, -degree, -fanouts-10-25, -batch-512, -<graph> (the graph's file name or spec in
+/// tag characters, e.g. -rmat21 for /tmp/rmat21). So each configuration keeps its own folder.
+std::string sample_config_tag(const std::string& graph, const std::vector<int64_t>& fanouts,
+                              int64_t batch_size, bool weighted, bool replace,
+                              const std::string& order);
 /// `dir`/`bench`/<YYYY-MM-DD>-<commit>-<machine>.json (UTC date, commit_id() with '+' as '-'),
 /// creating `dir`/`bench`: where results live (benchmarks/results/<bench>/).
 std::string result_path(const std::string& dir, const std::string& bench,

@@ -295,6 +295,7 @@ void run_bench_sample(const SampleArgs& a) {
     SampleCudaRun r;
     r.graph = &g;
     r.graph_spec = a.graph;
+    r.order = a.order;
     r.symmetrized = symmetrized;
     r.weights = std::move(weights);
     r.fanouts = fanouts;
@@ -519,11 +520,12 @@ void run_bench_sample(const SampleArgs& a) {
     j["phases"] = phases_json(timer);
     if (!a.json.empty()) write_json_report(a.json, j);
     if (!a.results.empty())
-      write_json_report(
-          result_path(a.results,
-                      fmt::format("sample-cpu-t{}{}", a.threads, a.weighted ? "-weighted" : ""),
-                      machine_tag(false)),
-          j);
+      write_json_report(result_path(a.results,
+                                    fmt::format("sample-cpu-t{}{}", a.threads,
+                                                sample_config_tag(a.graph, fanouts, a.batch_size,
+                                                                  a.weighted, a.replace, a.order)),
+                                    machine_tag(false)),
+                        j);
   }
 }
 

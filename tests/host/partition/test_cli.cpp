@@ -186,10 +186,18 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   // --order degree samples the same graph renumbered: same size, same kind of batches.
   r = run(fmt::format(
       "bench sample --graph rmat:12,8 --fanouts 5,5 --batch-size 64 --threads 1 --batches 4 "
-      "--ref-batches 3 --ref-repeats 2 --order degree --json {}",
-      js.string()));
+      "--ref-batches 3 --ref-repeats 2 --order degree --json {} --results {}",
+      js.string(), (tmp / "results").string()));
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("degree order"), std::string::npos) << r.out;  // its phase line
+  // --results names the folder by every setting that differs from the reference configuration.
+  const fs::path folder = tmp / "results" / "sample-cpu-t1-degree-fanouts-5-5-batch-64-rmat-12-8";
+  ASSERT_TRUE(fs::is_directory(folder)) << r.out;
+  int written = 0;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    written += e.path().extension() == ".json" ? 1 : 0;
+  }
+  EXPECT_EQ(written, 1);
   nlohmann::json d;
   std::ifstream(js) >> d;
   EXPECT_EQ(d["graph"]["node_order"], "degree");
