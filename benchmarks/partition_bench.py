@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Partition pipeline benchmark (issue 2).
+"""Partition pipeline benchmark.
 
 Runs `tessera partition` on snap/ego-Twitter (symmetrized) and an R-MAT graph (scale 22, edge
 factor 16) and records time and peak memory per phase (read, build CSR, METIS, relabel, write),
@@ -11,8 +11,11 @@ that input avoids (inflating a gzip input, writing the output's bytes) and, with
 --gpmetis-rmat, Debian's gpmetis's own peak memory on the R-MAT graph. Writes one JSON file and
 a plot.
 
+The JSON goes to benchmarks/results/partition/<date>-<commit>-<machine>.json unless --out says
+otherwise (the commit is $TESSERA_COMMIT when set, else git's HEAD), the plot beside it.
+
 Usage: benchmarks/partition_bench.py [--tessera build/bin/tessera] [--datasets data]
-                                     [--out benchmarks/results/partition.json] [--rmat-scale 22]
+                                     [--out FILE.json] [--rmat-scale 22]
                                      [--rmat-parts 4,8] [--gpmetis-rmat]
 """
 import argparse
@@ -289,7 +292,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "bin", "tessera"))
     ap.add_argument("--datasets", default=os.path.join(ROOT, "data"))
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "partition.json"))
+    ap.add_argument("--out", default=None,
+                    help="results JSON (default results/partition/<date>-<commit>-<machine>.json)")
     ap.add_argument("--rmat-scale", type=int, default=22)
     ap.add_argument("--rmat-edge-factor", type=int, default=16)
     ap.add_argument("--rmat-parts", default="4,8", help="part counts for the R-MAT graph")
@@ -306,8 +310,14 @@ def main():
     for p in (a.tessera, ego, mdual):
         if not os.path.exists(p):
             sys.exit(f"missing: {p}")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("TESSERA_COMMIT") or subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+        text=True).stdout.strip() or "unknown"
+    if a.out is None:
+        day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+        host = re.sub(r"[^A-Za-z0-9]+", "-", platform.node()).strip("-") or "unknown"
+        a.out = os.path.join(HERE, "results", "partition",
+                             f"{day}-{commit.replace('+', '-')}-{host}.json")
     result = {
         "benchmark": "partition pipeline",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

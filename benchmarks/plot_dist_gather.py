@@ -2,8 +2,8 @@
 """Plot `tessera bench dist-gather --json` results: remote DistTensor read bandwidth against row
 size, one panel per transport and rank count, next to the bounds measured in the same run.
 
-    python benchmarks/plot_dist_gather.py benchmarks/results/dist_gather_*ranks.json \\
-        --out benchmarks/results/dist_gather.png
+    python benchmarks/plot_dist_gather.py benchmarks/results/dist-gather-*/DATE-*.json \\
+        --out benchmarks/results/dist-gather-tcp-2ranks/DATE-COMMIT-MACHINE.png
 
 Each panel draws, for one reader: the one-sided get path and the request path (one request per
 owner), against `ucx_perftest ucp_get` on the same UCX_TLS and the local gather of the same

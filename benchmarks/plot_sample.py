@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot `tessera bench sample --json` results: seeds/s against threads and against fanouts.
 
-    python benchmarks/plot_sample.py benchmarks/results/sample_*.json --out sample.png
+    python benchmarks/plot_sample.py benchmarks/results/sample-cpu-*/*.json --out sample.png
 
 Each JSON is one run (one graph, fanouts, thread count). Runs are grouped by graph and mode
 (replace / weighted); the left panel draws seeds/s against threads, one line per fanout list; the

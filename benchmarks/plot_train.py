@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Summarizes train_sage.py results across ranks: test metric against the number of ranks P.
 
-    python3 benchmarks/plot_train.py benchmarks/results/train/*.json \
-        --out benchmarks/results/train/summary
+    python3 benchmarks/plot_train.py benchmarks/results/train-cpu-{cora,tolokers}*/*.json \
+        --out benchmarks/results/train-cpu-summary/DATE-COMMIT-MACHINE
 
 Reads the --results JSONs of python/examples/train_sage.py (any mix of datasets, ranks and
 seeds), groups them by (dataset, ranks), and writes <out>.json (per group: the runs' test
@@ -38,7 +38,9 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 1
         groups[(name, r["metric"], ranks)].append(
-            {"file": os.path.basename(path), "seed": r["args"].get("seed"), "tests": tests,
+            {"file": os.path.join(os.path.basename(os.path.dirname(os.path.abspath(path))),
+                                  os.path.basename(path)),
+             "seed": r["args"].get("seed"), "tests": tests,
              "batching": r.get("batching"), "batch_size": r["args"].get("batch_size")})
     summary = []
     for (name, metric, ranks), runs in sorted(groups.items()):

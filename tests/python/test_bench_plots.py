@@ -12,7 +12,8 @@ pytest.importorskip("matplotlib")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "plot_sample.py"
 RESULTS = ROOT / "benchmarks" / "results"
-RUNS = [RESULTS / "sample_rmat21_15-10-5_t1_s9_r1.json", RESULTS / "sample_rmat21_15-10-5_t1_s9_r2.json"]
+# Two committed CPU runs (whatever their dates): the stored and the degree node order.
+RUNS = [sorted((RESULTS / d).glob("*.json"))[-1] for d in ("sample-cpu-t1", "sample-cpu-t1-degree")]
 
 
 def plot(*args):

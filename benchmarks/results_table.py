@@ -1,0 +1,601 @@
+#!/usr/bin/env python3
+"""Writes benchmarks/results/README.md, the current figures, from the result JSON files.
+
+    python3 benchmarks/results_table.py           # rewrite benchmarks/results/README.md
+    python3 benchmarks/results_table.py --check   # exit 1 if the README is not what it writes,
+                                                  # or a result breaks the layout rules
+
+Layout: benchmarks/results/<bench>/<date>-<commit>-<machine>.json, one folder per benchmark and
+configuration (the name `tessera bench ... --results DIR` and scripts/gpu-check give it), the
+plots beside their JSON under the same name with .png. A run of several seeds adds
+`.seed<N>` before `.json`. A folder holds the current run of its configuration only (one per
+machine); a new run replaces the old one in the same commit, and git keeps the history.
+
+The README is a function of the JSON files alone (no clock, no machine state), so CI can
+compare the committed README with a fresh one.
+"""
+import argparse
+import difflib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+NAME = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})-(?P<commit>[0-9a-f]{7,40}(?:-dirty)?|unknown)-"
+                  r"(?P<machine>[A-Za-z0-9-]+?)(?:\.(?P<variant>[A-Za-z0-9-]+))?\.(?P<ext>json|png)$")
+DASH = "–"
+
+
+# ---- reading the results ------------------------------------------------------------------------
+
+class Run:
+    """One run of one configuration: its JSON files (several for a run of several seeds) and
+    its plots, named <date>-<commit>-<machine>[.<variant>].<ext>."""
+
+    def __init__(self, bench, date, commit, machine):
+        self.bench, self.date, self.commit, self.machine = bench, date, commit, machine
+        self.files = {}  # variant ("" for none) -> parsed JSON
+        self.plots = []  # file names
+
+    @property
+    def stem(self):
+        return f"{self.date}-{self.commit}-{self.machine}"
+
+    @property
+    def data(self):
+        """The JSON of a single-file run (the first variant of a multi-file one)."""
+        return self.files[sorted(self.files)[0]]
+
+    def link(self, variant=""):
+        name = self.stem + (f".{variant}" if variant else "") + ".json"
+        return f"[{self.date} · {self.commit} · {self.machine}]({self.bench}/{name})"
+
+    def links(self):
+        """Every JSON of the run: one link, or the run's name and a link per variant."""
+        if list(self.files) == [""]:
+            return self.link()
+        return f"{self.date} · {self.commit} · {self.machine}: " + ", ".join(
+            f"[{v}]({self.bench}/{self.stem}.{v}.json)" for v in sorted(self.files))
+
+
+def scan(root=RESULTS):
+    """{bench: [Run, newest first per machine]}, and the layout problems found."""
+    problems, runs = [], {}
+    for entry in sorted(os.listdir(root)):
+        path = os.path.join(root, entry)
+        if not os.path.isdir(path):
+            if entry != "README.md":
+                problems.append(f"{entry}: results go in a folder per benchmark, "
+                                f"<bench>/<date>-<commit>-<machine>.json")
+            continue
+        by_stem = {}
+        for name in sorted(os.listdir(path)):
+            m = NAME.match(name)
+            if not m:
+                problems.append(f"{entry}/{name}: not named <date>-<commit>-<machine>.json "
+                                f"(or .png, or .seed<N>.json)")
+                continue
+            key = (m["date"], m["commit"], m["machine"])
+            run = by_stem.setdefault(key, Run(entry, *key))
+            if m["ext"] == "png":
+                run.plots.append(name)
+                continue
+            try:
+                with open(os.path.join(path, name)) as f:
+                    run.files[m["variant"] or ""] = json.load(f)
+            except (OSError, ValueError) as e:
+                problems.append(f"{entry}/{name}: unreadable ({e})")
+        current = {}
+        for key in sorted(by_stem, reverse=True):  # newest date first
+            run = by_stem[key]
+            if not run.files:
+                problems.append(f"{entry}/{run.stem}.png: a plot without its JSON")
+            elif run.machine in current:
+                problems.append(f"{entry}/{run.stem}: superseded by {current[run.machine].stem} "
+                                f"(keep the current run only; git keeps the history)")
+            else:
+                current[run.machine] = run
+        if current:
+            runs[entry] = [current[m] for m in sorted(current)]
+    return runs, problems
+
+
+def machines(runs):
+    """{machine tag: description} from the JSON of its runs (the fullest record wins)."""
+    desc = {}
+    for bench in sorted(runs):
+        for run in runs[bench]:
+            for variant in sorted(run.files):
+                d = run.files[variant]
+                m = d.get("machine") if isinstance(d, dict) else None
+                text = ""
+                if isinstance(m, dict):
+                    cpu = m.get("cpu") if m.get("cpu") not in (None, "x86_64") else None
+                    threads = m.get("hardware_threads") or m.get("cpus")
+                    mem = m.get("memory_bytes")
+                    parts = [cpu, f"{threads} hardware threads" if threads else None,
+                             f"{mem / 2**30:.0f} GiB" if mem else None]
+                    cuda = m.get("cuda")
+                    if cuda and "[0]" in cuda:
+                        parts.append(cuda.split("; ", 1)[-1])
+                    text = ", ".join(p for p in parts if p)
+                elif isinstance(d, dict) and d.get("gpu"):
+                    text = d["gpu"]
+                if len(text) > len(desc.get(run.machine, "")):
+                    desc[run.machine] = text
+    return desc
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+def num(x, unit=""):
+    """A rate or size with a metric prefix: 47.07M, 6.07G, 812K."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return DASH
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f}{prefix}{unit}"
+    return f"{x:.3g}{unit}"
+
+
+def gbps(x):
+    if x is None:
+        return DASH
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    return f"{x:.3f}"
+
+
+def ratio(x, suffix=""):
+    return DASH if x is None else f"{x:.2f}{suffix}"
+
+
+def secs(x, unit=" s"):
+    if x is None:
+        return DASH
+    return f"{x:.3f}{unit}" if x < 1 else f"{x:.2f}{unit}" if x < 100 else f"{x:.0f}{unit}"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def plots_line(runs):
+    links = [f"[{r.bench}/{p}]({r.bench}/{p})" for r in runs for p in sorted(r.plots)]
+    return "Plots: " + ", ".join(links) + "." if links else ""
+
+
+def commands(runs):
+    lines = []
+    for r in runs:
+        for variant in sorted(r.files):
+            cmd = r.files[variant].get("command") if isinstance(r.files[variant], dict) else None
+            if cmd:
+                lines.append(f"- {r.link(variant)}: `{cmd}`")
+    return "Commands:\n\n" + "\n".join(lines) if lines else ""
+
+
+def section(title, intro, body, runs):
+    parts = [f"## {title}", intro.strip(), body.strip(), plots_line(runs), commands(runs)]
+    return "\n\n".join(p for p in parts if p)
+
+
+def select(runs, prefix, exclude=()):
+    return [r for b in sorted(runs) if b.startswith(prefix)
+            and not any(b.startswith(x) for x in exclude) for r in runs[b]]
+
+
+# ---- one table per benchmark --------------------------------------------------------------------
+
+def partition_section(runs):
+    rs = select(runs, "partition")
+    rows, cuts, gp = [], [], []
+    for r in rs:
+        d = r.data
+        for key in sorted(d.get("pipeline", {})):
+            p = d["pipeline"][key]
+            m = re.match(r"^(.*)-metis-(\d+)(-low-memory)?$", key)
+            case = f"{m[1]}, {m[2]} parts{', `--low-memory`' if m[3] else ''}" if m else key
+            rows.append([case, secs(p.get("metis_seconds")), secs(p.get("overhead_seconds")),
+                         ratio(p.get("overhead_over_metis"), "x"),
+                         ratio(p.get("floor", {}).get("over_metis"), "x"),
+                         ratio(p.get("peak_over_csr_plus_features"), "x"),
+                         f"{num(p.get('peak_rss_bytes'), 'B')}", r.link()])
+        for c in d.get("metis_vs_random", []):
+            cuts.append([c["graph"], c["parts"],
+                         f"{c['metis_edge_cut']:,} ({100 * c['metis_cut_fraction']:.1f}%)",
+                         f"{c['random_edge_cut']:,} ({100 * c['random_cut_fraction']:.1f}%)",
+                         ratio(c["metis_balance"]["node_balance"]),
+                         ratio(c["random_balance"]["node_balance"])])
+        for c in d.get("gpmetis_comparison", []) + ([d["gpmetis_rmat"]] if d.get("gpmetis_rmat")
+                                                     else []):
+            diff = c.get("relative_difference")
+            if diff is None and c.get("gpmetis_edge_cut"):
+                diff = c["tessera_edge_cut"] / c["gpmetis_edge_cut"] - 1
+            gp.append([c["case"], f"{c['tessera_edge_cut']:,}", f"{c['gpmetis_edge_cut']:,}",
+                       f"{100 * diff:+.1f}%", ratio(c.get("tessera_peak_over_csr"), "x"),
+                       ratio(c.get("gpmetis_peak_over_csr"), "x")])
+    body = table(["input", "METIS call", "everything else", "overhead / METIS",
+                  "floor / METIS", "peak RSS / (CSR + features)", "peak RSS", "run"], rows)
+    body += "\n\nEdge cut (undirected pairs cut) and node balance, METIS against random:\n\n"
+    body += table(["graph", "parts", "METIS cut", "random cut", "METIS node balance",
+                   "random node balance"], cuts)
+    body += ("\n\nTessera's METIS against Debian's `gpmetis` on the same graph with default "
+             "settings, in the same run (peak memory over the CSR size):\n\n")
+    body += table(["case", "Tessera cut", "gpmetis cut", "difference", "Tessera peak / CSR",
+                   "gpmetis peak / CSR"], gp)
+    intro = """
+`benchmarks/partition_bench.py`: `tessera partition` with a 1-hop halo on inputs symmetrized,
+deduplicated and without self loops, METIS as it is and with `--low-memory`. *Everything else*
+is the run's time outside the METIS call; the *floor* is what no partitioner of that input
+avoids, measured in the same run (a streaming inflate of the gzip input plus writing the
+output's bytes). Peak memory is the process's peak RSS over the size of the CSR and features.
+"""
+    return section("Partitioning", intro, body, rs)
+
+
+def sample_config(d):
+    g, p = d.get("graph", {}), d.get("params", {})
+    mode = ("weighted" if p.get("weighted") else "uniform") + (
+        ", with replacement" if p.get("replace") else "")
+    order = g.get("node_order") or "stored"
+    return [g.get("spec") or g.get("path") or DASH,
+            "[" + ",".join(str(f) for f in p.get("fanouts", [])) + "]", mode,
+            order, str(p.get("threads", DASH))]
+
+
+def sample_cpu_section(runs):
+    rs = select(runs, "sample-cpu-")
+    rows = []
+    for r in rs:
+        d = r.data
+        t, ref = d.get("tessera", {}), d.get("reference", {})
+        rounds = ref.get("round_ratios") or []
+        spread = f" ({min(rounds):.2f}–{max(rounds):.2f})" if rounds else ""
+        rows.append(sample_config(d) + [
+            num(t.get("edges_per_s")), num(t.get("edges_per_cpu_second")),
+            num(ref.get("tessera_edges_per_s")), num(ref.get("edges_per_s")),
+            ratio(d.get("ratio_per_core"), "x") + spread,
+            num(d.get("limit", {}).get("random_reads_per_s")), r.link()])
+    body = table(["graph", "fanouts", "mode", "node order", "threads", "edges/s (wall)",
+                  "edges per CPU-second", "Tessera in the ratio rounds", "reference edges/s",
+                  "ratio to the reference per core (single rounds)", "random reads/s (limit)",
+                  "run"], rows)
+    intro = """
+`tessera bench sample` on the CPU: multi-layer neighbor sampling with compaction into blocks,
+batch 1024, on the symmetrized graph of the first column. *Edges/s* and *edges per CPU-second* are the timed run's; the *ratio per core*
+compares Tessera with a plain single-threaded reference (std::mt19937, hash sets,
+`std::unordered_map` compaction) on the same batches in alternating rounds timed in thread CPU
+time, each side keeping its fastest round (the range of the single rounds in parentheses; runs
+without it timed one round). The *limit* is the random 8-byte reads per second the machine
+served from the graph's memory in the same run, with the same threads (docs/sampling.md).
+"""
+    return section("Sampling on the CPU", intro, body, rs)
+
+
+def sample_dgl_section(runs):
+    rs = select(runs, "sample-dgl-")
+    rows = []
+    for r in rs:
+        d = r.data
+        dgl = d.get("dgl", {})
+        peer = runs.get(r.bench.replace("sample-dgl-", "sample-cpu-"), [])
+        tessera = peer[0].data.get("tessera", {}) if peer else {}
+        t_rate = tessera.get("edges_per_s")
+        rows.append([d.get("graph", {}).get("path", DASH), str(d.get("params", {}).get("threads")),
+                     f"DGL {d.get('dgl_version')}, torch {d.get('torch_version')}",
+                     num(dgl.get("edges_per_s")), num(dgl.get("seeds_per_s")),
+                     num(t_rate), ratio(t_rate / dgl["edges_per_s"], "x") if t_rate else DASH,
+                     r.link(), peer[0].link() if peer else DASH])
+    body = table(["graph", "threads", "peer", "DGL edges/s (wall)", "DGL seeds/s",
+                  "Tessera edges/s (wall)", "Tessera / DGL", "DGL run", "Tessera run"], rows)
+    intro = """
+`benchmarks/dgl_sample_peer.py`: DGL's multi-layer CPU sampling as
+`dgl.dataloading.NeighborSampler.sample_blocks` does it (`dgl.sampling.sample_neighbors`, then
+`dgl.to_block`) on the same graph, exported once with `tessera generate rmat --scale 21
+--edge-factor 25` and read by both, [15,10,5], batch 1024, next to `tessera bench sample --graph
+<that export>` in the same minutes (the `sample-cpu-t<N>-<graph>` folder of the same thread
+count). The ratio is of the two wall-clock rates.
+"""
+    return section("Sampling against DGL", intro, body, rs)
+
+
+def sample_cuda_section(runs):
+    rs = select(runs, "sample-cuda-")
+    rows, sweep_rows = [], {}
+    for r in rs:
+        d = r.data
+        one, best, lim, tgt = d["one_stream"], d["best"], d["limit"], d.get("target", {})
+        placement = d["graph"].get("placement", DASH)
+        rows.append([placement, sample_config(d)[2],
+                     f"{num(one['edges_per_s'])} ({ratio(one['fraction_of_random_read_limit'])})",
+                     f"{num(best['edges_per_s'])} ({ratio(best['fraction_of_random_read_limit'])})",
+                     f"{best['batches_per_call']} per call, {best['streams']} stream(s)",
+                     num(lim.get("random_reads_per_s")), num(tgt.get("edges_per_s")),
+                     ratio(tgt.get("ratio_best"), "x"),
+                     "yes" if d.get("check", {}).get("bit_identical_to_cpu") else "no",
+                     r.link()])
+        for s in d.get("sweep", []):
+            sweep_rows.setdefault(s["batch_size"], {})[r.bench] = (
+                f"{num(s['one_stream']['edges_per_s'])} / {num(s['best']['edges_per_s'])}")
+    body = table(["graph in", "mode", "one stream, edges/s (of the limit)",
+                  "best, edges/s (of the limit)", "best configuration", "random reads/s (limit)",
+                  "target", "best / target", "bit-identical to the CPU twin", "run"], rows)
+    if sweep_rows:
+        benches = [r.bench for r in rs]
+        body += "\n\nBy batch size (seeds per batch), one stream / best configuration:\n\n"
+        body += table(["batch"] + benches,
+                      [[str(b)] + [sweep_rows[b].get(x, DASH) for x in benches]
+                       for b in sorted(sweep_rows)])
+    intro = """
+`tessera bench sample --device cuda` (scripts/gpu-check): the GPU sampler on `rmat:21,25`
+symmetrized, [15,10,5], batch 1024, the graph in HBM (`gpu`) or in pinned host memory read
+through UVA (`uva`). *One stream* is one blocking call per batch; *best* is the fastest of a
+search over batches per call and streams. The *limit* is a plain kernel's random reads of the
+placed adjacency in the same run (one read serves a sampled edge), and the fraction of it is
+given in parentheses; the target is the one the bench prints. Every run first checks its first
+batches against the CPU sampler bit for bit (docs/cuda.md).
+"""
+    return section("Sampling on the GPU", intro, body, rs)
+
+
+def gather_section(runs):
+    rs = select(runs, "gather-")
+    rows, probes = [], []
+    for r in rs:
+        d = r.data
+        where = f"{d.get('device')}, {d.get('placement')}"
+        for x in d.get("results", []):
+            rows.append([where, x["row_bytes"], gbps(x["gather_gbps"]), d.get("bound", DASH),
+                         gbps(x["bound_gbps"]), ratio(x["fraction_of_bound"]), r.link()])
+        for p in d.get("probes", []):
+            probes.append([where, p["name"], p["row_bytes"], f"{p['source_bytes'] / 2**20:.0f} MiB",
+                           gbps(p["gather_gbps"]), ratio(p["fraction_of_bound"])])
+    body = table(["device, placement", "row bytes", "gather GB/s", "bound", "bound GB/s",
+                  "fraction of the bound", "run"], rows)
+    if probes:
+        body += ("\n\nProbes (`--probe`): variants of the small-row gathers, each against the "
+                 "same bound:\n\n")
+        body += table(["device, placement", "variant", "row bytes", "source", "GB/s",
+                       "fraction of the bound"], probes)
+    intro = """
+`tessera bench gather`: random rows of a table gathered into a batch (uniform random int64
+indices; payload = batch × row bytes; 1 GB = 1e9 bytes), next to the bound measured in the
+same process on the same payload: a parallel memcpy on the CPU, a device-to-device
+`cudaMemcpy` for rows in HBM, a pinned host-to-device `cudaMemcpy` for rows read through UVA.
+"""
+    return section("Feature gather", intro, body, rs)
+
+
+def dist_gather_section(runs):
+    rs = select(runs, "dist-gather-")
+    rows = []
+    for r in rs:
+        d = r.data
+        by = {}
+        for x in d.get("results", []):
+            by.setdefault(x["row_bytes"], {})[x["path"]] = x
+        for size in sorted(by):
+            get, req = by[size].get("get", {}), by[size].get("request", {})
+            rows.append([d.get("ucx_tls", DASH), d.get("world_size", DASH), size,
+                         gbps(get.get("one_reader", {}).get("gb_per_s")),
+                         gbps(get.get("perftest_ucp_get_gb_per_s")),
+                         ratio(get.get("ratio_one_reader_vs_perftest")),
+                         gbps(req.get("one_reader", {}).get("gb_per_s")),
+                         gbps(get.get("all_readers", {}).get("gb_per_s")),
+                         gbps(get.get("local_gather_gb_per_s")), r.link()])
+    body = table(["UCX_TLS", "ranks", "row bytes", "get, one reader GB/s",
+                  "ucx_perftest ucp_get GB/s", "get / perftest", "request, one reader GB/s",
+                  "get, all readers GB/s", "local gather GB/s", "run"], rows)
+    intro = """
+`tessera bench dist-gather` under `tessera launch` (`benchmarks/dist_gather.sh`): batches of
+10,000 random rows owned by other ranks read through a `DistTensor`, by one-sided gets or by
+one request per owner; *one reader* is rank 0 reading from rank 1 while the others idle, *all
+readers* every rank at once (sum). Next to it, in the same run: `ucx_perftest -t ucp_get` on the
+same `UCX_TLS` with as many gets in flight as a batch has rows, and a local gather of the same
+batch (the memory-copy bound; over shared memory the fair one, as perftest re-reads one
+cache-resident buffer).
+"""
+    return section("Distributed gather", intro, body, rs)
+
+
+def train_gpu_section(runs):
+    rs = select(runs, "train-", exclude=("train-cpu-",))
+    rows, split_rows = [], []
+    for r in rs:
+        d = r.data
+        sp = d["splits"][sorted(d["splits"])[0]]
+        hist = sp.get("history", [])
+        later = [h["seconds"] for h in hist[1:]]
+        epoch = (f"{secs(hist[0]['seconds'])}; then {secs(min(later), '')}–{secs(max(later))}"
+                 if later else secs(hist[0]["seconds"]) if hist else DASH)
+        load = d.get("load", {})
+        rows.append([r.bench, os.path.basename(os.path.normpath(d.get("dataset", ""))),
+                     d.get("ranks"), d.get("gpu", DASH), f"{d.get('metric')} {d.get('mean'):.2f}",
+                     hist[0].get("steps", DASH) if hist else DASH, epoch,
+                     secs(sp.get("inference_seconds")),
+                     f"{secs(load.get('seconds'))} ({secs(load.get('files_seconds'))})",
+                     gbps(d.get("copy_bound_gbps")), sp.get("grad_sync", DASH), r.link()])
+        if later:
+            keys = list(hist[1]["split"])
+            mean = {k: statistics.fmean(h["split"][k] for h in hist[1:]) for k in keys}
+            split_rows.append([r.bench] + [secs(mean[k]) for k in keys] + [
+                secs(statistics.fmean(h.get("loader_sampling", 0) for h in hist[1:])),
+                secs(statistics.fmean(h.get("loader_gathering", 0) for h in hist[1:]))])
+            split_keys = keys
+    body = table(["run", "dataset", "ranks", "GPU", "test metric", "steps per epoch",
+                  "epoch time (first; later epochs)", "inference", "load (its files)",
+                  "D2D copy GB/s", "gradient sync", "file"], rows)
+    if split_rows:
+        body += ("\n\nWhere an epoch's time went after the first epoch (mean per epoch; the "
+                 "loader's sampling and gathering run on its own threads and streams, "
+                 "overlapped with training):\n\n")
+        body += table(["run"] + [k.replace("_", " ") for k in split_keys]
+                      + ["loader sampling", "loader gathering"], split_rows)
+    intro = """
+`python/examples/train_sage.py --device cuda` (scripts/gpu-check, phase `train`): GraphSAGE
+with every step on the GPU (docs/gpu-training.md). `products` is the products-like R-MAT graph
+the phase generates (`tessera generate rmat --scale 21 --edge-factor 25 --feat-dim 100
+--num-classes 47`) trained as in its `args` (3 layers, hidden 256, [15,10,5], batch 1024); Cora and Tolokers use the presets of `train_sage.py`, and Cora also
+runs on 2 ranks sharing the GPU. The test metric is accuracy (%) or ROC-AUC (×100) at the best
+validation epoch; *load* is loading and placing the partition, next to reading its files.
+"""
+    return section("Training on the GPU", intro, body, rs)
+
+
+def train_cpu_section(runs):
+    rs = select(runs, "train-cpu-", exclude=("train-cpu-summary",))
+    rows = []
+    for r in rs:
+        tests, metric, ranks, epochs, name = [], None, None, None, None
+        for variant in sorted(r.files):
+            d = r.files[variant]
+            metric, ranks = d["metric"], d.get("ranks", 1)
+            name = os.path.basename(os.path.normpath(d["dataset"]))
+            epochs = d.get("args", {}).get("epochs")
+            tests += [float(s["test_at_best"]) for s in d["splits"].values()]
+        std = statistics.pstdev(tests) if len(tests) > 1 else 0.0
+        rows.append([name, ranks, metric, f"{statistics.fmean(tests):.2f} ± {std:.2f}",
+                     len(tests), epochs, r.links()])
+    body = table(["dataset", "ranks", "metric", "test, mean ± std", "runs × splits", "epochs",
+                  "runs"], rows)
+    intro = """
+`python -m tessera launch --nproc-per-node P -- python3 python/examples/train_sage.py --dataset D
+--seed S` on CPU ranks (UCX over shared memory): P ranks train GraphSAGE on a P-part METIS
+partitioning, each sampling remote neighborhoods and reading remote features through the other
+ranks, gradients averaged after every step; `--batch-size` is the global batch. Cora: Planetoid
+split, test accuracy (%) at the best validation epoch over 5 seeds; Tolokers: ROC-AUC (×100)
+over its 10 splits. These runs recorded neither the commit nor the machine.
+"""
+    return section("Distributed training on CPU ranks", intro, body,
+                   rs + select(runs, "train-cpu-summary"))
+
+
+def link_section(runs):
+    rs = select(runs, "link-")
+    rows = []
+    for r in rs:
+        d = r.data
+        t, last, rnd = d["test"], d["test_last_epoch"], d["random_baseline"]["test"]
+        sp = d.get("split", {})
+        split = f"{sp.get('train_edges')} / {sp.get('val_edges')} / {sp.get('test_edges')}"
+        rows.append([d.get("ranks", 1), split, f"{t['roc_auc']:.3f}", f"{t['hits@50']:.3f}",
+                     d.get("best_epoch"), f"{last['roc_auc']:.3f} / {last['hits@50']:.3f}",
+                     f"{rnd['roc_auc']:.3f} / {rnd['hits@50']:.3f}",
+                     f"{statistics.fmean(h['seconds'] for h in d['history']):.2f} s", r.link()])
+    body = table(["ranks", "edges train / val / test", "test ROC-AUC", "test Hits@50", "best epoch",
+                  "last epoch, ROC-AUC / Hits@50", "random scores, ROC-AUC / Hits@50",
+                  "epoch time", "run"], rows)
+    intro = """
+`python/examples/train_link.py --dataset data/cora --epochs 40 --threads 1`: GraphSAGE (2
+layers, 128, fanouts 10,10) with an MLP scorer on held-out Cora edges (split by seed 0; only
+the training edges form the graph), against as many sampled non-edges; Hits@50 is OGB's. Test figures are those of the epoch with the best
+validation ROC-AUC; the random baseline scores the same pairs.
+"""
+    return section("Link prediction", intro, body, rs)
+
+
+SECTIONS = [  # (folder prefix, renderer), in README order
+    ("partition", partition_section),
+    ("sample-cpu-", sample_cpu_section),
+    ("sample-dgl-", sample_dgl_section),
+    ("sample-cuda-", sample_cuda_section),
+    ("gather-", gather_section),
+    ("dist-gather-", dist_gather_section),
+    ("train-cpu-", train_cpu_section),
+    ("train-", train_gpu_section),
+    ("link-", link_section),
+]
+
+PREFACE = """\
+# Benchmark results
+
+<!-- Generated by benchmarks/results_table.py from the JSON files in this folder; edit that
+     script, not this file. CI fails when the two differ. -->
+
+The current figures of every benchmark, one table per benchmark, each figure read from the
+result JSON linked in its row. Every JSON records the command, the commit and the machine that
+produced it, and each figure sits next to the limit or peer it is measured against in the same
+run.
+
+**Layout.** `<bench>/<date>-<commit>-<machine>.json`: one folder per benchmark and
+configuration, the current run only (history is in git), plots beside their JSON under the same
+name. `tessera bench ... --results benchmarks/results` and `scripts/gpu-check` write there; other
+scripts say where in their usage. A commit ending in `-dirty` ran with modified tracked files;
+where a JSON did not record its date, the name carries the day the result was committed, and
+where it did not record the commit or the machine, `unknown`. After adding or replacing a result:
+
+```sh
+python3 benchmarks/results_table.py          # rewrites this file
+python3 benchmarks/results_table.py --check  # what CI runs (tests/python/test_results_table.py)
+```
+"""
+
+
+def render(root=RESULTS):
+    runs, problems = scan(root)
+    known = [prefix for prefix, _ in SECTIONS]
+    for bench in sorted(runs):
+        if not any(bench.startswith(p) for p in known):
+            problems.append(f"{bench}: no table for this benchmark in benchmarks/results_table.py")
+    parts = [PREFACE.rstrip()]
+    desc = machines(runs)
+    if desc:
+        parts.append("**Machines.** " + "; ".join(
+            f"`{tag}`: {desc[tag] or 'not recorded'}" for tag in sorted(desc)) + ".")
+    done = set()
+    for prefix, renderer in SECTIONS:
+        benches = [b for b in runs if b.startswith(prefix) and b not in done]
+        if prefix == "train-":
+            benches = [b for b in benches if not b.startswith("train-cpu-")]
+        if not benches:
+            continue
+        done.update(benches)
+        parts.append(renderer(runs))
+    return "\n\n".join(parts) + "\n", problems
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true",
+                    help="compare with the committed README and check the layout; write nothing")
+    ap.add_argument("--results", default=RESULTS, help="the results folder (default: %(default)s)")
+    a = ap.parse_args(argv)
+    readme = os.path.join(a.results, "README.md")
+    text, problems = render(a.results)
+    for p in problems:
+        print(f"results_table: {p}", file=sys.stderr)
+    if a.check:
+        try:
+            with open(readme) as f:
+                old = f.read()
+        except OSError:
+            old = ""
+        if old != text:
+            diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "README.md (committed)",
+                                        "README.md (generated)", lineterm="", n=1)
+            print("\n".join(list(diff)[:60]), file=sys.stderr)
+            print(f"results_table: {readme} is out of date: run python3 "
+                  "benchmarks/results_table.py", file=sys.stderr)
+            return 1
+        return 1 if problems else 0
+    tmp = readme + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, readme)
+    print(f"wrote {os.path.relpath(readme)}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""benchmarks/results_table.py: the committed benchmarks/results/README.md is the one the script
+writes from the committed JSON, and its check catches a stale README, a superseded run and a
+result outside the layout."""
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "results_table.py"
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_committed_readme_is_generated():
+    r = run("--check")
+    assert r.returncode == 0, r.stderr
+
+
+def small_copy(tmp_path):
+    """Two benchmarks of the committed results, with their README written."""
+    root = tmp_path / "results"
+    for bench in ("sample-cpu-t1", "gather-cpu"):
+        shutil.copytree(RESULTS / bench, root / bench)
+    r = run("--results", root)
+    assert r.returncode == 0, r.stderr
+    r = run("--check", "--results", root)
+    assert r.returncode == 0, r.stderr
+    return root
+
+
+def test_check_fails_on_a_stale_readme(tmp_path):
+    root = small_copy(tmp_path)
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("| 4096 |", "| 4097 |", 1))
+    r = run("--check", "--results", root)
+    assert r.returncode == 1
+    assert "out of date" in r.stderr and "4097" in r.stderr
+
+
+def test_check_fails_on_a_superseded_run(tmp_path):
+    root = small_copy(tmp_path)
+    current = sorted((root / "gather-cpu").glob("*.json"))[-1]
+    shutil.copy(current, root / "gather-cpu" / ("2000-01-01-abcdef1-" + current.name[19:]))
+    r = run("--check", "--results", root)
+    assert r.returncode == 1
+    assert "2000-01-01-abcdef1" in r.stderr and "superseded" in r.stderr
+
+
+def test_check_fails_on_a_flat_or_misnamed_result(tmp_path):
+    root = small_copy(tmp_path)
+    shutil.copy(sorted((root / "gather-cpu").glob("*.json"))[-1], root / "gather_cpu_s3.json")
+    (root / "gather-cpu" / "latest.json").write_text("{}")
+    r = run("--check", "--results", root)
+    assert r.returncode == 1
+    assert "gather_cpu_s3.json: results go in a folder" in r.stderr
+    assert "gather-cpu/latest.json: not named" in r.stderr
+
+
+def test_every_benchmark_needs_a_table(tmp_path):
+    root = small_copy(tmp_path)
+    shutil.copytree(root / "gather-cpu", root / "newbench")
+    r = run("--check", "--results", root)
+    assert r.returncode == 1
+    assert "newbench: no table" in r.stderr
