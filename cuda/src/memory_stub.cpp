@@ -198,14 +198,5 @@ double random_read_rate(const void*, int64_t, int, bool, int) {
   require_cuda("random read bench");
   return 0;
 }
-double copy_bandwidth_gbps(size_t, bool, int) {
-  require_cuda("copy bandwidth");
-  return 0;
-}
-GatherBenchResult bench_gather_device(const void*, int64_t, int64_t, int64_t, bool, int, int,
-                                      uint64_t) {
-  require_cuda("bench gather");
-  return {};
-}
 
 }  // namespace tessera::cuda

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_device.hpp"
 #include "bench_util.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
@@ -104,8 +105,7 @@ Row run_cuda(int64_t rb, int64_t rows, int64_t n, bool uva, const GatherArgs& a)
     cuda::synchronize(nullptr);
     src = dev.data();
   }
-  const cuda::GatherBenchResult g =
-      cuda::bench_gather_device(src, rows, rb, n, uva, a.warmup, a.iters, a.seed);
+  const GatherBenchResult g = bench_gather_device(src, rows, rb, n, uva, a.warmup, a.iters, a.seed);
   return {rb, rows, n, g.gather_ms, g.bound_ms, g.gather_gbps, g.bound_gbps};
 }
 

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench_device.hpp"
 #include "bench_sample.hpp"
 #include "bench_util.hpp"
 #include "tessera/core/error.hpp"
@@ -308,7 +309,7 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   const double reads_s =
       g.num_edges() > 0 ? cuda::random_read_rate(adj, g.num_edges(), edge_bytes, uva, 5) : 0;
   const size_t bound_bytes = size_t{256} << 20;
-  const double bound_gbps = cuda::copy_bandwidth_gbps(bound_bytes, uva, 10);
+  const double bound_gbps = copy_bandwidth_gbps(bound_bytes, uva, 10);
   timer.end();
   fmt::print(
       "limit:     {} random {}-byte reads/s of the placed adjacency ({}); memcpy {} "

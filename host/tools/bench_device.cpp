@@ -1,36 +1,34 @@
 // The GPU side of `tessera bench gather`: CUDA events around each run, warm-up, an L2 flush
 // before every timed run, medians; the bound is a cudaMemcpyAsync of the same payload measured
 // in the same process (D2D for HBM, pinned H2D for UVA).
+#include "bench_device.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
 
-#include "tessera/cuda/check.cuh"
+#include "bench_util.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
 
-namespace tessera::cuda {
+namespace tessera::tools {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // The source of a copy bound: `bytes` of pinned host memory (`pinned`) or of device memory,
 // filled with a pattern (the device fill is enqueued on `stream`).
 struct BoundSource {
-  DeviceBuffer dev;
-  PinnedBuffer host;
-  BoundSource(size_t bytes, bool pinned, StreamHandle stream) {
+  cuda::DeviceBuffer dev;
+  cuda::PinnedBuffer host;
+  BoundSource(size_t bytes, bool pinned, cuda::StreamHandle stream) {
     if (pinned) {
-      host = PinnedBuffer(bytes);
+      host = cuda::PinnedBuffer(bytes);
       std::fill_n(static_cast<unsigned char*>(host.data()), bytes, 0x5a);
     } else {
-      dev = DeviceBuffer(bytes);
-      memset_async(dev.data(), 0x5a, bytes, stream);
+      dev = cuda::DeviceBuffer(bytes);
+      cuda::memset_async(dev.data(), 0x5a, bytes, stream);
     }
   }
   const void* data() const { return host.data() ? host.data() : dev.data(); }
@@ -40,31 +38,32 @@ struct BoundSource {
 
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed) {
-  require_cuda("bench gather");
+  cuda::require_cuda("bench gather");
   TESSERA_EXPECTS(src_rows > 0 && row_bytes > 0 && n > 0 && iters > 0, ValueError,
                   "bench gather: need rows, row bytes, batch and iterations > 0 (got {}, {}, "
                   "{}, {})",
                   src_rows, row_bytes, n, iters);
-  Stream stream;
+  cuda::Stream stream;
   const size_t payload = static_cast<size_t>(n) * static_cast<size_t>(row_bytes);
 
   std::vector<int64_t> h_idx(static_cast<size_t>(n));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> pick(0, src_rows - 1);
-  for (auto& x : h_idx)
+  for (auto& x : h_idx) {
     x = pick(rng);
-  DeviceBuffer idx(h_idx.size() * sizeof(int64_t));
-  copy_async(idx.data(), h_idx.data(), idx.size(), stream.get());
-  DeviceBuffer out(payload);
+  }
+  cuda::DeviceBuffer idx(h_idx.size() * sizeof(int64_t));
+  cuda::copy_async(idx.data(), h_idx.data(), idx.size(), stream.get());
+  cuda::DeviceBuffer out(payload);
   // Flushing twice the L2 size through a memset evicts the gathered rows between runs.
-  DeviceBuffer flush(2 * l2_cache_bytes());
+  cuda::DeviceBuffer flush(2 * cuda::l2_cache_bytes());
   // The bound's source: a contiguous buffer of the same kind and size as the payload.
   const BoundSource bound_buf(payload, uva, stream.get());
   const void* bound_src = bound_buf.data();
 
-  Event start, stop;
+  cuda::Event start, stop;
   auto time_one = [&](auto&& body) {
-    memset_async(flush.data(), 0, flush.size(), stream.get());
+    cuda::memset_async(flush.data(), 0, flush.size(), stream.get());
     start.record(stream.get());
     body();
     stop.record(stream.get());
@@ -72,10 +71,10 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
     return static_cast<double>(stop.elapsed_ms_since(start));
   };
   auto gather = [&] {
-    gather_rows_impl(src, src_rows, row_bytes, idx.data(), IndexType::kInt64, n, out.data(),
-                     nullptr, stream.get());
+    cuda::gather_rows_impl(src, src_rows, row_bytes, idx.data(), cuda::IndexType::kInt64, n,
+                           out.data(), nullptr, stream.get());
   };
-  auto bound = [&] { copy_async(out.data(), bound_src, payload, stream.get()); };
+  auto bound = [&] { cuda::copy_async(out.data(), bound_src, payload, stream.get()); };
 
   for (int i = 0; i < warmup; ++i) {
     gather();
@@ -97,19 +96,19 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
 }
 
 double copy_bandwidth_gbps(size_t bytes, bool pinned_h2d, int iters) {
-  require_cuda("copy bandwidth");
+  cuda::require_cuda("copy bandwidth");
   TESSERA_EXPECTS(bytes > 0 && iters > 0, ValueError,
                   "copy bandwidth: need bytes and iterations > 0 (got {}, {})", bytes, iters);
-  Stream stream;
-  DeviceBuffer dst(bytes);
+  cuda::Stream stream;
+  cuda::DeviceBuffer dst(bytes);
   const BoundSource src_buf(bytes, pinned_h2d, stream.get());
   const void* src = src_buf.data();
-  copy_async(dst.data(), src, bytes, stream.get());  // warm-up
-  Event start, stop;
+  cuda::copy_async(dst.data(), src, bytes, stream.get());  // warm-up
+  cuda::Event start, stop;
   std::vector<double> gbps;
   for (int i = 0; i < iters; ++i) {
     start.record(stream.get());
-    copy_async(dst.data(), src, bytes, stream.get());
+    cuda::copy_async(dst.data(), src, bytes, stream.get());
     stop.record(stream.get());
     stop.synchronize();
     gbps.push_back(static_cast<double>(bytes) / (1e6 * stop.elapsed_ms_since(start)));
@@ -117,4 +116,4 @@ double copy_bandwidth_gbps(size_t bytes, bool pinned_h2d, int iters) {
   return median(gbps);
 }
 
-}  // namespace tessera::cuda
+}  // namespace tessera::tools
