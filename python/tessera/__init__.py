@@ -12,8 +12,8 @@ except ImportError:  # torch is optional: only training needs it
 from . import _C
 from ._C import NotCompiledError, PartitionBook, set_num_threads, num_threads
 from ._runtime import exit_client, get_rank, get_world_size, initialize, is_initialized
-from .dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBook,
-                   NodePartitionPolicy, edge_split, node_split)
+from ._dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBook,
+                    NodePartitionPolicy, edge_split, node_split)
 from .partition import (graph_from_arrays, load_dataset, load_partition_config,
                         partition_graph, validate_partitions)
 from . import dataloading, distributed, ops

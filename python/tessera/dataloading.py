@@ -13,7 +13,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from . import _C
+from . import _C, _runtime
+from ._collectives import all_gather_object
+from ._dist import _TORCH_DTYPES
 from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
 
 __all__ = ["NID", "EID", "NeighborSampler", "Block", "PairGraph", "NodeDataLoader",
@@ -504,11 +506,7 @@ class _LoaderBase:
         self.num_workers = int(num_workers)
         if seed is None:
             seed = int(np.random.default_rng().integers(0, 2**31))
-            from . import _runtime
-
             if _runtime.get_world_size() > 1:  # loader creation is collective: take rank 0's
-                from .distributed import all_gather_object
-
                 seed = all_gather_object(seed)[0]
         self.seed = int(seed)
         if not 0 <= self.seed < 2**32:
@@ -696,8 +694,6 @@ def _row_bytes(t) -> int:
 def _rows_of(raw, t, rows: int, device):
     """A device batch's uint8 [rows, row_bytes] rows of DistTensor ``t`` viewed as ``t``'s dtype
     and row shape (no copy); an empty tensor of that shape when there are none."""
-    from .dist import _TORCH_DTYPES
-
     dtype = _TORCH_DTYPES[np.dtype(t._dtype)]
     shape = (rows,) + tuple(int(d) for d in t.shape[1:])
     if raw is None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import _C, _runtime
 from ._tensor import device_of, require_torch, to_numpy_ids
-from .dist import DistTensor, _fill_local, _PartitionPolicy
+from ._dist import DistTensor, _fill_local, _PartitionPolicy
 
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
 

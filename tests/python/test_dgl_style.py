@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-import tessera.dist
+import tessera._dist
 from conftest import CORA, REPO, requires_torch, tessera
 from test_distributed import SCRIPTS, launch
 
@@ -98,7 +98,7 @@ def test_dist_tensor_default_policy_errors(tmp_path, monkeypatch):
     t = tessera.DistTensor((4, 2), torch.float32, "ring-t",
                            part_policy=g.get_node_partition_policy())
     assert t.shape == (4, 2)
-    monkeypatch.setattr(tessera.dist, "_default_book", None)
+    monkeypatch.setattr(tessera._dist, "_default_book", None)
     with pytest.raises(ValueError, match="no DistGraph was created"):
         tessera.DistTensor((4, 2), torch.float32, "ring-u")
 

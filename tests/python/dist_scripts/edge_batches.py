@@ -34,8 +34,8 @@ def main() -> int:
     if a.global_order:
         eids = np.arange(e, dtype=np.int64)
     else:
-        eids = np.asarray(tessera.dist.edge_split(np.arange(e, dtype=np.int64),
-                                                  g.get_partition_book()))
+        eids = np.asarray(tessera.distributed.edge_split(np.arange(e, dtype=np.int64),
+                                                         g.get_partition_book()))
     rev = symmetrized_reverse_eids(g)
     loader = tessera.DistEdgeDataLoader(
         g, eids, tessera.NeighborSampler([10, 5]), batch_size=a.batch_size, shuffle=True,

@@ -1,0 +1,185 @@
+"""Collectives of a data-parallel training loop over Tessera's transport (no torch.distributed
+process group needed), and the choice between them and torch's DDP. Public as
+``tessera.distributed.all_reduce`` etc.; here so that the loaders can use them without importing
+the public namespace (which imports the loaders).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._runtime import get_rank, get_world_size, runtime
+from ._tensor import HAVE_TORCH, torch
+
+
+def all_reduce(x, op: str = "sum"):
+    """Reduces ``x`` (a contiguous NumPy array or torch tensor) in place over all ranks and
+    returns it. Every rank gets the same bits (the reduction runs in rank order). A tensor on a
+    GPU is copied to the host, reduced there by the host transport and copied back in place.
+    Collective; a no-op in a world of one."""
+    if get_world_size() == 1:
+        return x
+    if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+        if not x.is_contiguous():
+            raise TypeError("all_reduce: expected a contiguous tensor")
+        host = x.detach().cpu()
+        runtime().all_reduce(host.numpy(), op)
+        with torch.no_grad():
+            x.copy_(host)
+        return x
+    arr = x.numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
+    if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
+        raise TypeError("all_reduce: expected a C-contiguous CPU array or tensor")
+    runtime().all_reduce(arr, op)
+    return x
+
+
+def all_gather_object(obj) -> list:
+    """Every rank's ``obj`` (picklable), in rank order. Collective."""
+    import pickle
+
+    if get_world_size() == 1:
+        return [obj]
+    return [pickle.loads(b) for b in runtime().all_gather_bytes(pickle.dumps(obj))]
+
+
+def _flat(tensors):
+    return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.zeros(0)
+
+
+def all_reduce_gradients(module, average: bool = True) -> None:
+    """Sums (or averages) the gradients of ``module``'s parameters over all ranks in one
+    all-reduce: synchronous data parallelism, as DDP's gradient all-reduce. A parameter without
+    a gradient on this rank contributes zeros. Collective; a no-op in a world of one."""
+    world = get_world_size()
+    if world == 1:
+        return
+    params = [p for p in module.parameters() if p.requires_grad]
+    grads = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in params]
+    wide = any(g.dtype == torch.float64 for g in grads)  # reduce in the widest dtype present
+    # The transport reduces host memory (UCX / the CPU backend; no device transport is used
+    # here), so gradients on a GPU are copied to the host in one flat buffer and back into each
+    # parameter's .grad on its device below. On the CPU .cpu() is the tensor itself.
+    flat = _flat(grads).to(torch.float64 if wide else torch.float32).cpu().contiguous()
+    runtime().all_reduce(flat.numpy(), "sum")
+    if average:
+        flat /= world
+    offset = 0
+    for p in params:
+        n = p.numel()
+        g = flat[offset:offset + n].view_as(p).to(device=p.device, dtype=p.dtype)
+        if p.grad is None:
+            p.grad = g.clone()
+        else:
+            p.grad.copy_(g)
+        offset += n
+
+
+def broadcast_parameters(module, src: int = 0) -> None:
+    """Makes every rank's parameters and buffers equal to rank ``src``'s (bitwise). Collective;
+    a no-op in a world of one."""
+    if get_world_size() == 1:
+        return
+    tensors = list(module.parameters()) + list(module.buffers())
+    with torch.no_grad():
+        # The bytes of every tensor (any dtype), summed as int64 with zeros from the other
+        # ranks: an integer x + 0 + ... + 0 is x for every bit pattern, whereas a float sum
+        # turns -0.0 into +0.0 and float32 only would skip float64, int and bool tensors.
+        raw = [t.detach().cpu().contiguous().reshape(-1).view(torch.uint8) for t in tensors]
+        nbytes = sum(r.numel() for r in raw)
+        buf = torch.zeros(-(-nbytes // 8) * 8, dtype=torch.uint8)
+        if get_rank() == src and nbytes:
+            buf[:nbytes].copy_(torch.cat(raw))
+        runtime().all_reduce(buf.view(torch.int64).numpy(), "sum")
+        offset = 0
+        for t, r in zip(tensors, raw):
+            n = r.numel()
+            t.copy_(buf[offset:offset + n].clone().view(t.dtype).view(t.shape))
+            offset += n
+
+
+def gradient_sync_mode(device, choice: str = "auto") -> str:
+    """How a data-parallel trainer on ``device`` all-reduces its gradients: ``"ddp"`` (torch's
+    DistributedDataParallel: buckets all-reduced while the backward pass runs, over NCCL on
+    GPUs and gloo on CPUs) or ``"host"`` (``all_reduce_gradients`` after the backward pass,
+    over Tessera's host transport: deterministic, the same bits on every rank). ``auto`` takes
+    ddp when every rank of the node has a GPU of its own (NCCL refuses two ranks on one GPU)
+    and host otherwise (CPU ranks, ranks sharing a GPU). ``"none"`` in a world of one."""
+    if get_world_size() == 1:
+        return "none"
+    if choice not in ("auto", "ddp", "host"):
+        raise ValueError(f"gradient sync must be auto, ddp or host, got {choice!r}")
+    if choice != "auto":
+        return choice
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return "host"
+    import os
+
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", get_world_size()))
+    if not torch.distributed.is_nccl_available() or local > torch.cuda.device_count():
+        return "host"
+    return "ddp"
+
+
+class CommTimer:
+    """Times the all-reduces of a DistributedDataParallel model (a communication hook that
+    averages each bucket, as DDP's default, and records CUDA events around it; on the CPU,
+    wall time). ``seconds()`` sums what was recorded since the last call (synchronizes)."""
+
+    def __init__(self, model, world: int):
+        self.world = world
+        self.spans = []
+        self.cuda = next(model.parameters()).is_cuda
+        model.register_comm_hook(None, self._hook)
+
+    def _hook(self, state, bucket):
+        import time
+
+        import torch.distributed as tdist
+
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+        else:
+            start = time.perf_counter()
+        buf = bucket.buffer().div_(self.world)
+        fut = tdist.all_reduce(buf, async_op=True).get_future()
+
+        def done(f):
+            if self.cuda:
+                end = torch.cuda.Event(enable_timing=True)
+                end.record()
+                self.spans.append((start, end))
+            else:
+                self.spans.append((start, time.perf_counter()))
+            return f.value()[0]
+
+        return fut.then(done)
+
+    def seconds(self) -> float:
+        total = 0.0
+        if self.cuda and self.spans:
+            self.spans[-1][1].synchronize()
+        for a, b in self.spans:
+            total += a.elapsed_time(b) / 1000.0 if self.cuda else b - a
+        self.spans.clear()
+        return total
+
+
+def data_parallel(model, device, mode: str):
+    """``model`` wrapped for ``mode`` (gradient_sync_mode): DistributedDataParallel over a
+    torch.distributed process group of this job (NCCL on a GPU, gloo on the CPU; joined from
+    the environment ``initialize()`` exported), else ``model`` itself."""
+    if mode != "ddp":
+        return model
+    import torch.distributed as tdist
+
+    dev = torch.device(device)
+    if not tdist.is_initialized():
+        if dev.type == "cuda":
+            tdist.init_process_group("nccl", device_id=dev)
+        else:
+            tdist.init_process_group("gloo")
+    ids = [dev.index] if dev.type == "cuda" else None
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids,
+                                                     gradient_as_bucket_view=True)

@@ -1,0 +1,733 @@
+"""DistGraph, DistTensor, the partition book and node_split (DGL's ``dgl.distributed``).
+
+Two modes, one API:
+
+* **distributed** (the partitioning has one partition per process: a job of P ranks under
+  ``tessera launch`` / torchrun, or one process with a 1-part partitioning): rank r loads
+  partition r into the C++ runtime; ``DistTensor`` reads and writes go to the owning rank
+  (one batched request or one-sided get per owner), sampling of remote nodes is answered by
+  their owners, and everything is keyed so that results equal the unpartitioned graph's.
+* **simulated** (one process, a P-part partitioning with P > 1): the process serves every
+  partition itself (memory-mapped) and samples the union of their inner edges, which is the
+  relabelled global graph. Useful to inspect a partitioning or to run P trainers in one
+  process.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+
+from . import _C, _runtime
+from ._tensor import (HAVE_TORCH, as_tensor, cuda_stream_of, device_of, on_device_of,
+                      to_numpy_ids, torch)
+
+__all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
+           "EdgePartitionPolicy", "node_split", "edge_split"]
+
+
+class GraphPartitionBook:
+    """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook)."""
+
+    def __init__(self, book: "_C.PartitionBook", part_id: int = 0, distributed: bool = False):
+        self._book = book
+        self._part_id = part_id
+        # True when the book is a distributed-mode DistGraph's: tensors over its policies live
+        # in the C++ runtime, one partition per rank.
+        self.distributed = bool(distributed)
+
+    @property
+    def partid(self) -> int:
+        """The partition this process serves (0 in standalone mode)."""
+        return self._part_id
+
+    def num_partitions(self) -> int:
+        return int(self._book.num_parts)
+
+    def nid2partid(self, nids):
+        return on_device_of(self._book.nid2part(to_numpy_ids(nids, "nids")).astype(np.int64),
+                            nids)
+
+    def eid2partid(self, eids):
+        return on_device_of(self._book.eid2part(to_numpy_ids(eids, "eids")).astype(np.int64),
+                            eids)
+
+    def partid2nids(self, partid: int):
+        lo, hi = self._book.node_range(partid)
+        return as_tensor(np.arange(lo, hi, dtype=np.int64))
+
+    def partid2eids(self, partid: int):
+        lo, hi = self._book.edge_range(partid)
+        return as_tensor(np.arange(lo, hi, dtype=np.int64))
+
+    def node_range(self, partid: int) -> tuple[int, int]:
+        return tuple(self._book.node_range(partid))
+
+    def edge_range(self, partid: int) -> tuple[int, int]:
+        return tuple(self._book.edge_range(partid))
+
+    def nid2localnid(self, nids, partid: int):
+        ids = to_numpy_ids(nids, "nids")
+        lo, hi = self._book.node_range(partid)
+        if ids.size and (ids.min() < lo or ids.max() >= hi):
+            raise IndexError(f"nid2localnid: some IDs are not owned by partition {partid} "
+                             f"[{lo}, {hi})")
+        return on_device_of(ids - lo, nids)
+
+    def metadata(self) -> list[dict]:
+        out = []
+        for p in range(self.num_partitions()):
+            nlo, nhi = self._book.node_range(p)
+            elo, ehi = self._book.edge_range(p)
+            out.append({"machine_id": p, "num_nodes": nhi - nlo, "num_edges": ehi - elo})
+        return out
+
+    @property
+    def node_offsets(self) -> np.ndarray:
+        return np.asarray(self._book.node_offsets, dtype=np.int64)
+
+    @property
+    def edge_offsets(self) -> np.ndarray:
+        return np.asarray(self._book.edge_offsets, dtype=np.int64)
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self._book.num_nodes)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self._book.num_edges)
+
+
+class _PartitionPolicy:
+    kind = ""
+
+    def __init__(self, partition_book: GraphPartitionBook):
+        self.partition_book = partition_book
+
+    @property
+    def distributed(self) -> bool:
+        return self.partition_book.distributed
+
+    @property
+    def policy_str(self) -> str:
+        return f"{self.kind}~_{self.kind[0].upper()}"
+
+    def offsets(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def get_size(self) -> int:
+        return int(self.offsets()[-1])
+
+
+class NodePartitionPolicy(_PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the node."""
+
+    kind = "node"
+
+    def offsets(self) -> np.ndarray:
+        return self.partition_book.node_offsets
+
+
+class EdgePartitionPolicy(_PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the edge."""
+
+    kind = "edge"
+
+    def offsets(self) -> np.ndarray:
+        return self.partition_book.edge_offsets
+
+
+class DistTensor:
+    """A tensor whose rows are spread over the partitions (DGL's ``DistTensor``).
+
+    Indexed by global (relabelled) IDs: ``t[ids]`` gathers rows (a torch tensor when torch
+    is installed, else NumPy) and ``t[ids] = values`` writes them. In standalone mode the rows
+    live in this process (the partition files, memory-mapped, or memory it allocated);
+    memory-mapped rows are copied on first write, never written back to the files.
+
+    Without ``part_policy`` the tensor takes, as in DGL, the node or edge partition policy of
+    the DistGraph created last in this process, whichever covers ``shape[0]`` rows (ValueError
+    when neither or both do). In distributed mode (the C++ runtime holds the rows) creating a
+    tensor under a name that exists attaches to it (same shape and dtype, else ValueError), as
+    DGL's does; in simulated mode every construction allocates new rows.
+
+    ``t[ids]`` returns the rows on the device of ``ids``: IDs in a CUDA torch tensor give a
+    CUDA tensor. The IDs are copied to the host (they route the read to the owners); with a
+    CUDA build of Tessera and a runtime tensor (distributed mode, or one process with a 1-part
+    partitioning) the rows are written straight into a torch-allocated CUDA tensor by the C++
+    ``read_into_device`` on torch's current stream, with no host copy of the rows on this
+    side of the boundary (host-resident rows still pass through pinned staging and one
+    host-to-device copy inside C++). Otherwise (simulated mode, a build without CUDA) the rows
+    are gathered on the host and copied to the device by torch.
+    """
+
+    def __init__(self, shape: Sequence[int], dtype, name: Optional[str] = None,
+                 init_func: Optional[Callable] = None,
+                 part_policy: Optional[_PartitionPolicy] = None,
+                 persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
+                 _parts: Optional[list] = None, _dist=None):
+        self._dist = _dist
+        if _dist is not None:  # a tensor of the C++ runtime (DistGraph data, or created below)
+            self._policy = part_policy
+            self._shape = tuple(int(x) for x in _dist.shape)
+            self._offsets = np.asarray(_dist.offsets, dtype=np.int64)
+            self._name = name or _dist.name
+            self._dtype = np.dtype(_dist.dtype)
+            self.persistent = bool(_dist.persistent)
+            return
+        if part_policy is None:
+            part_policy = _default_policy(shape, name)
+        self._policy = part_policy
+        self._offsets = part_policy.offsets()
+        self._shape = tuple(int(s) for s in shape)
+        if self._shape[0] != int(self._offsets[-1]):
+            raise ValueError(f"DistTensor {name!r}: {self._shape[0]} rows, but the partition "
+                             f"policy covers {int(self._offsets[-1])} IDs")
+        self.persistent = persistent
+        if part_policy.distributed and _parts is None:
+            self._create_distributed(name, dtype, init_func, persistent)
+            return
+        self._name = name or f"tensor{id(self):x}"
+        if _parts is not None:
+            self._parts = list(_parts)
+            self._dtype = self._parts[0].dtype if self._parts else np.dtype(np.float32)
+        else:
+            np_dtype = _to_numpy_dtype(dtype)
+            self._dtype = np_dtype
+            self._parts = []
+            for p in range(len(self._offsets) - 1):
+                rows = int(self._offsets[p + 1] - self._offsets[p])
+                pshape = (rows,) + self._shape[1:]
+                if init_func is None:
+                    arr = np.zeros(pshape, dtype=np_dtype)
+                else:
+                    v = init_func(pshape, dtype)
+                    arr = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+                        else np.asarray(v)
+                    arr = np.ascontiguousarray(arr, dtype=np_dtype)
+                self._parts.append(arr)
+
+    def _create_distributed(self, name, dtype, init_func, persistent) -> None:
+        """Creates the tensor collectively in the C++ runtime; ``init_func(shape, dtype)`` fills
+        this rank's rows (DGL calls it with the local shape)."""
+        global _anonymous
+        if name is None:  # every rank creates tensors in the same order: same names
+            _anonymous += 1
+            name = f"anonymous-{_anonymous}"
+        np_dtype = _to_numpy_dtype(dtype)
+        self._name, self._dtype = name, np_dtype
+        self._dist = _C.DistTensor(_runtime.runtime(), name, list(self._shape), np_dtype.name,
+                                   self._policy.kind, [int(o) for o in self._offsets],
+                                   bool(persistent))
+        _fill_local(self._dist, init_func, dtype)
+
+    # --- DGL's interface -------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self):
+        """The element type (a torch dtype when torch is installed, else NumPy's)."""
+        if HAVE_TORCH:
+            return _TORCH_DTYPES.get(np.dtype(self._dtype), None) or self._dtype
+        return self._dtype
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def part_policy(self) -> _PartitionPolicy:
+        return self._policy
+
+    def __len__(self) -> int:
+        return self._shape[0]
+
+    def __repr__(self) -> str:
+        return f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype})"
+
+    def __getitem__(self, ids):
+        dev = device_of(ids)
+        if dev is not None:
+            return self.read_to(ids, dev)
+        return as_tensor(self.gather(ids))
+
+    def __setitem__(self, ids, values) -> None:
+        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        self._check_range(idx)
+        vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
+            else np.asarray(values)
+        vals = np.broadcast_to(vals.astype(self._dtype, copy=False), (idx.size,) + self._shape[1:])
+        if self._dist is not None:
+            self._dist.write(idx, np.ascontiguousarray(vals))
+            return
+        owner = self._owner(idx)
+        for p in np.unique(owner):
+            sel = owner == p
+            if not self._parts[p].flags.writeable:  # memory-mapped: copy on first write
+                self._parts[p] = np.array(self._parts[p])
+            self._parts[p][idx[sel] - self._offsets[p]] = vals[sel]
+
+    # --- Tessera extras ----------------------------------------------------------------------
+    def gather(self, ids) -> np.ndarray:
+        """Rows ``ids`` as a new NumPy array (the CPU gather op; IndexError when out of range)."""
+        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        if self._dist is not None:
+            return self._dist.read(idx)
+        self._check_range(idx)
+        if len(self._parts) == 1:
+            return self._take(self._parts[0], idx)
+        out = np.empty((idx.size,) + self._shape[1:], dtype=self._dtype)
+        owner = self._owner(idx)
+        for p in np.unique(owner):
+            sel = np.nonzero(owner == p)[0]
+            out[sel] = self._take(self._parts[p], idx[sel] - self._offsets[p])
+        return out
+
+    def read_to(self, ids, device):
+        """Rows ``ids`` as a torch tensor on ``device`` (``t[ids]`` with IDs on a device).
+
+        A CUDA device with a runtime tensor and a CUDA build: ``read_into_device`` writes the
+        rows into a new torch CUDA tensor (DLPack, no copy across the boundary) on torch's
+        current stream of that device. Otherwise the host gather followed by one copy to
+        ``device``."""
+        device = torch.device(device)
+        tdtype = _TORCH_DTYPES.get(np.dtype(self._dtype))
+        if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
+                and tdtype is not None and isinstance(ids, torch.Tensor) \
+                and ids.device == device and ids.dtype == torch.int64 and ids.dim() == 1:
+            # IDs already on the device: C++ gathers from the device mirror without a host
+            # round trip when this rank owns every row, else it copies the IDs to route them.
+            ids = ids.contiguous()
+            out = torch.empty((ids.numel(),) + self._shape[1:], dtype=tdtype, device=device)
+            if ids.numel():
+                lo, hi = (int(v) for v in torch.aminmax(ids))  # one host sync: a bad ID is an error
+                if lo < 0 or hi >= self._shape[0]:
+                    bad = ids[(ids < 0) | (ids >= self._shape[0])][0]
+                    raise IndexError(f"DistTensor {self._name!r}: ID {int(bad)} outside "
+                                     f"[0, {self._shape[0]})")
+                with torch.cuda.device(device):
+                    self._dist.read_into_ids(ids, out, cuda_stream_of(device))
+            return out
+        idx = to_numpy_ids(ids, f"{self._name} IDs")  # host IDs: they route the read
+        if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
+                and tdtype is not None:
+            if device.index is None:
+                device = torch.device("cuda", torch.cuda.current_device())
+            out = torch.empty((idx.size,) + self._shape[1:], dtype=tdtype, device=device)
+            with torch.cuda.device(device):
+                self._dist.read_into(idx, out, cuda_stream_of(device))
+            return out
+        return as_tensor(self.gather(idx)).to(device)
+
+    def local_partition(self, part: Optional[int] = None) -> np.ndarray:
+        """The rows partition ``part`` (default: this rank's) owns: a view of the stored array
+        (distributed mode: writable, only this rank's)."""
+        if self._dist is not None:
+            if part not in (None, _runtime.get_rank()):
+                raise ValueError(f"DistTensor {self._name!r}: rank {_runtime.get_rank()} holds "
+                                 f"only its own rows, not partition {part}'s")
+            return self._dist.local_view()
+        return self._parts[part or 0]
+
+    def local_range(self) -> tuple[int, int]:
+        """[first, last) global row IDs this rank owns."""
+        if self._dist is not None:
+            return tuple(self._dist.local_range)
+        return 0, self._shape[0]
+
+    def numpy(self) -> np.ndarray:
+        """All rows, in global ID order (a copy when there are several partitions; in
+        distributed mode every row is read, remote ones from their owners)."""
+        if self._dist is not None:
+            return self._dist.read(np.arange(self._shape[0], dtype=np.int64))
+        return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+
+    def _owner(self, idx: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self._offsets, idx, side="right") - 1
+
+    def _check_range(self, idx: np.ndarray) -> None:
+        if idx.size and (idx.min() < 0 or idx.max() >= self._shape[0]):
+            bad = idx[(idx < 0) | (idx >= self._shape[0])][0]
+            raise IndexError(f"DistTensor {self._name!r}: ID {int(bad)} outside "
+                             f"[0, {self._shape[0]})")
+
+    @staticmethod
+    def _take(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        if arr.ndim <= 2 and arr.flags.c_contiguous and arr.dtype != np.bool_:
+            return _C.gather_rows(arr, idx)  # the CPU twin of the gather op
+        return arr[idx]
+
+
+_anonymous = 0  # names of DistTensors created without one (same sequence on every rank)
+# The partition book of the DistGraph this process created last: DGL picks a DistTensor's
+# default partition policy among that graph's (its kvstore's) policies.
+_default_book: Optional[GraphPartitionBook] = None
+
+
+def _default_policy(shape, name) -> _PartitionPolicy:
+    """DGL's rule for ``DistTensor(shape, dtype, name)`` without ``part_policy``: the node or
+    edge policy of the DistGraph created last whose size is ``shape[0]``; ValueError when there
+    is no DistGraph, when neither matches, or when both do (as many nodes as edges)."""
+    what = f"DistTensor {name!r}" if name else "DistTensor"
+    if _default_book is None:
+        raise ValueError(f"{what}: no part_policy given and no DistGraph was created in this "
+                         "process to take one from; pass part_policy="
+                         "g.get_node_partition_policy() (or the edge one)")
+    rows = int(shape[0])
+    matches = [pol for pol in (NodePartitionPolicy(_default_book),
+                               EdgePartitionPolicy(_default_book)) if pol.get_size() == rows]
+    if len(matches) > 1:
+        raise ValueError(f"{what}: {rows} rows match both the node and the edge partition "
+                         "policy of the DistGraph (as many nodes as edges); pass part_policy")
+    if not matches:
+        raise ValueError(f"{what}: {rows} rows are neither the DistGraph's number of nodes "
+                         f"({_default_book.num_nodes}) nor of edges ({_default_book.num_edges});"
+                         " pass part_policy")
+    return matches[0]
+
+
+def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> None:
+    """DGL's init_func(shape, dtype) fills this rank's rows of a new runtime tensor; then a
+    barrier, so every rank's rows are initialized before anyone reads them. Collective."""
+    if init_func is not None:
+        local = t.local_view()
+        v = init_func(local.shape, dtype)
+        v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+            else np.asarray(v)
+        local[...] = v.astype(local.dtype, copy=False)
+    _runtime.barrier()
+
+_TORCH_DTYPES = {}
+if HAVE_TORCH:
+    _TORCH_DTYPES = {np.dtype(k): v for k, v in {
+        np.float32: torch.float32, np.float64: torch.float64, np.float16: torch.float16,
+        np.int64: torch.int64, np.int32: torch.int32, np.int16: torch.int16,
+        np.int8: torch.int8, np.uint8: torch.uint8, np.bool_: torch.bool}.items()}
+
+
+def _to_numpy_dtype(dtype) -> np.dtype:
+    if HAVE_TORCH and isinstance(dtype, torch.dtype):
+        return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
+    return np.dtype(dtype)
+
+
+def _set_default_book(book: GraphPartitionBook) -> None:
+    global _default_book
+    _default_book = book
+
+
+class _DataView(dict):
+    """g.ndata / g.edata: name -> DistTensor; assigning a DistTensor registers it."""
+
+    def __setitem__(self, key, value):
+        if not isinstance(value, DistTensor):
+            raise TypeError(f"{key}: assign a DistTensor (DGL semantics), got {type(value)}")
+        super().__setitem__(key, value)
+
+
+class DistGraph:
+    """A partitioned graph (DGL's ``DistGraph``).
+
+    ``DistGraph(graph_name, part_config=config_json)``: loads the partition book and the node
+    and edge data as DistTensors. IDs are the relabelled ones: partition p owns nodes
+    ``get_partition_book().node_range(p)``. With one partition per process (``tessera launch
+    --nproc-per-node P`` over a P-part partitioning, or one process and a 1-part one) rank r
+    loads partition r into the C++ runtime (collective: every rank constructs it). One process
+    given a P-part partitioning serves all P partitions itself (simulated mode).
+    """
+
+    def __init__(self, graph_name: str, gpb=None, part_config: Optional[str] = None,
+                 mmap: bool = True, verify_checksums: bool = False):
+        if part_config is None:
+            raise ValueError("DistGraph needs part_config (the partition config JSON written "
+                             "by partition_graph)")
+        if not _runtime.is_initialized():
+            _runtime.initialize()
+        self._config_path = os.fspath(part_config)
+        self.config = json.loads(_C.load_partition_config(self._config_path))
+        if graph_name and self.config["graph_name"] != graph_name:
+            raise ValueError(f"DistGraph: {self._config_path} holds graph "
+                             f"{self.config['graph_name']!r}, not {graph_name!r}")
+        self.graph_name = self.config["graph_name"]
+        nparts, world = int(self.config["num_parts"]), _runtime.get_world_size()
+        self._g = None
+        self._graph = None
+        if nparts == world:
+            self._init_distributed(verify_checksums)
+            return
+        if world > 1:
+            raise ValueError(f"DistGraph: {self._config_path} has {nparts} partitions but the "
+                             f"job has {world} ranks; partition into {world} parts (one per "
+                             f"rank)")
+        self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path), 0)
+        _set_default_book(self._book)
+        # Simulated: this process serves every partition.
+        self.local_parts = list(range(nparts))
+        self._parts = [_C.load_partition(self._config_path, p, mmap, verify_checksums)
+                       for p in self.local_parts]
+        self._graph = self._assemble_graph()
+        npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
+        self.ndata = _DataView()
+        for name, schema in self.config.get("ndata_schema", {}).items():
+            parts = [lp.ndata[name] for lp in self._parts]
+            dict.__setitem__(self.ndata, name, DistTensor(
+                schema["shape"], schema["dtype"], name, part_policy=npol, _parts=parts))
+        self.edata = _DataView()
+        for name, schema in self.config.get("edata_schema", {}).items():
+            parts = [lp.edata[name] for lp in self._parts]
+            dict.__setitem__(self.edata, name, DistTensor(
+                schema["shape"], schema["dtype"], name, part_policy=epol, _parts=parts))
+
+    def _init_distributed(self, verify_checksums: bool) -> None:
+        rank = _runtime.get_rank()
+        self._g = _C.DistGraph(_runtime.runtime(), self.graph_name, self._config_path,
+                               verify_checksums)
+        self._book = GraphPartitionBook(self._g.book, rank, distributed=True)
+        _set_default_book(self._book)
+        self.local_parts = [rank]
+        self._parts = None
+        npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
+        self.ndata = _DataView()
+        for name, t in self._g.ndata.items():
+            dict.__setitem__(self.ndata, name, DistTensor(t.shape, None, name, part_policy=npol,
+                                                          _dist=t))
+        self.edata = _DataView()
+        for name, t in self._g.edata.items():
+            dict.__setitem__(self.edata, name, DistTensor(t.shape, None, name, part_policy=epol,
+                                                          _dist=t))
+
+    @property
+    def is_distributed(self) -> bool:
+        """True when this rank holds only its own partition (the C++ runtime serves it)."""
+        return self._g is not None
+
+    @property
+    def runtime_graph(self) -> "_C.DistGraph":
+        """The C++ DistGraph (distributed mode)."""
+        if self._g is None:
+            raise ValueError("DistGraph: not in distributed mode (one process serves "
+                             f"{self._book.num_partitions()} partitions)")
+        return self._g
+
+    def _assemble_graph(self) -> "_C.Graph":
+        """CSC over global (relabelled) IDs from the partitions' inner nodes' in-edges.
+
+        The relabelled graph stores edge ``e`` at position ``e`` of its CSC, so placing every
+        inner edge at its global edge ID rebuilds it exactly, neighbor order included."""
+        n, e = int(self.config["num_nodes"]), int(self.config["num_edges"])
+        local_indices = bool(self.config.get("local_indices", True))
+        deg = np.zeros(n, dtype=np.int64)
+        indices = np.full(e, -1, dtype=np.int64)
+        for lp in self._parts:
+            k = int(lp.num_inner_nodes)
+            indptr = np.asarray(lp.indptr)
+            nid = np.asarray(lp.nid)
+            deg[nid[:k]] = np.diff(indptr[: k + 1])
+            lo, hi = int(indptr[0]), int(indptr[k])
+            src = np.asarray(lp.indices[lo:hi])
+            indices[np.asarray(lp.eid[lo:hi])] = nid[src] if local_indices else src
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        if (indices < 0).any():
+            raise ValueError(f"{self._config_path}: the partitions' inner edges do not cover "
+                             f"edge IDs [0, {e})")
+        return _C.Graph(indptr, indices)
+
+    # --- DGL's interface -------------------------------------------------------------------
+    def num_nodes(self, ntype=None) -> int:
+        return int(self.config["num_nodes"])
+
+    def num_edges(self, etype=None) -> int:
+        return int(self.config["num_edges"])
+
+    number_of_nodes = num_nodes
+    number_of_edges = num_edges
+
+    def get_partition_book(self) -> GraphPartitionBook:
+        return self._book
+
+    def get_node_partition_policy(self, ntype: str = "_N") -> NodePartitionPolicy:
+        return NodePartitionPolicy(self._book)
+
+    def get_edge_partition_policy(self, etype: str = "_E") -> EdgePartitionPolicy:
+        return EdgePartitionPolicy(self._book)
+
+    def rank(self) -> int:
+        return _runtime.get_rank()
+
+    @property
+    def ntypes(self) -> list[str]:
+        return ["_N"]
+
+    @property
+    def etypes(self) -> list[str]:
+        return ["_E"]
+
+    def node_attr_schemes(self) -> Dict[str, tuple]:
+        return {k: (v.shape[1:], v.dtype) for k, v in self.ndata.items()}
+
+    def edge_attr_schemes(self) -> Dict[str, tuple]:
+        return {k: (v.shape[1:], v.dtype) for k, v in self.edata.items()}
+
+    def local_partition(self, part: Optional[int] = None) -> "_C.LocalPartition":
+        """The partition files of ``part`` (default: this rank's) as stored on disk."""
+        part = self._book.partid if part is None else int(part)
+        if self._parts is None:
+            return _C.load_partition(self._config_path, part)
+        return self._parts[part]
+
+    @property
+    def local_graph(self) -> "_C.Graph":
+        """The whole CSC (global relabelled IDs): in simulated mode the graph the sampler
+        draws from; in distributed mode only with one partition (standalone), assembled from
+        it on first use."""
+        if self._graph is None:
+            if self._book.num_partitions() != 1:
+                raise ValueError("DistGraph.local_graph: a rank of a distributed job holds "
+                                 "only its partition, not the whole graph")
+            self._parts = [_C.load_partition(self._config_path, 0)]
+            self._graph = self._assemble_graph()
+        return self._graph
+
+    def in_degrees(self, v=None):
+        deg = np.diff(np.asarray(self.local_graph.indptr))
+        return as_tensor(deg) if v is None else on_device_of(deg[to_numpy_ids(v)], v)
+
+    def orig_nids(self, ids=None) -> np.ndarray:
+        """For every new (relabelled) node ID (or those in ``ids``), its ID in the input
+        graph."""
+        if self._g is not None:
+            t = self._g.orig_nid
+            idx = np.arange(self.num_nodes(), dtype=np.int64) if ids is None \
+                else to_numpy_ids(ids, "ids")
+            return t.read(idx)
+        out = np.empty(self.num_nodes(), dtype=np.int64)
+        for lp in self._parts:
+            k = int(lp.num_inner_nodes)
+            out[np.asarray(lp.nid[:k])] = np.asarray(lp.orig_nid[:k])
+        return out if ids is None else out[to_numpy_ids(ids, "ids")]
+
+    def local_node_range(self) -> tuple[int, int]:
+        """[first, last) of the node IDs this rank owns (simulated: every node)."""
+        if self._g is not None:
+            return tuple(self._g.local_node_range)
+        return 0, self.num_nodes()
+
+    def place_on_device(self, node_data: Sequence[str] = ("label", "feat"),
+                        gpu_budget: Optional[int] = None, weighted: bool = False) -> dict:
+        """Prepares this rank's partition for the GPU training path on the current CUDA device
+        (``torch.cuda.set_device``): within ``gpu_budget`` bytes of device memory (default:
+        half of what is free now), the sampling structure goes to the GPU first, then each
+        node-data tensor of ``node_data`` in that order (names missing from ``ndata`` are
+        skipped); what does not fit lives in pinned host memory read through UVA, and what the
+        budget has left caches the hottest rows (highest in-degree) of the first such tensor on
+        the GPU. The tensors get read-only device mirrors (writes to them are refused while
+        mirrored); GPU samplers created afterwards (``NeighborSampler(device="cuda")``) place
+        the structure as decided. Returns the plan (``device_placement``). Not collective.
+        Needs distributed mode (a partition per process) and a CUDA build."""
+        if self._g is None:
+            raise ValueError("DistGraph.place_on_device: needs distributed mode (one partition "
+                             "per process, or one process and a 1-part partitioning)")
+        if not _C.cuda_compiled:
+            raise _C.NotCompiledError("DistGraph.place_on_device: not_compiled_with_cuda: this "
+                                      "Tessera build has no CUDA support")
+        names = [n for n in node_data if n in self.ndata]
+        budget = -1 if gpu_budget is None else int(gpu_budget)
+        self._device_placement = _C.place_on_device(self._g, names, budget, bool(weighted))
+        return self._device_placement
+
+    @property
+    def device_placement(self) -> Optional[dict]:
+        """What ``place_on_device`` decided (None before): ``structure`` (gpu/uva), per tensor
+        its placement and cache rows, bytes, and ``describe`` for logs."""
+        return getattr(self, "_device_placement", None)
+
+    def barrier(self) -> None:
+        """Returns once every rank has called it (DGL's ``g.barrier()``)."""
+        _runtime.barrier()
+
+    def __repr__(self) -> str:
+        mode = f"distributed, rank {_runtime.get_rank()}" if self._g is not None else "simulated"
+        return (f"DistGraph(name={self.graph_name!r}, num_nodes={self.num_nodes()}, "
+                f"num_edges={self.num_edges()}, num_parts={self._book.num_partitions()}, "
+                f"mode={mode})")
+
+
+def _split_even(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
+    chunks = np.array_split(ids, world)
+    return chunks[rank]
+
+
+def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank, world,
+           what: str):
+    rank = _runtime.get_rank() if rank is None else int(rank)
+    world = _runtime.get_world_size() if world is None else int(world)
+    if not 0 <= rank < world:
+        raise ValueError(f"{what}: rank {rank} outside [0, {world})")
+    a = mask_or_ids
+
+    def on_dev(ids):  # the result on the device of a torch input
+        return on_device_of(ids, mask_or_ids)
+
+    if isinstance(a, DistTensor):
+        a = a.numpy()
+    if HAVE_TORCH and isinstance(a, torch.Tensor):
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    if a.dtype == np.bool_ or (a.ndim == 1 and a.shape[0] == total and
+                               not np.issubdtype(a.dtype, np.integer)):
+        if a.shape[0] != total:
+            raise ValueError(f"{what}: a mask needs {total} entries, got {a.shape[0]}")
+        ids = np.nonzero(a)[0].astype(np.int64)
+    else:
+        ids = np.unique(to_numpy_ids(a, what))
+        if ids.size and (ids[0] < 0 or ids[-1] >= total):
+            raise IndexError(f"{what}: ID outside [0, {total})")
+    if world == 1:
+        return on_dev(ids)
+    if force_even:
+        return on_dev(_split_even(ids, rank, world))
+    nparts = len(offsets) - 1
+    if nparts != world:
+        raise ValueError(f"{what}: force_even=False needs one partition per trainer "
+                         f"({nparts} partitions, {world} trainers)")
+    lo, hi = offsets[rank], offsets[rank + 1]
+    return on_dev(ids[(ids >= lo) & (ids < hi)])
+
+
+def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
+               rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
+               world_size: Optional[int] = None):
+    """This trainer's share of ``nodes`` (a boolean mask over all nodes, or node IDs).
+
+    DGL semantics: with ``force_even`` the selected IDs (sorted, so mostly grouped by owner)
+    are split into ``world_size`` nearly equal contiguous chunks; otherwise each trainer
+    gets the selected nodes its partition owns. At world size 1 that is every selected node.
+    ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
+    computes another trainer's share, e.g. to simulate ranks in one process.
+    """
+    if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
+            and world_size is None:  # collective, in C++: no rank reads the whole mask
+        return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
+    if partition_book is None:
+        raise ValueError("node_split needs the partition book (g.get_partition_book())")
+    return _split(nodes, partition_book.node_offsets, partition_book.num_nodes, force_even,
+                  rank, world_size, "node_split")
+
+
+def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype: str = "_E",
+               rank: Optional[int] = None, force_even: bool = True, edge_trainer_ids=None, *,
+               world_size: Optional[int] = None):
+    """``node_split`` for edges (a boolean mask over all edges, or edge IDs)."""
+    if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
+            and world_size is None:
+        return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))
+    if partition_book is None:
+        raise ValueError("edge_split needs the partition book (g.get_partition_book())")
+    return _split(edges, partition_book.edge_offsets, partition_book.num_edges, force_even,
+                  rank, world_size, "edge_split")
