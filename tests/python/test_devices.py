@@ -263,7 +263,7 @@ def test_neighbor_sampler_device_argument_is_checked(cora_one):
     seeds = np.arange(10)
     gpu = tessera.NeighborSampler([3, 2], device="cuda")
     if not _C.cuda_compiled:
-        with pytest.raises(tessera.NotCompiledError, match="DeviceGraph: not_compiled_with_cuda"):
+        with pytest.raises(tessera.NotCompiledError, match="DistDeviceSampler: not_compiled_with_cuda"):
             gpu.sample_blocks(g, seeds)
     elif _C.cuda_device_count() == 0:
         with pytest.raises(ValueError, match="no CUDA device"):
