@@ -85,8 +85,8 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
   im.lo = sg.lo;
   im.hi = sg.hi;
   im.one_rank = g.runtime()->world_size() == 1;
-  const std::string key = fmt::format("{}/{}/{}", im.device, cuda::placement_name(structure),
-                                      weights_name_);
+  const std::string key =
+      fmt::format("{}/{}/{}", im.device, cuda::placement_name(structure), weights_name_);
   std::lock_guard<std::mutex> lk(gs.placed_mu);
   if (auto hit = std::static_pointer_cast<const Placed>(gs.placed[key].lock())) {
     im.placed = std::move(hit);  // another sampler of this graph placed it already
