@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """DGL's CPU neighbor sampler on the same graph and batches shape as `tessera bench sample`.
 
 Export the graph once with Tessera, then run this script with DGL installed:

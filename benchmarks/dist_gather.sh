@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Remote DistTensor read throughput (tessera bench dist-gather) over UCX tcp and shared memory at
 # 2 and 4 ranks on this machine, each next to ucx_perftest on the same transport in the same run.
 # Writes benchmarks/results/dist-gather-<tcp|shm>-<N>ranks/<date>-<commit>-<machine>.json and

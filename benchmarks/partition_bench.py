@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Partition pipeline benchmark.
 
 Runs `tessera partition` on snap/ego-Twitter (symmetrized) and an R-MAT graph (scale 22, edge

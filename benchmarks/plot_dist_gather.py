@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot `tessera bench dist-gather --json` results: remote DistTensor read bandwidth against row
 size, one panel per transport and rank count, next to the bounds measured in the same run.
 

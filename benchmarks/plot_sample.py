@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot `tessera bench sample --json` results: seeds/s against threads and against fanouts.
 
     python benchmarks/plot_sample.py benchmarks/results/sample-cpu-*/*.json --out sample.png

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot GPU sampling results (`tessera bench sample --device cuda --sweep ...`): sampled edges/s
 against batch size, one stream and the best configuration, next to the random-read limit
 measured in the same run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Summarizes train_sage.py results across ranks: test metric against the number of ranks P.
 
     python3 benchmarks/plot_train.py benchmarks/results/train-cpu-{cora,tolokers}*/*.json \

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes benchmarks/results/README.md, the current figures, from the result JSON files.
 
     python3 benchmarks/results_table.py           # rewrite benchmarks/results/README.md

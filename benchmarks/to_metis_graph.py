@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes a graph as a METIS .graph file for Debian's gpmetis: symmetrized, self loops dropped,
 duplicates removed, adjacency sorted -- the same adjacency Tessera hands to libmetis.
 

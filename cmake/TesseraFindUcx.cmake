@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds UCX's ucp and ucs libraries (ucx::ucp, ucx::ucs) and sets ucx_FOUND.
 #
 # UCX's own CMake package is used, then repaired where it names files that do not exist: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # tessera_add_library(NAME <lib> SOURCES ... DEPS ...)
 #   Creates tessera_<lib> with alias tessera::<lib>, public headers in ./include.
 function(tessera_add_library)

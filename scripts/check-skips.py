@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Lists the skipped tests of a CI run with their reasons; fails on any skip not for want of a GPU.
 
     scripts/check-skips.py JUNIT.xml [JUNIT.xml ...]

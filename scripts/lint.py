@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """clang-format and clang-tidy on the C++ files changed since a base commit.
 
     scripts/lint.py BUILD_DIR            (BUILD_DIR holds compile_commands.json)

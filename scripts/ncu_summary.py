@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Summarize an `ncu --csv --page raw` report of the sampling kernels (scripts/gpu-check).
 
     python3 scripts/ncu_summary.py ncu.csv [--json OUT]

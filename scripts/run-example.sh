@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The main job, end to end on the small real dataset shipped in data/cora (Cora, Planetoid split):
 #  1. set up and build the `tessera` tool;
 #  2. partition Cora into 2 METIS parts (train/val/test balanced, 1-hop halo) and validate every

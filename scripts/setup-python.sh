@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Python dependencies of the tessera package, its examples and its tests
 # (idempotent; quiet when everything is present).
 # Usage: scripts/setup-python.sh            (build deps, numpy, pytest, matplotlib, tqdm, torch,

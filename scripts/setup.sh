@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what Tessera needs on Debian 12 (idempotent; quiet when everything is present).
 # Usage: scripts/setup.sh [--python]   (--python also installs numpy and pytest)
 set -euo pipefail

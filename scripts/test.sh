@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Sets up, builds (CUDA compiled when nvcc exists, sm_90) and runs every test; CI runs exactly
 # this (.ci/run). It fails on a failing test, and also when tests vanish or do not run: pytest
 # collecting nothing or not importing tessera, and any skipped test (GoogleTest or pytest) whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stream-ordered caching allocator: pure C++ over an Upstream, shared by the CUDA and CPU-only
 // builds (tests check the caching logic with a host upstream).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Limits the benchmarks measure in the same run as what they bound: random reads of an array
 // in device memory or pinned host memory (UVA), as fast as the GPU can issue them.
 #include <algorithm>

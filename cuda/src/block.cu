@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twin of block compaction (ops::to_block): destination nodes first, then new source
 // nodes in order of first appearance, identical to the CPU twin. Order comes from positions,
 // not from the order in which threads win races: every node's table value is the smallest

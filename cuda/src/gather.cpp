@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatch of the gather/scatter twins by index type, and the GPU feature cache. C++ only: the
 // kernels live in gather_i32.cu / gather_i64.cu.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gather/scatter kernels for int64 indices (one index type per file keeps nvcc fast).
 #include "gather_kernels.cuh"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the vectorized row gather/scatter kernels. Rows are copied as raw bytes (the dtype
 // only matters to validation), so the output is bit-identical to the CPU twin by construction.
 #pragma once

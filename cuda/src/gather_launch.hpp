@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: typed launchers of the gather/scatter kernels, one explicit instantiation per index
 // type in its own .cu file (gather_i32.cu, gather_i64.cu) to keep nvcc builds small.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device and pinned memory, streams and events over the CUDA runtime. Compiled as C++ (no
 // kernels here), so nvcc is not needed for this file.
 #include <unistd.h>

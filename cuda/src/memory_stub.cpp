@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU-only build: memory, streams and kernels exist and raise not_compiled_with_cuda.
 #include "tessera/cuda/block_sampler.hpp"
 #include "tessera/cuda/device.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Placement by memory budget and the static hot-row cache policy (pure logic).
 #include "tessera/cuda/placement.hpp"
 

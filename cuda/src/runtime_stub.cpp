@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU-only build: the CUDA entry points exist and say clearly that CUDA is not compiled in.
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/runtime.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: device-side pieces shared by the sampling kernels (sample_neighbors.cu) and the
 // compaction passes (sampler.cu): the group executor, the batch prologue, a frontier node's row
 // and key, a batch's node table, and the relabel loop.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the arguments of the sampling kernels (cuda/src/sample_neighbors.cu) and of the
 // compaction passes (cuda/src/sampler.cu), and their launchers. Plain C++ (no CUDA syntax), so
 // both .cu files and the tests of the launch shapes can include it.

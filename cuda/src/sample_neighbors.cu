@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twin of ops::sample_neighbors (host/ops/src/sample_neighbors.cpp): the sample pass of the
 // GPU sampler (a group of lanes per frontier node, or one thread per node for edge exclusion and
 // fanouts above group::kMaxGroupFanout), the count pass of exact offsets, the one-hop entry

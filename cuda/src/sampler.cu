@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twin of ops::NeighborSampler::sample_blocks (host/ops/src/sampler.cpp): the compaction
 // passes of the GPU sampler (mark, number, relabel; the sample pass is in sample_neighbors.cu)
 // and BlockSampler, which sizes, schedules and replays them (tessera/cuda/block_sampler.hpp).

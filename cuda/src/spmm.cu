@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpMM through cuSPARSE (CSR x dense, row-major, float32), sum or mean aggregation, and the
 // transpose for the backward pass. The edge values (1 or 1/deg(row)) are built by a small
 // kernel into scratch from the caching allocator.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU side of `tessera bench gather`: CUDA events around each run, warm-up, an L2 flush
 // before every timed run, medians; the bound is a cudaMemcpyAsync of the same payload measured
 // in the same process (D2D for HBM, pinned H2D for UVA).

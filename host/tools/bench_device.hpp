@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side timing of the benchmarks (`tessera bench gather`, `tessera bench sample --device
 // cuda`): CUDA events around each run, over the cuda library's runtime wrappers, so it compiles
 // in every build; without CUDA each call throws NotCompiledError (not_compiled_with_cuda).

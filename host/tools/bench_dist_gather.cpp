@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera bench dist-gather`: remote DistTensor read throughput (rows/s, GB/s) under
 // `tessera launch --nproc-per-node N`, next to ucx_perftest measured on the same transport
 // (UCX_TLS) in the same run. Every rank holds rows_per_rank rows; a read is a batch of random

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera bench gather`: feature-row gather bandwidth next to the bound it is measured against
 // in the same run. cuda: the gather kernel from HBM (--placement gpu) or from pinned host memory
 // through UVA (--placement uva) against a device-to-device or pinned host-to-device

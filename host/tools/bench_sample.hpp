@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera bench sample` on the GPU (bench_sample_cuda.cpp), called by cmd_bench.cpp once the
 // graph is loaded and the command line checked.
 #pragma once

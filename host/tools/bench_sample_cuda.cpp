@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera bench sample --device cuda --placement gpu|uva`: multi-layer sampling with compaction
 // on the GPU (DeviceNeighborSampler), the graph in HBM or in pinned host memory read through UVA.
 // In the same run: the limits (a plain kernel's random reads of the placed adjacency, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the `tessera bench` subcommands: provenance of a result (machine, commit)
 // and small parsing/statistics utilities.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera bench <what>`: benchmark harness. Each benchmark is one `add_bench_*` function
 // registered in kBenches below; adding a benchmark is adding one function and one line.
 #include <fmt/format.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera generate rmat`: writes an R-MAT graph as an npy dataset folder (the layout of
 // data/cora), streamed in chunks so memory stays bounded whatever the scale.
 #include <fcntl.h>

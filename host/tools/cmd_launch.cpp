@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera launch`: start the local ranks of a job (see tessera/transport/launch.hpp).
 #include <cstdlib>
 

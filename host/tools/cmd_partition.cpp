@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera partition`: read a graph, partition it (METIS or random), write the partition folders.
 #include <fmt/format.h>
 #ifdef __GLIBC__

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera validate`: check a partitioning against the partition contracts.
 #include <fmt/format.h>
 

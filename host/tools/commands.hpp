@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Subcommands of the `tessera` command line. Each file registers one subcommand.
 #pragma once
 

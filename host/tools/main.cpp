@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera`: partition graphs, generate R-MAT graphs, validate partitions, run benchmarks.
 #include <fmt/format.h>
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Partitions a node-classification dataset for dgl_style_sage.py, the way DGL's
 examples/distributed/graphsage/partition_graph.py prepares one for its node_classification.py:
 the features are stored as ``features`` and the labels as ``labels``, with ``train_mask`` /

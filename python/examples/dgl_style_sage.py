@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Distributed GraphSAGE node classification, written as DGL's own example
 (dgl/examples/distributed/graphsage/node_classification.py, DGL 2.x) is, on Tessera: the
 same arguments, the same calls in the same order, the same printouts. It shows what a DGL

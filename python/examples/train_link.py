@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Trains GraphSAGE for link prediction on held-out edges, against a random baseline.
 
     python python/examples/train_link.py --dataset data/cora \\

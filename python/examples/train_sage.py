@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Trains GraphSAGE with mini-batch neighbor sampling on a partitioned graph.
 
     python python/examples/train_sage.py --dataset data/cora --parts 1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The distributed runtime (host/dist over transport/): Runtime, DistTensor, DistGraph,
 // node_split / edge_split, distributed sampling, the distributed node and edge loaders, and the
 // launcher. Every call that may wait on other ranks releases the GIL, so a rank's Python

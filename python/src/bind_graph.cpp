@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph (CSC) and Dataset: reading datasets, building graphs from arrays, zero-copy views.
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>

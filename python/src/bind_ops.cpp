@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sampling ops, blocks, the neighbor sampler and the node/edge loaders.
 #include <algorithm>
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Partitioning, the partition config and book, loading one partition, the validator.
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/pair.h>

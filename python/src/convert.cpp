@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between Tessera arrays and Python buffers.
 #include "convert.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions between Tessera's host arrays and Python buffers (DLPack through nanobind).
 // Outputs are zero-copy NumPy views whose owner keeps the C++ memory alive; inputs are read in
 // place (any C-contiguous CPU buffer that speaks DLPack or the buffer protocol: NumPy, torch).

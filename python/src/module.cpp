@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // tessera._C: the nanobind module. C++ exceptions become the Python exceptions
 // docs/design.md names, carrying the C++ message.
 #include <nanobind/nanobind.h>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tessera: a GPU-first distributed GNN engine with DGL's distributed API.
 
 Importing tessera needs only NumPy; ``tessera.nn`` and tensors from the loaders need PyTorch.

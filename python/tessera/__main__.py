@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``python -m tessera launch --nproc-per-node N [...] -- CMD ...``: the launcher without the C++
 command-line tool (the same code: tessera._C.launch)."""
 from __future__ import annotations

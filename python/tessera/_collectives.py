@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Collectives of a data-parallel training loop over Tessera's transport (no torch.distributed
 process group needed), and the choice between them and torch's DDP. Public as
 ``tessera.distributed.all_reduce`` etc.; here so that the loaders can use them without importing

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DistGraph, DistTensor, the partition book and node_split (DGL's ``dgl.distributed``).
 
 Two modes, one API:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Process-group state: rank, world size and the runtime (DGL's ``dgl.distributed.initialize``).
 
 ``initialize()`` reads the job from the environment that ``tessera launch`` (or torchrun, srun,

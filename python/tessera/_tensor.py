@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Optional torch: Tessera runs without it; training needs it."""
 from __future__ import annotations
 

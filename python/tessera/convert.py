@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Conversions to and from PyTorch Geometric and DGL (used only when they are installed)."""
 from __future__ import annotations
 

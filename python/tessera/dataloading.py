@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Neighbor sampling and mini-batch loaders (DGL's ``dgl.dataloading``).
 
 A loader yields ``(input_nodes, seeds, blocks)`` for node classification and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """``tessera.distributed``: the public API of distributed training, under the names of DGL's
 ``dgl.distributed`` (``import tessera.distributed as dist`` ports a script), plus the collectives
 a data-parallel training loop needs, over Tessera's transport (no torch.distributed process group

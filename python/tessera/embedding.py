@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Learnable node embeddings stored in a DistTensor (DGL's ``dgl.distributed.DistEmbedding``)
 and their sparse optimizers (DGL's ``dgl.distributed.optim.SparseAdagrad`` / ``SparseAdam``).
 

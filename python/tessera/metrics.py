@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Evaluation metrics of the examples (NumPy only)."""
 from __future__ import annotations
 

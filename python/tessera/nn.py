@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GNN layers in plain PyTorch over Tessera's blocks (DGL's ``dgl.nn.SAGEConv``)."""
 from __future__ import annotations
 

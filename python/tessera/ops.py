@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Row gather and scatter of feature matrices on the CPU or a CUDA device, in place.
 
 ``gather_rows(src, idx)`` is ``src[idx]`` and ``scatter_rows(src, idx, dst)`` is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Offline partitioning (DGL: ``dgl.distributed.partition_graph``)."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Small helpers of training scripts: rank-0 logging, a progress bar, atomic writes."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The graph, weights and seeds the sampling twin tests share (test_sample.cpp on the GPU,
 // test_sample_rows.cpp on the CPU): 3000 nodes, 40k random edges symmetrized (non-identity edge
 // IDs), nodes >= 2500 without any edge, a hub (node 7, ~700 more in-edges); weights with a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row gather / scatter twins, parameterized over {cpu, cuda} (one per executable) x {int32,
 // int64} x dtypes x row widths (1 byte .. 4 KiB, odd and unaligned) x sizes (0, 1, large).
 // cpu: the CPU twin against a plain oracle. cuda: the CUDA twin against the CPU twin, bit for

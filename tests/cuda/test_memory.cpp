@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory, pinned memory, UVA registration of an mmapped .npy, streams/events and the
 // caching allocator over cudaMalloc. CUDA cases only, built into test_twins_cuda alone (the
 // allocator logic is checked without a GPU in test_placement.cpp); each skips when no device is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pure logic of cuda/: placement by budget, the hot-row cache policy, and the caching
 // allocator (with a host upstream standing in for cudaMalloc). Runs without a GPU.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twin of neighbor sampling against the CPU twin (ops::sample_neighbors), bit for bit:
 // uniform {fanout -1, 0, 1, 5, 25, 100} x {with, without replacement} x {in, out} on a random
 // graph with degree-0 nodes, a hub (Floyd with k > 64 on the CPU's bitmap path) and repeated

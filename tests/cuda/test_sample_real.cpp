@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU sampler on real graphs and an R-MAT graph (test_twins_cuda; skips without a device).
 // Cora (data/cora), ego-Twitter (data/snap, symmetrized) and a scale-15 R-MAT graph (many
 // degree-0 nodes, heavy hubs) are sampled by NeighborSampler on the GPU, graph in HBM and in pinned

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-row functions of the CUDA sampling kernels (tessera/cuda/sample_rows.hpp), run on the
 // CPU by a driver shaped like the kernels (count per seed, exclusive scans, positions into the
 // seed's output slice, then edges), must give exactly ops::sample_neighbors: uniform and

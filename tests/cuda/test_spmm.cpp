@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpMM twins over {cpu, cuda} (one per executable) x {int32, int64} x {sum, mean} x
 // {forward, transpose} x sizes (0 rows, 1, with degree-0 rows, large). Both twins are checked
 // against a float64 dense reference with the standard float32 summation bound

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the twin tests: which backend this executable checks, random host data, and
 // device round trips. test_twins_cpu checks the CPU twins against plain oracles (runs in CI);
 // test_twins_cuda (label gpu) checks the CUDA twins against the CPU twins and skips without a

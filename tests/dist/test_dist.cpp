@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // host/dist against the unpartitioned graph: sampling and DistTensor reads through a partitioned
 // DistGraph (1, 2 and 4 ranks; local, ucx over tcp and shared memory) equal ops::sample_neighbors
 // / NeighborSampler and the dataset's arrays after mapping IDs through orig_nid / orig_eid, for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dist::DistEdgeDataLoader on Cora (symmetrized, deduplicated) partitioned into 1, 2, 4 parts:
 // every seed edge appears exactly once per epoch across ranks; positives are the dataset's edges
 // after mapping through orig_nid / orig_eid; no excluded edge (self, reverse) is in any block;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // dist::DistNodeDataLoader: with the global batch order, batch j of an epoch has the same seeds
 // and blocks (in original IDs) for 1, 2 and 4 ranks and for METIS and random partitionings; every
 // rank runs the same number of batches (short shares wrap around); bad seed sets fail every rank.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistTensor on the GPU (label gpu): rows placed in device memory (Placement::kDevice), reads into
 // device memory (read_into_device) and the NCCL read_collective_into_device, each compared byte
 // for byte with a host-placed tensor of the same contents (the oracle, itself checked against the

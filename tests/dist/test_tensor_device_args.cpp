@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistTensor's device API without a GPU (runs everywhere, one process, `local` transport): what a
 // build without CUDA says (NotCompiledError naming the tensor and the fix), what a CUDA build on
 // a machine without a device says (ValueError), and the argument checks that come before any

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: the shipped Cora (data/cora), a partitioned Cora."""
 import importlib.util
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """benchmarks/plot_sample.py on committed results: both plot modes write a PNG, and bad input
 gets one line naming the file (no traceback)."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU training path (needs a GPU and a CUDA build; every case skips with "no CUDA device"
 otherwise).
 

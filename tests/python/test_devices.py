@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tensors of any device cross the boundary by DLPack, in place.
 
 * CPU (always run): ``_C.gather_rows`` / ``_C.scatter_rows`` and ``tessera.ops`` on NumPy and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A DGL user's script on Tessera: DGL's names that the port of DGL's distributed GraphSAGE
 example (python/examples/dgl_style_sage.py) relies on, and that example end to end.
 

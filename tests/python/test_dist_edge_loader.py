@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The distributed EdgeDataLoader (DGL's DistEdgeDataLoader) under real jobs (python -m tessera
 launch, dist_scripts/edge_batches.py): with global_order, global batch j (positives, negatives,
 blocks, in original IDs) is the same at 1 and 2 ranks, METIS and random; with edge_split shares

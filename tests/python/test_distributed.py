@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The distributed API under real jobs: every test starts ``python -m tessera launch`` in a
 subprocess with a deadline (the scripts in dist_scripts/ dump what each rank saw) and asserts on
 every rank's output.

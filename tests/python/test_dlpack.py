@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Buffers cross the boundary without copies (DLPack / buffer protocol)."""
 import numpy as np
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """C++ exceptions arrive as the Python exceptions docs/design.md names, with the C++ message."""
 import os
 

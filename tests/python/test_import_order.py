@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Importing tessera, before or after torch, in a fresh process.
 
 On a GPU machine (glibc 2.39, Debian 12's UCX 1.13) ``import tessera`` followed by ``import torch``

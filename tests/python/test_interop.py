@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tessera blocks and graphs against the real DGL and PyTorch Geometric, when installed.
 
 Each library's own GraphSAGE layer, given Tessera's SAGEConv weights, must compute the same

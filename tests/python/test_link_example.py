@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The link-prediction example: held-out edges stay out of the training graph and out of the
 batches' blocks, the metrics follow their definitions, and a short run on Cora beats the random
 baseline by a clear margin."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """SAGEConv against a hand computation; GraphSAGE over sampled blocks."""
 import numpy as np
 import pytest

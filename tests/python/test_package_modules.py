@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package's module structure: tessera.distributed is the public name of the distributed
 API (DGL's dgl.distributed), the old name tessera.dist still imports, and the modules inside the
 package import each other without a cycle (also through imports inside functions)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """partition_graph writes what the C++ validator accepts; DistGraph reads it back."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """benchmarks/results_table.py: the committed benchmarks/results/README.md is the one the script
 writes from the committed JSON, and its check catches a stale README, a superseded run and a
 result outside the layout."""

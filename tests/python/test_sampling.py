@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Sampling and loaders: determinism under a seed, DGL block layout, node_split semantics."""
 import numpy as np
 import pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Symmetrizing stores every pair once per direction, and follows what a dataset says of its
 edges (meta.json): load_dataset and partition_graph apply the library's rule, as the CLI does."""
 import json

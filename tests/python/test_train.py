@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Short training runs through the example script: sane accuracy, bitwise resume."""
 import os
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weighted neighbor sampling from Python: ``tessera.NeighborSampler(fanouts, prob=...)``.
 
 * the sampler's blocks equal the C++ op (``_C.sample_neighbors`` with weights, which re-adds

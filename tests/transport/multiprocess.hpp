@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Forked-process harness for the transport tests: run a body in N real processes on loopback,
 // with a deadline, and collect what every rank saw.
 #pragma once

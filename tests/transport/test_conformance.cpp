@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One conformance suite, instantiated for every backend that can run here: local (world of 1),
 // ucx over tcp and ucx over shared memory at 2, 3 and 4 ranks. Every case forks real processes
 // on loopback with a deadline and asserts on what every rank saw.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera launch`: environment, output prefixes, failure propagation, and an end-to-end job.
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rendezvous store (token, malformed and foreign messages, deadlines) and the launcher
 // environment (torchrun, Slurm, OpenMPI).
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The UCX backend's module: no UCX library is in the process until the first UCX transport is
 // created (loading libucs installs UCX's memory hooks, which patch libc), the module is loaded
 // with UCX_MEM_EVENTS=no unless the user set it, and a module that cannot be found is named.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank program for the launch tests: `transport_worker allreduce` prints the all-reduced sum of
 // ranks; `transport_worker die R` makes rank R die (SIGKILL) after the first barrier while the
 // others keep all-reducing until they see the loss.

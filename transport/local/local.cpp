@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'local' transport: a world of one process. Collectives are copies, requests call the
 // handler directly (on the caller's thread), gets are memcpy from the registered region.
 #include <cstring>

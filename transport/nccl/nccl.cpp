@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'nccl' transport: GPU collectives on device memory, enqueued on a CUDA stream, and
 // all-to-all-v as grouped ncclSend/ncclRecv. The NCCL unique id travels through the rendezvous
 // store. The communicator is non-blocking so that every wait can poll a deadline and the store's

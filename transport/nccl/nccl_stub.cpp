@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'nccl' transport when Tessera is built without CUDA/NCCL: says so instead of failing to
 // link.
 #include "../src/backends.hpp"

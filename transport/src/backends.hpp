@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: backend factories and helpers shared by the backends.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The launcher: fork/exec one process per local rank, relay their output line by line with a
 // rank prefix, and tear the job down when any rank fails or the launcher is signalled.
 #include "tessera/transport/launch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The registry: the backends this build has, and the one that serves a job (by name, or the first
 // that can reach every peer). The UCX backend lives in a module loaded on first use
 // (ucx/ucx_loader.cpp), so listing backends or creating a local one never loads UCX.

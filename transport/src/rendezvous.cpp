@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch environment detection and the token-checked TCP key-value store.
 #include "tessera/transport/rendezvous.hpp"
 

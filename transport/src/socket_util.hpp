@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blocking TCP helpers with deadlines (internal to transport/).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parts of Transport every backend shares: types, conveniences built on the virtual
 // collectives, handler table and region-key blobs. Linked into the registry's library and into
 // the UCX module (transport/ucx), so nothing here may hold process-wide state.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'ucx' transport: one UCP worker per rank, one endpoint per peer, tagged messages for
 // collectives and requests, ucp_get on registered host memory for one-sided reads. The same code
 // runs over tcp, shared memory (posix/sysv/cma) and verbs; UCX_TLS picks.

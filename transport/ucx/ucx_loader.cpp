@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'ucx' backend as the registry sees it: finds the module that holds it
 // (libtessera_transport_ucx.so, built from ucx.cpp) and loads it when the first UCX transport is
 // created, never earlier.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the one entry point of the UCX module (libtessera_transport_ucx.so, built from
 // ucx.cpp), shared by the module and its loader (ucx_loader.cpp).
 #pragma once

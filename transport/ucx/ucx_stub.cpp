@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The 'ucx' transport when UCX was not found at build time: says so instead of failing to link.
 #include "../src/backends.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-or-nothing collectives: a local phase's outcome is shared with every rank so that one
 // rank's failure fails every rank (with the same exception type, naming the rank) instead of
 // leaving the others waiting in the next collective.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a distributed loader's seed set (nodes or edges) is cut into batches across the ranks:
 // shared by DistNodeDataLoader and DistEdgeDataLoader.
 #pragma once

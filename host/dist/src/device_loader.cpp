@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tessera/dist/device_loader.hpp"
 
 #include "batch_plan.hpp"

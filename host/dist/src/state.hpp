@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal state shared by the dist sources: the runtime's registries, a tensor's storage, the
 // graph's sampling structure, and the wire format of the dist protocol.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistTensor rows in device memory (Placement::kDevice) and reads into device memory. Plain C++
 // over tessera::cuda (buffers, streams, the gather/scatter kernels); in a build without CUDA the
 // cuda stubs throw NotCompiledError, and the public entry points in tensor.cpp check that first

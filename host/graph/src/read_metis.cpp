@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for METIS graph files (the format of gpmetis, METIS manual section 4.1.1):
 //   header "n m [fmt [ncon]]", then one line per vertex (1-based neighbor IDs), '%' comments.
 //   fmt is up to three digits "abc": a = vertex sizes, b = vertex weights (ncon of them, default

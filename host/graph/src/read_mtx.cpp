@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for Matrix Market files (NIST format), plain or gzip:
 //   "%%MatrixMarket matrix coordinate <pattern|integer|real> <general|symmetric|skew-symmetric>"
 //   '%' comments, a size line "rows cols nnz", then nnz lines "i j [value]" (1-based).

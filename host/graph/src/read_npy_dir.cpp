@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for npy dataset folders (edge_index.npy + node arrays + meta.json).
 #include <algorithm>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for OGB node-property dataset folders, the layout ogbn-arxiv/products are shipped in:
 //   raw/num-node-list.csv.gz   one line: N
 //   raw/num-edge-list.csv.gz   one line: E

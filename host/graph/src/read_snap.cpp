@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Reader for SNAP edge lists: "# comment" lines, then one "src<tab or spaces>dst" pair a line,
 // plain or gzip (detected by magic bytes). Node IDs may be sparse and are then renumbered.
 //

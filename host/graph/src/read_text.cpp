@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Chunked line reader over plain or gzip files, and number parsing, for the text readers.
 #include "read_text.hpp"
 

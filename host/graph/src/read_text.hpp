@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal helpers shared by the text readers (OGB CSV, SNAP, METIS, Matrix Market): a chunked
 // line reader over plain or gzip files and fast number parsing. Not a public header.
 #pragma once

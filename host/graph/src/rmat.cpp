@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // R-MAT / Kronecker generator (Chakrabarti et al. 2004; Graph500 parameters a=.57, b=c=.19).
 //
 // Determinism: every random value is a pure function of (seed, stream, index): edge k walks

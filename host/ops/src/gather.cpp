@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row gather / scatter: one validator per op, the CPU twin, and dispatch to the CUDA twin.
 #include "tessera/ops/gather.hpp"
 

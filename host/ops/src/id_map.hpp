@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Open-addressing hash map from global node IDs (>= 0) to local IDs, with O(used) reset.
 // Key and value share one 16-byte slot, so a lookup touches one cache line.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Many Philox-4x32-10 draws at once, with SIMD where the CPU has it (AVX-512F or AVX2, chosen
 // at run time). Each lane computes exactly philox_u64(philox_draw(key, node, draw)) of
 // tessera/core/philox.hpp: the key layout and the results are unchanged, only evaluated eight

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NeighborSampler's CPU path for one hop: uniform sampling straight into a block (internal).
 #pragma once
 

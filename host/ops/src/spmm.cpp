@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpMM: the validator, the CPU twin (float32 accumulation in storage order) and dispatch to
 // cuSPARSE.
 #include "tessera/ops/spmm.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node assignment: METIS k-way (multi-constraint) and seeded random.
 #include <metis.h>
 

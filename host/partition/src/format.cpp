@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The JSON config and the partition folders: serialization, parsing, loading.
 #include "tessera/partition/format.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal entry points of the partitioner, shared by its source files. Not a public header.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Relabelling (contiguous ID ranges per partition) and per-partition local graphs with halo.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SpilledArrays: the CSC parked in an unlinked temporary file while METIS runs (--low-memory).
 #include <fcntl.h>
 #include <sys/vfs.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // validate_partitions: every partition contract of docs/design.md, checked from the files on disk.
 #include "tessera/partition/validate.hpp"
 

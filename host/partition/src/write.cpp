@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // partition_dataset: assignment, relabelling, halo, and the atomic write of the on-disk format.
 #include <fmt/format.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tessera/core/error.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera_test.hpp"

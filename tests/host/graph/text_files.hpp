@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writing small text and gzip files for the reader tests.
 #pragma once
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fails when the compiled CPU sampler issues no PREFETCHT1. Its adjacency and tag prefetches go
 # into L2 through tessera/core/prefetch.hpp; written with __builtin_prefetch inside a helper
 # member, GCC deleted every call as dead code (a pure function with no result), and no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers of the partition tests: small graphs, a partition-and-validate driver.
 #pragma once
 

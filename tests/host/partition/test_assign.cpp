@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Assignment (METIS, random), symmetric adjacency, relabelling, halo and the partition book.
 #include <algorithm>
 #include <set>

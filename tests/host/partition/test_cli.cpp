@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `tessera partition` and `tessera validate` commands (skipped if the tool is not built).
 #include <sys/wait.h>
 

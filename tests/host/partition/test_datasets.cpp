@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Partition contracts on the real datasets in data/; balance constraints; METIS vs random cut.
 #include <algorithm>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bad input: clear errors naming the partition, file and field; nothing left behind.
 #include <fstream>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // End-to-end partition contracts on generated graphs: write, load, validate.
 #include <algorithm>
 #include <fstream>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tessera.distributed collectives on every rank: all_reduce (sum/max/min, NumPy and torch),
 all_gather_object, broadcast_parameters and all_reduce_gradients.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DistTensor across ranks: every rank writes disjoint (interleaved, so mostly remote) rows of a
 new tensor, then reads every row back; and reads g.ndata["feat"] / ["label"] for all nodes.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Dumps this rank's epoch-0 batches of a global-order NodeDataLoader to <out>/rank<r>.json.
 
     python -m tessera launch --nproc-per-node P -- python dump_batches.py CONFIG OUT

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """DistEmbedding + SparseAdagrad over the ranks, then a save / overwrite / load round trip.
 
     python -m tessera launch --nproc-per-node P -- python embedding.py CONFIG OUT

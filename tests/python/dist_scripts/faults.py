@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Failure modes of a 2-rank job.
 
     faults.py rank-dies          rank 1 raises after initialize; rank 0 waits in an all_reduce

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The GPU training path on every rank of a job: the GPU loader's batches equal the CPU loader's.
 
     python -m tessera launch --nproc-per-node P -- python gpu_loader.py CONFIG OUT

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch.distributed beside Tessera's runtime, in the order of DGL's scripts: initialize()
 first, then torch.distributed.init_process_group("gloo") through env://.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Weighted sampling (prob=) over a distributed DistGraph of several partitions: prob as an edge
 feature name samples every node weighted by its owner's rows of that feature (the distributed
 sampler), through every entry point; prob as an array raises a clear ValueError on every rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-layer neighbor sampling with compaction on the GPU: the CUDA twin of
 // ops::NeighborSampler::sample_blocks over a placed graph (a GraphView), for one or several
 // mini-batches per call. Plain C++ (no CUDA headers); in a CPU-only build the constructor throws

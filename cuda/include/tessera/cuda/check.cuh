@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checked CUDA calls and kernel launches (CUDA translation units only).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The calling thread's current CUDA device. Plain C++ (no cuda_runtime.h). Threads that did not
 // choose a device run on device 0, so code that works on memory of a known device from another
 // thread (e.g. a transport's handler thread serving a DistTensor's device rows) selects it

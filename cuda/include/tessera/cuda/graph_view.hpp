@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the GPU sampling kernels read of a graph: plain pointers (device memory, or pinned host
 // memory read through UVA) and the layout of the adjacency. ops::DeviceGraph fills one when it
 // places a graph; the one-hop entry points over raw arrays fill one with the split layout.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA twins of host/ops (gather, scatter, SpMM). Plain C++ declarations over raw pointers and
 // opaque streams: host/ops validates arguments once and dispatches here when the data lives on
 // the GPU. Every function only enqueues work on `stream`; none synchronizes the device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device memory, pinned host memory, UVA pointers, streams, events and a stream-ordered caching
 // allocator for per-batch scratch. Plain C++: safe to include without CUDA (no cuda_runtime.h);
 // streams are opaque `StreamHandle`s. In a CPU-only build every constructor that needs the GPU

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where each array of a partition lives (GPU memory, pinned host memory read through UVA, or
 // plain host memory), chosen by a memory budget, and which feature rows a GPU cache holds
 // (Quiver's static policy: highest in-degree first). Pure logic: no CUDA needed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What this build and this machine can do on the GPU. Safe to include without CUDA.
 #pragma once
 

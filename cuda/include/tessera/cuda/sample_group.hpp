@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-row work of the GPU sampler split over a GROUP of lanes (a power of two, 1 to 32, inside
 // one warp), as TESSERA_HD steps. One group samples one row; its lanes draw, search and write in
 // parallel and meet between steps.

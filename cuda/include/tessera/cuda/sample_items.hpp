@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bodies of the GPU sampler's kernels, one work item each (a frontier node sampled by a group
 // of lanes, or one edge), as TESSERA_HD functions. The kernels (cuda/src/sample_neighbors.cu,
 // cuda/src/sampler.cu) loop over items and call these; tests/cuda/test_sample_rows.cpp runs the

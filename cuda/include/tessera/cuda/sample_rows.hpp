@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-row arithmetic of the CUDA sampling kernels, as TESSERA_HD functions over raw pointers:
 // one thread runs one seed's row. The kernels in cuda/src/sample.cu call exactly these; a host
 // test (tests/cuda/test_sample_rows.cpp) runs them on the CPU against ops::sample_neighbors, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `tessera launch`: start this node's ranks with the rendezvous environment set, prefix their
 // output with the rank, and stop them all when one fails.
 #pragma once

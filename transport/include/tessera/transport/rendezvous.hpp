@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Who am I in this job (from the launcher's environment), and a small TCP key-value store,
 // hosted by rank 0, for exchanging UCX worker addresses, remote keys and the NCCL unique id.
 // The store also watches every rank's connection: a rank whose connection closes without a

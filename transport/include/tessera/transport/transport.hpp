@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One Transport interface for every backend (local, ucx, nccl), its errors, and the registry
 // that picks a backend by name or takes the first one that can serve this job.
 #pragma once

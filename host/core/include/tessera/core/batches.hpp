@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cutting n items into batches without the int64 overflow of the usual formulas when a batch
 // size is near INT64_MAX ("one batch of everything").
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Errors: TESSERA_EXPECTS for the caller's mistakes, TESSERA_ASSERT for our own invariants.
 #pragma once
 

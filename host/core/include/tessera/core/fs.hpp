@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Files and folders: atomic output folders and checksums.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Minimal fork-join parallelism over index ranges (std::thread; no OpenMP dependency).
 #pragma once
 

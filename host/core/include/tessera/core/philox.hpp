@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Philox-4x32-10 counter-based RNG (Salmon et al., SC'11; Random123) and Tessera's key layout.
 //
 // Header-only and usable from CUDA: every function is TESSERA_HD (`__host__ __device__` under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Software prefetches the compiler cannot delete.
 //
 // GCC (12, -O2 and -O3) treats __builtin_prefetch as free of side effects. A function whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Progress lines and per-phase timing on stderr, plus peak-memory readings.
 #pragma once
 

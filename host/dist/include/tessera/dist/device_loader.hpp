@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The node loader of the GPU training path: mini-batches of a DistGraph prepared whole in device
 // memory (seeds, blocks, the input nodes' feature rows, the seeds' labels) on the loader's own
 // CUDA streams, `prefetch` batches ahead of training. The batches are the ones

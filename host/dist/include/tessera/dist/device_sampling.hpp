@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Neighbor sampling of a DistGraph on this rank's GPU: the CUDA twin of DistNeighborSampler.
 // The rank's sampling structure (its rows of the unpartitioned graph, by original node ID, in
 // the original storage order) is placed once in device memory or in pinned host memory read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistEdgeDataLoader: link-prediction mini-batches of seed edges sampled over a DistGraph (DGL's
 // DistEdgeDataLoader), with the same number of batches on every rank.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sparse optimizers of distributed embeddings (DGL's DistEmbedding with SparseAdagrad /
 // SparseAdam): the sparse gradients of the rows a step touched are pushed to the rows' owners in
 // one all-to-all and applied there, to the owner's rows of the embedding and of the optimizer's

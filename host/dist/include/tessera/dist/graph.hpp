@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistGraph: this rank's partition of a partitioned graph, its node and edge data as
 // DistTensors, the partition book and the global counts (DGL's dgl.distributed.DistGraph);
 // node_split / edge_split.

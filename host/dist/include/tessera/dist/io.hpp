@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Saving and loading DistTensors: every rank writes and reads its own rows (one .npy per rank)
 // plus one JSON description written by rank 0 (DGL's DistTensor checkpoints of embeddings).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistNodeDataLoader: mini-batches of seed nodes sampled over a DistGraph (DGL's
 // DistNodeDataLoader), with the same number of batches on every rank so that no rank leaves the
 // gradient all-reduce early.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The distributed runtime of one rank: its Transport and the server that answers other ranks'
 // requests for the rows and nodes this rank owns (reads, writes, sampling).
 #pragma once

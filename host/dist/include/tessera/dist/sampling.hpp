@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Distributed neighbor sampling over a DistGraph: nodes this rank owns are sampled here, the
 // others by their owners (one batched request per owner per layer); the result is the same as
 // sampling the unpartitioned graph with the same keys, uniform or weighted by an edge feature.

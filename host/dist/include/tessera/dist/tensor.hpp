@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DistTensor: a tensor whose rows are spread over the ranks by a partition policy and that any
 // rank reads and writes by global row ID (DGL's dgl.distributed.DistTensor).
 #pragma once

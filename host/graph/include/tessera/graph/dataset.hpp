@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A graph dataset in memory (structure + node/edge arrays) and the readers that ingest one.
 #pragma once
 

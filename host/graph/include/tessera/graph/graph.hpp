@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph structures: COO edge lists and compressed (CSC / CSR) adjacency on the host.
 #pragma once
 

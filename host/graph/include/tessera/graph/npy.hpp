@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host n-d arrays and the NumPy .npy format (read, memory-map, write).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // R-MAT / Kronecker graph generator (Graph500 parameters), seeded and deterministic.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Blocks (message-flow graphs): sampled edges compacted onto local node IDs, and induced
 // subgraphs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Neighbor sampling on the GPU: a graph's sampling arrays placed once in device memory or in
 // pinned host memory that kernels read in place (UVA), and the multi-layer sampler over them,
 // the CUDA twin of NeighborSampler::sample_blocks (same Philox keys, same blocks, bit for bit).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Row gather and scatter of feature tensors: validated once, then run by the CPU twin (host
 // data) or the CUDA twin (tessera::cuda::gather_rows_impl) when an operand lives on the GPU.
 #pragma once

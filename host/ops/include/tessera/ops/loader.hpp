@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mini-batch loaders over a seed set: shuffle, batch size, drop_last, a pool of sampler threads
 // and a bounded prefetch queue that delivers batches in a deterministic order.
 #pragma once

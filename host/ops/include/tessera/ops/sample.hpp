@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Neighbor sampling on a compressed graph: uniform or weighted, with or without replacement.
 // Randomness follows the Philox key layout in tessera/core/philox.hpp (docs/sampling.md).
 #pragma once

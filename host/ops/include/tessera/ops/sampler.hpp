@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Mini-batch samplers: multi-layer neighbor sampling into blocks, uniform negative sampling for
 // link prediction, and Cluster-GCN batches of graph parts.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A non-owning view of a contiguous array (C++17 has no std::span), and where data lives.
 #pragma once
 

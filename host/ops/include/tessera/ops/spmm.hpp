@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sparse x dense products for message passing: sum or mean aggregation over a CSR pattern, and
 // the transpose for the backward pass. Validated once, then the CPU twin or the cuSPARSE twin
 // (tessera::cuda::spmm_impl) by where the data lives.

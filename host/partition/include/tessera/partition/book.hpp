@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The partition book: which partition owns a (relabelled) node or edge ID, and where.
 #pragma once
 

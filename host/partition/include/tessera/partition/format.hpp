@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The on-disk partition format: the JSON config and the per-partition .npy folders, and a
 // loader (memory-mapped) used by `tessera validate` and DistGraph. See docs/partition-format.md.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Graph partitioning: METIS k-way or random node assignment, ID relabelling so every partition
 // owns one contiguous node and edge ID range, halo (ghost) nodes, and writing the on-disk format
 // (docs/partition-format.md).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks a written partitioning against every partition contract of docs/design.md.
 #pragma once
 
