@@ -5,7 +5,7 @@
 # collecting nothing or not importing tessera, and any skipped test (GoogleTest or pytest) whose
 # reason is not the absence of a GPU (scripts/check-skips.py lists every skip with its reason).
 # clang-format and clang-tidy check the C++ files changed since the merge base with main
-# (scripts/lint.py).
+# (scripts/lint.py); every source file carries its SPDX license line (scripts/spdx.py).
 # Usage: scripts/test.sh [build-dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,8 @@ command -v nvcc >/dev/null && cuda=ON
 jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=$cuda \
   -DTESSERA_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-stage "clang-format and clang-tidy on the changed files"
+stage "SPDX license lines, clang-format and clang-tidy on the changed files"
+python3 scripts/spdx.py
 python3 scripts/lint.py "$build"
 stage "building (TESSERA_WITH_CUDA=$cuda)"
 cmake --build "$build" -j"$jobs"
