@@ -23,6 +23,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -186,8 +187,15 @@ def commands(runs):
     return "Commands:\n\n" + "\n".join(lines) if lines else ""
 
 
+def wrap(text):
+    """A paragraph of prose wrapped at 96 columns (never inside a word or at a hyphen)."""
+    return textwrap.fill(" ".join(text.split()), 96, break_on_hyphens=False,
+                         break_long_words=False)
+
+
 def section(title, intro, body, runs):
-    parts = [f"## {title}", intro.strip(), body.strip(), plots_line(runs), commands(runs)]
+    intro = wrap(intro)
+    parts = [f"## {title}", intro, body.strip(), plots_line(runs), commands(runs)]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -231,8 +239,9 @@ def partition_section(runs):
     body += "\n\nEdge cut (undirected pairs cut) and node balance, METIS against random:\n\n"
     body += table(["graph", "parts", "METIS cut", "random cut", "METIS node balance",
                    "random node balance"], cuts)
-    body += ("\n\nTessera's METIS against Debian's `gpmetis` on the same graph with default "
-             "settings, in the same run (peak memory over the CSR size):\n\n")
+    body += "\n\n" + wrap("Tessera's METIS against Debian's `gpmetis` on the same graph with "
+                          "default settings, in the same run (peak memory over the CSR size):")
+    body += "\n\n"
     body += table(["case", "Tessera cut", "gpmetis cut", "difference", "Tessera peak / CSR",
                    "gpmetis peak / CSR"], gp)
     intro = """
@@ -438,9 +447,10 @@ def train_gpu_section(runs):
                   "epoch time (first; later epochs)", "inference", "load (its files)",
                   "D2D copy GB/s", "gradient sync", "file"], rows)
     if split_rows:
-        body += ("\n\nWhere an epoch's time went after the first epoch (mean per epoch; the "
-                 "loader's sampling and gathering run on its own threads and streams, "
-                 "overlapped with training):\n\n")
+        body += "\n\n" + wrap("Where an epoch's time went after the first epoch (mean per epoch; "
+                              "the loader's sampling and gathering run on its own threads and "
+                              "streams, overlapped with training):")
+        body += "\n\n"
         body += table(["run"] + [k.replace("_", " ") for k in split_keys]
                       + ["loader sampling", "loader gathering"], split_rows)
     intro = """
@@ -552,8 +562,8 @@ def render(root=RESULTS):
     parts = [PREFACE.rstrip()]
     desc = machines(runs)
     if desc:
-        parts.append("**Machines.** " + "; ".join(
-            f"`{tag}`: {desc[tag] or 'not recorded'}" for tag in sorted(desc)) + ".")
+        parts.append(wrap("**Machines.** " + "; ".join(
+            f"`{tag}`: {desc[tag] or 'not recorded'}" for tag in sorted(desc)) + "."))
     done = set()
     for prefix, renderer in SECTIONS:
         benches = [b for b in runs if b.startswith(prefix) and b not in done]
