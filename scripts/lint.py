@@ -63,9 +63,12 @@ def changed_lines(base, files):
     """{file: [[first, last], ...]} of the lines added or changed since `base`."""
     out = {}
     cur = None
-    for line in git("diff", "-U0", "--no-color", base, "--", *files).splitlines():
+    wanted = set(files)
+    # The whole diff with rename detection: limited to the new paths, git would see a moved
+    # file as added and every line of it as changed.
+    for line in git("diff", "-U0", "-M", "--no-color", base).splitlines():
         if line.startswith("+++ "):
-            cur = line[6:] if line.startswith("+++ b/") else None
+            cur = line[6:] if line.startswith("+++ b/") and line[6:] in wanted else None
         elif line.startswith("@@") and cur:
             m = re.match(r"@@ -\S+ \+(\d+)(?:,(\d+))? @@", line)
             start, count = int(m.group(1)), int(m.group(2) or "1")
