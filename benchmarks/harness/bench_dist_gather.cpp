@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_commands.hpp"
 #include "bench_util.hpp"
-#include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/tensor.hpp"

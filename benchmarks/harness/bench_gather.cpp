@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench_commands.hpp"
 #include "bench_device.hpp"
 #include "bench_util.hpp"
-#include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/core/progress.hpp"

@@ -19,9 +19,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "bench_commands.hpp"
 #include "bench_sample.hpp"
 #include "bench_util.hpp"
-#include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/philox.hpp"
 #include "tessera/core/progress.hpp"

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Subcommands of the `tessera` command line. Each file registers one subcommand.
+// Subcommands of the `tessera` command line. Each file registers one subcommand; `tessera
+// bench` comes from the benchmark harness (benchmarks/harness/bench_commands.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -10,11 +11,6 @@ void register_info(CLI::App& app);
 void register_partition(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_validate(CLI::App& app);
-void register_bench(CLI::App& app);
-/// `tessera bench gather` (bench_gather.cpp), added to the `bench` group by register_bench.
-void register_bench_gather(CLI::App& bench);
-/// `tessera bench dist-gather` (bench_dist_gather.cpp), added to the `bench` group.
-void register_bench_dist_gather(CLI::App& bench);
 void register_launch(CLI::App& app);
 
 }  // namespace tessera::tools

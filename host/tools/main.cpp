@@ -7,6 +7,9 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#ifdef TESSERA_WITH_BENCH
+#include "bench_commands.hpp"
+#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"Tessera: GPU-first distributed GNN training -- graph tools"};
@@ -16,7 +19,9 @@ int main(int argc, char** argv) {
   tessera::tools::register_partition(app);
   tessera::tools::register_generate(app);
   tessera::tools::register_validate(app);
+#ifdef TESSERA_WITH_BENCH
   tessera::tools::register_bench(app);
+#endif
   tessera::tools::register_launch(app);
   try {
     app.parse(argc, argv);
