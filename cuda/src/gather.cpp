@@ -1,5 +1,5 @@
-// Dispatch of the gather/scatter twins by index type, and the GPU feature cache. C++ only: the
-// kernels live in gather_i32.cu / gather_i64.cu.
+// Dispatch of the gather/scatter twins by index type and plan, and the GPU feature cache. C++
+// only: the kernels live in gather_i32.cu / gather_i64.cu.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -12,14 +12,6 @@
 namespace tessera::cuda {
 namespace detail {
 
-int vector_bytes(int64_t row_bytes, const void* a, const void* b, const void* c) {
-  const uintptr_t m = static_cast<uintptr_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) |
-                      reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c);
-  for (int v = 16; v > 1; v >>= 1)
-    if (m % static_cast<uintptr_t>(v) == 0) return v;
-  return 1;
-}
-
 int64_t max_resident_threads() {
   static const int64_t n = [] {
     int dev = 0, sms = 0, per_sm = 0;
@@ -31,17 +23,35 @@ int64_t max_resident_threads() {
   return n;
 }
 
+namespace {
+
+template <typename I>
+void gather_typed(const GatherLaunch& g, int64_t row_bytes, const I* idx, StreamHandle stream) {
+  if (g.n == 0 || row_bytes == 0) return;
+  launch_gather<I>(g, idx, gather::plan(row_bytes, address_bits(g.src, g.out, g.cache)), stream);
+}
+
+void gather_dispatch(const GatherLaunch& g, int64_t row_bytes, const void* idx, IndexType idx_type,
+                     StreamHandle stream) {
+  if (idx_type == IndexType::kInt32)
+    gather_typed(g, row_bytes, static_cast<const int32_t*>(idx), stream);
+  else
+    gather_typed(g, row_bytes, static_cast<const int64_t*>(idx), stream);
+}
+
+}  // namespace
 }  // namespace detail
 
 void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
                       IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
                       StreamHandle stream) {
-  if (idx_type == IndexType::kInt32)
-    detail::launch_gather(src, src_rows, row_bytes, nullptr, nullptr,
-                          static_cast<const int32_t*>(idx), n, out, d_first_bad, nullptr, stream);
-  else
-    detail::launch_gather(src, src_rows, row_bytes, nullptr, nullptr,
-                          static_cast<const int64_t*>(idx), n, out, d_first_bad, nullptr, stream);
+  detail::GatherLaunch g;
+  g.src = src;
+  g.src_rows = src_rows;
+  g.n = n;
+  g.out = out;
+  g.first_bad = d_first_bad;
+  detail::gather_dispatch(g, row_bytes, idx, idx_type, stream);
 }
 
 void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void* idx,
@@ -61,14 +71,16 @@ void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_byte
                              unsigned long long* d_counters, unsigned long long* d_first_bad,
                              StreamHandle stream) {
   TESSERA_ASSERT(cache != nullptr && d_slot_of != nullptr, "cached gather without a cache");
-  if (idx_type == IndexType::kInt32)
-    detail::launch_gather(src, src_rows, row_bytes, cache, d_slot_of,
-                          static_cast<const int32_t*>(idx), n, out, d_first_bad, d_counters,
-                          stream);
-  else
-    detail::launch_gather(src, src_rows, row_bytes, cache, d_slot_of,
-                          static_cast<const int64_t*>(idx), n, out, d_first_bad, d_counters,
-                          stream);
+  detail::GatherLaunch g;
+  g.src = src;
+  g.src_rows = src_rows;
+  g.cache = cache;
+  g.slot_of = d_slot_of;
+  g.n = n;
+  g.out = out;
+  g.first_bad = d_first_bad;
+  g.counters = d_counters;
+  detail::gather_dispatch(g, row_bytes, idx, idx_type, stream);
 }
 
 FeatureCache::FeatureCache(const void* src, int64_t src_rows, int64_t row_bytes,

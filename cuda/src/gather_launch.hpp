@@ -2,26 +2,46 @@
 // type in its own .cu file (gather_i32.cu, gather_i64.cu) to keep nvcc builds small.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
+#include "tessera/cuda/gather_plan.hpp"
 #include "tessera/cuda/memory.hpp"
 
 namespace tessera::cuda::detail {
 
-/// Launches the gather kernel; `cache`/`slot_of` null for a plain gather. `counters`, when
-/// non-null, receives [0] += n lookups and [1] += cached reads.
+/// The arguments of a gather launch apart from the indices. `cache`/`slot_of` null for a plain
+/// gather; `counters`, when non-null (cached only), receives [0] += n lookups and [1] += cached
+/// reads; `first_bad` (may be null) is lowered to the first position of an out-of-range index.
+struct GatherLaunch {
+  const void* src = nullptr;
+  int64_t src_rows = 0;
+  const void* cache = nullptr;
+  const int64_t* slot_of = nullptr;
+  int64_t n = 0;
+  void* out = nullptr;
+  unsigned long long* first_bad = nullptr;
+  unsigned long long* counters = nullptr;
+};
+
+/// Launches the gather of plan `p`: entry i reads row idx[i] into output row i.
 template <typename I>
-void launch_gather(const void* src, int64_t src_rows, int64_t row_bytes, const void* cache,
-                   const int64_t* slot_of, const I* idx, int64_t n, void* out,
-                   unsigned long long* first_bad, unsigned long long* counters,
-                   StreamHandle stream);
+void launch_gather(const GatherLaunch& g, const I* idx, const gather::Plan& p, StreamHandle stream);
 
 template <typename I>
 void launch_scatter(const void* src, int64_t n, int64_t row_bytes, const I* idx, void* dst,
                     int64_t dst_rows, unsigned long long* first_bad, StreamHandle stream);
 
+/// The OR of the addresses (what gather::vector_bytes takes).
+inline uint64_t address_bits(const void* a, const void* b, const void* c = nullptr) {
+  return reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+         reinterpret_cast<uintptr_t>(c);
+}
+
 /// Largest of 16, 8, 4, 2, 1 dividing row_bytes and every address (the vector width).
-int vector_bytes(int64_t row_bytes, const void* a, const void* b, const void* c = nullptr);
+inline int vector_bytes(int64_t row_bytes, const void* a, const void* b, const void* c = nullptr) {
+  return gather::vector_bytes(row_bytes, address_bits(a, b, c));
+}
 
 /// Resident-thread budget for grid-stride launches (SMs x 2048 threads), cached per process.
 int64_t max_resident_threads();

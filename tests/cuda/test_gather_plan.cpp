@@ -1,0 +1,207 @@
+// The gather kernels' plan and per-group copy (tessera/cuda/gather_plan.hpp) on the CPU. The
+// group copy runs as the kernels run it, every lane of every group of a small grid in turn.
+// Runs without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tessera/cuda/gather_plan.hpp"
+
+namespace tessera::cuda {
+namespace {
+
+TEST(GatherPlan, VectorWidthFollowsRowAndAddresses) {
+  EXPECT_EQ(gather::vector_bytes(128, 0), 16);
+  EXPECT_EQ(gather::vector_bytes(128, 0x1008), 8);
+  EXPECT_EQ(gather::vector_bytes(12, 0), 4);
+  EXPECT_EQ(gather::vector_bytes(130, 0), 2);
+  EXPECT_EQ(gather::vector_bytes(4095, 0), 1);
+  EXPECT_EQ(gather::vector_bytes(4096, 0x3), 1);
+}
+
+TEST(GatherPlan, ChoosesRowsPerGroup) {
+  using gather::plan;
+  // 128-byte rows: 8 lanes of 16 bytes, four rows per group over one resident grid.
+  gather::Plan p = plan(128, 0);
+  EXPECT_EQ(p.vec_bytes, 16);
+  EXPECT_EQ(p.vpr, 8);
+  EXPECT_EQ(p.log2_tpr, 3);
+  EXPECT_EQ(p.rows_per_group, 4);
+  EXPECT_EQ(p.grid_mult, 1);
+  EXPECT_EQ(plan(512, 0).rows_per_group, 4);
+  // Wider rows: one row per group over four resident grids.
+  p = plan(1024, 0);
+  EXPECT_EQ(p.rows_per_group, 1);
+  EXPECT_EQ(p.grid_mult, 4);
+  p = plan(4096, 0);
+  EXPECT_EQ(p.log2_tpr, 8);
+  EXPECT_EQ(p.vpr, 256);
+  // Rows wider than a block's lanes loop within the group.
+  p = plan(8192, 0);
+  EXPECT_EQ(p.log2_tpr, 8);
+  EXPECT_EQ(p.vpr, 512);
+  // Forced rows per group.
+  EXPECT_EQ(plan(128, 0, 1).rows_per_group, 1);
+  EXPECT_EQ(plan(128, 0, 1).grid_mult, 4);
+  EXPECT_EQ(plan(4096, 0, 4).rows_per_group, 4);
+}
+
+TEST(GatherPlan, GridCoversTheBatchUpToTheCap) {
+  const gather::Plan p = gather::plan(128, 0);
+  // 32 groups of 8 lanes per block, 4 rows each: 1000 rows need 8 blocks.
+  EXPECT_EQ(gather::grid_blocks(p, 1000, 100), 8);
+  EXPECT_EQ(gather::grid_blocks(p, 1, 100), 1);
+  EXPECT_EQ(gather::grid_blocks(p, 1 << 30, 100), 100);
+  const gather::Plan w = gather::plan(4096, 0);
+  EXPECT_EQ(gather::grid_blocks(w, 1000, 100), 400);
+}
+
+template <int W>
+struct Vec {
+  unsigned char b[W];
+};
+
+struct CopyCase {
+  int64_t row_bytes;
+  int vec;  // forced vector width (divides row_bytes)
+  int rows_per_group;
+  int64_t src_rows, n;
+  bool cached, bad;
+};
+
+// The kernel's loop over a grid of `blocks` x kBlockThreads threads, each lane in turn.
+template <int R, typename V>
+void emulate(const CopyCase& c, const gather::Plan& p, int64_t blocks, const V* src, const V* cache,
+             const std::vector<int64_t>& slot_of, const std::vector<int64_t>& idx, V* out,
+             unsigned long long* first_bad, int64_t* hits) {
+  const int tpr = 1 << p.log2_tpr;
+  const int64_t groups_per_block = gather::kBlockThreads >> p.log2_tpr;
+  const int64_t stride = blocks * groups_per_block * R;
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int t = 0; t < gather::kBlockThreads; ++t) {
+      const int lane = t & (tpr - 1);
+      auto entry = [&](int64_t i, int64_t& r, int64_t& q) {
+        r = idx[static_cast<size_t>(i)];
+        q = i;
+      };
+      auto source = [&](int64_t r) -> const V* {
+        if (c.cached && slot_of[static_cast<size_t>(r)] >= 0) {
+          *hits += lane == 0;
+          return cache + slot_of[static_cast<size_t>(r)] * p.vpr;
+        }
+        return src + r * p.vpr;
+      };
+      auto bad = [&](int64_t q) {
+        *first_bad = std::min(*first_bad, static_cast<unsigned long long>(q));
+      };
+      for (int64_t i0 = (b * groups_per_block + (t >> p.log2_tpr)) * R; i0 < c.n; i0 += stride)
+        gather::copy_group<R>(i0, c.n, c.src_rows, p.vpr, lane, tpr, out, entry, source, bad);
+    }
+}
+
+template <int W>
+void run_copy_case(const CopyCase& c, uint64_t seed) {
+  using V = Vec<W>;
+  const int64_t rb = c.row_bytes;
+  ASSERT_EQ(rb % W, 0);
+  std::mt19937_64 rng(seed);
+  const int64_t vpr = rb / W;
+  std::vector<V> src(static_cast<size_t>(c.src_rows * vpr) + 1);
+  for (V& v : src)
+    for (auto& x : v.b)
+      x = static_cast<unsigned char>(rng());
+  // Indices: repeats, and (c.bad) negative and too large ones.
+  std::vector<int64_t> idx(static_cast<size_t>(c.n));
+  for (auto& x : idx)
+    x = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.src_rows));
+  if (c.n > 3) idx[1] = idx[2];
+  int64_t want_bad = -1;
+  if (c.bad && c.n > 0) {
+    idx[static_cast<size_t>(c.n / 2)] = c.src_rows;
+    idx[static_cast<size_t>(c.n - 1)] = -3;
+    want_bad = c.n / 2;
+  }
+  // The cache: every third row, in a copy of its own.
+  std::vector<int64_t> slot_of(static_cast<size_t>(c.src_rows), -1);
+  std::vector<V> cache;
+  int64_t want_hits = 0;
+  if (c.cached) {
+    for (int64_t r = 0; r < c.src_rows; r += 3) {
+      slot_of[static_cast<size_t>(r)] = static_cast<int64_t>(cache.size()) / vpr;
+      cache.insert(cache.end(), src.begin() + r * vpr, src.begin() + (r + 1) * vpr);
+    }
+    for (int64_t r : idx)
+      want_hits += r >= 0 && r < c.src_rows && slot_of[static_cast<size_t>(r)] >= 0;
+  }
+  cache.emplace_back();
+  // The oracle: a plain gather, zero rows for bad indices.
+  std::vector<unsigned char> want(static_cast<size_t>(c.n * rb), 0);
+  for (int64_t i = 0; i < c.n; ++i)
+    if (idx[i] >= 0 && idx[i] < c.src_rows)
+      std::memcpy(want.data() + i * rb,
+                  reinterpret_cast<const unsigned char*>(src.data()) + idx[i] * rb,
+                  static_cast<size_t>(rb));
+  const gather::Plan p = gather::plan(rb, static_cast<uint64_t>(W), c.rows_per_group);
+  ASSERT_EQ(p.vec_bytes, W);
+  const int64_t blocks = gather::grid_blocks(p, c.n, 3);  // a small grid: several iterations
+  std::vector<V> out(static_cast<size_t>(c.n * vpr) + 1);
+  for (V& v : out)
+    std::memset(v.b, 0xcd, W);
+  unsigned long long first_bad = ~0ull;
+  int64_t hits = 0;
+  if (p.rows_per_group == 4)
+    emulate<4>(c, p, blocks, src.data(), cache.data(), slot_of, idx, out.data(), &first_bad, &hits);
+  else
+    emulate<1>(c, p, blocks, src.data(), cache.data(), slot_of, idx, out.data(), &first_bad, &hits);
+  EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
+  EXPECT_EQ(reinterpret_cast<const unsigned char*>(out.data())[want.size()], 0xcd)
+      << "wrote past the batch";
+  EXPECT_EQ(first_bad, want_bad < 0 ? ~0ull : static_cast<unsigned long long>(want_bad));
+  EXPECT_EQ(hits, want_hits);
+}
+
+class GroupCopy : public ::testing::TestWithParam<CopyCase> {};
+
+TEST_P(GroupCopy, MatchesAPlainGather) {
+  const CopyCase& c = GetParam();
+  switch (c.vec) {
+    case 16:
+      return run_copy_case<16>(c, 7);
+    case 8:
+      return run_copy_case<8>(c, 8);
+    case 4:
+      return run_copy_case<4>(c, 9);
+    default:
+      return run_copy_case<1>(c, 10);
+  }
+}
+
+std::vector<CopyCase> copy_cases() {
+  std::vector<CopyCase> v;
+  const std::vector<std::pair<int64_t, int>> widths = {{8, 8},    {12, 4},    {128, 16}, {128, 8},
+                                                       {256, 16}, {512, 16},  {1000, 8}, {4096, 16},
+                                                       {4096, 1}, {8192, 16}, {24, 8}};
+  for (auto [rb, vec] : widths)
+    for (int per : {1, 4})
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{2053}})
+        for (bool cached : {false, true}) {
+          if (rb >= 4096 && n > 300) continue;  // keep the emulation quick
+          v.push_back({rb, vec, per, 97, n, cached, n > 1});
+        }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, GroupCopy, ::testing::ValuesIn(copy_cases()),
+                         [](const ::testing::TestParamInfo<CopyCase>& info) {
+                           const CopyCase& c = info.param;
+                           return std::to_string(c.row_bytes) + "B_v" + std::to_string(c.vec) +
+                                  "_r" + std::to_string(c.rows_per_group) + "_n" +
+                                  std::to_string(c.n) + (c.cached ? "_cached" : "");
+                         });
+
+}  // namespace
+}  // namespace tessera::cuda
