@@ -1,5 +1,5 @@
-// Dispatch of the gather/scatter twins by index type and plan, and the GPU feature cache. C++
-// only: the kernels live in gather_i32.cu / gather_i64.cu.
+// Dispatch of the gather/scatter twins by index type and plan (the sorted path's scratch and
+// sort included), and the GPU feature cache. C++ only: the kernels live in gather_{i,u}{32,64}.cu.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -25,33 +25,78 @@ int64_t max_resident_threads() {
 
 namespace {
 
+// Host memory (pinned, registered, or pageable that the device reads through HMM/ATS) is read
+// over the bus; device and managed memory are not.
+bool in_host_memory(const void* p) {
+  if (p == nullptr) return false;
+  cudaPointerAttributes a{};
+  TESSERA_CUDA_TRY(cudaPointerGetAttributes(&a, p));
+  return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
+}
+
+// The sorted path: (key, position) pairs into scratch, radix-sorted on the stream, then the
+// gather over them. Scratch is stream-ordered, so it may go back to the allocator on return.
+template <typename I, typename U>
+void gather_sorted(const GatherLaunch& g, const I* idx, const gather::Plan& p,
+                   StreamHandle stream) {
+  const auto n = static_cast<size_t>(g.n);
+  const int bits = gather::key_bits(g.src_rows);
+  const size_t temp_bytes = sort_pairs_temp_bytes<U>(g.n, bits);
+  ScratchBuffer pairs(scratch_allocator(), 4 * n * sizeof(U), stream);
+  ScratchBuffer temp(scratch_allocator(), temp_bytes, stream);
+  U* keys0 = static_cast<U*>(pairs.data());
+  U* keys1 = keys0 + n;
+  U* pos0 = keys1 + n;
+  U* pos1 = pos0 + n;
+  launch_sort_keys<I, U>(idx, g.n, g.src_rows, keys0, pos0, stream);
+  const int sel =
+      sort_pairs<U>(temp.data(), temp_bytes, keys0, keys1, pos0, pos1, g.n, bits, stream);
+  launch_gather<U>(g, sel ? keys1 : keys0, sel ? pos1 : pos0, p, stream);
+}
+
 template <typename I>
-void gather_typed(const GatherLaunch& g, int64_t row_bytes, const I* idx, StreamHandle stream) {
+void gather_typed(const GatherLaunch& g, int64_t row_bytes, const I* idx, GatherOrder order,
+                  StreamHandle stream) {
   if (g.n == 0 || row_bytes == 0) return;
-  launch_gather<I>(g, idx, gather::plan(row_bytes, address_bits(g.src, g.out, g.cache)), stream);
+  // Only a gather that kAuto would sort needs to know where its source is.
+  const bool src_in_host = order == GatherOrder::kAuto && gather::sort_pays(true, row_bytes, g.n) &&
+                           in_host_memory(g.src);
+  const gather::Plan p =
+      gather::plan(row_bytes, g.n, address_bits(g.src, g.out, g.cache), src_in_host, order);
+  if (!p.sorted) return launch_gather<I>(g, idx, nullptr, p, stream);
+  if (gather::narrow_keys(g.src_rows, g.n))
+    gather_sorted<I, uint32_t>(g, idx, p, stream);
+  else
+    gather_sorted<I, uint64_t>(g, idx, p, stream);
 }
 
 void gather_dispatch(const GatherLaunch& g, int64_t row_bytes, const void* idx, IndexType idx_type,
-                     StreamHandle stream) {
+                     GatherOrder order, StreamHandle stream) {
   if (idx_type == IndexType::kInt32)
-    gather_typed(g, row_bytes, static_cast<const int32_t*>(idx), stream);
+    gather_typed(g, row_bytes, static_cast<const int32_t*>(idx), order, stream);
   else
-    gather_typed(g, row_bytes, static_cast<const int64_t*>(idx), stream);
+    gather_typed(g, row_bytes, static_cast<const int64_t*>(idx), order, stream);
 }
 
 }  // namespace
 }  // namespace detail
 
+bool gather_sorts_indices(const void* src, int64_t row_bytes, int64_t n, GatherOrder order) {
+  if (n == 0 || row_bytes == 0) return false;
+  if (order != GatherOrder::kAuto) return order == GatherOrder::kSorted;
+  return gather::sort_pays(true, row_bytes, n) && detail::in_host_memory(src);
+}
+
 void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
                       IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
-                      StreamHandle stream) {
+                      StreamHandle stream, GatherOrder order) {
   detail::GatherLaunch g;
   g.src = src;
   g.src_rows = src_rows;
   g.n = n;
   g.out = out;
   g.first_bad = d_first_bad;
-  detail::gather_dispatch(g, row_bytes, idx, idx_type, stream);
+  detail::gather_dispatch(g, row_bytes, idx, idx_type, order, stream);
 }
 
 void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void* idx,
@@ -69,7 +114,7 @@ void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_byte
                              const void* cache, const int64_t* d_slot_of, const void* idx,
                              IndexType idx_type, int64_t n, void* out,
                              unsigned long long* d_counters, unsigned long long* d_first_bad,
-                             StreamHandle stream) {
+                             StreamHandle stream, GatherOrder order) {
   TESSERA_ASSERT(cache != nullptr && d_slot_of != nullptr, "cached gather without a cache");
   detail::GatherLaunch g;
   g.src = src;
@@ -80,7 +125,7 @@ void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_byte
   g.out = out;
   g.first_bad = d_first_bad;
   g.counters = d_counters;
-  detail::gather_dispatch(g, row_bytes, idx, idx_type, stream);
+  detail::gather_dispatch(g, row_bytes, idx, idx_type, order, stream);
 }
 
 FeatureCache::FeatureCache(const void* src, int64_t src_rows, int64_t row_bytes,

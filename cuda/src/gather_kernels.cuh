@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gather_launch.hpp"
 #include "tessera/cuda/check.cuh"
@@ -12,12 +13,13 @@
 namespace tessera::cuda::detail {
 
 // A group of `1 << log2_tpr` consecutive threads copies R rows of `vpr` vectors of type V per
-// iteration, grid-stride over the batch: entry i reads row idx[i] into output row i.
-template <typename I, typename V, int R, bool kCached>
+// iteration, grid-stride over the batch. Entry i reads row idx[i] and writes output row pos[i]
+// (kPos: the sorted path, whose keys are unsigned and src_rows for a bad index) or i.
+template <typename I, typename V, int R, bool kCached, bool kPos>
 __global__ void gather_kernel(const V* __restrict__ src, int64_t src_rows, int64_t vpr,
                               const V* __restrict__ cache, const int64_t* __restrict__ slot_of,
-                              const I* __restrict__ idx, int64_t n, V* __restrict__ out,
-                              int log2_tpr, unsigned long long* first_bad,
+                              const I* __restrict__ idx, const I* __restrict__ pos, int64_t n,
+                              V* __restrict__ out, int log2_tpr, unsigned long long* first_bad,
                               unsigned long long* counters) {
   const int tpr = 1 << log2_tpr;
   const int lane = static_cast<int>(threadIdx.x) & (tpr - 1);
@@ -26,7 +28,7 @@ __global__ void gather_kernel(const V* __restrict__ src, int64_t src_rows, int64
   unsigned my_hits = 0;
   auto entry = [&](int64_t i, int64_t& r, int64_t& p) {
     r = static_cast<int64_t>(idx[i]);
-    p = i;
+    p = kPos ? static_cast<int64_t>(pos[i]) : i;
   };
   auto source = [&](int64_t r) -> const V* {
     if constexpr (kCached) {
@@ -51,6 +53,18 @@ __global__ void gather_kernel(const V* __restrict__ src, int64_t src_rows, int64
       if (blockIdx.x == 0 && threadIdx.x == 0)
         atomicAdd(&counters[0], static_cast<unsigned long long>(n));
     }
+  }
+}
+
+// The keys of a sorted gather: keys[i] = gather::sort_key(idx[i]) (src_rows for a bad index),
+// pos[i] = i.
+template <typename I, typename U>
+__global__ void sort_keys_kernel(const I* __restrict__ idx, int64_t n, int64_t src_rows,
+                                 U* __restrict__ keys, U* __restrict__ pos) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    keys[i] = static_cast<U>(gather::sort_key(static_cast<int64_t>(idx[i]), src_rows));
+    pos[i] = static_cast<U>(i);
   }
 }
 
@@ -95,51 +109,63 @@ int64_t resident_blocks_of(Kernel kernel) {
 }
 
 template <typename I, typename V, int R>
-void launch_gather_r(const GatherLaunch& g, const I* idx, const gather::Plan& p,
+void launch_gather_r(const GatherLaunch& g, const I* idx, const I* pos, const gather::Plan& p,
                      StreamHandle stream) {
+  // Signed indices: the plain gather; unsigned: the sorted path's keys and positions.
+  constexpr bool kPos = std::is_unsigned_v<I>;
   auto s = static_cast<cudaStream_t>(stream);
   const auto* src = static_cast<const V*>(g.src);
   auto* out = static_cast<V*>(g.out);
   if (g.cache) {
-    static const int64_t resident = resident_blocks_of(gather_kernel<I, V, R, true>);
+    static const int64_t resident = resident_blocks_of(gather_kernel<I, V, R, true, kPos>);
     const auto grid = static_cast<unsigned>(gather::grid_blocks(p, g.n, resident));
-    TESSERA_KERNEL_CALL((gather_kernel<I, V, R, true>), grid, gather::kBlockThreads, 0, s, src,
-                        g.src_rows, p.vpr, static_cast<const V*>(g.cache), g.slot_of, idx, g.n, out,
-                        p.log2_tpr, g.first_bad, g.counters);
+    TESSERA_KERNEL_CALL((gather_kernel<I, V, R, true, kPos>), grid, gather::kBlockThreads, 0, s,
+                        src, g.src_rows, p.vpr, static_cast<const V*>(g.cache), g.slot_of, idx, pos,
+                        g.n, out, p.log2_tpr, g.first_bad, g.counters);
   } else {
-    static const int64_t resident = resident_blocks_of(gather_kernel<I, V, R, false>);
+    static const int64_t resident = resident_blocks_of(gather_kernel<I, V, R, false, kPos>);
     const auto grid = static_cast<unsigned>(gather::grid_blocks(p, g.n, resident));
-    TESSERA_KERNEL_CALL((gather_kernel<I, V, R, false>), grid, gather::kBlockThreads, 0, s, src,
-                        g.src_rows, p.vpr, nullptr, nullptr, idx, g.n, out, p.log2_tpr, g.first_bad,
-                        nullptr);
+    TESSERA_KERNEL_CALL((gather_kernel<I, V, R, false, kPos>), grid, gather::kBlockThreads, 0, s,
+                        src, g.src_rows, p.vpr, nullptr, nullptr, idx, pos, g.n, out, p.log2_tpr,
+                        g.first_bad, nullptr);
   }
 }
 
 template <typename I, typename V>
-void launch_gather_v(const GatherLaunch& g, const I* idx, const gather::Plan& p,
+void launch_gather_v(const GatherLaunch& g, const I* idx, const I* pos, const gather::Plan& p,
                      StreamHandle stream) {
   if (p.rows_per_group == 4)
-    launch_gather_r<I, V, 4>(g, idx, p, stream);
+    launch_gather_r<I, V, 4>(g, idx, pos, p, stream);
   else
-    launch_gather_r<I, V, 1>(g, idx, p, stream);
+    launch_gather_r<I, V, 1>(g, idx, pos, p, stream);
 }
 
 template <typename I>
-void launch_gather(const GatherLaunch& g, const I* idx, const gather::Plan& p,
+void launch_gather(const GatherLaunch& g, const I* idx, const I* pos, const gather::Plan& p,
                    StreamHandle stream) {
   if (g.n == 0 || p.vpr == 0) return;
   switch (p.vec_bytes) {
     case 16:
-      return launch_gather_v<I, uint4>(g, idx, p, stream);
+      return launch_gather_v<I, uint4>(g, idx, pos, p, stream);
     case 8:
-      return launch_gather_v<I, uint2>(g, idx, p, stream);
+      return launch_gather_v<I, uint2>(g, idx, pos, p, stream);
     case 4:
-      return launch_gather_v<I, unsigned>(g, idx, p, stream);
+      return launch_gather_v<I, unsigned>(g, idx, pos, p, stream);
     case 2:
-      return launch_gather_v<I, unsigned short>(g, idx, p, stream);
+      return launch_gather_v<I, unsigned short>(g, idx, pos, p, stream);
     default:
-      return launch_gather_v<I, unsigned char>(g, idx, p, stream);
+      return launch_gather_v<I, unsigned char>(g, idx, pos, p, stream);
   }
+}
+
+template <typename I, typename U>
+void launch_sort_keys(const I* idx, int64_t n, int64_t src_rows, U* keys, U* pos,
+                      StreamHandle stream) {
+  const int64_t want = (n + gather::kBlockThreads - 1) / gather::kBlockThreads;
+  const int64_t cap = max_resident_threads() / gather::kBlockThreads * 4;
+  TESSERA_KERNEL_CALL((sort_keys_kernel<I, U>), static_cast<unsigned>(want < cap ? want : cap),
+                      gather::kBlockThreads, 0, static_cast<cudaStream_t>(stream), idx, n, src_rows,
+                      keys, pos);
 }
 
 template <typename I, typename V>
@@ -157,7 +183,8 @@ void launch_scatter(const void* src, int64_t n, int64_t row_bytes, const I* idx,
                     int64_t dst_rows, unsigned long long* first_bad, StreamHandle stream) {
   if (n == 0 || row_bytes == 0) return;
   // One row per group over four resident grids (the gather's plan for wide rows).
-  const gather::Plan p = gather::plan(row_bytes, address_bits(src, dst), 1);
+  const gather::Plan p =
+      gather::plan(row_bytes, n, address_bits(src, dst), false, GatherOrder::kAsGiven, 1);
   switch (p.vec_bytes) {
     case 16:
       return launch_scatter_v<I, uint4>(src, n, idx, dst, dst_rows, first_bad, p, stream);

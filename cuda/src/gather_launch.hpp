@@ -1,5 +1,7 @@
 // Internal: typed launchers of the gather/scatter kernels, one explicit instantiation per index
-// type in its own .cu file (gather_i32.cu, gather_i64.cu) to keep nvcc builds small.
+// type in its own .cu file to keep nvcc builds small: gather_i32.cu and gather_i64.cu (the plain
+// gather, the sort keys, the scatter), gather_u32.cu and gather_u64.cu (the sorted gather over
+// 32- or 64-bit keys and positions, and their CUB radix sort).
 #pragma once
 
 #include <cstddef>
@@ -24,9 +26,28 @@ struct GatherLaunch {
   unsigned long long* counters = nullptr;
 };
 
-/// Launches the gather of plan `p`: entry i reads row idx[i] into output row i.
+/// Launches the gather of plan `p`. Signed I (int32, int64): entry i reads row idx[i] into
+/// output row i (`pos` unused). Unsigned I (uint32, uint64): the sorted path, entry i reads row
+/// idx[i] (a sorted key; src_rows marks a bad index) into output row pos[i].
 template <typename I>
-void launch_gather(const GatherLaunch& g, const I* idx, const gather::Plan& p, StreamHandle stream);
+void launch_gather(const GatherLaunch& g, const I* idx, const I* pos, const gather::Plan& p,
+                   StreamHandle stream);
+
+/// keys[i] = gather::sort_key(idx[i], src_rows), pos[i] = i, for i in [0, n).
+template <typename I, typename U>
+void launch_sort_keys(const I* idx, int64_t n, int64_t src_rows, U* keys, U* pos,
+                      StreamHandle stream);
+
+/// Temporary bytes of sort_pairs for n pairs and `bits` key bits.
+template <typename U>
+size_t sort_pairs_temp_bytes(int64_t n, int bits);
+
+/// Radix-sorts n (key, position) pairs by the low `bits` key bits (stable) with CUB, ping-ponging
+/// between the buffers 0 and 1 (both hold n entries; the input is in 0). Returns 1 when the
+/// sorted pairs end up in keys1/pos1, else 0.
+template <typename U>
+int sort_pairs(void* temp, size_t temp_bytes, U* keys0, U* keys1, U* pos0, U* pos1, int64_t n,
+               int bits, StreamHandle stream);
 
 template <typename I>
 void launch_scatter(const void* src, int64_t n, int64_t row_bytes, const I* idx, void* dst,

@@ -106,8 +106,12 @@ Upstream& device_upstream() {
 }
 
 void gather_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, int64_t, void*,
-                      unsigned long long*, StreamHandle) {
+                      unsigned long long*, StreamHandle, GatherOrder) {
   require_cuda("gather_rows");
+}
+bool gather_sorts_indices(const void*, int64_t, int64_t, GatherOrder) {
+  require_cuda("gather_rows");
+  return false;
 }
 void scatter_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, void*, int64_t,
                        unsigned long long*, StreamHandle) {
@@ -115,7 +119,7 @@ void scatter_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, vo
 }
 void gather_rows_cached_impl(const void*, int64_t, int64_t, const void*, const int64_t*,
                              const void*, IndexType, int64_t, void*, unsigned long long*,
-                             unsigned long long*, StreamHandle) {
+                             unsigned long long*, StreamHandle, GatherOrder) {
   require_cuda("gather_rows_cached");
 }
 void spmm_impl(const void*, const void*, IndexType, int64_t, int64_t, int64_t, const float*,

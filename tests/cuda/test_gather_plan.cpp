@@ -1,6 +1,7 @@
 // The gather kernels' plan and per-group copy (tessera/cuda/gather_plan.hpp) on the CPU. The
-// group copy runs as the kernels run it, every lane of every group of a small grid in turn.
-// Runs without a GPU.
+// group copy runs as the kernels run it, every lane of every group of a small grid in turn, over
+// both paths: indices as given, and (row, position) pairs sorted by key as the radix sort leaves
+// them. Runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,41 +24,73 @@ TEST(GatherPlan, VectorWidthFollowsRowAndAddresses) {
   EXPECT_EQ(gather::vector_bytes(4096, 0x3), 1);
 }
 
-TEST(GatherPlan, ChoosesRowsPerGroup) {
+TEST(GatherPlan, ChoosesRowsPerGroupAndOrder) {
   using gather::plan;
+  const int64_t big = 1 << 20;
   // 128-byte rows: 8 lanes of 16 bytes, four rows per group over one resident grid.
-  gather::Plan p = plan(128, 0);
+  gather::Plan p = plan(128, big, 0, false, GatherOrder::kAuto);
   EXPECT_EQ(p.vec_bytes, 16);
   EXPECT_EQ(p.vpr, 8);
   EXPECT_EQ(p.log2_tpr, 3);
   EXPECT_EQ(p.rows_per_group, 4);
   EXPECT_EQ(p.grid_mult, 1);
-  EXPECT_EQ(plan(512, 0).rows_per_group, 4);
-  // Wider rows: one row per group over four resident grids.
-  p = plan(1024, 0);
+  EXPECT_FALSE(p.sorted);  // device source
+  EXPECT_TRUE(plan(128, big, 0, true, GatherOrder::kAuto).sorted);
+  EXPECT_TRUE(plan(512, big, 0, true, GatherOrder::kAuto).sorted);
+  EXPECT_EQ(plan(512, big, 0, true, GatherOrder::kAuto).rows_per_group, 4);
+  // Wider rows: one row per group over four resident grids, read as given.
+  p = plan(1024, big, 0, true, GatherOrder::kAuto);
   EXPECT_EQ(p.rows_per_group, 1);
   EXPECT_EQ(p.grid_mult, 4);
-  p = plan(4096, 0);
+  EXPECT_FALSE(p.sorted);
+  p = plan(4096, big, 0, false, GatherOrder::kAuto);
   EXPECT_EQ(p.log2_tpr, 8);
   EXPECT_EQ(p.vpr, 256);
   // Rows wider than a block's lanes loop within the group.
-  p = plan(8192, 0);
+  p = plan(8192, big, 0, false, GatherOrder::kAuto);
   EXPECT_EQ(p.log2_tpr, 8);
   EXPECT_EQ(p.vpr, 512);
-  // Forced rows per group.
-  EXPECT_EQ(plan(128, 0, 1).rows_per_group, 1);
-  EXPECT_EQ(plan(128, 0, 1).grid_mult, 4);
-  EXPECT_EQ(plan(4096, 0, 4).rows_per_group, 4);
+  // Small batches are not worth a sort.
+  EXPECT_FALSE(plan(128, gather::sort_min_rows(128) - 1, 0, true, GatherOrder::kAuto).sorted);
+  EXPECT_TRUE(plan(128, gather::sort_min_rows(128), 0, true, GatherOrder::kAuto).sorted);
+  EXPECT_FALSE(plan(512, gather::sort_min_rows(512) - 1, 0, true, GatherOrder::kAuto).sorted);
+  EXPECT_GT(gather::sort_min_rows(512), gather::sort_min_rows(256));
+  // Forced orders and rows per group.
+  EXPECT_TRUE(plan(4096, 1, 0, false, GatherOrder::kSorted).sorted);
+  EXPECT_FALSE(plan(128, big, 0, true, GatherOrder::kAsGiven).sorted);
+  EXPECT_EQ(plan(128, big, 0, false, GatherOrder::kAuto, 1).rows_per_group, 1);
+  EXPECT_EQ(plan(128, big, 0, false, GatherOrder::kAuto, 1).grid_mult, 4);
+  EXPECT_EQ(plan(4096, big, 0, false, GatherOrder::kAuto, 4).rows_per_group, 4);
 }
 
 TEST(GatherPlan, GridCoversTheBatchUpToTheCap) {
-  const gather::Plan p = gather::plan(128, 0);
+  const gather::Plan p = gather::plan(128, 1000, 0, false, GatherOrder::kAuto);
   // 32 groups of 8 lanes per block, 4 rows each: 1000 rows need 8 blocks.
   EXPECT_EQ(gather::grid_blocks(p, 1000, 100), 8);
   EXPECT_EQ(gather::grid_blocks(p, 1, 100), 1);
   EXPECT_EQ(gather::grid_blocks(p, 1 << 30, 100), 100);
-  const gather::Plan w = gather::plan(4096, 0);
+  const gather::Plan w = gather::plan(4096, 1000, 0, false, GatherOrder::kAuto);
   EXPECT_EQ(gather::grid_blocks(w, 1000, 100), 400);
+}
+
+TEST(GatherPlan, SortKeys) {
+  EXPECT_EQ(gather::key_bits(1), 1);
+  EXPECT_EQ(gather::key_bits(2), 2);
+  EXPECT_EQ(gather::key_bits(3), 2);
+  EXPECT_EQ(gather::key_bits((1 << 23) - 1), 23);
+  EXPECT_EQ(gather::key_bits(1 << 23), 24);  // the key src_rows itself must fit
+  EXPECT_EQ(gather::key_bits(int64_t{1} << 40), 41);
+  EXPECT_TRUE(gather::narrow_keys(0xFFFFFFFFll, 0xFFFFFFFFll));
+  EXPECT_FALSE(gather::narrow_keys(int64_t{1} << 32, 10));
+  EXPECT_FALSE(gather::narrow_keys(10, int64_t{1} << 32));
+  EXPECT_EQ(gather::sort_key(5, 10), 5u);
+  EXPECT_EQ(gather::sort_key(0, 10), 0u);
+  EXPECT_EQ(gather::sort_key(10, 10), 10u);
+  EXPECT_EQ(gather::sort_key(-1, 10), 10u);
+  EXPECT_EQ(gather::sort_key(INT64_MIN, 10), 10u);
+  // Every key of a valid row is below 2^key_bits, and so is the bad-index key.
+  for (int64_t rows : {1, 2, 3, 1000, 1 << 20, (1 << 20) + 1})
+    EXPECT_LT(gather::sort_key(-7, rows), uint64_t{1} << gather::key_bits(rows)) << rows;
 }
 
 template <int W>
@@ -70,14 +103,14 @@ struct CopyCase {
   int vec;  // forced vector width (divides row_bytes)
   int rows_per_group;
   int64_t src_rows, n;
-  bool cached, bad;
+  bool sorted, cached, bad;
 };
 
 // The kernel's loop over a grid of `blocks` x kBlockThreads threads, each lane in turn.
-template <int R, typename V>
+template <int R, typename V, typename I>
 void emulate(const CopyCase& c, const gather::Plan& p, int64_t blocks, const V* src, const V* cache,
-             const std::vector<int64_t>& slot_of, const std::vector<int64_t>& idx, V* out,
-             unsigned long long* first_bad, int64_t* hits) {
+             const std::vector<int64_t>& slot_of, const std::vector<I>& idx,
+             const std::vector<I>* pos, V* out, unsigned long long* first_bad, int64_t* hits) {
   const int tpr = 1 << p.log2_tpr;
   const int64_t groups_per_block = gather::kBlockThreads >> p.log2_tpr;
   const int64_t stride = blocks * groups_per_block * R;
@@ -85,8 +118,8 @@ void emulate(const CopyCase& c, const gather::Plan& p, int64_t blocks, const V* 
     for (int t = 0; t < gather::kBlockThreads; ++t) {
       const int lane = t & (tpr - 1);
       auto entry = [&](int64_t i, int64_t& r, int64_t& q) {
-        r = idx[static_cast<size_t>(i)];
-        q = i;
+        r = static_cast<int64_t>(idx[static_cast<size_t>(i)]);
+        q = pos ? static_cast<int64_t>((*pos)[static_cast<size_t>(i)]) : i;
       };
       auto source = [&](int64_t r) -> const V* {
         if (c.cached && slot_of[static_cast<size_t>(r)] >= 0) {
@@ -145,18 +178,46 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
       std::memcpy(want.data() + i * rb,
                   reinterpret_cast<const unsigned char*>(src.data()) + idx[i] * rb,
                   static_cast<size_t>(rb));
-  const gather::Plan p = gather::plan(rb, static_cast<uint64_t>(W), c.rows_per_group);
+  const gather::Plan p =
+      gather::plan(rb, c.n, static_cast<uint64_t>(W), true,
+                   c.sorted ? GatherOrder::kSorted : GatherOrder::kAsGiven, c.rows_per_group);
   ASSERT_EQ(p.vec_bytes, W);
+  ASSERT_EQ(p.sorted, c.sorted);
   const int64_t blocks = gather::grid_blocks(p, c.n, 3);  // a small grid: several iterations
   std::vector<V> out(static_cast<size_t>(c.n * vpr) + 1);
   for (V& v : out)
     std::memset(v.b, 0xcd, W);
   unsigned long long first_bad = ~0ull;
   int64_t hits = 0;
-  if (p.rows_per_group == 4)
-    emulate<4>(c, p, blocks, src.data(), cache.data(), slot_of, idx, out.data(), &first_bad, &hits);
-  else
-    emulate<1>(c, p, blocks, src.data(), cache.data(), slot_of, idx, out.data(), &first_bad, &hits);
+  if (c.sorted) {
+    // What the radix sort leaves: keys and positions, stably sorted by key.
+    std::vector<uint64_t> keys(static_cast<size_t>(c.n)), pos(static_cast<size_t>(c.n));
+    for (int64_t i = 0; i < c.n; ++i) {
+      keys[i] = gather::sort_key(idx[i], c.src_rows);
+      pos[i] = static_cast<uint64_t>(i);
+    }
+    std::stable_sort(pos.begin(), pos.end(),
+                     [&](uint64_t a, uint64_t b) { return keys[a] < keys[b]; });
+    std::vector<uint64_t> sorted_keys(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i)
+      sorted_keys[i] = keys[pos[i]];
+    ASSERT_TRUE(std::is_sorted(sorted_keys.begin(), sorted_keys.end()));
+    for (uint64_t k : sorted_keys)
+      ASSERT_LT(k, uint64_t{1} << gather::key_bits(c.src_rows));
+    if (p.rows_per_group == 4)
+      emulate<4>(c, p, blocks, src.data(), cache.data(), slot_of, sorted_keys, &pos, out.data(),
+                 &first_bad, &hits);
+    else
+      emulate<1>(c, p, blocks, src.data(), cache.data(), slot_of, sorted_keys, &pos, out.data(),
+                 &first_bad, &hits);
+  } else {
+    if (p.rows_per_group == 4)
+      emulate<4, V, int64_t>(c, p, blocks, src.data(), cache.data(), slot_of, idx, nullptr,
+                             out.data(), &first_bad, &hits);
+    else
+      emulate<1, V, int64_t>(c, p, blocks, src.data(), cache.data(), slot_of, idx, nullptr,
+                             out.data(), &first_bad, &hits);
+  }
   EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
   EXPECT_EQ(reinterpret_cast<const unsigned char*>(out.data())[want.size()], 0xcd)
       << "wrote past the batch";
@@ -188,10 +249,11 @@ std::vector<CopyCase> copy_cases() {
   for (auto [rb, vec] : widths)
     for (int per : {1, 4})
       for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{2053}})
-        for (bool cached : {false, true}) {
-          if (rb >= 4096 && n > 300) continue;  // keep the emulation quick
-          v.push_back({rb, vec, per, 97, n, cached, n > 1});
-        }
+        for (bool sorted : {false, true})
+          for (bool cached : {false, true}) {
+            if (rb >= 4096 && n > 300) continue;  // keep the emulation quick
+            v.push_back({rb, vec, per, 97, n, sorted, cached, n > 1});
+          }
   return v;
 }
 
@@ -200,7 +262,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, GroupCopy, ::testing::ValuesIn(copy_cases()),
                            const CopyCase& c = info.param;
                            return std::to_string(c.row_bytes) + "B_v" + std::to_string(c.vec) +
                                   "_r" + std::to_string(c.rows_per_group) + "_n" +
-                                  std::to_string(c.n) + (c.cached ? "_cached" : "");
+                                  std::to_string(c.n) + (c.sorted ? "_sorted" : "_given") +
+                                  (c.cached ? "_cached" : "");
                          });
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "tessera/core/philox.hpp"
+#include "tessera/cuda/gather_plan.hpp"
 #include "tessera/cuda/graph_view.hpp"
 #include "tessera/cuda/memory.hpp"
 
@@ -25,9 +26,19 @@ inline constexpr unsigned long long kNoBadIndex = ~0ull;
 /// or a UVA pointer of pinned host memory; `out` is device memory (or UVA). An index outside
 /// [0, src_rows) zero-fills its output row and, when `d_first_bad` (device memory, preset to
 /// kNoBadIndex) is non-null, atomically lowers it to that position i.
+/// `order` (tessera/cuda/gather_plan.hpp) says in which order the rows are read; the output is
+/// the same. kAuto sorts when the source is in host memory and the batch is large enough
+/// (gather::sort_pays): (row, position) pairs are radix-sorted on `stream` with scratch from
+/// scratch_allocator(), and each row is read once in row order and written to its position, so
+/// a page of the source is translated once per batch rather than once per row.
 void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
                       IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
-                      StreamHandle stream);
+                      StreamHandle stream, GatherOrder order = GatherOrder::kAuto);
+
+/// Whether gather_rows_impl / gather_rows_cached_impl with `order` sorts the indices of a
+/// gather of n rows of `row_bytes` from `src` (kAuto: gather::sort_pays for where src lives).
+bool gather_sorts_indices(const void* src, int64_t row_bytes, int64_t n,
+                          GatherOrder order = GatherOrder::kAuto);
 
 /// dst[idx[i]] = src[i] for i in [0, n). With duplicate indices, which source row lands is
 /// unspecified (the CPU twin keeps the last). An index outside [0, dst_rows) writes nothing and
@@ -37,12 +48,14 @@ void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void
                        unsigned long long* d_first_bad, StreamHandle stream);
 
 /// Gather through a GPU cache of hot rows: row r is read from `cache` slot d_slot_of[r] when
-/// that is >= 0, else from `src` (typically UVA). Same output as gather_rows_impl. When
-/// `d_hits` is non-null, the number of cached reads is atomically added to it.
+/// that is >= 0, else from `src` (typically UVA). Same output, out-of-range handling and `order`
+/// as gather_rows_impl. When `d_counters` (device memory, two entries) is non-null, [0] gains n
+/// lookups and [1] the number of rows read from the cache, whatever the order.
 void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_bytes,
                              const void* cache, const int64_t* d_slot_of, const void* idx,
-                             IndexType idx_type, int64_t n, void* out, unsigned long long* d_hits,
-                             unsigned long long* d_first_bad, StreamHandle stream);
+                             IndexType idx_type, int64_t n, void* out,
+                             unsigned long long* d_counters, unsigned long long* d_first_bad,
+                             StreamHandle stream, GatherOrder order = GatherOrder::kAuto);
 
 /// Aggregation of an SpMM.
 enum class Reduce : uint8_t { kSum, kMean };
