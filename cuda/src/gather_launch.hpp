@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tessera/cuda/gather_plan.hpp"
+#include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 
 namespace tessera::cuda::detail {
@@ -25,6 +26,13 @@ struct GatherLaunch {
   unsigned long long* first_bad = nullptr;
   unsigned long long* counters = nullptr;
 };
+
+/// gather_rows_impl / gather_rows_cached_impl over `g`; for diagnostics, `rows_per_group` (1 or
+/// 4; 0: the plan's choice) forces the rows per thread group, and `sort_only` enqueues only what
+/// the sorted path does before its gather (the keys and their sort; nothing when not sorting).
+void gather_dispatch(const GatherLaunch& g, int64_t row_bytes, const void* idx, IndexType idx_type,
+                     GatherOrder order, StreamHandle stream, int rows_per_group = 0,
+                     bool sort_only = false);
 
 /// Launches the gather of plan `p`. Signed I (int32, int64): entry i reads row idx[i] into
 /// output row i (`pos` unused). Unsigned I (uint32, uint64): the sorted path, entry i reads row

@@ -194,7 +194,8 @@ DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t
   require_cuda("to_block");
   return {};
 }
-double probe_gather_gbps(const void*, int64_t, int64_t, int64_t, int, bool, int, int, uint64_t) {
+double probe_gather_ms(const void*, int64_t, int64_t, int64_t, GatherOrder, int, bool, int,
+                       uint64_t) {
   require_cuda("gather probe");
   return 0;
 }

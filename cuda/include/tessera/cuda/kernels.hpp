@@ -222,9 +222,11 @@ struct GatherBenchResult {
   double gather_ms = 0;  ///< median milliseconds of one gather
   double bound_ms = 0;   ///< median milliseconds of the bound copy of the same payload
   int iterations = 0;
+  bool sorted = false;  ///< the gather sorted its indices first (GatherOrder::kAuto chose it)
 };
 
-/// Times gather_rows_impl of `n` random rows (uniform in [0, src_rows), int64 indices, fixed
+/// Times gather_rows_impl (GatherOrder::kAuto: a sort of the indices, when it takes one, is
+/// inside the timed region) of `n` random rows (uniform in [0, src_rows), int64 indices, fixed
 /// `seed`) of `row_bytes` each from `src` into a device buffer with CUDA events: `warmup`
 /// untimed runs, then `iters` timed runs each preceded by an L2 flush; reports medians. The
 /// bound is cudaMemcpyAsync of the same payload bytes: device-to-device when `src` is device
@@ -239,15 +241,15 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
 /// (it is a benchmark).
 double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters);
 
-/// A diagnostic variant of the row gather (`tessera bench gather --probe`): payload GB/s
-/// (median of `iters` runs after a warm-up, L2 flushed before each) of gathering `n` random rows
-/// (fixed `seed`) of `row_bytes` (16..512, a multiple of 16) from `src` (device memory or UVA)
-/// with one 16-byte vector per thread and row, `rows_per_group` (1, 2 or 4) rows per thread group
-/// and iteration with every load issued before the stores, the indices `sorted` first (rows
-/// written back to their positions) or not, and the resident grid divided by `grid_div`.
+/// A diagnostic run of the library's gather (`tessera bench gather --probe`): median
+/// milliseconds (`iters` runs after a warm-up, L2 flushed before each) of gathering `n` random
+/// rows (int64 indices, fixed `seed`) of `row_bytes` from `src` (device memory or UVA) into
+/// device memory in `order`, with `rows_per_group` (1 or 4; 0: the library's choice) rows per
+/// thread group; with `sort_only`, of the sorted path's keys and radix sort alone.
 /// Synchronizes (it is a benchmark).
-double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
-                         int rows_per_group, bool sorted, int grid_div, int iters, uint64_t seed);
+double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
+                       GatherOrder order, int rows_per_group, bool sort_only, int iters,
+                       uint64_t seed);
 
 /// The copy bound of the benchmarks: median GB/s (1e9 bytes/s) of `iters` cudaMemcpyAsync of
 /// `bytes`, device-to-device (`pinned_h2d` false) or pinned host-to-device, timed with CUDA
