@@ -1,6 +1,7 @@
-// What the benchmarks measure beside the library in the same run: the sampling benchmark's
-// random reads of an array in device memory or pinned host memory (UVA), and the gather
-// benchmark's probes of the library's gather with its plan forced.
+// What the benchmarks measure beside the library in the same run: the sampling benchmark's limit
+// (the reads the sampler must make for real visits, tessera/cuda/row_reads.hpp) and its
+// single-entry random-read rate, and the gather benchmark's probes of the library's gather
+// with its plan forced.
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -9,7 +10,9 @@
 #include "gather_launch.hpp"
 #include "tessera/cuda/check.cuh"
 #include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/row_reads.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/cuda/sample_group.hpp"
 
 namespace tessera::cuda {
 namespace {
@@ -48,6 +51,72 @@ __global__ void random_read_kernel(const V* __restrict__ a, uint64_t count, int 
 #pragma unroll
     for (int u = 0; u < 8; ++u)
       fold(acc, v[u]);
+  }
+  if (acc == 0x5EED5EED5EED5EEDull) atomicAdd(sink, 1ull);  // keeps the loads
+}
+
+// The limit of the sampling benchmark (tessera/cuda/row_reads.hpp): a group of 2^log2_g lanes
+// per visit reads what the sampler must read of the visit's row, and folds it.
+__device__ inline void fold_entry(const GraphView& g, int64_t k, unsigned long long& acc) {
+  switch (g.layout) {
+    case Adjacency::kPacked:
+      acc ^= g.packed[k];
+      return;
+    case Adjacency::kPairs:
+      fold(acc, reinterpret_cast<const uint4*>(g.pairs)[k]);
+      return;
+    default:
+      acc ^= static_cast<unsigned long long>(g.indices[k]) ^
+             (g.eids ? static_cast<unsigned long long>(g.eids[k]) : 0ull);
+  }
+}
+
+__global__ void row_read_kernel(const __grid_constant__ GraphView g,
+                                const int64_t* __restrict__ visits, int64_t begin, int64_t end,
+                                int64_t k, bool replace, int stage_bytes, int log2_g,
+                                unsigned long long* sink) {
+  const int G = 1 << log2_g;
+  const int lane = static_cast<int>(threadIdx.x) & (G - 1);
+  const int64_t groups_per_block = static_cast<int64_t>(blockDim.x) >> log2_g;
+  const int eb = g.edge_bytes();
+  const bool weighted = g.prefix != nullptr;
+  const auto* adj = g.layout == Adjacency::kPacked
+                        ? reinterpret_cast<const unsigned char*>(g.packed)
+                        : reinterpret_cast<const unsigned char*>(g.pairs);
+  unsigned long long acc = 0;
+  for (int64_t vi = begin + blockIdx.x * groups_per_block + (threadIdx.x >> log2_g); vi < end;
+       vi += static_cast<int64_t>(gridDim.x) * groups_per_block) {
+    const int64_t v = visits[vi];
+    const int64_t rb = g.indptr[v], d = g.indptr[v + 1] - rb;
+    int64_t positives = d;
+    if (weighted && !replace && k >= 0 && d > k && g.row_info) positives = g.row_info[2 * v];
+    const limits::RowPlan p = limits::row_plan(d, k, replace, weighted, positives, eb, stage_bytes,
+                                               g.layout != Adjacency::kSplit);
+    if (p.read == limits::RowRead::kStaged) {
+      int64_t lo = 0, hi = 0;
+      limits::staged_bytes(rb, d, eb, &lo, &hi);
+      const auto* s = reinterpret_cast<const uint4*>(adj + lo);
+      for (int64_t c = lane; c < (hi - lo) / 16; c += G)
+        fold(acc, s[c]);
+    } else if (p.read == limits::RowRead::kWhole) {
+      for (int64_t t = lane; t < d; t += G)
+        fold_entry(g, rb + t, acc);
+    }
+    for (int64_t t = lane; t < p.draws; t += G) {
+      const auto visit = static_cast<uint64_t>(vi);
+      const auto draw = static_cast<uint32_t>(t);
+      int64_t pos = 0;
+      if (p.search) {
+        const double* cdf = g.prefix + rb;
+        pos = limits::search_prefix(cdf, d, limits::draw_fraction(visit, draw) * cdf[d - 1]);
+      } else {
+        pos = limits::draw_position(visit, draw, d);
+      }
+      if (p.read == limits::RowRead::kDraws)
+        fold_entry(g, rb + pos, acc);
+      else
+        acc ^= static_cast<unsigned long long>(pos);  // the entry is in the stage
+    }
   }
   if (acc == 0x5EED5EED5EED5EEDull) atomicAdd(sink, 1ull);  // keeps the loads
 }
@@ -95,6 +164,51 @@ double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+double row_read_rate(const GraphView& g, const int64_t* d_visits, const VisitSegment* segments,
+                     int num_segments, bool replace, int stage_bytes, int64_t edges, int iters) {
+  require_cuda("row read limit");
+  TESSERA_EXPECTS(num_segments >= 0 && iters > 0 && edges >= 0 && stage_bytes >= 0, ValueError,
+                  "row read limit: need segments >= 0, iterations > 0, edges >= 0 and stage "
+                  "bytes >= 0 (got {}, {}, {}, {})",
+                  num_segments, iters, edges, stage_bytes);
+  Stream stream;
+  auto s = static_cast<cudaStream_t>(stream.get());
+  DeviceBuffer sink(sizeof(unsigned long long));
+  memset_async(sink.data(), 0, sink.size(), stream.get());
+  const int threads = 256;
+  int per_sm = 0;
+  TESSERA_CUDA_TRY(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_read_kernel, threads, 0));
+  const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * multiprocessor_count();
+  auto run = [&] {
+    for (int i = 0; i < num_segments; ++i) {
+      const VisitSegment& seg = segments[i];
+      const int G = group::group_size(seg.fanout);
+      int log2_g = 0;
+      while ((1 << log2_g) < G)
+        ++log2_g;
+      const int64_t groups_per_block = threads / G;
+      const int64_t want = (seg.end - seg.begin + groups_per_block - 1) / groups_per_block;
+      TESSERA_KERNEL_CALL(row_read_kernel, static_cast<unsigned>(std::min(want, resident)), threads,
+                          0, s, g, d_visits, seg.begin, seg.end, seg.fanout, replace, stage_bytes,
+                          log2_g, static_cast<unsigned long long*>(sink.data()));
+    }
+  };
+  run();  // warm-up
+  Event start, stop;
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream.get());
+    run();
+    stop.record(stream.get());
+    stop.synchronize();
+    ms.push_back(stop.elapsed_ms_since(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  const double t = ms[ms.size() / 2];
+  return t > 0 ? static_cast<double>(edges) / (1e-3 * t) : 0;
 }
 
 double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters) {

@@ -199,6 +199,11 @@ double probe_gather_ms(const void*, int64_t, int64_t, int64_t, GatherOrder, int,
   require_cuda("gather probe");
   return 0;
 }
+double row_read_rate(const GraphView&, const int64_t*, const VisitSegment*, int, bool, int, int64_t,
+                     int) {
+  require_cuda("row read limit");
+  return 0;
+}
 double random_read_rate(const void*, int64_t, int, bool, int) {
   require_cuda("random read bench");
   return 0;

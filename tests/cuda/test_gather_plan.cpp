@@ -1,7 +1,8 @@
-// The gather kernels' plan and per-group copy (tessera/cuda/gather_plan.hpp) on the CPU. The
-// group copy runs as the kernels run it, every lane of every group of a small grid in turn, over
-// both paths: indices as given, and (row, position) pairs sorted by key as the radix sort leaves
-// them. Runs without a GPU.
+// The gather kernels' plan and per-group copy (tessera/cuda/gather_plan.hpp), and the sampling
+// benchmark's limit rules (tessera/cuda/row_reads.hpp), on the CPU. The group copy runs as the
+// kernels run it, every lane of every group of a small grid in turn, over both paths: indices as
+// given, and (row, position) pairs sorted by key as the radix sort leaves them. Runs without a
+// GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 #include <vector>
 
 #include "tessera/cuda/gather_plan.hpp"
+#include "tessera/cuda/row_reads.hpp"
+#include "tessera/cuda/sample_group.hpp"
+#include "tessera/cuda/sample_rows.hpp"
 
 namespace tessera::cuda {
 namespace {
@@ -265,6 +269,112 @@ INSTANTIATE_TEST_SUITE_P(Plans, GroupCopy, ::testing::ValuesIn(copy_cases()),
                                   std::to_string(c.n) + (c.sorted ? "_sorted" : "_given") +
                                   (c.cached ? "_cached" : "");
                          });
+
+// ---- The sampling benchmark's limit ----------------------------------------------------------
+
+TEST(RowReads, YieldWhatTheSamplerYields) {
+  // Without weights, a visit reads the whole row exactly when the sampler takes every edge, and
+  // otherwise draws as many entries as the sampler yields.
+  for (int64_t d = 0; d <= 40; ++d)
+    for (int64_t k : {-1, 0, 1, 5, 15, 40})
+      for (bool replace : {false, true}) {
+        const limits::RowPlan p = limits::row_plan(d, k, replace, false, d, 8, 0, true);
+        const int64_t yield = p.read == limits::RowRead::kWhole ? d : p.draws;
+        EXPECT_EQ(yield, rows::uniform_count(d, k, replace)) << d << " " << k << " " << replace;
+        EXPECT_FALSE(p.search);
+        EXPECT_EQ(p.read == limits::RowRead::kNone, d == 0 || k == 0);
+      }
+}
+
+TEST(RowReads, StageAsTheSamplerStages) {
+  // The sampler stages a row when d * eb + 16 <= stage_bytes (interleaved layouts, d > 0,
+  // fanout != 0); the stage then serves every read of the row but the weighted searches.
+  for (int eb : {8, 16})
+    for (int64_t d = 0; d <= 200; ++d)
+      for (int64_t k : {-1, 0, 5, 15}) {
+        const bool staged = d > 0 && k != 0 && d * eb + 16 <= 1024;
+        const limits::RowPlan p = limits::row_plan(d, k, false, false, d, eb, 1024, true);
+        EXPECT_EQ(p.read == limits::RowRead::kStaged, staged) << eb << " " << d << " " << k;
+        EXPECT_NE(limits::row_plan(d, k, false, false, d, eb, 1024, false).read,
+                  limits::RowRead::kStaged);
+        EXPECT_NE(limits::row_plan(d, k, false, false, d, eb, 0, true).read,
+                  limits::RowRead::kStaged);
+      }
+  for (int eb : {8, 16})
+    for (int64_t rb : {0, 1, 2, 3, 17, 1000001})
+      for (int64_t d : {1, 2, 7, 100}) {
+        int64_t lo = 0, hi = 0;
+        limits::staged_bytes(rb, d, eb, &lo, &hi);
+        EXPECT_EQ(lo % 16, 0);
+        EXPECT_EQ(hi % 16, 0);
+        EXPECT_LE(lo, rb * eb);
+        EXPECT_GE(hi, (rb + d) * eb);
+        EXPECT_LT(hi - (rb + d) * eb, 16);  // within the adjacency's 16 bytes of padding
+      }
+}
+
+TEST(RowReads, WeightedRowsSearchWhenDrawing) {
+  // A row with at most k positive weights is taken whole without replacement.
+  limits::RowPlan p = limits::row_plan(50, 10, false, true, 8, 8, 0, true);
+  EXPECT_EQ(p.read, limits::RowRead::kWhole);
+  EXPECT_FALSE(p.search);
+  p = limits::row_plan(50, 10, false, true, 30, 8, 0, true);
+  EXPECT_EQ(p.read, limits::RowRead::kDraws);
+  EXPECT_EQ(p.draws, 10);
+  EXPECT_TRUE(p.search);
+  p = limits::row_plan(5, 10, true, true, 5, 8, 0, true);
+  EXPECT_EQ(p.draws, 10);
+  EXPECT_TRUE(p.search);
+  p = limits::row_plan(50, 10, false, true, 30, 8, 1024, true);
+  EXPECT_EQ(p.read, limits::RowRead::kStaged);
+  EXPECT_TRUE(p.search);
+  EXPECT_EQ(p.draws, 10);
+}
+
+TEST(RowReads, DrawsSpreadOverTheRowAndSearchesMatchALinearScan) {
+  for (int64_t d : {1, 2, 3, 10, 1000}) {
+    std::vector<int64_t> seen(static_cast<size_t>(d), 0);
+    for (uint64_t visit = 0; visit < 200; ++visit)
+      for (uint32_t t = 0; t < 50; ++t) {
+        const int64_t p = limits::draw_position(visit, t, d);
+        ASSERT_GE(p, 0);
+        ASSERT_LT(p, d);
+        ++seen[static_cast<size_t>(p)];
+        const double f = limits::draw_fraction(visit, t);
+        ASSERT_GE(f, 0.0);
+        ASSERT_LT(f, 1.0);
+      }
+    // 10000 draws: every position of a row of up to 1000 is hit.
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), 0) << d;
+  }
+  std::mt19937_64 rng(3);
+  for (int64_t d : {1, 2, 5, 64, 1000}) {
+    std::vector<double> cdf(static_cast<size_t>(d));
+    double acc = 0;
+    for (auto& x : cdf) {
+      acc += static_cast<double>(rng() % 4);  // zero weights too
+      x = acc;
+    }
+    for (int q = 0; q < 100; ++q) {
+      const double target = static_cast<double>(rng() % 1000) / 1000.0 * acc;
+      int64_t want = d - 1;
+      for (int64_t i = 0; i < d; ++i)
+        if (cdf[static_cast<size_t>(i)] > target) {
+          want = i;
+          break;
+        }
+      EXPECT_EQ(limits::search_prefix(cdf.data(), d, target), want);
+    }
+  }
+}
+
+TEST(RowReads, GroupsAsWideAsTheSamplers) {
+  // The limit kernel takes group::group_size lanes per visit, as the sample pass does.
+  EXPECT_EQ(group::group_size(5), 8);
+  EXPECT_EQ(group::group_size(10), 16);
+  EXPECT_EQ(group::group_size(15), 16);
+  EXPECT_EQ(group::group_size(-1), 32);
+}
 
 }  // namespace
 }  // namespace tessera::cuda

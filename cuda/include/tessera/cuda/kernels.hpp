@@ -234,12 +234,28 @@ struct GatherBenchResult {
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed);
 
-/// The random-read limit of the sampling benchmark: reads per second of `elem_bytes` (8 or 16)
+/// A second figure of the sampling benchmark: reads per second of single `elem_bytes` (8 or 16)
 /// elements at uniform random positions of `array` (count elements, device memory, or pinned
 /// host memory read through UVA when `uva`), by a kernel that keeps eight independent reads in
-/// flight on every resident thread; median of `iters` timed runs after a warm-up. Synchronizes
-/// (it is a benchmark).
+/// flight on every resident thread; median of `iters` timed runs after a warm-up. (Not a limit
+/// of the sampler, which reads whole rows: see row_read_rate.) Synchronizes (a benchmark).
 double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters);
+
+/// Visits [begin, end) of a list of frontier visits, sampled with `fanout` (-1: all).
+struct VisitSegment {
+  int64_t begin = 0, end = 0, fanout = 0;
+};
+
+/// The limit of the sampling benchmark: sampled edges per second when a plain kernel reads, for
+/// each visit of `d_visits` (node IDs in device memory, in `segments` of equal fanout), only
+/// what the sampler must read of the placed graph `g` (tessera/cuda/row_reads.hpp: the node's
+/// indptr entries, then its row whole when the sampler stages it (`stage_bytes`, resolved; 0:
+/// none) or takes every edge, else the drawn entries, weighted draws after their prefix-sum
+/// search), with a group of lanes per visit as wide as the sampler's. `edges` is what the
+/// visits yield (the rate is edges / time). Median of `iters` runs after a warm-up, the L2 left
+/// warm as the sampler finds it. Synchronizes (it is a benchmark).
+double row_read_rate(const GraphView& g, const int64_t* d_visits, const VisitSegment* segments,
+                     int num_segments, bool replace, int stage_bytes, int64_t edges, int iters);
 
 /// A diagnostic run of the library's gather (`tessera bench gather --probe`): median
 /// milliseconds (`iters` runs after a warm-up, L2 flushed before each) of gathering `n` random
