@@ -28,7 +28,9 @@ namespace {
 // Host memory (pinned, registered, or pageable that the device reads through HMM/ATS) is read
 // over the bus; device and managed memory are not.
 bool in_host_memory(const void* p) {
-  if (p == nullptr) return false;
+  if (p == nullptr) {
+    return false;
+  }
   cudaPointerAttributes a{};
   TESSERA_CUDA_TRY(cudaPointerGetAttributes(&a, p));
   return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeUnregistered;
@@ -52,45 +54,57 @@ void gather_sorted(const GatherLaunch& g, const I* idx, const gather::Plan& p, b
   launch_sort_keys<I, U>(idx, g.n, g.src_rows, keys0, pos0, stream);
   const int sel =
       sort_pairs<U>(temp.data(), temp_bytes, keys0, keys1, pos0, pos1, g.n, bits, stream);
-  if (!sort_only) launch_gather<U>(g, sel ? keys1 : keys0, sel ? pos1 : pos0, p, stream);
+  if (!sort_only) {
+    launch_gather<U>(g, sel ? keys1 : keys0, sel ? pos1 : pos0, p, stream);
+  }
 }
 
 template <typename I>
 void gather_typed(const GatherLaunch& g, int64_t row_bytes, const I* idx, GatherOrder order,
                   int rows_per_group, bool sort_only, StreamHandle stream) {
-  if (g.n == 0 || row_bytes == 0) return;
+  if (g.n == 0 || row_bytes == 0) {
+    return;
+  }
   // Only a gather that kAuto would sort needs to know where its source is.
   const bool src_in_host = order == GatherOrder::kAuto && gather::sort_pays(true, row_bytes, g.n) &&
                            in_host_memory(g.src);
   const gather::Plan p = gather::plan(row_bytes, g.n, address_bits(g.src, g.out, g.cache),
                                       src_in_host, order, rows_per_group);
   if (!p.sorted) {
-    if (!sort_only) launch_gather<I>(g, idx, nullptr, p, stream);
+    if (!sort_only) {
+      launch_gather<I>(g, idx, nullptr, p, stream);
+    }
     return;
   }
-  if (gather::narrow_keys(g.src_rows, g.n))
+  if (gather::narrow_keys(g.src_rows, g.n)) {
     gather_sorted<I, uint32_t>(g, idx, p, sort_only, stream);
-  else
+  } else {
     gather_sorted<I, uint64_t>(g, idx, p, sort_only, stream);
+  }
 }
 
 }  // namespace
 
 void gather_dispatch(const GatherLaunch& g, int64_t row_bytes, const void* idx, IndexType idx_type,
                      GatherOrder order, StreamHandle stream, int rows_per_group, bool sort_only) {
-  if (idx_type == IndexType::kInt32)
+  if (idx_type == IndexType::kInt32) {
     gather_typed(g, row_bytes, static_cast<const int32_t*>(idx), order, rows_per_group, sort_only,
                  stream);
-  else
+  } else {
     gather_typed(g, row_bytes, static_cast<const int64_t*>(idx), order, rows_per_group, sort_only,
                  stream);
+  }
 }
 
 }  // namespace detail
 
 bool gather_sorts_indices(const void* src, int64_t row_bytes, int64_t n, GatherOrder order) {
-  if (n == 0 || row_bytes == 0) return false;
-  if (order != GatherOrder::kAuto) return order == GatherOrder::kSorted;
+  if (n == 0 || row_bytes == 0) {
+    return false;
+  }
+  if (order != GatherOrder::kAuto) {
+    return order == GatherOrder::kSorted;
+  }
   return gather::sort_pays(true, row_bytes, n) && detail::in_host_memory(src);
 }
 

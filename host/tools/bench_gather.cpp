@@ -148,11 +148,12 @@ std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const
           cuda::probe_gather_ms(src, src_bytes / rb, rb, n, order, per, sort_only, a.iters, a.seed);
       Probe p{name, rb, src_bytes, ms, sort_only ? 0.0 : payload / (ms * 1e6), bound};
       out.push_back(p);
-      if (sort_only)
+      if (sort_only) {
         fmt::print("probe: {:>4} B rows, {:<34} {:>9.3f} ms\n", rb, name, ms);
-      else
+      } else {
         fmt::print("probe: {:>4} B rows, {:<34} {:>9.3f} ms {:>7.1f} GB/s {:>5.0f}% of the bound\n",
                    rb, name, ms, p.gbps, bound > 0 ? 100 * p.gbps / bound : 0.0);
+      }
       std::fflush(stdout);
       return ms;
     };

@@ -182,7 +182,9 @@ std::vector<std::vector<Block>> sample_to_host(const DeviceGraph& dg, const Samp
   so.cuda_graph = r.cuda_graph;
   so.stage_bytes = r.stage_bytes;
   const DeviceNeighborSampler sampler(dg, r.fanouts, r.replace, EdgeDir::kIn, so);
-  if (stage_bytes) *stage_bytes = sampler.engine().options().stage_bytes;
+  if (stage_bytes) {
+    *stage_bytes = sampler.engine().options().stage_bytes;
+  }
   const cuda::StreamHandle stream = bench_streams(1)[0].get();
   std::vector<std::vector<Block>> out;
   for (int64_t first = 0; first < n; first += c.per_call) {

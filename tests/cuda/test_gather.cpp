@@ -241,15 +241,18 @@ const char* order_name(cuda::GatherOrder o) {
 std::vector<OrderCase> order_cases() {
   std::vector<OrderCase> v;
   for (int64_t rb :
-       {int64_t{8}, int64_t{12}, int64_t{128}, int64_t{256}, int64_t{512}, int64_t{4096}})
+       {int64_t{8}, int64_t{12}, int64_t{128}, int64_t{256}, int64_t{512}, int64_t{4096}}) {
     for (bool pinned : {true, false}) {
       // Large: past gather::sort_min_rows and several grid-stride iterations, <= 32 MiB out.
       const int64_t large = std::min<int64_t>(300000, (int64_t{32} << 20) / rb);
-      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, large})
-        for (auto order : {cuda::GatherOrder::kSorted, cuda::GatherOrder::kAuto})
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, large}) {
+        for (auto order : {cuda::GatherOrder::kSorted, cuda::GatherOrder::kAuto}) {
           v.push_back({rb, pinned, n, order, n >= 1000});
+        }
+      }
       v.push_back({rb, pinned, large, cuda::GatherOrder::kAsGiven, true});
     }
+  }
   return v;
 }
 
@@ -261,17 +264,22 @@ std::vector<unsigned char> twin_rows(const std::vector<unsigned char>& src, int6
   const int64_t n = static_cast<int64_t>(idx.size());
   std::vector<I> ok(idx);
   *first_bad = -1;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) {
     if (idx[i] < 0 || idx[i] >= src_rows) {
       ok[i] = 0;
-      if (*first_bad < 0) *first_bad = i;
+      if (*first_bad < 0) {
+        *first_bad = i;
+      }
     }
+  }
   std::vector<unsigned char> out(static_cast<size_t>(n * rb));
   ops::gather_rows(MatrixRef{const_cast<unsigned char*>(src.data()), DType::kUInt8, src_rows, rb},
                    IndexRef::of(ok.data(), n), MatrixRef{out.data(), DType::kUInt8, n, rb});
-  for (int64_t i = 0; i < n; ++i)
-    if (idx[i] < 0 || idx[i] >= src_rows)
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= src_rows) {
       std::memset(out.data() + i * rb, 0, static_cast<size_t>(rb));
+    }
+  }
   return out;
 }
 
@@ -279,7 +287,9 @@ std::vector<unsigned char> twin_rows(const std::vector<unsigned char>& src, int6
 template <typename I>
 std::vector<I> order_indices(int64_t n, int64_t src_rows, bool bad, uint64_t seed) {
   std::vector<I> idx = random_indices<I>(n, src_rows, seed);
-  if (n > 3) idx[3] = idx[0];
+  if (n > 3) {
+    idx[3] = idx[0];
+  }
   if (bad) {
     idx[static_cast<size_t>(n - 1)] = static_cast<I>(-2);
     idx[static_cast<size_t>(n / 3)] = static_cast<I>(src_rows);
@@ -298,7 +308,9 @@ void run_order(const OrderCase& c, uint64_t seed) {
   int64_t first_bad = -1;
   const std::vector<unsigned char> want = twin_rows(src, src_rows, rb, idx, &first_bad);
   EXPECT_EQ(first_bad >= 0, c.bad);
-  if (kBackend == Backend::kCpu) return;
+  if (kBackend == Backend::kCpu) {
+    return;
+  }
 
   DeviceCopy d_src(src.data(), src.size(), 0, c.pinned);
   DeviceCopy d_idx(idx.data(), idx.size() * sizeof(I), 0, false);
@@ -326,10 +338,11 @@ void run_order(const OrderCase& c, uint64_t seed) {
 TEST_P(GatherOrderTwin, MatchesTheCpuTwin) {
   TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
   const auto& [it, c] = GetParam();
-  if (it == DType::kInt32)
+  if (it == DType::kInt32) {
     run_order<int32_t>(c, 31);
-  else
+  } else {
     run_order<int64_t>(c, 32);
+  }
 }
 
 std::string order_case_name(const ::testing::TestParamInfo<std::tuple<DType, OrderCase>>& info) {
@@ -355,17 +368,21 @@ TEST_P(CachedGatherOrderTwin, SameRowsAndCounters) {
   const int64_t rows = 3001;
   std::mt19937_64 rng(41);
   std::vector<int64_t> deg(rows);
-  for (auto& d : deg)
+  for (auto& d : deg) {
     d = static_cast<int64_t>(rng() % 100);
+  }
   const cuda::FeatureCachePlan plan = cuda::plan_feature_cache(deg, rb, 700 * rb);
   const auto src = random_bytes(static_cast<size_t>(rows * rb), 42);
   const std::vector<int64_t> idx = order_indices<int64_t>(n, rows, n >= 1000, 43);
   int64_t first_bad = -1;
   const std::vector<unsigned char> want = twin_rows(src, rows, rb, idx, &first_bad);
   int64_t want_hits = 0;
-  for (int64_t r : idx)
+  for (int64_t r : idx) {
     want_hits += r >= 0 && r < rows && plan.slot_of[static_cast<size_t>(r)] >= 0;
-  if (kBackend == Backend::kCpu) return;
+  }
+  if (kBackend == Backend::kCpu) {
+    return;
+  }
 
   DeviceCopy h_src(src.data(), src.size(), 0, /*pinned=*/true);
   DeviceCopy d_idx(idx.data(), idx.size() * sizeof(int64_t), 0, false);

@@ -93,8 +93,9 @@ TEST(GatherPlan, SortKeys) {
   EXPECT_EQ(gather::sort_key(-1, 10), 10u);
   EXPECT_EQ(gather::sort_key(INT64_MIN, 10), 10u);
   // Every key of a valid row is below 2^key_bits, and so is the bad-index key.
-  for (int64_t rows : {1, 2, 3, 1000, 1 << 20, (1 << 20) + 1})
+  for (int64_t rows : {1, 2, 3, 1000, 1 << 20, (1 << 20) + 1}) {
     EXPECT_LT(gather::sort_key(-7, rows), uint64_t{1} << gather::key_bits(rows)) << rows;
+  }
 }
 
 template <int W>
@@ -118,7 +119,7 @@ void emulate(const CopyCase& c, const gather::Plan& p, int64_t blocks, const V* 
   const int tpr = 1 << p.log2_tpr;
   const int64_t groups_per_block = gather::kBlockThreads >> p.log2_tpr;
   const int64_t stride = blocks * groups_per_block * R;
-  for (int64_t b = 0; b < blocks; ++b)
+  for (int64_t b = 0; b < blocks; ++b) {
     for (int t = 0; t < gather::kBlockThreads; ++t) {
       const int lane = t & (tpr - 1);
       auto entry = [&](int64_t i, int64_t& r, int64_t& q) {
@@ -135,9 +136,11 @@ void emulate(const CopyCase& c, const gather::Plan& p, int64_t blocks, const V* 
       auto bad = [&](int64_t q) {
         *first_bad = std::min(*first_bad, static_cast<unsigned long long>(q));
       };
-      for (int64_t i0 = (b * groups_per_block + (t >> p.log2_tpr)) * R; i0 < c.n; i0 += stride)
+      for (int64_t i0 = (b * groups_per_block + (t >> p.log2_tpr)) * R; i0 < c.n; i0 += stride) {
         gather::copy_group<R>(i0, c.n, c.src_rows, p.vpr, lane, tpr, out, entry, source, bad);
+      }
     }
+  }
 }
 
 template <int W>
@@ -148,14 +151,19 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int64_t vpr = rb / W;
   std::vector<V> src(static_cast<size_t>(c.src_rows * vpr) + 1);
-  for (V& v : src)
-    for (auto& x : v.b)
+  for (V& v : src) {
+    for (auto& x : v.b) {
       x = static_cast<unsigned char>(rng());
+    }
+  }
   // Indices: repeats, and (c.bad) negative and too large ones.
   std::vector<int64_t> idx(static_cast<size_t>(c.n));
-  for (auto& x : idx)
+  for (auto& x : idx) {
     x = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.src_rows));
-  if (c.n > 3) idx[1] = idx[2];
+  }
+  if (c.n > 3) {
+    idx[1] = idx[2];
+  }
   int64_t want_bad = -1;
   if (c.bad && c.n > 0) {
     idx[static_cast<size_t>(c.n / 2)] = c.src_rows;
@@ -171,17 +179,20 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
       slot_of[static_cast<size_t>(r)] = static_cast<int64_t>(cache.size()) / vpr;
       cache.insert(cache.end(), src.begin() + r * vpr, src.begin() + (r + 1) * vpr);
     }
-    for (int64_t r : idx)
+    for (int64_t r : idx) {
       want_hits += r >= 0 && r < c.src_rows && slot_of[static_cast<size_t>(r)] >= 0;
+    }
   }
   cache.emplace_back();
   // The oracle: a plain gather, zero rows for bad indices.
   std::vector<unsigned char> want(static_cast<size_t>(c.n * rb), 0);
-  for (int64_t i = 0; i < c.n; ++i)
-    if (idx[i] >= 0 && idx[i] < c.src_rows)
+  for (int64_t i = 0; i < c.n; ++i) {
+    if (idx[i] >= 0 && idx[i] < c.src_rows) {
       std::memcpy(want.data() + i * rb,
                   reinterpret_cast<const unsigned char*>(src.data()) + idx[i] * rb,
                   static_cast<size_t>(rb));
+    }
+  }
   const gather::Plan p =
       gather::plan(rb, c.n, static_cast<uint64_t>(W), true,
                    c.sorted ? GatherOrder::kSorted : GatherOrder::kAsGiven, c.rows_per_group);
@@ -189,8 +200,9 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
   ASSERT_EQ(p.sorted, c.sorted);
   const int64_t blocks = gather::grid_blocks(p, c.n, 3);  // a small grid: several iterations
   std::vector<V> out(static_cast<size_t>(c.n * vpr) + 1);
-  for (V& v : out)
+  for (V& v : out) {
     std::memset(v.b, 0xcd, W);
+  }
   unsigned long long first_bad = ~0ull;
   int64_t hits = 0;
   if (c.sorted) {
@@ -203,24 +215,28 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
     std::stable_sort(pos.begin(), pos.end(),
                      [&](uint64_t a, uint64_t b) { return keys[a] < keys[b]; });
     std::vector<uint64_t> sorted_keys(pos.size());
-    for (size_t i = 0; i < pos.size(); ++i)
+    for (size_t i = 0; i < pos.size(); ++i) {
       sorted_keys[i] = keys[pos[i]];
+    }
     ASSERT_TRUE(std::is_sorted(sorted_keys.begin(), sorted_keys.end()));
-    for (uint64_t k : sorted_keys)
+    for (uint64_t k : sorted_keys) {
       ASSERT_LT(k, uint64_t{1} << gather::key_bits(c.src_rows));
-    if (p.rows_per_group == 4)
+    }
+    if (p.rows_per_group == 4) {
       emulate<4>(c, p, blocks, src.data(), cache.data(), slot_of, sorted_keys, &pos, out.data(),
                  &first_bad, &hits);
-    else
+    } else {
       emulate<1>(c, p, blocks, src.data(), cache.data(), slot_of, sorted_keys, &pos, out.data(),
                  &first_bad, &hits);
+    }
   } else {
-    if (p.rows_per_group == 4)
+    if (p.rows_per_group == 4) {
       emulate<4, V, int64_t>(c, p, blocks, src.data(), cache.data(), slot_of, idx, nullptr,
                              out.data(), &first_bad, &hits);
-    else
+    } else {
       emulate<1, V, int64_t>(c, p, blocks, src.data(), cache.data(), slot_of, idx, nullptr,
                              out.data(), &first_bad, &hits);
+    }
   }
   EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
   EXPECT_EQ(reinterpret_cast<const unsigned char*>(out.data())[want.size()], 0xcd)
@@ -250,14 +266,20 @@ std::vector<CopyCase> copy_cases() {
   const std::vector<std::pair<int64_t, int>> widths = {{8, 8},    {12, 4},    {128, 16}, {128, 8},
                                                        {256, 16}, {512, 16},  {1000, 8}, {4096, 16},
                                                        {4096, 1}, {8192, 16}, {24, 8}};
-  for (auto [rb, vec] : widths)
-    for (int per : {1, 4})
-      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{2053}})
-        for (bool sorted : {false, true})
+  for (auto [rb, vec] : widths) {
+    for (int per : {1, 4}) {
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, int64_t{2053}}) {
+        for (bool sorted : {false, true}) {
           for (bool cached : {false, true}) {
-            if (rb >= 4096 && n > 300) continue;  // keep the emulation quick
+            if (rb >= 4096 && n > 300) {
+              continue;  // keep the emulation quick
+            }
             v.push_back({rb, vec, per, 97, n, sorted, cached, n > 1});
           }
+        }
+      }
+    }
+  }
   return v;
 }
 
@@ -275,8 +297,8 @@ INSTANTIATE_TEST_SUITE_P(Plans, GroupCopy, ::testing::ValuesIn(copy_cases()),
 TEST(RowReads, YieldWhatTheSamplerYields) {
   // Without weights, a visit reads the whole row exactly when the sampler takes every edge, and
   // otherwise draws as many entries as the sampler yields.
-  for (int64_t d = 0; d <= 40; ++d)
-    for (int64_t k : {-1, 0, 1, 5, 15, 40})
+  for (int64_t d = 0; d <= 40; ++d) {
+    for (int64_t k : {-1, 0, 1, 5, 15, 40}) {
       for (bool replace : {false, true}) {
         const limits::RowPlan p = limits::row_plan(d, k, replace, false, d, 8, 0, true);
         const int64_t yield = p.read == limits::RowRead::kWhole ? d : p.draws;
@@ -284,13 +306,15 @@ TEST(RowReads, YieldWhatTheSamplerYields) {
         EXPECT_FALSE(p.search);
         EXPECT_EQ(p.read == limits::RowRead::kNone, d == 0 || k == 0);
       }
+    }
+  }
 }
 
 TEST(RowReads, StageAsTheSamplerStages) {
   // The sampler stages a row when d * eb + 16 <= stage_bytes (interleaved layouts, d > 0,
   // fanout != 0); the stage then serves every read of the row but the weighted searches.
-  for (int eb : {8, 16})
-    for (int64_t d = 0; d <= 200; ++d)
+  for (int eb : {8, 16}) {
+    for (int64_t d = 0; d <= 200; ++d) {
       for (int64_t k : {-1, 0, 5, 15}) {
         const bool staged = d > 0 && k != 0 && d * eb + 16 <= 1024;
         const limits::RowPlan p = limits::row_plan(d, k, false, false, d, eb, 1024, true);
@@ -300,8 +324,10 @@ TEST(RowReads, StageAsTheSamplerStages) {
         EXPECT_NE(limits::row_plan(d, k, false, false, d, eb, 0, true).read,
                   limits::RowRead::kStaged);
       }
-  for (int eb : {8, 16})
-    for (int64_t rb : {0, 1, 2, 3, 17, 1000001})
+    }
+  }
+  for (int eb : {8, 16}) {
+    for (int64_t rb : {0, 1, 2, 3, 17, 1000001}) {
       for (int64_t d : {1, 2, 7, 100}) {
         int64_t lo = 0, hi = 0;
         limits::staged_bytes(rb, d, eb, &lo, &hi);
@@ -311,6 +337,8 @@ TEST(RowReads, StageAsTheSamplerStages) {
         EXPECT_GE(hi, (rb + d) * eb);
         EXPECT_LT(hi - (rb + d) * eb, 16);  // within the adjacency's 16 bytes of padding
       }
+    }
+  }
 }
 
 TEST(RowReads, WeightedRowsSearchWhenDrawing) {
@@ -334,7 +362,7 @@ TEST(RowReads, WeightedRowsSearchWhenDrawing) {
 TEST(RowReads, DrawsSpreadOverTheRowAndSearchesMatchALinearScan) {
   for (int64_t d : {1, 2, 3, 10, 1000}) {
     std::vector<int64_t> seen(static_cast<size_t>(d), 0);
-    for (uint64_t visit = 0; visit < 200; ++visit)
+    for (uint64_t visit = 0; visit < 200; ++visit) {
       for (uint32_t t = 0; t < 50; ++t) {
         const int64_t p = limits::draw_position(visit, t, d);
         ASSERT_GE(p, 0);
@@ -344,6 +372,7 @@ TEST(RowReads, DrawsSpreadOverTheRowAndSearchesMatchALinearScan) {
         ASSERT_GE(f, 0.0);
         ASSERT_LT(f, 1.0);
       }
+    }
     // 10000 draws: every position of a row of up to 1000 is hit.
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 0), 0) << d;
   }
@@ -358,11 +387,12 @@ TEST(RowReads, DrawsSpreadOverTheRowAndSearchesMatchALinearScan) {
     for (int q = 0; q < 100; ++q) {
       const double target = static_cast<double>(rng() % 1000) / 1000.0 * acc;
       int64_t want = d - 1;
-      for (int64_t i = 0; i < d; ++i)
+      for (int64_t i = 0; i < d; ++i) {
         if (cdf[static_cast<size_t>(i)] > target) {
           want = i;
           break;
         }
+      }
       EXPECT_EQ(limits::search_prefix(cdf.data(), d, target), want);
     }
   }

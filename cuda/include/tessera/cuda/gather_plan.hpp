@@ -71,8 +71,11 @@ TESSERA_HD inline bool sort_pays(bool src_in_host_memory, int64_t row_bytes, int
 /// (the OR of the base addresses): the width of one vector access.
 TESSERA_HD inline int vector_bytes(int64_t row_bytes, uint64_t address_bits) {
   const uint64_t m = static_cast<uint64_t>(row_bytes) | address_bits;
-  for (int v = 16; v > 1; v >>= 1)
-    if (m % static_cast<uint64_t>(v) == 0) return v;
+  for (int v = 16; v > 1; v >>= 1) {
+    if (m % static_cast<uint64_t>(v) == 0) {
+      return v;
+    }
+  }
   return 1;
 }
 
@@ -96,8 +99,9 @@ TESSERA_HD inline Plan plan(int64_t row_bytes, int64_t n, uint64_t address_bits,
   Plan p;
   p.vec_bytes = vector_bytes(row_bytes, address_bits);
   p.vpr = row_bytes / p.vec_bytes;
-  while ((int64_t{1} << p.log2_tpr) < p.vpr && (1 << p.log2_tpr) < kBlockThreads)
+  while ((int64_t{1} << p.log2_tpr) < p.vpr && (1 << p.log2_tpr) < kBlockThreads) {
     ++p.log2_tpr;
+  }
   p.rows_per_group = rows_per_group > 0 ? rows_per_group : row_bytes <= kGroupRowsMaxBytes ? 4 : 1;
   p.grid_mult = p.rows_per_group == 4 ? 1 : 4;
   p.sorted = order == GatherOrder::kSorted ||
@@ -119,8 +123,9 @@ TESSERA_HD inline int64_t grid_blocks(const Plan& p, int64_t n, int64_t resident
 /// (src_rows marks an out-of-range index), so the bit length of src_rows.
 TESSERA_HD inline int key_bits(int64_t src_rows) {
   int b = 0;
-  while (b < 63 && (int64_t{1} << b) <= src_rows)
+  while (b < 63 && (int64_t{1} << b) <= src_rows) {
     ++b;
+  }
   return b > 0 ? b : 1;
 }
 
@@ -158,36 +163,50 @@ TESSERA_HD inline void copy_group(int64_t i0, int64_t n, int64_t src_rows, int64
     if (i0 + u < n) {
       int64_t r = 0;
       entry(i0 + u, r, p[u]);
-      if (r >= 0 && r < src_rows)
+      if (r >= 0 && r < src_rows) {
         s[u] = source(r);
-      else if (lane == 0)
+      } else if (lane == 0) {
         bad(p[u]);
+      }
     }
   }
   // Vectors per row and iteration in flight: 4 / R (R = 4: one per row, four rows).
   constexpr int U = R >= 4 ? 1 : 4 / R;
+  const int64_t t = tpr;  // offsets within a row are int64_t like the row offsets
+  const int64_t last = (U - 1) * t;
+  const int64_t step = U * t;
   int64_t j = lane;
-  for (; j + (U - 1) * tpr < vpr; j += U * tpr) {
+  for (; j + last < vpr; j += step) {
     V v[R][U];
     TESSERA_GATHER_UNROLL
-    for (int u = 0; u < R; ++u)
+    for (int u = 0; u < R; ++u) {
       TESSERA_GATHER_UNROLL
-    for (int c = 0; c < U; ++c)
-      v[u][c] = s[u] ? s[u][j + c * tpr] : V{};
+      for (int c = 0; c < U; ++c) {
+        v[u][c] = s[u] ? s[u][j + c * t] : V{};
+      }
+    }
     TESSERA_GATHER_UNROLL
-    for (int u = 0; u < R; ++u)
-      if (p[u] >= 0) TESSERA_GATHER_UNROLL
-    for (int c = 0; c < U; ++c)
-      out[p[u] * vpr + j + c * tpr] = v[u][c];
+    for (int u = 0; u < R; ++u) {
+      if (p[u] >= 0) {
+        TESSERA_GATHER_UNROLL
+        for (int c = 0; c < U; ++c) {
+          out[p[u] * vpr + j + c * t] = v[u][c];
+        }
+      }
+    }
   }
   for (; j < vpr; j += tpr) {
     V v[R];
     TESSERA_GATHER_UNROLL
-    for (int u = 0; u < R; ++u)
+    for (int u = 0; u < R; ++u) {
       v[u] = s[u] ? s[u][j] : V{};
+    }
     TESSERA_GATHER_UNROLL
-    for (int u = 0; u < R; ++u)
-      if (p[u] >= 0) out[p[u] * vpr + j] = v[u];
+    for (int u = 0; u < R; ++u) {
+      if (p[u] >= 0) {
+        out[p[u] * vpr + j] = v[u];
+      }
+    }
   }
 }
 

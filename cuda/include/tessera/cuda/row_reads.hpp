@@ -42,14 +42,17 @@ TESSERA_HD inline RowPlan row_plan(int64_t d, int64_t k, bool replace, bool weig
                                    int64_t positives, int edge_bytes, int stage_bytes,
                                    bool stageable) {
   RowPlan p;
-  if (d <= 0 || k == 0) return p;
+  if (d <= 0 || k == 0) {
+    return p;
+  }
   const bool all = k < 0 || (!replace && (weighted ? positives <= k : d <= k));
   p.draws = all ? 0 : k;
   p.search = weighted && !all;
-  if (stage_bytes > 0 && stageable && d * edge_bytes + 16 <= stage_bytes)
+  if (stage_bytes > 0 && stageable && d * edge_bytes + 16 <= stage_bytes) {
     p.read = RowRead::kStaged;
-  else
+  } else {
     p.read = all ? RowRead::kWhole : RowRead::kDraws;
+  }
   return p;
 }
 
@@ -86,10 +89,11 @@ TESSERA_HD inline int64_t search_prefix(const double* cdf, int64_t d, double tar
   int64_t lo = 0, hi = d - 1;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
-    if (cdf[mid] > target)
+    if (cdf[mid] > target) {
       hi = mid;
-    else
+    } else {
       lo = mid + 1;
+    }
   }
   return lo;
 }
