@@ -19,9 +19,11 @@ struct GatherBenchResult {
   double gather_ms = 0;  ///< median milliseconds of one gather
   double bound_ms = 0;   ///< median milliseconds of the bound copy of the same payload
   int iterations = 0;
+  bool sorted = false;  ///< the gather sorted its indices first (GatherOrder::kAuto chose it)
 };
 
-/// Times cuda::gather_rows_impl of `n` random rows (uniform in [0, src_rows), int64 indices,
+/// Times cuda::gather_rows_impl (GatherOrder::kAuto: a sort of the indices, when it takes one,
+/// is inside the timed region) of `n` random rows (uniform in [0, src_rows), int64 indices,
 /// fixed `seed`) of `row_bytes` each from `src` into a device buffer with CUDA events: `warmup`
 /// untimed runs, then `iters` timed runs each preceded by an L2 flush; reports medians. The
 /// bound is cudaMemcpyAsync of the same payload bytes: device-to-device when `src` is device
