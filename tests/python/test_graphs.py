@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Graph-level training: the graph dataset folder (reader, writer, errors), the distributed
-graph sampler's partition of the graphs, block-diagonal batching, per-graph readout and
-GINConv."""
+graph sampler's partition of the graphs, block-diagonal batching, per-graph readout, GINConv,
+and the shipped data/solubility."""
 from __future__ import annotations
 
 import json
@@ -17,6 +17,7 @@ from tessera.graphs import (DistributedGraphSampler, GraphDataLoader, GraphDatas
                             batch_graphs, graphs_to_arrays, read_graph_dataset,
                             shuffled_order, write_graph_dataset)
 
+SOLUBILITY = os.path.join(REPO, "data", "solubility")
 
 
 def random_graphs(num: int, seed: int = 0, feat: int = 3, empty_every: int = 0):
@@ -153,6 +154,17 @@ def test_writer_keeps_existing_folder_unless_overwrite(tmp_path, arrays):
     small = graphs_to_arrays(random_graphs(4, seed=9))
     assert write_graph_dataset(tmp_path / "g", overwrite=True, **small).num_graphs == 4
     assert sorted(os.listdir(tmp_path)) == ["g"]
+
+
+def test_shipped_solubility():
+    ds = read_graph_dataset(SOLUBILITY)
+    assert (ds.num_graphs, ds.num_classes) == (1282, 3)
+    train, test = ds.split("train"), ds.split("test")
+    assert len(train) == 1025 and len(test) == 257 and not np.intersect1d(train, test).size
+    assert ds.node_feat.shape == (ds.num_nodes, 12)
+    # each bond in both directions, and each atom one element
+    np.testing.assert_array_equal(np.asarray(ds.node_feat[:, :11]).sum(1), 1)
+    assert ds.num_edges % 2 == 0 and ds.meta["license"]
 
 
 # --- the sampler ----------------------------------------------------------------------------
