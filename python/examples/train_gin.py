@@ -76,6 +76,20 @@ class GIN(nn.Module):
         return out
 
 
+def commit_id() -> str:
+    """The repository commit (TESSERA_COMMIT when set: a copy of the tree without git)."""
+    if os.environ.get("TESSERA_COMMIT"):
+        return os.environ["TESSERA_COMMIT"]
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                              timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def average_buffers(model, world: int) -> None:
     """Averages the floating-point buffers (batch norm's running mean and variance) over the
     ranks. Collective; a no-op in a world of one."""
@@ -202,6 +216,8 @@ def main(argv=None) -> int:
     if a.results and rank == 0:
         atomic_write_json({"dataset": os.path.basename(os.path.normpath(a.dataset)),
                            "ranks": world, "device": str(device), "grad_sync": mode,
+                           "commit": commit_id(), "command": " ".join(sys.argv),
+                           "torch_threads": torch.get_num_threads(),
                            "args": vars(a), "per_rank_batch": batch,
                            "train_graphs": len(train_ids), "test_graphs": len(test_ids),
                            "graphs_per_rank_epoch": len(sampler),
