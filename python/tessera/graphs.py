@@ -29,6 +29,7 @@ import numpy as np
 from ._tensor import HAVE_TORCH, torch
 
 __all__ = ["GraphDataset", "read_graph_dataset", "write_graph_dataset", "graphs_to_arrays",
+           "read_tu_dataset",
            "DistributedGraphSampler", "GraphDataLoader", "GraphBatch", "shuffled_order",
            "GRAPHS_FORMAT"]
 
@@ -323,6 +324,93 @@ def graphs_to_arrays(graphs: Sequence[dict]) -> dict:
            "node_feat": np.concatenate(feats), "graph_label": np.stack(labels)}
     if with_ef:
         out["edge_feat"] = np.concatenate(efeats)
+    return out
+
+
+def _tu_table(path: str, dtype, required: bool = True):
+    if not os.path.exists(path):
+        if required:
+            raise FileNotFoundError(f"{path} is missing")
+        return None
+    try:
+        rows = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+    except ValueError as e:
+        raise ValueError(f"{path}: not comma-separated {np.dtype(dtype).name} values ({e})") \
+            from None
+    return rows
+
+
+def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
+    """Reads a graph-classification set in the TU Dortmund text layout (``DS_A.txt``: 1-based
+    ``row, col`` node pairs; ``DS_graph_indicator.txt``: the 1-based graph of every node;
+    ``DS_graph_labels.txt``; optional ``DS_node_labels.txt``, ``DS_node_attributes.txt``,
+    ``DS_edge_labels.txt``) and returns the keyword arguments of ``write_graph_dataset``:
+    edges converted to within-graph IDs (in file order within a graph), graph labels mapped
+    to class indices 0..C-1 (the sorted distinct values, listed in ``meta["classes"]``), node
+    features = one-hot node labels followed by the node attributes, edge labels as
+    ``edge_feat``. ``name`` defaults to the folder's name. The nodes of a graph must be
+    contiguous, as the layout specifies; an edge joining two graphs is an error."""
+    folder = os.fspath(folder)
+    name = name or os.path.basename(os.path.normpath(folder))
+    f = lambda suffix: os.path.join(folder, f"{name}_{suffix}.txt")  # noqa: E731
+    a = _tu_table(f("A"), np.int64)
+    indicator = _tu_table(f("graph_indicator"), np.int64)[:, 0]
+    labels = _tu_table(f("graph_labels"), np.float64)[:, 0]
+    if a.shape[1] != 2:
+        raise ValueError(f"{f('A')}: expected 2 columns (row, col), got {a.shape[1]}")
+    num_graphs, n = len(labels), len(indicator)
+    if n and (indicator.min() < 1 or indicator.max() > num_graphs):
+        raise ValueError(f"{f('graph_indicator')}: graph IDs must be in [1, {num_graphs}] "
+                         f"(one per line of {f('graph_labels')})")
+    if n > 1 and (np.diff(indicator) < 0).any():
+        i = int(np.argmax(np.diff(indicator) < 0)) + 1
+        raise ValueError(f"{f('graph_indicator')}: node {i + 1} is in graph {indicator[i]} "
+                         f"after a node of graph {indicator[i - 1]}: the nodes of a graph must "
+                         "be contiguous")
+    if len(a) and (a.min() < 1 or a.max() > n):
+        raise ValueError(f"{f('A')}: node IDs must be in [1, {n}] (one per line of "
+                         f"{f('graph_indicator')})")
+    node_graph = indicator - 1
+    counts = np.bincount(node_graph, minlength=num_graphs)
+    no = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    src, dst = a[:, 0] - 1, a[:, 1] - 1
+    eg = node_graph[src]
+    if (node_graph[dst] != eg).any():
+        e = int(np.argmax(node_graph[dst] != eg))
+        raise ValueError(f"{f('A')}: line {e + 1} joins graph {eg[e] + 1} to graph "
+                         f"{node_graph[dst[e]] + 1}")
+    order = np.argsort(eg, kind="stable")
+    eo = np.concatenate([[0], np.cumsum(np.bincount(eg, minlength=num_graphs))]).astype(
+        np.int64)
+    ei = np.stack([src[order] - no[eg[order]], dst[order] - no[eg[order]]])
+    feats = []
+    nl = _tu_table(f("node_labels"), np.int64, required=False)
+    for table, what, rows in ((nl, "node_labels", n),):
+        if table is not None and len(table) != rows:
+            raise ValueError(f"{f(what)}: {len(table)} lines, expected {rows}")
+    if nl is not None:
+        v = nl[:, 0]
+        values = np.unique(v)
+        onehot = np.zeros((n, len(values)), dtype=np.uint8)
+        onehot[np.arange(n), np.searchsorted(values, v)] = 1
+        feats.append(onehot.astype(np.float32))
+    na = _tu_table(f("node_attributes"), np.float32, required=False)
+    if na is not None and len(na) != n:
+        raise ValueError(f"{f('node_attributes')}: {len(na)} lines, expected {n}")
+    if na is not None:
+        feats.append(na.astype(np.float32))
+    node_feat = np.concatenate(feats, axis=1) if feats else np.ones((n, 1), dtype=np.float32)
+    classes = np.unique(labels)
+    out = {"edge_index": ei, "node_offsets": no, "edge_offsets": eo, "node_feat": node_feat,
+           "graph_label": np.searchsorted(classes, labels).astype(np.int64),
+           "meta": {"name": name, "num_classes": len(classes),
+                    "classes": [float(c) if c != int(c) else int(c) for c in classes]}}
+    el = _tu_table(f("edge_labels"), np.int64, required=False)
+    if el is not None:
+        if len(el) != len(a):
+            raise ValueError(f"{f('edge_labels')}: {len(el)} lines, expected {len(a)} (one "
+                             f"per line of {f('A')})")
+        out["edge_feat"] = el[order, 0]
     return out
 
 

@@ -354,3 +354,54 @@ def test_gin_learns_solubility(tmp_path, ranks):
     best = max(e["test_acc"] for e in r["epochs"])
     assert best >= LEARNED, out[-3000:]
     assert r["epochs"][-1]["loss"] < r["epochs"][0]["loss"]
+
+
+# --- the TU text layout ---------------------------------------------------------------------
+def _write_tu(folder, a, indicator, labels, node_labels=None, edge_labels=None):
+    os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(folder)
+
+    def put(suffix, rows):
+        with open(os.path.join(folder, f"{name}_{suffix}.txt"), "w") as f:
+            f.write("".join(", ".join(str(x) for x in np.atleast_1d(r)) + "\n" for r in rows))
+
+    put("A", a)
+    put("graph_indicator", indicator)
+    put("graph_labels", labels)
+    if node_labels is not None:
+        put("node_labels", node_labels)
+    if edge_labels is not None:
+        put("edge_labels", edge_labels)
+
+
+def test_read_tu_dataset(tmp_path):
+    from tessera.graphs import read_tu_dataset
+
+    # graph 1: nodes 1-3 (a path), graph 2: nodes 4-5, graph 3: node 6 (no edges); the edges of
+    # graph 2 come first in the file.
+    a = [(4, 5), (5, 4), (1, 2), (2, 1), (2, 3), (3, 2)]
+    _write_tu(tmp_path / "T", a, [1, 1, 1, 2, 2, 3], [-1, 1, -1], node_labels=[0, 2, 0, 2, 2, 5],
+              edge_labels=[7, 7, 1, 1, 2, 2])
+    arr = read_tu_dataset(tmp_path / "T")
+    np.testing.assert_array_equal(arr["node_offsets"], [0, 3, 5, 6])
+    np.testing.assert_array_equal(arr["edge_offsets"], [0, 4, 6, 6])
+    np.testing.assert_array_equal(arr["edge_index"], [[0, 1, 1, 2, 0, 1], [1, 0, 2, 1, 1, 0]])
+    np.testing.assert_array_equal(arr["edge_feat"], [1, 1, 2, 2, 7, 7])
+    np.testing.assert_array_equal(arr["graph_label"], [0, 1, 0])
+    assert arr["meta"]["classes"] == [-1, 1]
+    np.testing.assert_array_equal(arr["node_feat"].argmax(1), [0, 1, 0, 1, 1, 2])
+    meta = arr.pop("meta")
+    ds = write_graph_dataset(tmp_path / "out", meta=meta, **arr)
+    assert ds.num_graphs == 3 and ds.num_classes == 2
+
+    _write_tu(tmp_path / "X", [(1, 4)], [1, 1, 2, 2], [0, 1])
+    with pytest.raises(ValueError, match="line 1 joins graph 1 to graph 2"):
+        read_tu_dataset(tmp_path / "X")
+    _write_tu(tmp_path / "Y", [(1, 2)], [1, 2, 1], [0, 1])
+    with pytest.raises(ValueError, match="must be contiguous"):
+        read_tu_dataset(tmp_path / "Y")
+    _write_tu(tmp_path / "Z", [(1, 9)], [1, 1], [0])
+    with pytest.raises(ValueError, match=r"node IDs must be in \[1, 2\]"):
+        read_tu_dataset(tmp_path / "Z")
+    with pytest.raises(FileNotFoundError, match="Q_A.txt is missing"):
+        read_tu_dataset(tmp_path / "Q")
