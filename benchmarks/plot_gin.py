@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Plots train_gin.py results: test (and training) accuracy against epochs, one line per run.
 
-    python3 benchmarks/plot_gin.py benchmarks/results/gin/*-r1.json \\
-        benchmarks/results/gin/*-r2.json --out benchmarks/results/gin/accuracy.png
+    python3 benchmarks/plot_gin.py benchmarks/results/gin/*.json --majority 0.447 \\
+        --out benchmarks/results/gin/accuracy.png
 
 Each --results JSON of python/examples/train_gin.py is one line labelled by its rank count;
-a horizontal line marks the majority class of the test split (``--majority``).
+a run with ``--layers 0`` (a linear model of the summed node features) is drawn as a baseline,
+and a horizontal line marks the majority class of the test split (``--majority``).
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def main(argv=None) -> int:
             ep = [int(e["epoch"]) for e in r["epochs"]]
             test = [float(e["test_acc"]) for e in r["epochs"]]
             train = [float(e["train_acc"]) for e in r["epochs"]]
-            runs.append((int(r["ranks"]), r["dataset"], ep, test, train))
+            layers = int(r.get("args", {}).get("layers", -1))
+            runs.append((int(r["ranks"]), r["dataset"], ep, test, train, layers))
         except (OSError, ValueError, KeyError, TypeError) as e:
             print(f"plot_gin.py: {path}: not a train_gin.py results file ({e})",
                   file=sys.stderr)
@@ -40,11 +42,16 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (ranks, name, ep, test, train) in enumerate(sorted(runs, key=lambda r: r[0])):
+    for i, (ranks, name, ep, test, train, layers) in enumerate(
+            sorted(runs, key=lambda r: (-r[5], r[0]))):
         c = f"C{i}"
-        ax.plot(ep, test, color=c, label=f"{ranks} rank{'s' if ranks > 1 else ''}: test")
-        ax.plot(ep, train, color=c, ls=":", alpha=0.7,
-                label=f"{ranks} rank{'s' if ranks > 1 else ''}: train")
+        what = f"{ranks} rank{'s' if ranks > 1 else ''}"
+        if layers == 0:  # no GIN layer: a linear model of the summed input features
+            ax.plot(ep, test, color=c, lw=1, alpha=0.8,
+                    label=f"{what}, 0 layers (bag of atoms): test")
+            continue
+        ax.plot(ep, test, color=c, label=f"{what}: test")
+        ax.plot(ep, train, color=c, ls=":", alpha=0.7, label=f"{what}: train")
     if a.majority is not None:
         ax.axhline(a.majority, color="grey", ls="--", lw=1, label="majority class (test)")
     ax.set_xlabel("epoch")

@@ -12,8 +12,9 @@ shared over the ranks by ``DistributedGraphSampler`` (every graph once per epoch
 ranks, shuffled by (seed, epoch), padded to equal shares or with ``--drop-last`` cut to them) and
 batched by ``GraphDataLoader`` into block-diagonal graphs. ``--batch-size`` is the global batch:
 each rank takes ceil(batch / P) graphs per step, and the gradients are averaged over the ranks
-after every step (``all_reduce_gradients``, or DDP when every rank has a GPU of its own), so a
-step sees about as many graphs at any P and the learning rate stays the same.
+after every step (``all_reduce_gradients``, or DDP when every rank has a GPU of its own). With
+P dividing the batch, step j of all ranks trains on the graphs of step j at one rank, so the
+learning rate stays the same.
 
 Every epoch prints the training loss and accuracy and the test accuracy (the test split shared
 over the ranks without repeats, the counts summed). ``--results FILE`` writes the per-epoch

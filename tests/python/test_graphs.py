@@ -282,6 +282,27 @@ def test_loader_batches_cover_the_sampler_share():
         GraphDataLoader(ds, sampler=s, shuffle=True)
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_step_of_all_ranks_is_the_one_rank_step(world):
+    """With P dividing the global batch, step j of the P ranks together trains on the graphs of
+    step j at one rank (the last step may differ by the padding)."""
+    ds = GraphDataset(**graphs_to_arrays(random_graphs(37, seed=10)))
+    one = GraphDataLoader(ds, batch_size=8, sampler=DistributedGraphSampler(
+        ds, num_replicas=1, rank=0, seed=2))
+    ranks = [GraphDataLoader(ds, batch_size=8 // world, sampler=DistributedGraphSampler(
+        ds, num_replicas=world, rank=r, seed=2)) for r in range(world)]
+    for epoch in (0, 3):
+        for loader in [one] + ranks:
+            loader.set_epoch(epoch)
+        steps = [[set(np.asarray(b.index).tolist()) for b in loader] for loader in ranks]
+        for j, b in enumerate(one):
+            union = set().union(*(s[j] for s in steps))
+            if j < len(one) - 1:
+                assert union == set(np.asarray(b.index).tolist())
+            else:
+                assert set(np.asarray(b.index).tolist()) <= union
+
+
 # --- readout and GIN ------------------------------------------------------------------------
 @requires_torch
 @pytest.mark.parametrize("op", ["sum", "mean", "max"])
