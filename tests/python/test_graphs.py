@@ -426,3 +426,23 @@ def test_read_tu_dataset(tmp_path):
         read_tu_dataset(tmp_path / "Z")
     with pytest.raises(FileNotFoundError, match="Q_A.txt is missing"):
         read_tu_dataset(tmp_path / "Q")
+
+
+def test_plot_gin_on_committed_results(tmp_path):
+    pytest.importorskip("matplotlib")
+    import glob
+
+    script = os.path.join(REPO, "benchmarks", "plot_gin.py")
+    runs = sorted(glob.glob(os.path.join(REPO, "benchmarks", "results", "gin", "*.json")))
+    assert len(runs) >= 2
+    out = tmp_path / "acc.png"
+    r = subprocess.run([sys.executable, script, *runs, "--majority", "0.447", "--out",
+                        str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, script, str(bad), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "not a train_gin.py results file" in r.stderr
+    assert "Traceback" not in r.stderr
