@@ -215,11 +215,12 @@ def main(argv=None) -> int:
         f"{wall:.1f}s; parameters {digest}, "
         f"{'the same on every rank' if in_sync else 'DIFFERENT across the ranks'}")
     if a.results and rank == 0:
+        args = dict(vars(a), dataset=os.path.relpath(a.dataset))  # no machine-specific path
         atomic_write_json({"dataset": os.path.basename(os.path.normpath(a.dataset)),
                            "ranks": world, "device": str(device), "grad_sync": mode,
                            "commit": commit_id(), "command": " ".join(sys.argv),
                            "torch_threads": torch.get_num_threads(),
-                           "args": vars(a), "per_rank_batch": batch,
+                           "args": args, "per_rank_batch": batch,
                            "train_graphs": len(train_ids), "test_graphs": len(test_ids),
                            "graphs_per_rank_epoch": len(sampler),
                            "params_in_sync": in_sync, "final_test_acc": final,
