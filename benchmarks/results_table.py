@@ -516,6 +516,50 @@ validation ROC-AUC; the random baseline scores the same pairs.
     return section("Link prediction", intro, body, rs)
 
 
+def scalars(d, skip=("command", "commit", "machine", "date", "git", "dataset_path")):
+    """The top-level numbers, booleans and short strings of a result JSON, in its order."""
+    out = {}
+    for k, v in d.items() if isinstance(d, dict) else ():
+        if k in skip or isinstance(v, (dict, list)):
+            continue
+        if isinstance(v, str) and (len(v) > 40 or "/" in v):
+            continue
+        out[k] = v
+    return out
+
+
+def cell(v):
+    if isinstance(v, bool) or v is None:
+        return DASH if v is None else str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def generic_section(title, prefix, intro, columns=None, max_columns=10):
+    """A table of the scalar figures of every JSON of the benchmarks named `prefix`: one row
+    per file; the `columns` named (top-level keys), else the scalars the files hold (up to
+    max_columns). For benchmarks whose figures are flat."""
+
+    def render(runs):
+        rs = select(runs, prefix)
+        rows, keys = [], []
+        for r in rs:
+            for variant in sorted(r.files):
+                sc = scalars(r.files[variant])
+                for k in sc:
+                    if k not in keys:
+                        keys.append(k)
+                rows.append((r, variant, sc))
+        keys = list(columns) if columns else keys[:max_columns]
+        body = table(["benchmark"] + [k.replace("_", " ") for k in keys] + ["run"],
+                     [[r.bench] + [cell(sc.get(k)) for k in keys] + [r.link(v)]
+                      for r, v, sc in rows])
+        return section(title, intro, body, rs)
+
+    return prefix, render
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -526,6 +570,13 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("train-cpu-", train_cpu_section),
     ("train-", train_gpu_section),
     ("link-", link_section),
+    generic_section("Graph classification (GIN)", "gin", """
+`python/examples/train_gin.py` on the shipped solubility set (data/solubility, 3 classes):
+GIN with sum readout, global batch 32, at 1 and 2 ranks (`r1`, `r2`; `tessera launch`, gradients
+averaged every step) and a bag-of-atoms linear model (`layers0`); test accuracy at the last
+epoch and the mean of the last 10 (docs/graph-level.md).
+""", columns=["dataset", "ranks", "final_test_acc", "last10_test_acc", "seconds",
+              "params_in_sync"]),
 ]
 
 PREFACE = """\

@@ -22,6 +22,9 @@ from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoade
                           EdgeDataLoader, NeighborSampler, NodeDataLoader)
 from .embedding import DistEmbedding
 from . import optim
+from . import graphs
+from .graphs import (DistributedGraphSampler, GraphDataLoader, GraphDataset,
+                     read_graph_dataset, write_graph_dataset)
 
 __version__ = _C.__version__
 
@@ -33,6 +36,8 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
            "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert",
            "DistEmbedding", "optim", "launch", "ops", "NID", "EID"]
+__all__ += ["graphs", "GraphDataset", "read_graph_dataset", "write_graph_dataset",
+            "GraphDataLoader", "DistributedGraphSampler"]
 
 
 def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,

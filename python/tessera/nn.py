@@ -178,3 +178,84 @@ class GraphSAGE(nn.Module):
             if i < len(self.layers) - 1:
                 h = self.dropout(F.relu(self.norms[i](h)))
         return h
+
+
+# --- graph-level layers: GIN and per-graph readout over a GraphBatch -------------------------
+__all__ += ["readout_nodes", "SumPooling", "AvgPooling", "MaxPooling", "GINConv"]
+
+
+def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
+                  op: str = "sum") -> "torch.Tensor":
+    """Per-graph readout: ``out[k] = op(h[v] for the nodes v with graph_ids[v] == k)`` for
+    ``op`` in ``sum``, ``mean``, ``max`` (DGL's ``sum_nodes`` / ``mean_nodes`` / ``max_nodes``).
+    A segment reduction over ``graph_ids`` (a GraphBatch's): ``index_add_`` for sum and mean,
+    ``scatter_reduce_(amax)`` for max. A graph without nodes reads out zeros. On the CPU the
+    sum adds in node order, so the result is deterministic."""
+    if op not in ("sum", "mean", "max"):
+        raise ValueError(f"readout_nodes: op must be sum, mean or max, got {op!r}")
+    if h.shape[0] != graph_ids.shape[0]:
+        raise ValueError(f"readout_nodes: {h.shape[0]} node rows but {graph_ids.shape[0]} "
+                         "graph IDs")
+    ids = graph_ids.to(h.device, torch.int64)
+    shape = (int(num_graphs),) + tuple(h.shape[1:])
+    if op == "max":
+        out = h.new_zeros(shape)
+        index = ids.view(-1, *([1] * (h.dim() - 1))).expand_as(h)
+        return out.scatter_reduce(0, index, h, reduce="amax", include_self=False)
+    out = h.new_zeros(shape).index_add_(0, ids, h)
+    if op == "mean":
+        cnt = h.new_zeros(int(num_graphs)).index_add_(0, ids, h.new_ones(ids.shape[0]))
+        out = out / cnt.clamp_(min=1).view(-1, *([1] * (h.dim() - 1)))
+    return out
+
+
+class _Pooling(nn.Module):
+    op = "sum"
+
+    def forward(self, batch, h: "torch.Tensor") -> "torch.Tensor":
+        """``batch``: a GraphBatch (its ``graph_ids`` and ``num_graphs``)."""
+        return readout_nodes(h, batch.graph_ids, batch.num_graphs, self.op)
+
+
+class SumPooling(_Pooling):
+    """Sum of the node features of every graph of a GraphBatch (DGL's SumPooling)."""
+    op = "sum"
+
+
+class AvgPooling(_Pooling):
+    """Mean of the node features of every graph of a GraphBatch (DGL's AvgPooling)."""
+    op = "mean"
+
+
+class MaxPooling(_Pooling):
+    """Element-wise max of the node features of every graph of a GraphBatch (DGL's
+    MaxPooling)."""
+    op = "max"
+
+
+class GINConv(nn.Module):
+    """Graph Isomorphism Network layer (Xu et al., ICLR 2019; DGL's ``GINConv`` with the sum
+    aggregator): ``h_v' = apply_func((1 + eps) h_v + sum_{u -> v} h_u)``, ``eps`` learnable
+    with ``learn_eps``. ``graph`` is anything ``block_edges`` takes whose sources are its
+    destinations (a GraphBatch, a tuple ``(edge_index, (n, n))``)."""
+
+    def __init__(self, apply_func: Optional[nn.Module] = None, init_eps: float = 0.0,
+                 learn_eps: bool = False):
+        super().__init__()
+        self.apply_func = apply_func
+        if learn_eps:
+            self.eps = nn.Parameter(torch.tensor([float(init_eps)]))
+        else:
+            self.register_buffer("eps", torch.tensor([float(init_eps)]))
+
+    def forward(self, graph, feat: "torch.Tensor") -> "torch.Tensor":
+        src, dst, num_src, num_dst = block_edges(graph)
+        if feat.shape[0] != num_src or num_src != num_dst:
+            raise ValueError(f"GINConv: {feat.shape[0]} node features for a graph of "
+                             f"{num_src} source and {num_dst} destination nodes (a GIN layer "
+                             "maps a graph's nodes to themselves)")
+        src = src.to(feat.device, torch.int64)
+        dst = dst.to(feat.device, torch.int64)
+        agg = feat.new_zeros(feat.shape).index_add_(0, dst, feat.index_select(0, src))
+        rst = (1 + self.eps) * feat + agg
+        return self.apply_func(rst) if self.apply_func is not None else rst

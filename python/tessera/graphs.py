@@ -1,0 +1,662 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Datasets of many small graphs, for graph-level tasks (graph classification, regression).
+
+* ``GraphDataset``: the graphs of an npy folder (docs/partition-format.md, "Graph datasets"):
+  concatenated edges with per-graph node and edge offsets, node features, graph labels.
+  ``read_graph_dataset`` checks a folder and reads it (memory-mapped); ``write_graph_dataset``
+  checks arrays and writes a folder atomically; ``graphs_to_arrays`` concatenates a list of
+  graphs into those arrays.
+* ``DistributedGraphSampler``: torch's ``DistributedSampler`` for graphs: rank r of P gets an
+  equal share of the graph IDs each epoch, disjoint from the other ranks' and together all of
+  them (padded by repeating graphs from the start of the epoch's order, or with ``drop_last``
+  cut to a multiple of P), shuffled by (seed, epoch).
+* ``GraphDataLoader``: mini-batches of graphs as one block-diagonal graph (``GraphBatch``):
+  node IDs of graph k shifted by the nodes of the graphs before it in the batch, and the batch
+  graph ID of every node for a per-graph readout (``tessera.nn.readout_nodes``).
+
+Only NumPy is needed to read, write and sample; batches are torch tensors where torch is
+installed (NumPy otherwise).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ._tensor import HAVE_TORCH, torch
+
+__all__ = ["GraphDataset", "read_graph_dataset", "write_graph_dataset", "graphs_to_arrays",
+           "read_tu_dataset",
+           "DistributedGraphSampler", "GraphDataLoader", "GraphBatch", "shuffled_order",
+           "GRAPHS_FORMAT"]
+
+GRAPHS_FORMAT = "tessera-graphs"
+_FORMAT_VERSION = 1
+_MASKS = ("train_mask", "val_mask", "test_mask")
+
+
+class GraphDataset:
+    """Many small graphs: graph ``g`` has nodes ``node_offsets[g]..node_offsets[g+1]`` of the
+    concatenated node arrays and edges ``edge_offsets[g]..edge_offsets[g+1]`` of ``edge_index``,
+    whose endpoints are node IDs *within the graph* (``0 <= src, dst < num_nodes of g``).
+
+    Attributes: ``edge_index`` (int64 [2, E]), ``node_offsets`` / ``edge_offsets`` (int64
+    [G + 1]), ``node_feat`` ([N, ...]), ``graph_label`` ([G, ...]), ``edge_feat`` ([E, ...] or
+    None), ``masks`` (name -> bool [G]: ``train_mask``, ``val_mask``, ``test_mask`` where
+    present) and ``meta`` (the folder's meta.json). Build one with ``GraphDataset(...)`` (the
+    arrays are checked as ``read_graph_dataset`` checks a folder) or read a folder."""
+
+    def __init__(self, edge_index, node_offsets, edge_offsets, node_feat, graph_label,
+                 edge_feat=None, masks: Optional[dict] = None, meta: Optional[dict] = None,
+                 where: str = "GraphDataset"):
+        self.edge_index, self.node_offsets, self.edge_offsets = _check_arrays(
+            edge_index, node_offsets, edge_offsets, node_feat, graph_label, edge_feat,
+            masks or {}, where)
+        self.node_feat = node_feat
+        self.graph_label = graph_label
+        self.edge_feat = edge_feat
+        self.masks = dict(masks or {})
+        self.meta = dict(meta or {})
+
+    @property
+    def num_graphs(self) -> int:
+        return len(self.node_offsets) - 1
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.node_offsets[-1])
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_offsets[-1])
+
+    @property
+    def num_classes(self) -> int:
+        """``meta["num_classes"]`` when given, else 1 + the largest integer label."""
+        if "num_classes" in self.meta:
+            return int(self.meta["num_classes"])
+        return int(np.max(self.graph_label)) + 1 if self.num_graphs else 0
+
+    def __len__(self) -> int:
+        return self.num_graphs
+
+    def graph_nodes(self) -> np.ndarray:
+        """Nodes of every graph (int64 [G])."""
+        return np.diff(self.node_offsets)
+
+    def graph_edges(self) -> np.ndarray:
+        """Edges of every graph (int64 [G])."""
+        return np.diff(self.edge_offsets)
+
+    def split(self, name: str) -> np.ndarray:
+        """Graph IDs of a split (``"train"``, ``"val"``, ``"test"`` or a mask name), sorted."""
+        key = name if name in self.masks else f"{name}_mask"
+        if key not in self.masks:
+            raise KeyError(f"no split {name!r}: the dataset has {sorted(self.masks)}")
+        return np.nonzero(np.asarray(self.masks[key]))[0].astype(np.int64)
+
+    def __getitem__(self, g: int) -> dict:
+        """Graph ``g``: ``edge_index`` (within-graph IDs), ``node_feat``, ``label`` and
+        ``edge_feat`` where present."""
+        g = int(g)
+        if not -self.num_graphs <= g < self.num_graphs:
+            raise IndexError(f"graph {g} out of range for {self.num_graphs} graphs")
+        g %= max(self.num_graphs, 1)
+        n0, n1 = self.node_offsets[g], self.node_offsets[g + 1]
+        e0, e1 = self.edge_offsets[g], self.edge_offsets[g + 1]
+        out = {"edge_index": np.asarray(self.edge_index[:, e0:e1]),
+               "node_feat": np.asarray(self.node_feat[n0:n1]),
+               "label": np.asarray(self.graph_label[g])}
+        if self.edge_feat is not None:
+            out["edge_feat"] = np.asarray(self.edge_feat[e0:e1])
+        return out
+
+    def __repr__(self) -> str:
+        return (f"GraphDataset({self.meta.get('name', '?')}: {self.num_graphs} graphs, "
+                f"{self.num_nodes} nodes, {self.num_edges} edges, "
+                f"{self.num_classes} classes)")
+
+
+def _fail(where: str, what: str):
+    raise ValueError(f"{where}: {what}")
+
+
+def _offsets(a, name: str, where: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.ndim != 1 or len(a) < 1:
+        _fail(where, f"{name} must be 1-D with num_graphs + 1 entries, got shape {a.shape}")
+    if not np.issubdtype(a.dtype, np.integer):
+        _fail(where, f"{name} must be integers, got {a.dtype}")
+    a = a.astype(np.int64, copy=False)
+    if a[0] != 0:
+        _fail(where, f"{name}[0] is {int(a[0])}, must be 0")
+    d = np.diff(a)
+    if len(d) and d.min() < 0:
+        g = int(np.argmax(d < 0))
+        _fail(where, f"{name} is not monotone: {name}[{g + 1}] = {int(a[g + 1])} < "
+                     f"{name}[{g}] = {int(a[g])}")
+    return a
+
+
+def _check_arrays(edge_index, node_offsets, edge_offsets, node_feat, graph_label, edge_feat,
+                  masks: dict, where: str):
+    """The checked (edge_index, node_offsets, edge_offsets) as int64; ValueError naming the
+    first thing that is wrong."""
+    no = _offsets(node_offsets, "node_offsets", where)
+    eo = _offsets(edge_offsets, "edge_offsets", where)
+    if len(no) != len(eo):
+        _fail(where, f"node_offsets has {len(no) - 1} graphs, edge_offsets {len(eo) - 1}")
+    num_graphs, n, m = len(no) - 1, int(no[-1]), int(eo[-1])
+    ei = np.asarray(edge_index)
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        _fail(where, f"edge_index must have shape [2, E], got {ei.shape}")
+    if not np.issubdtype(ei.dtype, np.integer):
+        _fail(where, f"edge_index must be integers, got {ei.dtype}")
+    if ei.shape[1] != m:
+        _fail(where, f"edge_index has {ei.shape[1]} edges, edge_offsets[-1] says {m}")
+    ei = ei.astype(np.int64, copy=False)
+    for name, arr, rows, what in (("node_feat", node_feat, n, "nodes (node_offsets[-1])"),
+                                  ("graph_label", graph_label, num_graphs, "graphs"),
+                                  ("edge_feat", edge_feat, m, "edges (edge_offsets[-1])")):
+        if arr is None:
+            if name != "edge_feat":
+                _fail(where, f"{name} is missing")
+            continue
+        shape = np.shape(arr)
+        if len(shape) < 1 or shape[0] != rows:
+            _fail(where, f"{name} has {shape[0] if shape else 'no'} rows (shape {shape}), "
+                         f"expected one per each of the {rows} {what}")
+    for name, mask in masks.items():
+        mk = np.asarray(mask)
+        if mk.dtype != np.bool_ or mk.shape != (num_graphs,):
+            _fail(where, f"{name} must be bool [{num_graphs}] (one per graph), got "
+                         f"{mk.dtype} {mk.shape}")
+    if m:
+        # Graph of every edge, and that graph's node count: each endpoint in [0, nodes).
+        gid = np.repeat(np.arange(num_graphs, dtype=np.int64), np.diff(eo))
+        nodes = np.diff(no)[gid]
+        for row, end in ((0, "source"), (1, "destination")):
+            bad = (ei[row] < 0) | (ei[row] >= nodes)
+            if bad.any():
+                e = int(np.argmax(bad))
+                _fail(where, f"edge {e} (graph {int(gid[e])}, {int(nodes[e])} nodes) has "
+                             f"{end} {int(ei[row, e])} out of range: endpoints are node IDs "
+                             f"within their graph, 0 <= id < {int(nodes[e])}")
+    return ei, no, eo
+
+
+def _load(path: str, name: str, mmap: bool, required: bool = True):
+    f = os.path.join(path, f"{name}.npy")
+    if not os.path.exists(f):
+        if required:
+            raise FileNotFoundError(f"{path}: {name}.npy is missing (a graph dataset folder "
+                                    "holds edge_index.npy, node_offsets.npy, edge_offsets.npy, "
+                                    "node_feat.npy, graph_label.npy and meta.json)")
+        return None
+    try:
+        return np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{f}: not a readable .npy file ({e})") from None
+
+
+def read_graph_dataset(path: str, mmap: bool = True) -> GraphDataset:
+    """Reads and checks a graph dataset folder (docs/partition-format.md, "Graph datasets").
+    The arrays are memory-mapped (``mmap=False`` reads them into memory). Errors name the file
+    and what is wrong: a missing file, offsets not starting at 0 or not monotone, lengths that
+    do not match, an edge endpoint outside its graph."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: no such graph dataset folder")
+    meta_file = os.path.join(path, "meta.json")
+    if not os.path.exists(meta_file):
+        raise FileNotFoundError(f"{path}: meta.json is missing")
+    try:
+        with open(meta_file) as f:
+            meta = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{meta_file}: not valid JSON ({e})") from None
+    if meta.get("format") != GRAPHS_FORMAT:
+        raise ValueError(f"{meta_file}: format is {meta.get('format')!r}, expected "
+                         f"{GRAPHS_FORMAT!r} (a folder of many small graphs)")
+    if int(meta.get("format_version", 0)) != _FORMAT_VERSION:
+        raise ValueError(f"{meta_file}: format_version {meta.get('format_version')!r}, this "
+                         f"reader reads {_FORMAT_VERSION}")
+    arrays = {k: _load(path, k, mmap) for k in ("edge_index", "node_offsets", "edge_offsets",
+                                                 "node_feat", "graph_label")}
+    edge_feat = _load(path, "edge_feat", mmap, required=False)
+    masks = {}
+    for k in _MASKS:
+        mk = _load(path, k, mmap, required=False)
+        if mk is not None:
+            masks[k] = mk
+    ds = GraphDataset(edge_feat=edge_feat, masks=masks, meta=meta, where=path, **arrays)
+    for key, value in (("num_graphs", ds.num_graphs), ("num_nodes", ds.num_nodes),
+                       ("num_edges", ds.num_edges)):
+        if key in meta and int(meta[key]) != value:
+            raise ValueError(f"{meta_file}: {key} is {meta[key]}, the arrays hold {value}")
+    return ds
+
+
+def write_graph_dataset(path: str, edge_index, node_offsets, edge_offsets, node_feat,
+                        graph_label, edge_feat=None, masks: Optional[dict] = None,
+                        meta: Optional[dict] = None, overwrite: bool = False) -> GraphDataset:
+    """Checks the arrays (as ``read_graph_dataset`` does) and writes them as a graph dataset
+    folder: into a hidden temporary sibling first, renamed onto ``path`` when complete, so
+    ``path`` is the whole new folder or untouched. An existing ``path`` is replaced only with
+    ``overwrite``. ``meta`` (source, license, task, ...) goes into meta.json with the format,
+    counts and ``num_classes``. Returns the dataset read back from ``path``."""
+    path = os.path.abspath(os.fspath(path))
+    masks = dict(masks or {})
+    for k in masks:
+        if k not in _MASKS:
+            raise ValueError(f"write_graph_dataset: mask {k!r} is not one of {_MASKS}")
+    ds = GraphDataset(edge_index, node_offsets, edge_offsets, node_feat, graph_label,
+                      edge_feat=edge_feat, masks=masks, meta=meta, where="write_graph_dataset")
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"write_graph_dataset: {path} exists (pass overwrite=True)")
+    info = dict(meta or {})
+    info.update(format=GRAPHS_FORMAT, format_version=_FORMAT_VERSION,
+                num_graphs=ds.num_graphs, num_nodes=ds.num_nodes, num_edges=ds.num_edges)
+    label = np.asarray(graph_label)
+    if "num_classes" not in info and np.issubdtype(label.dtype, np.integer) and label.ndim == 1:
+        info["num_classes"] = int(label.max()) + 1 if len(label) else 0
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        arrays = {"edge_index": ds.edge_index, "node_offsets": ds.node_offsets,
+                  "edge_offsets": ds.edge_offsets, "node_feat": np.asarray(node_feat),
+                  "graph_label": label}
+        if edge_feat is not None:
+            arrays["edge_feat"] = np.asarray(edge_feat)
+        arrays.update({k: np.asarray(v) for k, v in masks.items()})
+        for name, arr in arrays.items():
+            np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(info, f, indent=1)
+            f.write("\n")
+        if os.path.exists(path):
+            old = os.path.join(parent, f".{os.path.basename(path)}.old-{os.getpid()}")
+            os.replace(path, old)
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return read_graph_dataset(path)
+
+
+def graphs_to_arrays(graphs: Sequence[dict]) -> dict:
+    """Concatenates graphs given as dicts with ``num_nodes`` (or taken from ``node_feat``),
+    ``edge_index`` ([2, E_g], within-graph IDs), ``node_feat``, ``label`` and optionally
+    ``edge_feat`` into the keyword arguments of ``write_graph_dataset`` / ``GraphDataset``."""
+    if not graphs:
+        raise ValueError("graphs_to_arrays: no graphs")
+    nodes, edges, eis, feats, labels, efeats = [], [], [], [], [], []
+    with_ef = "edge_feat" in graphs[0]
+    for i, g in enumerate(graphs):
+        ei = np.asarray(g["edge_index"], dtype=np.int64).reshape(2, -1)
+        feat = np.asarray(g["node_feat"])
+        n = int(g.get("num_nodes", feat.shape[0]))
+        if feat.shape[0] != n:
+            raise ValueError(f"graphs_to_arrays: graph {i} has {n} nodes and "
+                             f"{feat.shape[0]} feature rows")
+        if ("edge_feat" in g) != with_ef:
+            raise ValueError(f"graphs_to_arrays: graph {i} {'has' if not with_ef else 'lacks'} "
+                             "edge_feat, graph 0 does not")
+        nodes.append(n)
+        edges.append(ei.shape[1])
+        eis.append(ei)
+        feats.append(feat)
+        labels.append(np.asarray(g["label"]))
+        if with_ef:
+            efeats.append(np.asarray(g["edge_feat"]))
+    out = {"edge_index": np.concatenate(eis, axis=1),
+           "node_offsets": np.concatenate([[0], np.cumsum(nodes)]).astype(np.int64),
+           "edge_offsets": np.concatenate([[0], np.cumsum(edges)]).astype(np.int64),
+           "node_feat": np.concatenate(feats), "graph_label": np.stack(labels)}
+    if with_ef:
+        out["edge_feat"] = np.concatenate(efeats)
+    return out
+
+
+def _tu_table(path: str, dtype, required: bool = True):
+    if not os.path.exists(path):
+        if required:
+            raise FileNotFoundError(f"{path} is missing")
+        return None
+    try:
+        rows = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+    except ValueError as e:
+        raise ValueError(f"{path}: not comma-separated {np.dtype(dtype).name} values ({e})") \
+            from None
+    return rows
+
+
+def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
+    """Reads a graph-classification set in the TU Dortmund text layout (``DS_A.txt``: 1-based
+    ``row, col`` node pairs; ``DS_graph_indicator.txt``: the 1-based graph of every node;
+    ``DS_graph_labels.txt``; optional ``DS_node_labels.txt``, ``DS_node_attributes.txt``,
+    ``DS_edge_labels.txt``) and returns the keyword arguments of ``write_graph_dataset``:
+    edges converted to within-graph IDs (in file order within a graph), graph labels mapped
+    to class indices 0..C-1 (the sorted distinct values, listed in ``meta["classes"]``), node
+    features = one-hot node labels followed by the node attributes, edge labels as
+    ``edge_feat``. ``name`` defaults to the folder's name. The nodes of a graph must be
+    contiguous, as the layout specifies; an edge joining two graphs is an error."""
+    folder = os.fspath(folder)
+    name = name or os.path.basename(os.path.normpath(folder))
+    f = lambda suffix: os.path.join(folder, f"{name}_{suffix}.txt")  # noqa: E731
+    a = _tu_table(f("A"), np.int64)
+    indicator = _tu_table(f("graph_indicator"), np.int64)[:, 0]
+    labels = _tu_table(f("graph_labels"), np.float64)[:, 0]
+    if a.shape[1] != 2:
+        raise ValueError(f"{f('A')}: expected 2 columns (row, col), got {a.shape[1]}")
+    num_graphs, n = len(labels), len(indicator)
+    if n and (indicator.min() < 1 or indicator.max() > num_graphs):
+        raise ValueError(f"{f('graph_indicator')}: graph IDs must be in [1, {num_graphs}] "
+                         f"(one per line of {f('graph_labels')})")
+    if n > 1 and (np.diff(indicator) < 0).any():
+        i = int(np.argmax(np.diff(indicator) < 0)) + 1
+        raise ValueError(f"{f('graph_indicator')}: node {i + 1} is in graph {indicator[i]} "
+                         f"after a node of graph {indicator[i - 1]}: the nodes of a graph must "
+                         "be contiguous")
+    if len(a) and (a.min() < 1 or a.max() > n):
+        raise ValueError(f"{f('A')}: node IDs must be in [1, {n}] (one per line of "
+                         f"{f('graph_indicator')})")
+    node_graph = indicator - 1
+    counts = np.bincount(node_graph, minlength=num_graphs)
+    no = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    src, dst = a[:, 0] - 1, a[:, 1] - 1
+    eg = node_graph[src]
+    if (node_graph[dst] != eg).any():
+        e = int(np.argmax(node_graph[dst] != eg))
+        raise ValueError(f"{f('A')}: line {e + 1} joins graph {eg[e] + 1} to graph "
+                         f"{node_graph[dst[e]] + 1}")
+    order = np.argsort(eg, kind="stable")
+    eo = np.concatenate([[0], np.cumsum(np.bincount(eg, minlength=num_graphs))]).astype(
+        np.int64)
+    ei = np.stack([src[order] - no[eg[order]], dst[order] - no[eg[order]]])
+    feats = []
+    nl = _tu_table(f("node_labels"), np.int64, required=False)
+    for table, what, rows in ((nl, "node_labels", n),):
+        if table is not None and len(table) != rows:
+            raise ValueError(f"{f(what)}: {len(table)} lines, expected {rows}")
+    if nl is not None:
+        v = nl[:, 0]
+        values = np.unique(v)
+        onehot = np.zeros((n, len(values)), dtype=np.uint8)
+        onehot[np.arange(n), np.searchsorted(values, v)] = 1
+        feats.append(onehot.astype(np.float32))
+    na = _tu_table(f("node_attributes"), np.float32, required=False)
+    if na is not None and len(na) != n:
+        raise ValueError(f"{f('node_attributes')}: {len(na)} lines, expected {n}")
+    if na is not None:
+        feats.append(na.astype(np.float32))
+    node_feat = np.concatenate(feats, axis=1) if feats else np.ones((n, 1), dtype=np.float32)
+    classes = np.unique(labels)
+    out = {"edge_index": ei, "node_offsets": no, "edge_offsets": eo, "node_feat": node_feat,
+           "graph_label": np.searchsorted(classes, labels).astype(np.int64),
+           "meta": {"name": name, "num_classes": len(classes),
+                    "classes": [float(c) if c != int(c) else int(c) for c in classes]}}
+    el = _tu_table(f("edge_labels"), np.int64, required=False)
+    if el is not None:
+        if len(el) != len(a):
+            raise ValueError(f"{f('edge_labels')}: {len(el)} lines, expected {len(a)} (one "
+                             f"per line of {f('A')})")
+        out["edge_feat"] = el[order, 0]
+    return out
+
+
+# --- sampling -------------------------------------------------------------------------------
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def shuffled_order(n: int, seed: int, epoch: int) -> np.ndarray:
+    """A permutation of ``range(n)`` that depends only on (seed, epoch): positions sorted by a
+    SplitMix64 hash of (seed, epoch, position), so it is the same on every platform, NumPy
+    version and rank (no RNG state)."""
+    key = _splitmix64(np.array([(int(seed) & 0xFFFFFFFF) << 32 | (int(epoch) & 0xFFFFFFFF)],
+                               dtype=np.uint64))[0]
+    with np.errstate(over="ignore"):
+        h = _splitmix64(np.arange(n, dtype=np.uint64) ^ key)
+    return np.argsort(h, kind="stable").astype(np.int64)
+
+
+class DistributedGraphSampler:
+    """Graph IDs of this rank for one epoch, as ``torch.utils.data.DistributedSampler``.
+
+    The epoch's order is ``indices`` (all graphs of ``dataset`` when not given), shuffled by
+    (``seed``, epoch) when ``shuffle``; it is made a multiple of ``num_replicas`` P by repeating
+    its first graphs (padding) or, with ``drop_last``, by cutting its last ``len % P`` graphs,
+    and rank r takes positions r, r + P, r + 2P, ... So every rank gets the same number of
+    graphs (``len(sampler)``) and, with the same batch size, the same number of batches: no rank
+    waits for another in a gradient all-reduce. Without ``drop_last`` every graph is seen at
+    least once per epoch across the ranks and fewer than P twice; with it each at most once.
+    Call ``set_epoch(e)`` before each epoch (``GraphDataLoader`` does, from its own epoch
+    counter, when it drives the sampler). ``num_replicas`` / ``rank`` default to the runtime's."""
+
+    def __init__(self, dataset=None, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, indices=None):
+        from . import _runtime
+
+        if num_replicas is None:
+            num_replicas = _runtime.get_world_size()
+        if rank is None:
+            rank = _runtime.get_rank()
+        if num_replicas < 1:
+            raise ValueError(f"DistributedGraphSampler: num_replicas must be >= 1, got "
+                             f"{num_replicas}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"DistributedGraphSampler: rank {rank} out of range for "
+                             f"{num_replicas} replicas")
+        if indices is None:
+            if dataset is None:
+                raise ValueError("DistributedGraphSampler: give a dataset or indices")
+            indices = np.arange(len(dataset), dtype=np.int64)
+        else:
+            indices = np.asarray(indices)
+            if indices.dtype == np.bool_:
+                indices = np.nonzero(indices)[0]
+            if indices.ndim != 1 or not (indices.size == 0 or
+                                         np.issubdtype(indices.dtype, np.integer)):
+                raise ValueError("DistributedGraphSampler: indices must be a 1-D array of "
+                                 "graph IDs or a boolean mask")
+            indices = indices.astype(np.int64)
+            if dataset is not None and indices.size and \
+                    (indices.min() < 0 or indices.max() >= len(dataset)):
+                raise ValueError(f"DistributedGraphSampler: graph IDs outside [0, "
+                                 f"{len(dataset)})")
+        self.indices = indices
+        self.num_replicas, self.rank = int(num_replicas), int(rank)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.epoch = 0
+        n = len(indices)
+        if self.drop_last:
+            self.num_samples = n // self.num_replicas
+        else:
+            self.num_samples = -(-n // self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def epoch_order(self, epoch: Optional[int] = None) -> np.ndarray:
+        """The epoch's order over all ranks, after padding or cutting (``total_size`` IDs)."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        n = len(self.indices)
+        order = self.indices[shuffled_order(n, self.seed, epoch)] if self.shuffle \
+            else self.indices
+        if self.total_size <= n:
+            return order[:self.total_size]
+        reps = -(-(self.total_size - n) // n)  # padding longer than the order itself
+        return np.concatenate([order] + [order] * reps)[:self.total_size]
+
+    def rank_indices(self, epoch: Optional[int] = None) -> np.ndarray:
+        """This rank's graph IDs for the epoch, in order."""
+        return self.epoch_order(epoch)[self.rank:self.total_size:self.num_replicas]
+
+    def __iter__(self):
+        return iter(self.rank_indices().tolist())
+
+
+# --- batching -------------------------------------------------------------------------------
+class GraphBatch:
+    """Graphs batched into one block-diagonal graph: batch graph k owns the nodes
+    ``node_offsets[k]..node_offsets[k+1]`` and its edges are shifted by ``node_offsets[k]``.
+
+    ``src`` / ``dst`` (int64 [E]), ``graph_ids`` (int64 [N]: the batch graph of every node,
+    0..num_graphs-1, non-decreasing), ``node_offsets`` / ``edge_offsets`` (int64 [B + 1]),
+    ``feat`` ([N, ...]), ``label`` ([B, ...]), ``edge_feat`` ([E, ...] or None) and ``index``
+    (the dataset IDs of the graphs, [B]). Torch tensors where torch is installed. As a graph
+    for ``tessera.nn`` layers: every node is both a source and a destination
+    (``num_src_nodes() == num_dst_nodes() == num_nodes``)."""
+
+    __slots__ = ("src", "dst", "graph_ids", "node_offsets", "edge_offsets", "feat", "label",
+                 "edge_feat", "index", "num_nodes", "num_graphs")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+    def num_src_nodes(self) -> int:
+        return self.num_nodes
+
+    def num_dst_nodes(self) -> int:
+        return self.num_nodes
+
+    def num_edges(self) -> int:
+        return int(self.src.shape[0])
+
+    def edges(self):
+        return self.src, self.dst
+
+    def batch_num_nodes(self):
+        """Nodes of every graph of the batch (DGL's ``batch_num_nodes``)."""
+        return self.node_offsets[1:] - self.node_offsets[:-1]
+
+    def to(self, device) -> "GraphBatch":
+        if not HAVE_TORCH:
+            return self
+        kw = {k: getattr(self, k) for k in self.__slots__}
+        for k, v in kw.items():
+            if isinstance(v, torch.Tensor):
+                kw[k] = v.to(device, non_blocking=True)
+        return GraphBatch(**kw)
+
+    def __repr__(self) -> str:
+        return (f"GraphBatch({self.num_graphs} graphs, {self.num_nodes} nodes, "
+                f"{self.num_edges()} edges)")
+
+
+def batch_graphs(dataset: GraphDataset, ids) -> GraphBatch:
+    """The graphs ``ids`` of ``dataset`` (in that order) as one block-diagonal GraphBatch."""
+    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    no, eo = dataset.node_offsets, dataset.edge_offsets
+    n_start, n_count = no[ids], no[ids + 1] - no[ids]
+    e_start, e_count = eo[ids], eo[ids + 1] - eo[ids]
+    b_nodes = np.concatenate([[0], np.cumsum(n_count)]).astype(np.int64)
+    b_edges = np.concatenate([[0], np.cumsum(e_count)]).astype(np.int64)
+    num_graphs, num_nodes, num_edges = len(ids), int(b_nodes[-1]), int(b_edges[-1])
+    # Rows of every node and edge in the dataset's arrays: the concatenated ranges.
+    node_rows = np.arange(num_nodes, dtype=np.int64) + np.repeat(n_start - b_nodes[:-1], n_count)
+    edge_graph = np.repeat(np.arange(num_graphs, dtype=np.int64), e_count)
+    edge_rows = np.arange(num_edges, dtype=np.int64) + np.repeat(e_start - b_edges[:-1], e_count)
+    ei = np.asarray(dataset.edge_index[:, edge_rows]) if num_edges else \
+        np.zeros((2, 0), dtype=np.int64)
+    shift = b_nodes[:-1][edge_graph]
+    src, dst = ei[0] + shift, ei[1] + shift
+    graph_ids = np.repeat(np.arange(num_graphs, dtype=np.int64), n_count)
+    feat = np.asarray(dataset.node_feat[node_rows])
+    label = np.asarray(dataset.graph_label[ids])
+    edge_feat = None if dataset.edge_feat is None else np.asarray(dataset.edge_feat[edge_rows])
+    conv = torch.from_numpy if HAVE_TORCH else (lambda a: a)
+    return GraphBatch(src=conv(np.ascontiguousarray(src)), dst=conv(np.ascontiguousarray(dst)),
+                      graph_ids=conv(graph_ids), node_offsets=conv(b_nodes),
+                      edge_offsets=conv(b_edges), feat=conv(np.ascontiguousarray(feat)),
+                      label=conv(np.ascontiguousarray(label)),
+                      edge_feat=None if edge_feat is None else conv(np.ascontiguousarray(
+                          edge_feat)),
+                      index=conv(ids.copy()), num_nodes=num_nodes, num_graphs=num_graphs)
+
+
+class GraphDataLoader:
+    """Mini-batches of graphs from a GraphDataset as ``GraphBatch``es (DGL's
+    ``GraphDataLoader``).
+
+    The graphs of an epoch are those of ``sampler`` (e.g. a ``DistributedGraphSampler``: this
+    rank's share; its ``set_epoch`` is called with the loader's epoch before each epoch), or
+    ``indices`` (all graphs when not given) in order, shuffled by (``seed``, epoch) with
+    ``shuffle``. They are cut into batches of ``batch_size`` graphs (the last one smaller unless
+    ``drop_last``). Iterating runs one epoch and moves to the next; ``set_epoch`` picks one.
+    ``device`` moves every batch there."""
+
+    def __init__(self, dataset: GraphDataset, batch_size: int = 32, shuffle: bool = False,
+                 drop_last: bool = False, sampler=None, indices=None, seed: int = 0,
+                 device=None):
+        if batch_size < 1:
+            raise ValueError(f"GraphDataLoader: batch_size must be >= 1, got {batch_size}")
+        if sampler is not None and (shuffle or indices is not None):
+            raise ValueError("GraphDataLoader: give a sampler or shuffle / indices, not both "
+                             "(the sampler decides the order)")
+        self.dataset = dataset
+        self.batch_size, self.shuffle, self.drop_last = int(batch_size), bool(shuffle), \
+            bool(drop_last)
+        self.sampler = sampler
+        if indices is None:
+            indices = np.arange(len(dataset), dtype=np.int64)
+        else:
+            indices = np.asarray(indices)
+            if indices.dtype == np.bool_:
+                indices = np.nonzero(indices)[0]
+            indices = indices.astype(np.int64).reshape(-1)
+            if indices.size and (indices.min() < 0 or indices.max() >= len(dataset)):
+                raise ValueError(f"GraphDataLoader: graph IDs outside [0, {len(dataset)})")
+        self.indices = indices
+        self.seed, self.device, self.epoch = int(seed), device, 0
+
+    def _items(self) -> int:
+        return len(self.sampler) if self.sampler is not None else len(self.indices)
+
+    def __len__(self) -> int:
+        n = self._items()
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def epoch_indices(self, epoch: Optional[int] = None) -> np.ndarray:
+        """The graph IDs the epoch visits, in order (before cutting into batches)."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        if self.sampler is not None:
+            if hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(epoch)
+            return np.fromiter(iter(self.sampler), dtype=np.int64)
+        if self.shuffle:
+            return self.indices[shuffled_order(len(self.indices), self.seed, epoch)]
+        return self.indices
+
+    def __iter__(self):
+        ids = self.epoch_indices()
+        self.epoch += 1
+        for b in range(len(self)):
+            batch = batch_graphs(self.dataset, ids[b * self.batch_size:(b + 1) * self.batch_size])
+            yield batch if self.device is None else batch.to(self.device)
