@@ -220,7 +220,8 @@ class GENConv(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(in_feats, hid), nn.LayerNorm(hid), nn.ReLU(),
                                  nn.Linear(hid, out_feats))
 
-    def forward(self, h: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor") -> "torch.Tensor":
+    def forward(self, h: "torch.Tensor", src: "torch.Tensor",
+                dst: "torch.Tensor") -> "torch.Tensor":
         src = src.to(h.device, torch.int64)
         m = F.relu(h.index_select(0, src)) + self.eps
         return self.mlp(h + softmax_aggregate(m, dst, h.shape[0], self.t))
@@ -252,7 +253,8 @@ class DeepGCN(nn.Module):
     def num_layers(self) -> int:
         return len(self.convs)
 
-    def forward(self, x: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor") -> "torch.Tensor":
+    def forward(self, x: "torch.Tensor", src: "torch.Tensor",
+                dst: "torch.Tensor") -> "torch.Tensor":
         h = self.convs[0](self.encoder(x), src, dst)
         for conv, norm in zip(self.convs[1:], self.norms[:-1]):
             z = F.dropout(F.relu(norm(h)), p=self.dropout, training=self.training)
