@@ -197,6 +197,9 @@ def train_split(args, g, whole: WholeGraph, split: int, metric: str, device) -> 
     train_wall = 0.0
     for epoch in range(args.epochs):
         loader.set_epoch(epoch)
+        # Rank 0's evaluation of the previous epoch is not training time: the ranks start the
+        # epoch's clock together (without this the others' first all-reduce would wait for it).
+        dist.barrier()
         t0 = time.perf_counter()
         it = iter(loader)
         bar = Progress(steps, f"split {split} epoch {epoch:3d}",
