@@ -230,3 +230,31 @@ def test_loader_on_the_gpu(cora):
         assert b.src.device.type == "cuda" and b.ndata["feat"].device.type == "cuda"
         assert torch.equal(b.ndata["feat"].cpu(), torch.from_numpy(feat[b.nodes.cpu().numpy()]))
         net(b.ndata["feat"], b.src, b.dst).sum().backward()
+
+
+def test_plot_deepgcn_on_committed_results(tmp_path):
+    import glob
+    import subprocess
+    import sys
+
+    found = glob.glob(os.path.join(REPO, "benchmarks", "results", "deepgcn", "*-p[0-9].json"))
+    latest = max(f.rsplit("-p", 1)[0] for f in found)  # the newest run of the three counts
+    runs = sorted(f for f in found if f.rsplit("-p", 1)[0] == latest)
+    assert len(runs) == 3
+    script = os.path.join(REPO, "benchmarks", "plot_deepgcn.py")
+    out = tmp_path / "d"
+    r = subprocess.run([sys.executable, script, *runs, "--out", str(out)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "d.json").read_text())
+    assert [s["ranks"] for s in summary["runs"]] == [1, 2, 4]
+    ref = summary["runs"][0]["best_mean_val"]
+    assert summary["target_val"] == ref
+    for s in summary["runs"]:
+        assert s["best_mean_val"] >= ref  # every rank count reaches the 1-rank figure
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, script, str(bad), "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "not a train_deepgcn.py result" in r.stderr
+    assert not (tmp_path / "x.json").exists()
