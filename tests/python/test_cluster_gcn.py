@@ -7,7 +7,8 @@
   and per rank; METIS clusters are fixed and every cluster comes once per epoch;
 * on a DistGraph of a real 2-rank job each rank clusters exactly its own nodes;
 * GENConv's softmax aggregation against a per-node loop; DeepGCN learns Tolokers (ROC-AUC well
-  above chance); a 2-rank parallel-epochs run over UCX and a 2-rank partitioned run.
+  above chance); a 2-rank parallel-epochs run over UCX and a 2-rank partitioned run; the plot
+  of the committed results.
 """
 from __future__ import annotations
 
@@ -188,6 +189,23 @@ def test_parallel_epochs_on_two_ranks(tmp_path):
     assert all(h["steps"] == 6 for h in s["history"])
     assert s["best_val"] > 55.0
     assert "parameters differ" not in run.out
+
+
+@requires_torch
+@pytest.mark.multiprocess
+def test_partitioned_deepgcn_on_two_ranks(tmp_path):
+    from test_distributed import launch
+
+    out = tmp_path / "r.json"
+    launch(2, EXAMPLE, "--dataset", TOLOKERS, "--layers", "2", "--hidden", "16", "--epochs", "2",
+           "--clusters", "4", "--quiet", "--threads", "1", "--device", "cpu", "--results", out,
+           cwd=tmp_path).check()
+    r = json.loads(out.read_text())
+    assert r["ranks"] == 2 and r["mode"] == "partitioned"
+    s = r["splits"]["0"]
+    # Each rank clusters its ~half of the nodes into 4: 4 steps per epoch on either rank.
+    assert all(h["steps"] == 4 for h in s["history"])
+    assert s["best_val"] > 55.0
 
 
 @requires_torch
