@@ -560,6 +560,29 @@ def generic_section(title, prefix, intro, columns=None, max_columns=10):
     return prefix, render
 
 
+def deepgcn_section(runs):
+    rs = select(runs, "deepgcn")
+    rows = []
+    for r in rs:
+        summary = r.files.get("", {})
+        for x in summary.get("runs", []):
+            rows.append([x.get("ranks"), x.get("mode"), f"{x.get('best_mean_val', 0):.2f}",
+                         x.get("best_mean_val_epoch"),
+                         f"{x.get('test_at_best_mean', 0):.2f} ± {x.get('test_at_best_std', 0):.2f}",
+                         x.get("epochs_to_target", DASH), secs(x.get("seconds_to_target")),
+                         secs(x.get("seconds_per_epoch")), x.get("lr"), r.link()])
+    body = table(["ranks", "mode", "best mean val ROC-AUC", "at epoch",
+                  "test ROC-AUC at best val", "epochs to the 1-rank best", "seconds to it",
+                  "s/epoch", "lr", "summary"], rows)
+    intro = """
+`benchmarks/deepgcn.sh`: DeepGCN (7 ResGCN+ layers of GENConv, hidden 64) on Tolokers, splits
+0-4, 10 random Cluster-GCN clusters per epoch, at 1, 2 and 4 ranks with parallel epochs (each
+rank its own clustering, gradients averaged every step, lr scaled by the square root of the
+ranks); ROC-AUC ×100; the target is the 1-rank best (docs/deepgcn.md).
+"""
+    return section("DeepGCN, parallel epochs", intro, body, rs)
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -570,6 +593,7 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("train-cpu-", train_cpu_section),
     ("train-", train_gpu_section),
     ("link-", link_section),
+    ("deepgcn", deepgcn_section),
     generic_section("Graph classification (GIN)", "gin", """
 `python/examples/train_gin.py` on the shipped solubility set (data/solubility, 3 classes):
 GIN with sum readout, global batch 32, at 1 and 2 ranks (`r1`, `r2`; `tessera launch`, gradients

@@ -21,6 +21,7 @@
 #include "tessera/ops/sample.hpp"
 #include "tessera/ops/sampler.hpp"
 #include "tessera/partition/format.hpp"
+#include "tessera/partition/partition.hpp"
 
 namespace tessera::python {
 
@@ -347,6 +348,76 @@ void bind_ops(nb::module_& m) {
       "dst[idx[i]] = src[i] (src [n, ...], idx int32/int64 [n], dst [R, ...] of src's dtype), "
       "in place; devices, streams and errors as gather_rows. With repeated indices the CPU "
       "twin keeps the last row and the CUDA twin an unspecified one. Returns `dst`.");
+
+  nb::class_<ClusterGcnSampler>(m, "ClusterGcnSampler",
+                                "Cluster-GCN batches: parts shuffled per epoch by (seed, epoch, "
+                                "rank), parts_per_batch at a time; a batch is the subgraph "
+                                "induced by its parts' nodes (edges within and between them).")
+      .def(
+          "__init__",
+          [](ClusterGcnSampler* self, const Graph& g, const I64Array& part_of_node,
+             int64_t parts_per_batch, int64_t seed, int64_t rank) {
+            TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+            new (self) ClusterGcnSampler(g, span_of(part_of_node).to_vector(), parts_per_batch,
+                                         static_cast<uint64_t>(seed), rank);
+          },
+          nb::arg("graph"), nb::arg("part_of_node"), nb::arg("parts_per_batch") = 1,
+          nb::arg("seed") = 0, nb::arg("rank") = 0, nb::keep_alive<1, 2>(),
+          "`part_of_node` (int64, one part in [0, P) per node, none empty) is copied; the graph "
+          "is kept alive by the sampler.")
+      .def_prop_ro("num_parts", &ClusterGcnSampler::num_parts)
+      .def_prop_ro("num_batches", &ClusterGcnSampler::num_batches)
+      .def(
+          "batch_parts",
+          [](const ClusterGcnSampler& s, int64_t epoch, int64_t batch) {
+            return vector_to_numpy(s.batch_parts(epoch, batch));
+          },
+          nb::arg("epoch"), nb::arg("batch"), "The parts of a batch, in drawn order.")
+      .def(
+          "sample",
+          [](const ClusterGcnSampler& s, int64_t epoch, int64_t batch, int num_threads) {
+            Subgraph sg;
+            {
+              nb::gil_scoped_release nogil;
+              sg = s.sample(epoch, batch, num_threads);
+            }
+            return nb::make_tuple(vector_to_numpy(std::move(sg.nodes)),
+                                  vector_to_numpy(std::move(sg.graph.indptr)),
+                                  vector_to_numpy(std::move(sg.graph.indices)),
+                                  vector_to_numpy(std::move(sg.graph.eids)));
+          },
+          nb::arg("epoch"), nb::arg("batch"), nb::arg("num_threads") = 1,
+          "(nodes, indptr, indices, eids): the batch's nodes (graph IDs) and its induced "
+          "subgraph as CSC over positions in `nodes` (eids: the graph's edge IDs).");
+
+  m.def(
+      "random_clustering",
+      [](int64_t num_nodes, int64_t num_parts, int64_t seed, int64_t epoch, int64_t rank) {
+        TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
+        return vector_to_numpy(
+            random_clustering(num_nodes, num_parts, static_cast<uint64_t>(seed), epoch, rank));
+      },
+      nb::arg("num_nodes"), nb::arg("num_parts"), nb::arg("seed") = 0, nb::arg("epoch") = 0,
+      nb::arg("rank") = 0,
+      "A balanced random clustering (part of every node), a function of (seed, epoch, rank).");
+
+  m.def(
+      "metis_clustering",
+      [](const Graph& g, int64_t num_parts, int64_t seed) {
+        PartitionOptions o;
+        o.num_parts = num_parts;
+        o.seed = seed;
+        Assignment a;
+        {
+          nb::gil_scoped_release nogil;
+          a = assign_metis(g, num_parts, {}, 1, o);
+        }
+        std::vector<int64_t> part(a.part.begin(), a.part.end());
+        return vector_to_numpy(std::move(part));
+      },
+      nb::arg("graph"), nb::arg("num_parts"), nb::arg("seed") = -1,
+      "METIS k-way parts of the graph's symmetric adjacency (part of every node; METIS may "
+      "leave a part empty).");
 
   nb::class_<PyNeighborSampler>(m, "NeighborSampler")
       .def(

@@ -21,6 +21,8 @@ from . import dataloading, distributed, ops
 from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoader,
                           EdgeDataLoader, NeighborSampler, NodeDataLoader)
 from .embedding import DistEmbedding
+from . import cluster
+from .cluster import ClusterGCNLoader, ClusterGCNSampler
 from . import optim
 from . import graphs
 from .graphs import (DistributedGraphSampler, GraphDataLoader, GraphDataset,
@@ -38,6 +40,7 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "DistEmbedding", "optim", "launch", "ops", "NID", "EID"]
 __all__ += ["graphs", "GraphDataset", "read_graph_dataset", "write_graph_dataset",
             "GraphDataLoader", "DistributedGraphSampler"]
+__all__ += ["cluster", "ClusterGCNSampler", "ClusterGCNLoader"]
 
 
 def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,

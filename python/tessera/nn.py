@@ -10,7 +10,8 @@ torch = require_torch("tessera.nn")
 from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-__all__ = ["SAGEConv", "GraphSAGE", "mean_aggregate", "block_edges"]
+__all__ = ["SAGEConv", "GraphSAGE", "mean_aggregate", "block_edges", "softmax_aggregate",
+           "GENConv", "DeepGCN"]
 
 
 def block_edges(block):
@@ -259,3 +260,84 @@ class GINConv(nn.Module):
         agg = feat.new_zeros(feat.shape).index_add_(0, dst, feat.index_select(0, src))
         rst = (1 + self.eps) * feat + agg
         return self.apply_func(rst) if self.apply_func is not None else rst
+def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
+                      t: "torch.Tensor") -> "torch.Tensor":
+    """DeepGCN's SoftMax_Agg: out[v] = sum over the edges e = u -> v of
+    softmax_e(t * msg[e]) * msg[e], the softmax taken per feature channel over the in-edges of
+    v (``msg`` [E, H], ``dst`` [E], ``t`` the inverse temperature, a scalar tensor: t -> 0 is
+    the mean, t -> inf the max). Zeros for a node without in-edges. The per-destination maximum
+    is subtracted before the exponential, so large ``t * msg`` do not overflow."""
+    dst = dst.to(msg.device, torch.int64)
+    z = msg * t
+    index = dst.view(-1, 1).expand_as(z)
+    zmax = z.new_zeros((num_dst, z.shape[1])).scatter_reduce(0, index, z, "amax",
+                                                             include_self=False)
+    w = torch.exp(z - zmax.index_select(0, dst).detach())
+    den = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w)
+    num = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w * msg)
+    return num / den.clamp(min=1e-16)
+
+
+class GENConv(nn.Module):
+    """DeepGCN's generalized graph convolution (GENConv, Li et al. 2020) on a graph given by
+    its edges ``src -> dst`` over ``num_nodes`` nodes:
+
+        m_e  = relu(h[src_e]) + eps
+        h'_v = MLP(h_v + softmax_aggregate(m, dst, t))
+
+    with a learnable inverse temperature ``t`` (``learn_t``) of the softmax aggregation and a
+    two-layer MLP (hidden 2x, LayerNorm, ReLU) as in the ogbn-proteins model."""
+
+    def __init__(self, in_feats: int, out_feats: int, t: float = 1.0, learn_t: bool = True,
+                 eps: float = 1e-7, mlp_expansion: int = 2):
+        super().__init__()
+        if learn_t:
+            self.t = nn.Parameter(torch.tensor(float(t)))
+        else:
+            self.register_buffer("t", torch.tensor(float(t)))
+        self.eps = float(eps)
+        hid = int(out_feats) * int(mlp_expansion)
+        self.mlp = nn.Sequential(nn.Linear(in_feats, hid), nn.LayerNorm(hid), nn.ReLU(),
+                                 nn.Linear(hid, out_feats))
+
+    def forward(self, h: "torch.Tensor", src: "torch.Tensor",
+                dst: "torch.Tensor") -> "torch.Tensor":
+        src = src.to(h.device, torch.int64)
+        m = F.relu(h.index_select(0, src)) + self.eps
+        return self.mlp(h + softmax_aggregate(m, dst, h.shape[0], self.t))
+
+
+class DeepGCN(nn.Module):
+    """ResGCN+ (DeepGCN's "res+" block, as its ogbn-proteins model): a linear node encoder,
+    ``num_layers`` GENConv layers, every one after the first in a pre-activation residual
+    block
+
+        h = h + GENConv(dropout(relu(LayerNorm(h))))
+
+    then LayerNorm, ReLU, dropout and a linear classifier. ``forward(x, src, dst)`` runs on a
+    whole graph or on a Cluster-GCN subgraph (edges ``src -> dst`` over the rows of ``x``)."""
+
+    def __init__(self, in_feats: int, hidden: int, out_feats: int, num_layers: int = 7,
+                 dropout: float = 0.1, t: float = 1.0, learn_t: bool = True):
+        super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"DeepGCN: num_layers {num_layers} < 1")
+        self.encoder = nn.Linear(in_feats, hidden)
+        self.convs = nn.ModuleList(GENConv(hidden, hidden, t=t, learn_t=learn_t)
+                                   for _ in range(num_layers))
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(num_layers))
+        self.dropout = float(dropout)
+        self.classifier = nn.Linear(hidden, out_feats)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.convs)
+
+    def forward(self, x: "torch.Tensor", src: "torch.Tensor",
+                dst: "torch.Tensor") -> "torch.Tensor":
+        h = self.convs[0](self.encoder(x), src, dst)
+        for conv, norm in zip(self.convs[1:], self.norms[:-1]):
+            z = F.dropout(F.relu(norm(h)), p=self.dropout, training=self.training)
+            h = h + conv(z, src, dst)
+        h = F.dropout(F.relu(self.norms[-1](h)), p=self.dropout, training=self.training)
+        return self.classifier(h)

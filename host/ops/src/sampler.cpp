@@ -124,14 +124,16 @@ void uniform_negatives(int64_t num_nodes, Span<const int64_t> pos_src, Span<cons
   }
 }
 
-std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch,
-                                        RngStream stream) {
+std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch, RngStream stream,
+                                        uint32_t batch, uint32_t layer) {
   std::vector<int64_t> p(static_cast<size_t>(std::max<int64_t>(n, 0)));
   for (int64_t i = 0; i < n; ++i)
     p[i] = i;
   RngKey key;
   key.seed = seed;
   key.epoch = epoch;
+  key.batch = batch;
+  key.layer = layer;
   key.stream = stream;
   for (int64_t i = n - 1; i > 0; --i) {
     const int64_t j = static_cast<int64_t>(bounded_u64(
@@ -142,7 +144,7 @@ std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch
 }
 
 ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> part_of_node,
-                                     int64_t parts_per_batch, uint64_t seed)
+                                     int64_t parts_per_batch, uint64_t seed, int64_t rank)
     : graph_(graph), parts_per_batch_(parts_per_batch) {
   const int64_t n = graph.num_nodes;
   TESSERA_EXPECTS(static_cast<int64_t>(part_of_node.size()) == n, ValueError,
@@ -151,6 +153,9 @@ ClusterGcnSampler::ClusterGcnSampler(const Graph& graph, std::vector<int64_t> pa
   TESSERA_EXPECTS(parts_per_batch >= 1, ValueError, "ClusterGcnSampler: parts_per_batch {} < 1",
                   parts_per_batch);
   seed_ = make_rng_key(seed, 0, 0, 0).seed;
+  TESSERA_EXPECTS(rank >= 0 && rank <= int64_t{0xFFFFFFFF}, ValueError,
+                  "ClusterGcnSampler: rank {} outside [0, 2^32)", rank);
+  rank_ = static_cast<uint32_t>(rank);
   for (int64_t v = 0; v < n; ++v) {
     // Parts are numbered 0..P-1 with no part empty, so P <= n: a larger part ID (which would
     // also overflow part + 1 at INT64_MAX) is a mistake, not a request for empty parts.
@@ -179,7 +184,7 @@ int64_t ClusterGcnSampler::num_batches() const {
 
 std::vector<int64_t> ClusterGcnSampler::part_order(int64_t epoch) const {
   const RngKey k = make_rng_key(seed_, epoch, 0, 0);
-  return philox_permutation(num_parts_, k.seed, k.epoch, RngStream::kCluster);
+  return philox_permutation(num_parts_, k.seed, k.epoch, RngStream::kCluster, rank_);
 }
 
 std::vector<int64_t> ClusterGcnSampler::batch_parts(int64_t epoch, int64_t batch) const {
@@ -197,6 +202,23 @@ Subgraph ClusterGcnSampler::sample(int64_t epoch, int64_t batch, int num_threads
     nodes.insert(nodes.end(), part_nodes_.begin() + part_ptr_[p],
                  part_nodes_.begin() + part_ptr_[p + 1]);
   return induced_subgraph(graph_, nodes, num_threads);
+}
+
+std::vector<int64_t> random_clustering(int64_t num_nodes, int64_t num_parts, uint64_t seed,
+                                       int64_t epoch, int64_t rank) {
+  TESSERA_EXPECTS(num_parts >= 1 && num_parts <= num_nodes, ValueError,
+                  "random_clustering: num_parts {} outside [1, num_nodes = {}]", num_parts,
+                  num_nodes);
+  TESSERA_EXPECTS(rank >= 0 && rank <= int64_t{0xFFFFFFFF}, ValueError,
+                  "random_clustering: rank {} outside [0, 2^32)", rank);
+  const RngKey k = make_rng_key(seed, epoch, rank, 0);  // validates seed and epoch
+  const auto perm =
+      philox_permutation(num_nodes, k.seed, k.epoch, RngStream::kCluster, k.batch, /*layer=*/1);
+  std::vector<int64_t> part(static_cast<size_t>(num_nodes));
+  for (int64_t i = 0; i < num_nodes; ++i) {
+    part[perm[i]] = i % num_parts;
+  }
+  return part;
 }
 
 }  // namespace tessera::ops

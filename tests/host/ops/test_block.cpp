@@ -387,6 +387,51 @@ TEST(ClusterGcn, BatchesCoverEveryPartOncePerEpoch) {
   EXPECT_EQ(static_cast<int64_t>(huge.batch_parts(0, 0).size()), parts);
 }
 
+TEST(ClusterGcn, RankKeysThePartOrder) {
+  const Graph& g = test::real_dataset("cora").graph;
+  std::vector<int64_t> part(static_cast<size_t>(g.num_nodes));
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    part[v] = v % 20;
+  }
+  ClusterGcnSampler r0(g, part, 2, 7), r0b(g, part, 2, 7, 0), r1(g, part, 2, 7, 1);
+  std::vector<int64_t> o0, o0b, o1;
+  for (int64_t b = 0; b < r0.num_batches(); ++b) {
+    const auto p0 = r0.batch_parts(3, b), p0b = r0b.batch_parts(3, b), p1 = r1.batch_parts(3, b);
+    o0.insert(o0.end(), p0.begin(), p0.end());
+    o0b.insert(o0b.end(), p0b.begin(), p0b.end());
+    o1.insert(o1.end(), p1.begin(), p1.end());
+  }
+  EXPECT_EQ(o0, o0b);  // rank 0 is the single trainer's order
+  EXPECT_NE(o0, o1);
+  std::sort(o1.begin(), o1.end());
+  std::vector<int64_t> want(20);
+  std::iota(want.begin(), want.end(), 0);
+  EXPECT_EQ(o1, want);  // still every part once
+  TESSERA_EXPECT_THROW_MSG(ClusterGcnSampler(g, part, 2, 7, -1), ValueError, "rank -1 outside");
+}
+
+TEST(ClusterGcn, RandomClusteringIsBalancedAndKeyed) {
+  const int64_t n = 1003, k = 10;
+  const auto a = random_clustering(n, k, 5, 2, 0);
+  ASSERT_EQ(static_cast<int64_t>(a.size()), n);
+  std::vector<int64_t> sizes(k, 0);
+  for (int64_t p : a) {
+    ASSERT_GE(p, 0);
+    ASSERT_LT(p, k);
+    ++sizes[p];
+  }
+  for (int64_t s : sizes) {
+    EXPECT_TRUE(s == n / k || s == n / k + 1) << s;
+  }
+  EXPECT_EQ(a, random_clustering(n, k, 5, 2, 0));  // a function of its key
+  EXPECT_NE(a, random_clustering(n, k, 5, 3, 0));  // epoch
+  EXPECT_NE(a, random_clustering(n, k, 5, 2, 1));  // rank
+  EXPECT_NE(a, random_clustering(n, k, 6, 2, 0));  // seed
+  TESSERA_EXPECT_THROW_MSG(random_clustering(n, 0, 5, 2, 0), ValueError, "num_parts 0 outside");
+  TESSERA_EXPECT_THROW_MSG(random_clustering(n, n + 1, 5, 2, 0), ValueError, "num_parts 1004");
+  TESSERA_EXPECT_THROW_MSG(random_clustering(n, k, 5, 2, -3), ValueError, "rank -3 outside");
+}
+
 TEST(Negatives, UniformAndKeyedByEdge) {
   std::vector<int64_t> src{1, 2, 3}, eid{10, 20, 30};
   std::vector<int64_t> ns, nd;

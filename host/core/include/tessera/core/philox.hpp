@@ -81,7 +81,8 @@ enum class RngStream : uint8_t {
   kNeighbor = 0,  ///< sample_neighbors: node = the node whose neighborhood is sampled
   kShuffle = 1,   ///< loader shuffle: node = position in the seed set, batch = 0, layer = 0
   kNegative = 2,  ///< negative sampling: node = the positive edge's ID
-  kCluster = 3,   ///< Cluster-GCN part order: node = part position, batch = 0
+  kCluster = 3,   ///< Cluster-GCN: batch = rank; layer 0 part order (node = part position),
+                  ///< layer 1 random clustering (node = node position)
 };
 
 /// The (seed, epoch, batch, layer) part of a sampling key; node and draw are added per draw.

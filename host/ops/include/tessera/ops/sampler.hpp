@@ -106,16 +106,20 @@ void uniform_negatives(int64_t num_nodes, Span<const int64_t> pos_src, Span<cons
                        int64_t k, const RngKey& key, std::vector<int64_t>& neg_src,
                        std::vector<int64_t>& neg_dst);
 
-/// Cluster-GCN batches: the nodes are split into parts (e.g. by METIS); each epoch the parts
-/// are shuffled (Philox stream kCluster, keyed by seed and epoch) and taken `parts_per_batch`
-/// at a time; a batch is the subgraph induced by the union of its parts (the way DeepGCNs
-/// trains on ogbn-proteins). Holds a reference to the graph.
+/// Cluster-GCN batches: the nodes are split into parts (e.g. by METIS, or randomly each epoch
+/// with random_clustering); each epoch the parts are shuffled (Philox stream kCluster, keyed by
+/// seed, epoch and rank) and taken `parts_per_batch` at a time; a batch is the subgraph induced
+/// by the union of its parts: its nodes and every edge whose two ends are among them, i.e. the
+/// edges within and between the chosen parts (the way DeepGCNs trains on ogbn-proteins). Holds
+/// a reference to the graph.
 class ClusterGcnSampler {
  public:
   /// `part_of_node[v]` in [0, P) for every node (P = max + 1); every part must be non-empty
-  /// (ValueError otherwise). parts_per_batch >= 1; seed < 2^32.
+  /// (ValueError otherwise). parts_per_batch >= 1; seed < 2^32; rank in [0, 2^32) keys the part
+  /// order too, so trainers sharing a clustering draw different batches (rank 0: the order of
+  /// a single trainer).
   ClusterGcnSampler(const Graph& graph, std::vector<int64_t> part_of_node, int64_t parts_per_batch,
-                    uint64_t seed);
+                    uint64_t seed, int64_t rank = 0);
   int64_t num_parts() const { return num_parts_; }
   /// ceil(num_parts / parts_per_batch).
   int64_t num_batches() const;
@@ -129,13 +133,25 @@ class ClusterGcnSampler {
   std::vector<int64_t> part_order(int64_t epoch) const;
   const Graph& graph_;
   int64_t num_parts_ = 0, parts_per_batch_ = 1;
-  uint32_t seed_ = 0;
+  uint32_t seed_ = 0, rank_ = 0;
   std::vector<int64_t> part_ptr_, part_nodes_;  // CSR of parts -> nodes
 };
 
+/// A balanced random clustering of `num_nodes` nodes into `num_parts` parts (DeepGCN's random
+/// partition of ogbn-proteins, redrawn every epoch): the node at position i of the Philox
+/// permutation keyed by (seed, epoch, batch = rank, layer 1, stream kCluster) goes to part
+/// i mod num_parts, so part sizes differ by at most one and no part is empty. A function of
+/// (num_nodes, num_parts, seed, epoch, rank) only. 1 <= num_parts <= num_nodes (ValueError).
+std::vector<int64_t> random_clustering(int64_t num_nodes, int64_t num_parts, uint64_t seed,
+                                       int64_t epoch, int64_t rank = 0);
+
 /// Fisher-Yates permutation of 0..n-1 driven by Philox (stream kShuffle, item = position,
 /// batch 0, layer 0): step i (from n-1 down to 1) swaps i with bounded(draw 0 of item i, i + 1).
+/// `batch` and `layer` are the key's batch and layer words (0 for the loaders' shuffle;
+/// Cluster-GCN keys its part order with batch = rank, layer 0, and its random clustering with
+/// batch = rank, layer 1).
 std::vector<int64_t> philox_permutation(int64_t n, uint32_t seed, uint32_t epoch,
-                                        RngStream stream = RngStream::kShuffle);
+                                        RngStream stream = RngStream::kShuffle, uint32_t batch = 0,
+                                        uint32_t layer = 0);
 
 }  // namespace tessera::ops
