@@ -583,6 +583,36 @@ ranks); ROC-AUC ×100; the target is the 1-rank best (docs/deepgcn.md).
     return section("DeepGCN, parallel epochs", intro, body, rs)
 
 
+def trainer_memory_section(runs):
+    rs = select(runs, "trainer_memory")
+    rows = []
+    for r in rs:
+        d = r.data
+        by_t = {}
+        for x in d.get("rows", []):
+            if x.get("machine") == 0:
+                by_t[x["trainers_per_machine"]] = x
+        one = by_t.get(1, {}).get("gain_kib", {}).get("Pss")
+        for t in sorted(by_t):
+            g = by_t[t]["gain_kib"]
+            rows.append([t, f"{g['Pss'] / 1024:.1f} MiB",
+                         ratio(g["Pss"] / one if one else None),
+                         f"{g.get('Pss_Shmem', 0) / 1024:.1f} MiB",
+                         f"{g.get('Pss_File', 0) / 1024:.1f} MiB",
+                         f"{g.get('Pss_Anon', 0) / 1024:.1f} MiB",
+                         f"{by_t[t].get('shared_segment_bytes', 0) / 2**20:.1f} MiB", r.link()])
+    body = table(["trainers per machine", "machine 0 memory (PSS, all its trainers)",
+                  "against 1 trainer", "shared memory", "partition files", "private",
+                  "shared segment", "run"], rows)
+    intro = """
+`benchmarks/trainer_memory.py`: a random graph in 2 parts (2 machines on loopback), T trainers
+per machine; the memory machine 0 gains by loading, summed over its trainers as proportional
+set size (a page shared by T processes counts 1/T to each). One copy of the partition per
+machine: the total stays flat as T grows (docs/dist.md, "Several trainers per machine").
+"""
+    return section("Several trainers per machine: memory", intro, body, rs)
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -594,6 +624,7 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("train-", train_gpu_section),
     ("link-", link_section),
     ("deepgcn", deepgcn_section),
+    ("trainer_memory", trainer_memory_section),
     generic_section("Graph classification (GIN)", "gin", """
 `python/examples/train_gin.py` on the shipped solubility set (data/solubility, 3 classes):
 GIN with sum readout, global batch 32, at 1 and 2 ranks (`r1`, `r2`; `tessera launch`, gradients

@@ -63,8 +63,9 @@ if __name__ == "__main__":
     argparser.add_argument("--balance_edges", action="store_true",
                            help="balance the number of edges in each partition.")
     argparser.add_argument("--num_trainers_per_machine", type=int, default=1,
-                           help="the number of trainers per machine (1: Tessera runs one "
-                                "trainer per partition)")
+                           help="the number of trainers per machine: the machine's T "
+                                "trainers share its partition (launch --nproc-per-node T "
+                                "on each of the num_parts machines)")
     argparser.add_argument("--no_row_norm", action="store_true",
                            help="keep the features as stored (cast to float32)")
     argparser.add_argument("--output", type=str, default="data",

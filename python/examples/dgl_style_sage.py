@@ -15,6 +15,19 @@ user's script needs to run on Tessera.
 With a 1-part partitioning the same command without the launcher (or with
 ``--nproc-per-node 1``) is standalone mode.
 
+Several trainers per machine (DGL's ``num_trainers_per_machine``): the M-part partitioning runs
+on M machines with T trainers each, which share their machine's partition in shared memory
+(docs/dist.md, "Several trainers per machine"). Here 2 machines x 2 trainers, simulated on one
+host (the same token and port for both machines; on real machines ``--master-addr`` is machine
+0's address)::
+
+    export TESSERA_JOB_TOKEN=$(openssl rand -hex 16)
+    for m in 0 1; do
+      python3 -m tessera launch --nnodes 2 --node-rank $m --nproc-per-node 2 \
+          --master-port 29533 -- python3 python/examples/dgl_style_sage.py \
+          --graph_name cora --part_config out/dgl_style/cora-p2/cora.json --num_epochs 20 &
+    done; wait
+
 Every line that differs from DGL's script, and why
 ---------------------------------------------------
 1. The module is ``tessera`` instead of ``dgl``: ``import tessera`` /

@@ -30,14 +30,39 @@ __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy
 
 
 class GraphPartitionBook:
-    """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook)."""
+    """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook).
 
-    def __init__(self, book: "_C.PartitionBook", part_id: int = 0, distributed: bool = False):
+    One partition per machine. With several trainers per machine (a job of M x T ranks over an
+    M-part partitioning) ``trainer_book`` cuts each machine's ranges into T contiguous ranges,
+    one per trainer: the rows each rank serves (``trainer_node_offsets``), which DistTensors
+    created over the book's policies follow."""
+
+    def __init__(self, book: "_C.PartitionBook", part_id: int = 0, distributed: bool = False,
+                 trainer_book: "Optional[_C.PartitionBook]" = None):
         self._book = book
         self._part_id = part_id
+        self._trainer_book = trainer_book if trainer_book is not None else book
         # True when the book is a distributed-mode DistGraph's: tensors over its policies live
-        # in the C++ runtime, one partition per rank.
+        # in the C++ runtime, one trainer range per rank.
         self.distributed = bool(distributed)
+
+    @property
+    def num_trainers_per_machine(self) -> int:
+        """Trainers per machine (partition): T of a job of M x T ranks over M partitions."""
+        return int(self._trainer_book.num_parts) // max(1, int(self._book.num_parts))
+
+    def num_owners(self) -> int:
+        """Ranks that own rows: num_partitions() x num_trainers_per_machine."""
+        return int(self._trainer_book.num_parts)
+
+    @property
+    def trainer_node_offsets(self) -> np.ndarray:
+        """Node offsets of the trainers' ranges (machine p's trainer l: entry p * T + l)."""
+        return np.asarray(self._trainer_book.node_offsets, dtype=np.int64)
+
+    @property
+    def trainer_edge_offsets(self) -> np.ndarray:
+        return np.asarray(self._trainer_book.edge_offsets, dtype=np.int64)
 
     @property
     def partid(self) -> int:
@@ -129,7 +154,7 @@ class NodePartitionPolicy(_PartitionPolicy):
     kind = "node"
 
     def offsets(self) -> np.ndarray:
-        return self.partition_book.node_offsets
+        return self.partition_book.trainer_node_offsets
 
 
 class EdgePartitionPolicy(_PartitionPolicy):
@@ -138,7 +163,7 @@ class EdgePartitionPolicy(_PartitionPolicy):
     kind = "edge"
 
     def offsets(self) -> np.ndarray:
-        return self.partition_book.edge_offsets
+        return self.partition_book.trainer_edge_offsets
 
 
 class DistTensor:
@@ -458,13 +483,15 @@ class DistGraph:
         nparts, world = int(self.config["num_parts"]), _runtime.get_world_size()
         self._g = None
         self._graph = None
-        if nparts == world:
+        if nparts == world or (world > 1 and world % nparts == 0):
+            _check_trainers_per_machine(self._config_path, nparts, world)
             self._init_distributed(verify_checksums)
             return
         if world > 1:
             raise ValueError(f"DistGraph: {self._config_path} has {nparts} partitions but the "
                              f"job has {world} ranks; partition into {world} parts (one per "
-                             f"rank)")
+                             f"rank), or into M parts for M machines of {world} // M trainers "
+                             f"each (the ranks must be a multiple of the partitions)")
         self._book = GraphPartitionBook(_C.PartitionBook.load(self._config_path), 0)
         _set_default_book(self._book)
         # Simulated: this process serves every partition.
@@ -485,12 +512,12 @@ class DistGraph:
                 schema["shape"], schema["dtype"], name, part_policy=epol, _parts=parts))
 
     def _init_distributed(self, verify_checksums: bool) -> None:
-        rank = _runtime.get_rank()
         self._g = _C.DistGraph(_runtime.runtime(), self.graph_name, self._config_path,
                                verify_checksums)
-        self._book = GraphPartitionBook(self._g.book, rank, distributed=True)
+        self._book = GraphPartitionBook(self._g.machine_book, self._g.machine, distributed=True,
+                                        trainer_book=self._g.book)
         _set_default_book(self._book)
-        self.local_parts = [rank]
+        self.local_parts = [self._g.machine]
         self._parts = None
         npol, epol = NodePartitionPolicy(self._book), EdgePartitionPolicy(self._book)
         self.ndata = _DataView()
@@ -501,6 +528,22 @@ class DistGraph:
         for name, t in self._g.edata.items():
             dict.__setitem__(self.edata, name, DistTensor(t.shape, None, name, part_policy=epol,
                                                           _dist=t))
+
+    @property
+    def trainers_per_machine(self) -> int:
+        """T of a job of M x T ranks over an M-part partitioning (1: a partition per rank)."""
+        return int(self._g.trainers_per_machine) if self._g is not None else 1
+
+    @property
+    def machine(self) -> int:
+        """The machine (= partition) this rank belongs to: rank // trainers_per_machine."""
+        return int(self._g.machine) if self._g is not None else 0
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of this machine's partition data in memory its trainers share (0 with one
+        trainer per machine)."""
+        return int(self._g.shared_bytes) if self._g is not None else 0
 
     @property
     def is_distributed(self) -> bool:
@@ -659,6 +702,26 @@ class DistGraph:
                 f"mode={mode})")
 
 
+def _check_trainers_per_machine(config: str, nparts: int, world: int) -> None:
+    """Several trainers per machine: the T = world / nparts ranks of a machine must be on one
+    host (they share its partition in memory), which LOCAL_WORLD_SIZE, when set, must allow."""
+    tpm = world // nparts
+    local = os.environ.get("LOCAL_WORLD_SIZE")
+    if tpm > 1 and local and local.isdigit() and int(local) % tpm != 0:
+        raise ValueError(f"DistGraph: {config} has {nparts} partitions for {world} ranks, so "
+                         f"{tpm} trainers per machine share each partition in memory, but this "
+                         f"host runs LOCAL_WORLD_SIZE={local} ranks, not a multiple of {tpm}: "
+                         f"launch --nproc-per-node {tpm} on each of {nparts} machines")
+
+
+def _even_cut(count: int, parts: int, k: int) -> tuple[int, int]:
+    """[left, right) of chunk k when `count` items are cut into `parts` chunks whose sizes
+    differ by at most one (the first count % parts chunks get one more)."""
+    size, rem = divmod(count, parts)
+    left = k * size + min(k, rem)
+    return left, left + size + (1 if k < rem else 0)
+
+
 def _split_even(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
     chunks = np.array_split(ids, world)
     return chunks[rank]
@@ -694,11 +757,17 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     if force_even:
         return on_dev(_split_even(ids, rank, world))
     nparts = len(offsets) - 1
-    if nparts != world:
-        raise ValueError(f"{what}: force_even=False needs one partition per trainer "
-                         f"({nparts} partitions, {world} trainers)")
-    lo, hi = offsets[rank], offsets[rank + 1]
-    return on_dev(ids[(ids >= lo) & (ids < hi)])
+    if world % nparts != 0:
+        raise ValueError(f"{what}: force_even=False needs the same number of trainers on every "
+                         f"machine ({nparts} partitions, {world} trainers)")
+    # DGL's _split_local: the selected IDs of this trainer's machine, cut into one chunk per
+    # trainer of the machine (T = world / partitions; global rank = machine * T + local rank).
+    tpm = world // nparts
+    machine, local = divmod(rank, tpm)
+    lo, hi = offsets[machine], offsets[machine + 1]
+    mine = ids[(ids >= lo) & (ids < hi)]
+    left, right = _even_cut(mine.size, tpm, local)
+    return on_dev(mine[left:right])
 
 
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
@@ -707,8 +776,10 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     """This trainer's share of ``nodes`` (a boolean mask over all nodes, or node IDs).
 
     DGL semantics: with ``force_even`` the selected IDs (sorted, so mostly grouped by owner)
-    are split into ``world_size`` nearly equal contiguous chunks; otherwise each trainer
-    gets the selected nodes its partition owns. At world size 1 that is every selected node.
+    are split into ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T
+    trainers with T per machine); otherwise each trainer gets the selected nodes its machine's
+    partition owns, cut evenly (by count, in ID order) among the machine's T trainers. At world
+    size 1 that is every selected node.
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
     computes another trainer's share, e.g. to simulate ranks in one process.
     """

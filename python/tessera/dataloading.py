@@ -393,7 +393,7 @@ class NeighborSampler:
         DistGraph, unless ``local`` (a 1-part DistGraph's whole graph sampled here), a GPU
         sampler or weights (``prob``) ask for the standalone one."""
         if _is_distributed(g):
-            one_part = g.get_partition_book().num_partitions() == 1
+            one_part = g.get_partition_book().num_owners() == 1
             if self.prob is not None and not one_part and not isinstance(self.prob, str):
                 raise ValueError("NeighborSampler(prob=<array>): over a distributed DistGraph "
                                  f"of {g.get_partition_book().num_partitions()} partitions "
@@ -739,7 +739,7 @@ class EdgeDataLoader(_LoaderBase):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.global_order = bool(global_order)
         distributed = _is_distributed(g) and (
-            g.get_partition_book().num_partitions() > 1 or self.global_order)
+            g.get_partition_book().num_owners() > 1 or self.global_order)
         if self.global_order and not distributed:
             raise ValueError("EdgeDataLoader(global_order=True) needs a distributed-mode "
                              "DistGraph (one partition per process)")
@@ -753,7 +753,7 @@ class EdgeDataLoader(_LoaderBase):
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
         if distributed:
-            several = g.get_partition_book().num_partitions() > 1
+            several = g.get_partition_book().num_owners() > 1
             prob = getattr(graph_sampler, "prob", None)
             if (prob is not None and not (several and isinstance(prob, str))) \
                     or getattr(graph_sampler, "device", "cpu") != "cpu":

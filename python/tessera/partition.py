@@ -137,9 +137,16 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     in almost every batch share the cache lines of every per-node array (about 9% faster CPU
     sampling on R-MAT scale 21; docs/sampling.md); ``"original"`` keeps the input's relative
     order. Either way ``return_mapping`` and the partition book give each node's input ID.
+
+    ``num_trainers_per_machine`` (DGL's) is accepted and stores nothing: the partition is the
+    machine's, and a job of ``num_parts`` x T ranks (``tessera launch --nproc-per-node T`` on
+    each machine) shares it among the machine's T trainers at load, cutting its node range into
+    T contiguous ranges, one per trainer (docs/dist.md, "Several trainers per machine"). DGL
+    instead stores a trainer ID per node for ``node_split(node_trainer_ids=...)``.
     """
-    if num_trainers_per_machine != 1:
-        raise ValueError("num_trainers_per_machine > 1 is not supported yet")
+    if isinstance(num_trainers_per_machine, bool) or int(num_trainers_per_machine) < 1:
+        raise ValueError(f"num_trainers_per_machine must be an integer >= 1, got "
+                         f"{num_trainers_per_machine!r}")
     if low_memory and isinstance(g, _C.Dataset):
         raise ValueError("low_memory releases the graph's arrays during METIS: pass the dataset's "
                          "path (or arrays) instead of a loaded tessera dataset")

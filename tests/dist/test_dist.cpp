@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -660,6 +661,47 @@ TEST(DistFaults, PartitionCountMustMatchWorld) {
     EXPECT_EQ(res[r].exit_code, 1) << describe(res);
     EXPECT_NE(res[r].message.find("has 4 partitions but the job has 2 ranks"), std::string::npos)
         << describe(res);
+  }
+}
+
+// Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
+// (one segment, each trainer owning half of the node range), every row reads back as stored,
+// and node_split covers the training nodes once either way.
+TEST(DistTrainersPerMachine, TwoTrainersShareOnePartition) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  const fs::path one = partitions("cora", 1);
+  auto res = run_ranks(job(2, "tcp", 60), [&](int r) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", one);
+    RANK_CHECK(g.trainers_per_machine() == 2 && g.machine() == 0 && g.part_id() == 0,
+               "2 trainers on machine 0");
+    RANK_CHECK(
+        g.shared_bytes() > 0 && g.book().num_parts() == 2 && g.machine_book().num_parts() == 1,
+        "a shared segment and one range per trainer");
+    const int64_t n = g.num_nodes();
+    const auto [lo, hi] = g.local_node_range();
+    RANK_CHECK(lo == (r == 0 ? 0 : n / 2) && hi == (r == 0 ? n / 2 : n), "half of the nodes");
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    const Array got = g.node_data("feat").read(all);
+    const Array& stored = g.local_partition().ndata.at("feat");
+    RANK_CHECK(got.nbytes() == static_cast<size_t>(n) * stored.row_bytes() &&
+                   std::memcmp(got.raw(), stored.raw(), got.nbytes()) == 0,
+               "every feature row reads back as stored");
+    int64_t sizes[2] = {0, 0};
+    for (int even = 0; even < 2; ++even) {
+      const auto mine = dist::node_split(g.node_data("train_mask"), even == 1);
+      const int64_t c = static_cast<int64_t>(mine.size());
+      std::vector<int64_t> counts(2);
+      rt->transport().all_gather(&c, sizeof c, counts.data());
+      sizes[even] = counts[0] + counts[1];
+      RANK_CHECK(std::abs(counts[0] - counts[1]) <= 1, "even shares");
+    }
+    RANK_CHECK(sizes[0] == 140 && sizes[1] == 140, "Cora's 140 training nodes, each once");
+    return std::string("ok");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
   }
 }
 

@@ -5,8 +5,13 @@
 #include <exception>
 #include <numeric>
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
+#include "shm.hpp"
 #include "state.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
@@ -111,47 +116,34 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   const std::string sums = fingerprint(g.config)["checksums"].get<std::string>();
   const std::string prefix =
       fmt::format("{}@{:08x}", graph_name, crc32_update(0, sums.data(), sums.size()));
-  TESSERA_EXPECTS(g.config.num_parts == world, ValueError,
+  TESSERA_EXPECTS(g.config.num_parts >= 1 && world % g.config.num_parts == 0, ValueError,
                   "DistGraph '{}': {} has {} partitions but the job has {} ranks (one partition "
-                  "per rank; a world of one process needs a 1-partition config)",
+                  "per machine and the same number of trainers on every machine: the ranks must "
+                  "be a multiple of the partitions; a world of one process needs a 1-partition "
+                  "config)",
                   graph_name, part_config.string(), g.config.num_parts, world);
+  const int tpm = static_cast<int>(world / g.config.num_parts);
+  const int mach = me / tpm, local = me % tpm;
+  g.trainers_per_machine = tpm;
+  g.machine = mach;
   LoadOptions lo;
   lo.verify_checksums = opts.verify_checksums;
-  g.part = load_partition(g.config, me, lo);
-  g.book = PartitionBook::from_config(g.config);
+  g.part = load_partition(g.config, mach, lo);
+  g.machine_book = PartitionBook::from_config(g.config);
   {
     std::lock_guard<std::mutex> lk(rs.mu);
     g.id = rs.next_graph_id++;
   }
-  const auto [nlo, nhi] = g.book.node_range(me);
-  const auto [elo, ehi] = g.book.edge_range(me);
+  // The machine's ranges, and this trainer's part of them.
+  const auto nrange = g.machine_book.node_range(mach);
+  const auto erange = g.machine_book.edge_range(mach);
+  const int64_t nlo = nrange.first, nhi = nrange.second;
+  const int64_t elo = erange.first, ehi = erange.second;
   TESSERA_EXPECTS(g.part.num_inner_nodes == nhi - nlo, ValueError,
                   "DistGraph '{}': partition {} has {} inner nodes but its range holds {}",
-                  graph_name, me, g.part.num_inner_nodes, nhi - nlo);
+                  graph_name, mach, g.part.num_inner_nodes, nhi - nlo);
 
-  // Node and edge data as DistTensors (collective, in config order on every rank).
-  const auto npol = PartPolicy::node(g.book), epol = PartPolicy::edge(g.book);
-  for (const auto& s : g.config.ndata) {
-    auto it = g.part.ndata.find(s.name);
-    TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks node data '{}'", graph_name, me, s.name);
-    g.ndata.emplace(
-        s.name, DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype, npol,
-                           copy_rows(it->second, nlo, "node data " + s.name), true));
-  }
-  for (const auto& s : g.config.edata) {
-    auto it = g.part.edata.find(s.name);
-    TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, me, s.name);
-    g.edata.emplace(
-        s.name, DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype, epol,
-                           copy_rows(it->second, elo, "edge data " + s.name), true));
-  }
-  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", prefix), {g.config.num_nodes},
-                          DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true);
-
-  // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
-  // indexed by original node ID (the Philox key of a node is its original ID).
+  // The partition's structure (memory-mapped), checked before anything indexes with it.
   const int64_t ni = nhi - nlo, n = g.config.num_nodes;
   const int64_t* indptr = g.part.indptr.data<int64_t>();
   const int64_t* indices = g.part.indices.data<int64_t>();
@@ -159,7 +151,6 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   const int64_t* onid = g.part.orig_nid.data<int64_t>();
   const int64_t* eid = g.part.eid.data<int64_t>();
   const int64_t* oeid = g.part.orig_eid.data<int64_t>();
-  const int64_t m = indptr[ni];
   const int64_t num_local = g.part.nid.rows();
   // Every stored ID is checked before it indexes anything: a corrupt file is an error naming
   // the file, not a crash.
@@ -167,14 +158,15 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     TESSERA_FAIL(ValueError,
                  "DistGraph '{}': partition {}'s {} holds {} at position {}, outside [0, {}) "
                  "(a corrupt partition file; `tessera validate` checks every file)",
-                 graph_name, me, file, v, k, bound);
+                 graph_name, mach, file, v, k, bound);
   };
   TESSERA_EXPECTS(
       g.part.indptr.rows() >= ni + 1 && g.part.orig_nid.rows() >= num_local && num_local >= ni,
       ValueError,
       "DistGraph '{}': partition {}'s files disagree: indptr.npy has {} entries, "
       "nid.npy {} and orig_nid.npy {} rows for {} inner nodes",
-      graph_name, me, g.part.indptr.rows(), num_local, g.part.orig_nid.rows(), ni);
+      graph_name, mach, g.part.indptr.rows(), num_local, g.part.orig_nid.rows(), ni);
+  const int64_t m = indptr[ni];
   for (int64_t i = 0; i < ni; ++i) {
     if (indptr[i + 1] < indptr[i]) bad_id("indptr.npy", i + 1, indptr[i + 1], indptr[i] + 1);
   }
@@ -183,11 +175,164 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                   ValueError,
                   "DistGraph '{}': partition {}'s indptr.npy ends at {} but {} edges "
                   "are stored",
-                  graph_name, me, m, g.part.indices.rows());
+                  graph_name, mach, m, g.part.indices.rows());
+  const int64_t me_edges = ehi - elo;
+  TESSERA_EXPECTS(m == me_edges, ValueError,
+                  "DistGraph '{}': partition {} stores {} in-edges of its inner nodes but its edge "
+                  "range [{}, {}) holds {}",
+                  graph_name, mach, m, elo, ehi, me_edges);
+  // Inner edges stored in edge-ID order (what `tessera partition` writes)?
+  std::atomic<bool> in_order{true};
+  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+    for (int64_t k = k0; k < k1 && in_order.load(std::memory_order_relaxed); ++k) {
+      if (eid[k] != elo + k) {
+        in_order = false;
+      }
+    }
+  });
+  // This trainer's rows: the machine's nodes cut into tpm contiguous ranges whose sizes differ
+  // by at most one, each with the in-edges of its nodes. Every rank's range, gathered, is the
+  // book that routes reads and sampling (one partition per rank).
+  auto cut = [&](int l) {
+    const int64_t size = ni / tpm, rem = ni % tpm;
+    return l * size + std::min<int64_t>(l, rem);
+  };
+  // This trainer's local rows [row_lo, row_hi) and stored edges [edge_lo, edge_hi).
+  const int64_t row_lo = cut(local), row_hi = cut(local + 1);
+  const int64_t edge_lo = indptr[row_lo], edge_hi = indptr[row_hi];
+  // Its edges must be those with edge IDs [elo + edge_lo, elo + edge_hi): `tessera partition`
+  // numbers each node's in-edges consecutively (in some order within the node).
+  if (tpm > 1 && !in_order) {
+    for (int64_t k = edge_lo; k < edge_hi; ++k) {
+      TESSERA_EXPECTS(eid[k] >= elo + edge_lo && eid[k] < elo + edge_hi, ValueError,
+                      "DistGraph '{}': {} trainers per machine need the in-edges of each run of "
+                      "nodes numbered consecutively, as `tessera partition` writes them, but "
+                      "partition {}'s stored edge {} has edge ID {} outside [{}, {})",
+                      graph_name, tpm, mach, k, eid[k], elo + edge_lo, elo + edge_hi);
+    }
+  }
+  {
+    const int64_t mine[4] = {nlo + row_lo, nlo + row_hi, elo + edge_lo, elo + edge_hi};
+    std::vector<int64_t> all(static_cast<size_t>(world) * 4);
+    t.all_gather(mine, sizeof mine, all.data());
+    std::vector<int64_t> noff{0}, eoff{0};
+    for (int r = 0; r < world; ++r) {
+      const int64_t* a = all.data() + static_cast<size_t>(r) * 4;
+      TESSERA_EXPECTS(a[0] == noff.back() && a[2] == eoff.back(), ValueError,
+                      "DistGraph '{}': rank {}'s rows [{}, {}) do not follow rank {}'s (ranks of "
+                      "one machine must be consecutive and run over the same partitioning)",
+                      graph_name, r, a[0], a[1], r - 1);
+      noff.push_back(a[1]);
+      eoff.push_back(a[3]);
+    }
+    g.book = PartitionBook(std::move(noff), std::move(eoff));
+  }
+
+  // With several trainers per machine, the machine's node and edge data live in one shared
+  // memory segment: the machine's first trainer creates it, the others map it, and its name is
+  // unlinked once all have (the memory goes with the last mapping, even after kill -9).
+  std::vector<std::pair<int64_t, size_t>> layout;  // (offset, bytes) per shared tensor
+  auto row_bytes_of = [](const std::vector<int64_t>& shape, DType dt) {
+    size_t rb = dtype_size(dt);
+    for (size_t d = 1; d < shape.size(); ++d) {
+      rb *= static_cast<size_t>(shape[d]);
+    }
+    return rb;
+  };
+  std::shared_ptr<detail::ShmSegment> seg;
+  if (tpm > 1) {
+    size_t total = 0;
+    auto add = [&](int64_t rows, size_t rb) {
+      const size_t bytes = static_cast<size_t>(rows) * rb;
+      layout.emplace_back(static_cast<int64_t>(total), bytes);
+      total += (bytes + 4095) / 4096 * 4096;
+    };
+    for (const auto& s : g.config.ndata) {
+      add(ni, row_bytes_of(s.shape, s.dtype));
+    }
+    for (const auto& s : g.config.edata) {
+      add(m, row_bytes_of(s.shape, s.dtype));
+    }
+    add(ni, 8);  // orig_nid
+    add(m, 8);   // orig_eid
+    add(m, 16);  // edge endpoints
+    const char* token = std::getenv("TESSERA_JOB_TOKEN");
+    const std::string tok = token ? token : "";
+    const std::string tag =
+        fmt::format("{:08x}-{:08x}-m{}", crc32_update(0, tok.data(), tok.size()),
+                    crc32_update(0, prefix.data(), prefix.size()), mach);
+    int64_t pid = 0;
+    std::string fail;
+    if (local == 0) {
+      detail::sweep_stale_segments();
+      pid = static_cast<int64_t>(::getpid());
+      try {
+        seg = detail::shm_create(detail::shm_segment_name(pid, tag), total);
+      } catch (const std::exception& e) {
+        fail = e.what();
+        pid = -1;
+      }
+    }
+    std::vector<int64_t> pids(static_cast<size_t>(world));
+    t.all_gather(&pid, sizeof pid, pids.data());
+    const int64_t leader = pids[static_cast<size_t>(mach) * tpm];
+    TESSERA_EXPECTS(leader > 0, IOError,
+                    "DistGraph '{}': machine {}'s shared partition could not be created{}{}",
+                    graph_name, mach, fail.empty() ? "" : ": ", fail);
+    if (local != 0) {
+      seg = detail::shm_open_existing(detail::shm_segment_name(leader, tag), total);
+    }
+    t.barrier();
+    if (local == 0) {
+      detail::shm_unlink_name(seg->name);
+    }
+    g.shared = seg;
+    g.shared_bytes = static_cast<int64_t>(total);
+  }
+  size_t next_shared = 0;
+  auto machine_rows = [&](int64_t lo_row, int64_t hi_row) {
+    MachineRows mr;
+    if (seg) {
+      mr.hold = seg;
+      mr.base = seg->base + layout[next_shared++].first;
+      mr.lo = lo_row;
+      mr.hi = hi_row;
+      mr.trainers = tpm;
+      mr.local = local;
+    }
+    return mr;
+  };
+
+  // Node and edge data as DistTensors (collective, in config order on every rank).
+  const auto npol = PartPolicy::node(g.book), epol = PartPolicy::edge(g.book);
+  for (const auto& s : g.config.ndata) {
+    auto it = g.part.ndata.find(s.name);
+    TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
+                    "DistGraph '{}': partition {} lacks node data '{}'", graph_name, mach, s.name);
+    g.ndata.emplace(
+        s.name, DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype, npol,
+                           copy_rows(it->second, nlo, "node data " + s.name), true,
+                           Placement::kHost, machine_rows(nlo, nhi)));
+  }
+  for (const auto& s : g.config.edata) {
+    auto it = g.part.edata.find(s.name);
+    TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
+                    "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, mach, s.name);
+    g.edata.emplace(
+        s.name, DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype, epol,
+                           copy_rows(it->second, elo, "edge data " + s.name), true,
+                           Placement::kHost, machine_rows(elo, ehi)));
+  }
+  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", prefix), {g.config.num_nodes},
+                          DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true,
+                          Placement::kHost, machine_rows(nlo, nhi));
+
+  // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
+  // indexed by original node ID (the Philox key of a node is its original ID).
   // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
   std::vector<int64_t> remote, remote_orig;
   if (!g.config.local_indices) {
-    for (int64_t k = 0; k < m; ++k) {
+    for (int64_t k = edge_lo; k < edge_hi; ++k) {
       const int64_t u = indices[k];
       if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
       if (u < nlo || u >= nhi) remote.push_back(u);
@@ -211,36 +356,51 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     return remote_orig[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()];
   };
   auto& sg = *g.sg;
-  sg.lo = nlo;
-  sg.hi = nhi;
-  sg.inner_orig.assign(onid, onid + ni);
+  sg.lo = nlo + row_lo;
+  sg.hi = nlo + row_hi;
+  sg.inner_orig.assign(onid + row_lo, onid + row_hi);
   sg.graph_name = graph_name;
-  sg.elo = elo;
-  sg.edata = g.part.edata;  // shares the mapped files; weights are built from them on first use
+  sg.elo = elo + edge_lo;
+  // Shares the mapped files (this trainer's rows); weights are built from them on first use.
+  for (const auto& [name, a] : g.part.edata) {
+    if (tpm == 1 || a.rows() < edge_hi) {
+      sg.edata[name] = a;  // a short array is refused, naming it, when used as weights
+      continue;
+    }
+    std::vector<int64_t> shape = a.shape();
+    shape[0] = edge_hi - edge_lo;
+    const auto keep = std::make_shared<Array>(a);
+    auto* rows = static_cast<uint8_t*>(const_cast<void*>(a.raw())) +
+                 static_cast<size_t>(edge_lo) * a.row_bytes();
+    sg.edata[name] = Array::wrap(a.dtype(), shape, rows, keep, false);
+  }
   sg.csc.num_nodes = n;
   sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < ni; ++i) {
     if (onid[i] < 0 || onid[i] >= n) bad_id("orig_nid.npy", i, onid[i], n);
+  }
+  for (int64_t i = row_lo; i < row_hi; ++i) {
     sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
   }
   std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
-  sg.csc.indices.resize(static_cast<size_t>(m));
-  sg.csc.eids.resize(static_cast<size_t>(m));
+  sg.csc.indices.resize(static_cast<size_t>(edge_hi - edge_lo));
+  sg.csc.eids.resize(static_cast<size_t>(edge_hi - edge_lo));
   // Each row in the unpartitioned graph's storage order: (original source, original edge ID),
   // rows in parallel, each sorted by a packed 64-bit key (the source's original ID above the
   // row-local position) when the IDs fit, ties (multi-edges) then put in edge-ID order. Only
   // per-thread buffers: loading touches as little fresh memory as it can.
   int pos_bits = 1;
   int64_t max_deg = 0;
-  for (int64_t i = 0; i < ni; ++i)
+  for (int64_t i = row_lo; i < row_hi; ++i) {
     max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
+  }
   while ((int64_t{1} << pos_bits) < max_deg)
     ++pos_bits;
   int id_bits = 1;
   while ((int64_t{1} << id_bits) < n)
     ++id_bits;
   const bool pack = id_bits + pos_bits <= 63;
-  parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+  parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
     std::vector<uint64_t> keys;
     std::vector<int64_t> order, orig;
     for (int64_t i = i0; i < i1; ++i) {
@@ -294,17 +454,6 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
   // Written straight into the tensors' rows (no staging copies): by position when the stored
   // edges are in edge-ID order (what `tessera partition` writes), else scattered by edge ID.
-  const int64_t me_edges = ehi - elo;
-  TESSERA_EXPECTS(m == me_edges, ValueError,
-                  "DistGraph '{}': partition {} stores {} in-edges of its inner nodes but its edge "
-                  "range [{}, {}) holds {}",
-                  graph_name, me, m, elo, ehi, me_edges);
-  std::atomic<bool> in_order{true};
-  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
-    for (int64_t k = k0; k < k1 && in_order.load(std::memory_order_relaxed); ++k) {
-      if (eid[k] != elo + k) in_order = false;
-    }
-  });
   std::vector<int64_t> row_of;  // out of order: the stored position of each edge ID
   if (!in_order) {
     row_of.assign(static_cast<size_t>(m), -1);
@@ -313,7 +462,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
                       "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
                       "range [{}, {}) or listed twice",
-                      graph_name, me, k, eid[k], elo, ehi);
+                      graph_name, mach, k, eid[k], elo, ehi);
       row_of[r] = k;
     }
   }
@@ -338,17 +487,18 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
             out[r - b] = oeid[stored(r - elo)];
         });
       },
-      true);
+      true, Placement::kHost, machine_rows(elo, ehi));
   g.edge_endpoints = DistTensor(
       rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2}, DType::kInt64, epol,
       [&](int64_t b, int64_t e, void* dst) {
         auto* out = static_cast<int64_t*>(dst);
-        if (in_order) {  // row by row: the destination is the row's node
-          parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+        if (in_order) {                   // row by row: the destination is the row's node
+          const int64_t first = b - elo;  // this rank's first stored edge (edge_lo)
+          parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
             for (int64_t i = i0; i < i1; ++i) {
               for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
-                out[2 * k] = src_new(k);
-                out[2 * k + 1] = nid[i];
+                out[2 * (k - first)] = src_new(k);
+                out[2 * (k - first) + 1] = nid[i];
               }
             }
           });
@@ -362,14 +512,14 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
           }
         });
       },
-      true);
+      true, Placement::kHost, machine_rows(elo, ehi));
   // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
   g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", prefix), {n}, DType::kInt64,
                          PartPolicy::even(n, world), nullptr, true);
   {
-    std::vector<int64_t> mine(static_cast<size_t>(ni));
-    std::iota(mine.begin(), mine.end(), nlo);
-    g.new_nid.write(ops::Span<const int64_t>(onid, ni), mine.data());
+    std::vector<int64_t> mine(static_cast<size_t>(row_hi - row_lo));
+    std::iota(mine.begin(), mine.end(), nlo + row_lo);
+    g.new_nid.write(ops::Span<const int64_t>(onid + row_lo, row_hi - row_lo), mine.data());
   }
 
   {
@@ -401,6 +551,18 @@ int64_t DistGraph::num_edges() const {
 }
 const PartitionBook& DistGraph::book() const {
   return st_->book;
+}
+const PartitionBook& DistGraph::machine_book() const {
+  return st_->machine_book;
+}
+int DistGraph::trainers_per_machine() const {
+  return st_->trainers_per_machine;
+}
+int DistGraph::machine() const {
+  return st_->machine;
+}
+int64_t DistGraph::shared_bytes() const {
+  return st_->shared_bytes;
 }
 const PartitionConfig& DistGraph::config() const {
   return st_->config;

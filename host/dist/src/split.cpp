@@ -54,7 +54,21 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
     }
   }
   if (!force_even) {
-    return mine;
+    const MachineRows mr = mask.machine_rows();
+    if (mr.base == nullptr || mr.trainers == 1) {
+      return mine;
+    }
+    // Several trainers per machine (DGL's _split_local): the machine's selected IDs, read from
+    // the memory its trainers share, cut into one chunk per trainer in ID order.
+    std::vector<int64_t> machine;
+    for (int64_t i = 0; i < mr.hi - mr.lo; ++i) {
+      if (selected(mr.base, i, mask.row_bytes(), es, column)) {
+        machine.push_back(mr.lo + i);
+      }
+    }
+    const auto [left, right] =
+        even_chunk(static_cast<int64_t>(machine.size()), mr.trainers, mr.local);
+    return {machine.begin() + left, machine.begin() + right};
   }
   // Everyone's count; then each selected item goes to the rank whose even chunk holds its
   // position in the global ID-ordered list (one all-to-all; chunks arrive in rank = ID order).

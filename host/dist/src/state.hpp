@@ -74,6 +74,12 @@ struct TensorStore {
   std::shared_ptr<DeviceMirror> mirror;
   std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
   std::unique_ptr<uint8_t[]> heap;                  // plain storage (request/response only)
+  /// Rows of the machine's trainers in memory they share (MachineRows): [machine_lo,
+  /// machine_hi) at machine_rows; `data` points into it. Null otherwise.
+  std::shared_ptr<void> machine_hold;
+  const uint8_t* machine_rows = nullptr;
+  int64_t machine_lo = 0, machine_hi = 0;
+  int machine_trainers = 1, machine_local = 0;
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
   bool one_sided = false;    // registered memory, remote keys exchanged
   size_t min_get_bytes = 0;  // rows smaller than this are read by request even so
@@ -118,7 +124,16 @@ struct GraphState {
   uint64_t id = 0;
   std::string name;
   PartitionConfig config;
+  /// One partition per rank: the config's book, or with several trainers per machine each
+  /// machine's ranges cut into one contiguous range per trainer (what routes reads and
+  /// sampling). machine_book: the config's, one partition per machine.
   PartitionBook book;
+  PartitionBook machine_book;
+  int trainers_per_machine = 1;
+  int machine = 0;
+  /// The machine's partition data shared by its trainers (null with one trainer per machine).
+  std::shared_ptr<void> shared;
+  int64_t shared_bytes = 0;
   LocalPartition part;
   std::map<std::string, DistTensor> ndata, edata;
   DistTensor orig_nid;

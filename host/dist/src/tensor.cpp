@@ -127,6 +127,9 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
       } else {
         std::memcpy(out + i * rb, s.data + (id - s.lo) * rb, rb);
       }
+    } else if (s.machine_rows != nullptr && id >= s.machine_lo && id < s.machine_hi) {
+      // Another trainer of this machine owns the row: it is in the memory we share.
+      std::memcpy(out + i * rb, s.machine_rows + (id - s.machine_lo) * rb, rb);
     } else {
       pos[s.policy.owner(id)].push_back(i);
     }
@@ -239,7 +242,8 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
 
 DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
                        std::vector<int64_t> shape, DType dtype, PartPolicy policy,
-                       const InitFn& init, bool persistent, Placement placement) {
+                       const InitFn& init, bool persistent, Placement placement,
+                       const MachineRows& machine) {
   TESSERA_EXPECTS(rt != nullptr, ValueError, "DistTensor '{}': null runtime", name);
   TESSERA_EXPECTS(!name.empty(), ValueError, "DistTensor: empty name");
   TESSERA_EXPECTS(!shape.empty(), ValueError, "DistTensor '{}': shape must have >= 1 dimension",
@@ -322,14 +326,31 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   std::tie(s->lo, s->hi) = policy.range(me);
   s->rt = rt.get();
   s->placement = placement;
-  // Peers never get device rows one-sidedly: the owner's server answers (a gather kernel).
-  s->one_sided = st.one_sided && world > 1 && placement == Placement::kHost;
+  if (machine.base != nullptr) {
+    TESSERA_EXPECTS(placement == Placement::kHost && machine.lo <= s->lo && s->hi <= machine.hi,
+                    ValueError,
+                    "DistTensor '{}': machine-shared rows [{}, {}) must be host memory holding "
+                    "this rank's rows [{}, {})",
+                    name, machine.lo, machine.hi, s->lo, s->hi);
+    s->machine_hold = machine.hold;
+    s->machine_rows = machine.base;
+    s->machine_lo = machine.lo;
+    s->machine_hi = machine.hi;
+    s->machine_trainers = machine.trainers;
+    s->machine_local = machine.local;
+  }
+  // Peers never get device rows one-sidedly: the owner's server answers (a gather kernel). Nor
+  // rows in machine-shared memory, which is not registered with the transport.
+  s->one_sided =
+      st.one_sided && world > 1 && placement == Placement::kHost && s->machine_rows == nullptr;
   s->min_get_bytes = st.min_get_bytes;
   const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
   if (placement == Placement::kDevice) {
     detail::init_device_shard(*s, init);
   } else {
-    if (s->one_sided) {
+    if (s->machine_rows != nullptr) {
+      s->data = machine.base + static_cast<size_t>(s->lo - machine.lo) * s->row_bytes;
+    } else if (s->one_sided) {
       s->region = t.allocate_memory(bytes);
       s->data = static_cast<uint8_t*>(s->region->data());
     } else {
@@ -407,6 +428,18 @@ void* DistTensor::local_device_data() const {
                   "local_data()",
                   s_->name);
   return s_->data;
+}
+MachineRows DistTensor::machine_rows() const {
+  MachineRows mr;
+  if (s_->machine_rows != nullptr) {
+    mr.hold = s_->machine_hold;
+    mr.base = const_cast<uint8_t*>(s_->machine_rows);
+    mr.lo = s_->machine_lo;
+    mr.hi = s_->machine_hi;
+    mr.trainers = s_->machine_trainers;
+    mr.local = s_->machine_local;
+  }
+  return mr;
 }
 int DistTensor::device_index() const {
   return s_->dev ? s_->dev->device : -1;

@@ -2,8 +2,9 @@
 """Failure modes of a 2-rank job.
 
     faults.py rank-dies          rank 1 raises after initialize; rank 0 waits in an all_reduce
-    faults.py wrong-parts CFG..  every rank builds a DistGraph from configs with a partition
-                                 count other than the world size and prints the error
+    faults.py wrong-parts CFG..  every rank builds a DistGraph from each config and prints the
+                                 error (a partition count that does not divide the world size)
+                                 or "no error for CFG"
 """
 import sys
 import time

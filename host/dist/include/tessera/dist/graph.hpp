@@ -30,10 +30,18 @@ struct DistGraphOptions {
 
 /// One rank's view of a partitioned graph. Rank r loads partition r (memory-mapped), so the
 /// partitioning must have exactly world_size partitions; a world of one process loads the only
-/// partition of a 1-part config (standalone mode, no code change). Creation is collective: the
-/// ranks compare their configs (graph name, partition count, node and edge ranges, and the
-/// checksums of every partition's files) and all refuse, naming the differing rank and field,
-/// when one was given a config of another partitioning.
+/// partition of a 1-part config (standalone mode, no code change). Several trainers per machine
+/// (DGL's num_trainers_per_machine): a world of M * T ranks over an M-part partitioning runs T
+/// trainers per machine, rank r on machine r / T (local rank r % T). The machine's T trainers
+/// share its partition: the node and edge data live in one POSIX shared-memory segment per
+/// machine that each trainer maps (each fills its own rows once), and the machine's node range
+/// is cut into T contiguous ranges, one per trainer, that route reads, writes and sampling (each
+/// trainer keeps the sampling structure of its range only). Reads of rows of the machine's other
+/// trainers are copies from the shared segment. The segment's name is unlinked once every
+/// trainer of the machine has mapped it, so nothing outlives the job, even a killed one. Creation
+/// is collective: the ranks compare their configs (graph name, partition count, node and edge
+/// ranges, and the checksums of every partition's files) and all refuse, naming the differing rank
+/// and field, when one was given a config of another partitioning.
 ///
 /// IDs: everything a DistGraph takes and returns uses the relabelled global IDs of the
 /// partitioning ("new" IDs; docs/partition-format.md). orig_nid() / orig_eid() map them back,
@@ -51,12 +59,23 @@ class DistGraph {
   const std::string& graph_name() const;
   int64_t num_nodes() const;
   int64_t num_edges() const;
+  /// One partition per rank (routes reads and sampling): the config's book with one trainer per
+  /// machine, else each machine's ranges cut into trainers_per_machine() ranges.
   const PartitionBook& book() const;
+  /// The config's book: one partition per machine.
+  const PartitionBook& machine_book() const;
+  /// T of a world of M * T ranks over M partitions (1: one partition per rank).
+  int trainers_per_machine() const;
+  /// The machine (= partition) this rank serves: rank / trainers_per_machine().
+  int machine() const;
+  /// Bytes of the machine's shared-memory segment (0 with one trainer per machine).
+  int64_t shared_bytes() const;
   const PartitionConfig& config() const;
   /// This rank's partition (arrays memory-mapped).
   const LocalPartition& local_partition() const;
   int64_t part_id() const;
-  /// [first, second): the node / edge IDs this rank owns.
+  /// [first, second): the node / edge IDs this rank owns (with several trainers per machine, its
+  /// part of the machine's range).
   std::pair<int64_t, int64_t> local_node_range() const;
   std::pair<int64_t, int64_t> local_edge_range() const;
   /// Node data ("feat", "label", "train_mask", ...) as DistTensors over the node policy,
@@ -94,7 +113,9 @@ class DistGraph {
 /// whose sizes differ by at most one (the first `count % world` ranks get one more), so every
 /// rank gets (almost) the same number of batches and nobody leaves the gradient all-reduce early;
 /// with range partitioning most of a rank's chunk is its own. Otherwise: the selected IDs this
-/// rank owns. Returns sorted global IDs.
+/// rank owns; with several trainers per machine (a graph's data), the selected IDs of the
+/// machine cut into trainers_per_machine chunks of (almost) equal count, one per trainer (DGL's
+/// _split_local). Returns sorted global IDs.
 std::vector<int64_t> node_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);
 /// The same over an edge mask DistTensor (edge policy).
 std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);

@@ -58,6 +58,18 @@ enum class Placement : uint8_t {
   kDevice
 };
 
+/// Host memory that holds the rows [lo, hi) of every trainer of this rank's machine, shared by
+/// them (several trainers per machine, docs/dist.md): a tensor created over it keeps its own rows
+/// at base + (own lo - lo) * row_bytes instead of allocating them, and reads the rows of the
+/// machine's other trainers straight from it. `hold` keeps the memory alive.
+struct MachineRows {
+  std::shared_ptr<void> hold;
+  uint8_t* base = nullptr;
+  int64_t lo = 0, hi = 0;
+  int trainers = 1;  ///< trainers of the machine
+  int local = 0;     ///< this rank's index among them
+};
+
 /// What DistTensor::mirror_on_device holds on this rank.
 struct DeviceMirrorInfo {
   bool mirrored = false;
@@ -90,11 +102,13 @@ class DistTensor {
   /// that is then copied to the device); otherwise they are zero. A non-persistent
   /// tensor's name is released when the last handle on this rank is destroyed (its memory is
   /// kept until the runtime ends, since peers may still read it); a persistent one lives as
-  /// long as the runtime.
+  /// long as the runtime. `machine` (kHost only): the rows live in memory shared by the
+  /// trainers of this machine (see MachineRows); this rank zero-fills and `init`s only its own
+  /// rows there, and other machines read them by request, never one-sidedly.
   DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
              std::vector<int64_t> shape, DType dtype, PartPolicy policy,
              const InitFn& init = nullptr, bool persistent = false,
-             Placement placement = Placement::kHost);
+             Placement placement = Placement::kHost, const MachineRows& machine = {});
 
   bool defined() const { return static_cast<bool>(s_); }
   const std::string& name() const;
@@ -184,6 +198,8 @@ class DistTensor {
   void* local_device_data() const;
   /// The CUDA device holding a kDevice tensor's rows; -1 for kHost.
   int device_index() const;
+  /// The machine-shared rows of this tensor (MachineRows; base null when it has none).
+  MachineRows machine_rows() const;
 
  private:
   std::shared_ptr<detail::TensorStore> s_;
