@@ -20,6 +20,7 @@ from . import dataloading, distributed, ops
 from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoader,
                           EdgeDataLoader, NeighborSampler, NodeDataLoader)
 from .embedding import DistEmbedding
+from .message_passing import update_all
 from . import optim
 
 __version__ = _C.__version__
@@ -31,7 +32,7 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
            "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert",
-           "DistEmbedding", "optim", "launch", "ops", "NID", "EID"]
+           "DistEmbedding", "optim", "launch", "ops", "NID", "EID", "update_all"]
 
 
 def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,
