@@ -14,6 +14,8 @@ void register_bench(CLI::App& app);
 void register_bench_gather(CLI::App& bench);
 /// `tessera bench dist-gather` (bench_dist_gather.cpp), added to the `bench` group.
 void register_bench_dist_gather(CLI::App& bench);
+/// `tessera bench update-all` (bench_update_all.cpp), added to the `bench` group.
+void register_bench_update_all(CLI::App& bench);
 void register_launch(CLI::App& app);
 
 }  // namespace tessera::tools
