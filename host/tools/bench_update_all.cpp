@@ -60,7 +60,9 @@ void run(const UpdateAllArgs& a) {
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
                   "--device must be cpu or cuda, got '{}'", a.device);
   const bool gpu = a.device == "cuda";
-  if (gpu) cuda::require_cuda("bench update-all --device cuda");
+  if (gpu) {
+    cuda::require_cuda("bench update-all --device cuda");
+  }
   auto rt = dist::Runtime::create();
   const int world = rt->world_size(), me = rt->rank();
   auto t0 = std::chrono::steady_clock::now();
@@ -85,7 +87,9 @@ void run(const UpdateAllArgs& a) {
   dist::DistTensor x(rt, "bench/update-all/x", {g.num_nodes(), F}, DType::kFloat32,
                      dist::PartPolicy::node(g.book()), init, false,
                      gpu ? dist::Placement::kDevice : dist::Placement::kHost);
-  if (gpu && world > 1) rt->attach_device_transport("nccl");
+  if (gpu && world > 1) {
+    rt->attach_device_transport("nccl");
+  }
 
   // update_all, every rank at once.
   std::vector<double> t_all;
@@ -94,8 +98,12 @@ void run(const UpdateAllArgs& a) {
     t0 = std::chrono::steady_clock::now();
     const dist::DistTensor out = plan.run(x);
     const double s = max_over_ranks(*rt, seconds_since(t0));
-    if (i >= a.warmup) t_all.push_back(s);
-    if (me == 0) fmt::print("  update_all {} of {}: {:.3f} s\n", i + 1, a.warmup + a.iters, s);
+    if (i >= a.warmup) {
+      t_all.push_back(s);
+    }
+    if (me == 0) {
+      fmt::print("  update_all {} of {}: {:.3f} s\n", i + 1, a.warmup + a.iters, s);
+    }
   }
 
   // The local SpMM on the same matrix, every rank at once.
@@ -139,11 +147,19 @@ void run(const UpdateAllArgs& a) {
   for (int i = 0; i < a.warmup + a.iters; ++i) {
     rt->barrier();
     t0 = std::chrono::steady_clock::now();
-    if (owned > 0) ops::spmm(csr, b, c, ops::Reduce::kSum, false, eo);
-    if (gpu) gpu_stream->synchronize();
+    if (owned > 0) {
+      ops::spmm(csr, b, c, ops::Reduce::kSum, false, eo);
+    }
+    if (gpu) {
+      gpu_stream->synchronize();
+    }
     const double s = max_over_ranks(*rt, seconds_since(t0));
-    if (i >= a.warmup) t_spmm.push_back(s);
-    if (me == 0) fmt::print("  local spmm {} of {}: {:.3f} s\n", i + 1, a.warmup + a.iters, s);
+    if (i >= a.warmup) {
+      t_spmm.push_back(s);
+    }
+    if (me == 0) {
+      fmt::print("  local spmm {} of {}: {:.3f} s\n", i + 1, a.warmup + a.iters, s);
+    }
   }
 
   const double e = static_cast<double>(g.num_edges());
@@ -186,8 +202,12 @@ void run(const UpdateAllArgs& a) {
     j["ratio_update_all_vs_local_spmm"] = sp / upd;
     j["commit"] = commit_id();
     j["machine"] = machine_json();
-    if (gpu) j["machine"]["cuda"] = cuda::describe();
-    if (!a.json.empty()) write_json_report(a.json, j);
+    if (gpu) {
+      j["machine"]["cuda"] = cuda::describe();
+    }
+    if (!a.json.empty()) {
+      write_json_report(a.json, j);
+    }
     if (!a.results.empty()) {
       write_json_report(result_path(a.results, "update-all", machine_tag(gpu)), j);
     }

@@ -84,15 +84,25 @@ void aggregate_cpu(const std::vector<int64_t>& indptr, const std::vector<int64_t
 }  // namespace
 
 Message parse_message(const std::string& s) {
-  if (s == "copy_src" || s == "copy_u") return Message::kCopySrc;
-  if (s == "u_mul_e") return Message::kUMulE;
+  if (s == "copy_src" || s == "copy_u") {
+    return Message::kCopySrc;
+  }
+  if (s == "u_mul_e") {
+    return Message::kUMulE;
+  }
   throw ValueError(fmt::format("update_all: message '{}' is not one of 'copy_src', 'u_mul_e'", s));
 }
 
 Aggregate parse_aggregate(const std::string& s) {
-  if (s == "sum") return Aggregate::kSum;
-  if (s == "mean") return Aggregate::kMean;
-  if (s == "max") return Aggregate::kMax;
+  if (s == "sum") {
+    return Aggregate::kSum;
+  }
+  if (s == "mean") {
+    return Aggregate::kMean;
+  }
+  if (s == "max") {
+    return Aggregate::kMax;
+  }
   throw ValueError(fmt::format("update_all: reduce '{}' is not one of 'sum', 'mean', 'max'", s));
 }
 
@@ -124,7 +134,9 @@ UpdateAllPlan::UpdateAllPlan(const DistGraph& g) : g_(&g) {
     edge_local_[e] = eid[k] - edge_lo;
   }
   for (int64_t e = 0; e < nnz; ++e) {
-    if (global[e] < lo || global[e] >= hi) remote_.push_back(global[e]);
+    if (global[e] < lo || global[e] >= hi) {
+      remote_.push_back(global[e]);
+    }
   }
   std::sort(remote_.begin(), remote_.end());
   remote_.erase(std::unique(remote_.begin(), remote_.end()), remote_.end());
@@ -194,7 +206,9 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
     // B = [owned rows of x; remote rows], exchanged once (collective).
     std::vector<float> B(static_cast<size_t>(ncols * F));
     const Array rows = x.read_collective(remote);
-    if (owned_ > 0) std::memcpy(B.data(), x.local_data(), static_cast<size_t>(owned_ * rb));
+    if (owned_ > 0) {
+      std::memcpy(B.data(), x.local_data(), static_cast<size_t>(owned_ * rb));
+    }
     if (!remote_.empty()) {
       std::memcpy(B.data() + (owned_ * F), rows.raw(), rows.nbytes());
     }
