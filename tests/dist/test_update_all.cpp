@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "dist_fixtures.hpp"
+#include "tessera/cuda/device.hpp"
+#include "tessera/cuda/runtime.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/tensor.hpp"
@@ -77,7 +79,9 @@ void load_maps(const PartitionConfig& c, std::vector<int64_t>& orig_nid,
     const auto* eid = lp.eid.data<int64_t>();
     const auto* oe = lp.orig_eid.data<int64_t>();
     for (int64_t k = 0; k < lp.num_edges(); ++k) {
-      if (inner[k] != 0) orig_eid[eid[k]] = oe[k];
+      if (inner[k] != 0) {
+        orig_eid[eid[k]] = oe[k];
+      }
     }
   }
 }
@@ -104,7 +108,9 @@ void reference(const Graph& g, Message msg, Aggregate red, std::vector<double>& 
         }
         mag += std::abs(static_cast<double>(m));
       }
-      if (deg == 0) acc = 0;
+      if (deg == 0) {
+        acc = 0;
+      }
       if (red == Aggregate::kMean && deg > 0) {
         acc /= static_cast<double>(deg);
         mag /= static_cast<double>(deg);
@@ -156,7 +162,9 @@ std::string body(const Case& c, const fs::path& cfg_path) {
       dist::UpdateAllOptions o;
       o.message = msg;
       o.reduce = red;
-      if (msg == Message::kUMulE) o.edge_weight = &w;
+      if (msg == Message::kUMulE) {
+        o.edge_weight = &w;
+      }
       const DistTensor out = plan.run(x, o);
       RANK_CHECK(out.shape() == x.shape() && out.policy() == x.policy(), "result shape/policy");
       const auto* got = static_cast<const float*>(out.local_data());
@@ -226,6 +234,91 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Datasets, DistUpdateAll, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.label(); });
+
+// Device-placed features (CUDA builds with a GPU; every case skips elsewhere): cuSPARSE inside
+// update_all against the whole-graph reference, at 1 rank (local) and 2 ranks over ucx tcp with
+// the NCCL exchange when every rank has a GPU of its own (else the owners' servers). The checks
+// run inside the ranks so the test process never initializes CUDA before a fork.
+void device_case(int world) {
+  const fs::path cfg = cached_partitions("update-all-test", "cora", world, "metis", 1);
+  auto res = run_ranks(job(world, world == 1 ? "" : "tcp", 240), [&](int rank) -> std::string {
+    const int n = cuda::device_count();
+    if (n < 1) {
+      return fmt::format("SKIP: no CUDA device ({})", cuda::describe());
+    }
+    cuda::set_device(rank % n);
+    auto rt = Runtime::create();
+    if (world > 1 && n >= world) {
+      rt->attach_device_transport("nccl");
+    }
+    const PartitionConfig pc = load_partition_config(cfg);
+    DistGraph g(rt, pc.graph_name, cfg);
+    ReadOptions ro;
+    ro.build = pc.build;
+    const Dataset ds = read_dataset(dataset("cora"), Format::kAuto, ro);
+    std::vector<int64_t> orig_nid, orig_eid;
+    load_maps(pc, orig_nid, orig_eid);
+    DistTensor x(
+        rt, "xd", {g.num_nodes(), kF}, DType::kFloat32, PartPolicy::node(g.book()),
+        [&](int64_t b, int64_t e, void* dst) {
+          auto* p = static_cast<float*>(dst);
+          for (int64_t v = b; v < e; ++v) {
+            for (int64_t f = 0; f < kF; ++f) {
+              p[(v - b) * kF + f] = feature(orig_nid[v], f);
+            }
+          }
+        },
+        false, dist::Placement::kDevice);
+    const auto [lo, hi] = g.local_node_range();
+    std::vector<int64_t> ids(static_cast<size_t>(hi - lo));
+    for (int64_t v = lo; v < hi; ++v) {
+      ids[v - lo] = v;
+    }
+    std::vector<double> ref, bound;
+    for (const Aggregate red : {Aggregate::kSum, Aggregate::kMean}) {
+      reference(ds.graph, Message::kCopySrc, red, ref, bound);
+      dist::UpdateAllOptions o;
+      o.reduce = red;
+      const DistTensor out = dist::update_all(g, x, o);
+      RANK_CHECK(out.placement() == dist::Placement::kDevice, "result placement");
+      const Array got = out.read(ids);
+      for (int64_t v = lo; v < hi; ++v) {
+        for (int64_t f = 0; f < kF; ++f) {
+          const int64_t k = orig_nid[v] * kF + f;
+          RANK_CHECK(std::abs(got.data<float>()[(v - lo) * kF + f] - ref[k]) <= bound[k],
+                     "reduce {}: node {} feature {}", static_cast<int>(red), v, f);
+        }
+      }
+    }
+    dist::UpdateAllOptions o;
+    o.reduce = Aggregate::kMax;
+    try {
+      dist::update_all(g, x, o);
+      RANK_CHECK(false, "max on device rows was accepted");
+    } catch (const ValueError& e) {
+      RANK_CHECK(std::string(e.what()).find("device-placed") != std::string::npos, "{}", e.what());
+    }
+    rt->barrier();
+    return std::string("ok");
+  });
+  for (const auto& r : res) {
+    if (r.exit_code == 0 && r.message.rfind("SKIP:", 0) == 0) {
+      GTEST_SKIP() << r.message.substr(6);
+    }
+  }
+  for (const auto& r : res) {
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+  }
+}
+
+TEST(DistUpdateAllDevice, OneRank) {
+  device_case(1);
+}
+
+TEST(DistUpdateAllDevice, TwoRanks) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  device_case(2);
+}
 
 // Bad arguments: one clear error each, on a world of one.
 TEST(DistUpdateAllErrors, RefusesBadArguments) {
