@@ -613,6 +613,28 @@ machine: the total stays flat as T grows (docs/dist.md, "Several trainers per ma
     return section("Several trainers per machine: memory", intro, body, rs)
 
 
+def full_graph_section(runs):
+    rs = select(runs, "full-graph")
+    rows = []
+    for r in rs:
+        d = r.data
+        pub = d.get("published", {})
+        for x in d.get("runs", []):
+            rows.append([x.get("dataset"), x.get("model"), x.get("world_size"),
+                         x.get("part_method"), f"{x.get('test_acc', 0):.1f}",
+                         pub.get(x.get("model"), {}).get(x.get("dataset"), DASH),
+                         f"{x['torch_test_acc']:.1f}" if "torch_test_acc" in x else DASH,
+                         r.link()])
+    body = table(["dataset", "model", "ranks", "partitioning", "test accuracy %", "published",
+                  "PyTorch on the whole graph", "run"], rows)
+    intro = """
+`python/examples/full_graph.py` under `tessera launch`: SGC (K=2) and full-graph GCN inference,
+each aggregation a distributed `update_all` over the partitions (docs/dist.md, "update_all");
+the same accuracy at 1 and 2 ranks and on either partitioning.
+"""
+    return section("Full-graph models over update_all", intro, body, rs)
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -623,6 +645,14 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("train-cpu-", train_cpu_section),
     ("train-", train_gpu_section),
     ("link-", link_section),
+    generic_section("Distributed update_all", "update-all", """
+`tessera bench update-all` under `tessera launch --nproc-per-node 2` (UCX shared memory): one
+full aggregation (copy_src, sum) of 100-dim float32 features over a 2-part random partitioning
+of `rmat:21,25`, next to the local SpMM (the CPU twin) on the same rows in the same run.
+""", columns=["graph", "world_size", "features", "update_all_median_seconds",
+              "local_spmm_median_seconds", "ratio_update_all_vs_local_spmm",
+              "max_remote_rows_per_rank", "plan_seconds"]),
+    ("full-graph", full_graph_section),
     ("deepgcn", deepgcn_section),
     ("trainer_memory", trainer_memory_section),
     generic_section("Graph classification (GIN)", "gin", """

@@ -614,6 +614,7 @@ void register_bench(CLI::App& app) {
     add(*bench);
   register_bench_gather(*bench);       // bench_gather.cpp
   register_bench_dist_gather(*bench);  // bench_dist_gather.cpp
+  register_bench_update_all(*bench);   // bench_update_all.cpp
 }
 
 }  // namespace tessera::tools

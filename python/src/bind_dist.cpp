@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The distributed runtime (host/dist over transport/): Runtime, DistTensor, DistGraph,
-// node_split / edge_split, distributed sampling, the distributed node and edge loaders, and the
-// launcher. Every call that may wait on other ranks releases the GIL, so a rank's Python
-// threads keep running while it waits and the transport's handler thread never needs the GIL.
+// node_split / edge_split, distributed sampling, the distributed node and edge loaders,
+// update_all, and the launcher. Every call that may wait on other ranks releases the GIL, so a
+// rank's Python threads keep running while it waits and the transport's handler thread never needs
+// the GIL.
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -25,6 +26,7 @@
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
 #include "tessera/dist/tensor.hpp"
+#include "tessera/dist/update_all.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/transport/launch.hpp"
 
@@ -611,6 +613,32 @@ void bind_dist(nb::module_& m) {
             o.load(dir);
           },
           nb::arg("dir"));
+
+  nb::class_<dist::UpdateAllPlan>(m, "UpdateAllPlan",
+                                  "This rank's part of update_all over a DistGraph (its owned "
+                                  "rows' in-edges and the remote sources they read).")
+      .def(nb::init<const DistGraph&>(), nb::arg("graph"), nb::keep_alive<1, 2>())
+      .def(
+          "run",
+          [](const dist::UpdateAllPlan& p, const DistTensor& x, const std::string& message,
+             const std::string& reduce, const DistTensor* edge_weight,
+             const std::string& out_name) {
+            dist::UpdateAllOptions o;
+            o.message = dist::parse_message(message);
+            o.reduce = dist::parse_aggregate(reduce);
+            o.edge_weight = edge_weight;
+            o.out_name = out_name;
+            nb::gil_scoped_release nogil;
+            return p.run(x, o);
+          },
+          nb::arg("x"), nb::arg("message") = "copy_src", nb::arg("reduce") = "sum",
+          nb::arg("edge_weight").none() = nb::none(), nb::arg("out_name") = "",
+          "The aggregation as a new DistTensor. Collective.")
+      .def_prop_ro("num_owned", &dist::UpdateAllPlan::num_owned)
+      .def_prop_ro("num_edges", &dist::UpdateAllPlan::num_edges)
+      .def_prop_ro("remote_ids", [](const dist::UpdateAllPlan& p) {
+        return vector_to_numpy(std::vector<int64_t>(p.remote_ids()));
+      });
 
   m.def(
       "launch",

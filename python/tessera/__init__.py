@@ -23,6 +23,7 @@ from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoade
 from .embedding import DistEmbedding
 from . import cluster
 from .cluster import ClusterGCNLoader, ClusterGCNSampler
+from .message_passing import update_all
 from . import optim
 from . import graphs
 from .graphs import (DistributedGraphSampler, GraphDataLoader, GraphDataset,
@@ -41,6 +42,7 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
 __all__ += ["graphs", "GraphDataset", "read_graph_dataset", "write_graph_dataset",
             "GraphDataLoader", "DistributedGraphSampler"]
 __all__ += ["cluster", "ClusterGCNSampler", "ClusterGCNLoader"]
+__all__ += ["update_all"]
 
 
 def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,

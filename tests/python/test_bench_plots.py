@@ -103,3 +103,26 @@ def test_gpu_plot_names_bad_input(tmp_path):
     assert r.returncode != 0
     assert "cpu.json" in r.stderr and "no results with a batch-size sweep" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+UA_SCRIPT = ROOT / "benchmarks" / "plot_update_all.py"
+
+
+def test_update_all_plot_writes_a_png_and_names_bad_input(tmp_path):
+    res = tmp_path / "ua.json"
+    res.write_text(json.dumps({  # the layout `tessera bench update-all --json` writes (made up)
+        "benchmark": "update-all", "graph": "rmat:16,25", "world_size": 2, "device": "cpu",
+        "features": 100, "update_all_edges_per_second": 2e7,
+        "local_spmm_edges_per_second": 4e7, "local_spmm": "ops::spmm CPU twin",
+        "ratio_update_all_vs_local_spmm": 0.5}))
+    out = tmp_path / "ua.png"
+    r = subprocess.run([sys.executable, str(UA_SCRIPT), str(res), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"benchmark": "update-all", "world_size": 2}))
+    r = subprocess.run([sys.executable, str(UA_SCRIPT), str(bad), "--out",
+                        str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "bad.json" in r.stderr and "missing field" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "x.png").exists()

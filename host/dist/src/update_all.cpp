@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: Apache-2.0
+// Distributed update_all: the plan (columns of the rank's aggregation matrix, remote sources),
+// one exchange of remote rows, then the local SpMM (CPU twin or cuSPARSE) or the weighted / max
+// CPU loop over the rank's owned rows.
+#include "tessera/dist/update_all.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
+#include "tessera/cuda/memory.hpp"
+#include "tessera/dist/runtime.hpp"
+#include "tessera/ops/spmm.hpp"
+
+namespace tessera::dist {
+namespace {
+
+std::atomic<int64_t> g_calls{0};
+
+const char* message_name(Message m) {
+  return m == Message::kCopySrc ? "copy_src" : "u_mul_e";
+}
+
+const char* aggregate_name(Aggregate a) {
+  switch (a) {
+    case Aggregate::kSum:
+      return "sum";
+    case Aggregate::kMean:
+      return "mean";
+    case Aggregate::kMax:
+      return "max";
+  }
+  return "?";
+}
+
+// out[r] = reduce over row r's entries e of (w ? w[edge(e)] : 1) * B[col(e)], in storage order
+// with float32 accumulation (the CPU twin's order: the same sums for sum and mean unweighted).
+void aggregate_cpu(const std::vector<int64_t>& indptr, const std::vector<int64_t>& cols,
+                   const std::vector<int64_t>& edge_local, const float* w, const float* B,
+                   int64_t F, Aggregate reduce, float* C) {
+  const auto rows = static_cast<int64_t>(indptr.size()) - 1;
+  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(F, 1)),
+               [&](int64_t lo, int64_t hi, int64_t) {
+                 std::vector<float> acc(static_cast<size_t>(F));
+                 for (int64_t r = lo; r < hi; ++r) {
+                   const int64_t e0 = indptr[r], e1 = indptr[r + 1];
+                   float* out = C + (r * F);
+                   if (e0 == e1) {
+                     std::fill(out, out + F, 0.0f);
+                     continue;
+                   }
+                   const bool is_max = reduce == Aggregate::kMax;
+                   std::fill(acc.begin(), acc.end(),
+                             is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
+                   for (int64_t e = e0; e < e1; ++e) {
+                     const float* row = B + (cols[e] * F);
+                     const float we = w != nullptr ? w[edge_local[e]] : 1.0f;
+                     if (is_max) {
+                       for (int64_t f = 0; f < F; ++f) {
+                         acc[f] = std::max(acc[f], we * row[f]);
+                       }
+                     } else if (w != nullptr) {
+                       for (int64_t f = 0; f < F; ++f) {
+                         acc[f] += we * row[f];
+                       }
+                     } else {
+                       for (int64_t f = 0; f < F; ++f) {
+                         acc[f] += row[f];
+                       }
+                     }
+                   }
+                   const float scale =
+                       reduce == Aggregate::kMean ? 1.0f / static_cast<float>(e1 - e0) : 1.0f;
+                   for (int64_t f = 0; f < F; ++f) {
+                     out[f] = is_max ? acc[f] : acc[f] * scale;
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
+Message parse_message(const std::string& s) {
+  if (s == "copy_src" || s == "copy_u") {
+    return Message::kCopySrc;
+  }
+  if (s == "u_mul_e") {
+    return Message::kUMulE;
+  }
+  throw ValueError(fmt::format("update_all: message '{}' is not one of 'copy_src', 'u_mul_e'", s));
+}
+
+Aggregate parse_aggregate(const std::string& s) {
+  if (s == "sum") {
+    return Aggregate::kSum;
+  }
+  if (s == "mean") {
+    return Aggregate::kMean;
+  }
+  if (s == "max") {
+    return Aggregate::kMax;
+  }
+  throw ValueError(fmt::format("update_all: reduce '{}' is not one of 'sum', 'mean', 'max'", s));
+}
+
+UpdateAllPlan::UpdateAllPlan(const DistGraph& g) : g_(&g) {
+  const LocalPartition& lp = g.local_partition();
+  const auto [lo, hi] = g.local_node_range();
+  const int64_t edge_lo = g.local_edge_range().first;
+  owned_ = hi - lo;
+  TESSERA_ASSERT(lp.num_inner_nodes == owned_, "inner nodes {} != owned range {}",
+                 lp.num_inner_nodes, owned_);
+  const auto* ip = lp.indptr.data<int64_t>();
+  const auto* ind = lp.indices.data<int64_t>();
+  const auto* eid = lp.eid.data<int64_t>();
+  const auto* nid = lp.nid.data<int64_t>();
+  const bool local_ids = g.config().local_indices;
+  const int64_t nnz = ip[owned_] - ip[0];
+  indptr_.resize(static_cast<size_t>(owned_) + 1);
+  for (int64_t r = 0; r <= owned_; ++r) {
+    indptr_[r] = ip[r] - ip[0];
+  }
+  // Global ID of every inner edge's source; owned sources map to their local row.
+  cols_.resize(static_cast<size_t>(nnz));
+  edge_local_.resize(static_cast<size_t>(nnz));
+  std::vector<int64_t> global(static_cast<size_t>(nnz));
+  for (int64_t e = 0; e < nnz; ++e) {
+    const int64_t k = ip[0] + e;
+    const int64_t u = local_ids ? nid[ind[k]] : ind[k];
+    global[e] = u;
+    edge_local_[e] = eid[k] - edge_lo;
+  }
+  for (int64_t e = 0; e < nnz; ++e) {
+    if (global[e] < lo || global[e] >= hi) {
+      remote_.push_back(global[e]);
+    }
+  }
+  std::sort(remote_.begin(), remote_.end());
+  remote_.erase(std::unique(remote_.begin(), remote_.end()), remote_.end());
+  for (int64_t e = 0; e < nnz; ++e) {
+    const int64_t u = global[e];
+    if (u >= lo && u < hi) {
+      cols_[e] = u - lo;
+    } else {
+      cols_[e] = owned_ + (std::lower_bound(remote_.begin(), remote_.end(), u) - remote_.begin());
+    }
+  }
+}
+
+DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts) const {
+  const DistGraph& g = *g_;
+  const char* op = "update_all";
+  TESSERA_EXPECTS(x.defined(), ValueError, "{}: the feature tensor is undefined", op);
+  TESSERA_EXPECTS(x.dtype() == DType::kFloat32, TypeError,
+                  "{}: features '{}' must be float32, got {}", op, x.name(), dtype_name(x.dtype()));
+  TESSERA_EXPECTS(
+      x.num_rows() == g.num_nodes() && x.policy().offsets == PartPolicy::node(g.book()).offsets,
+      ValueError,
+      "{}: features '{}' ({} rows, policy '{}') are not over the node policy of "
+      "graph '{}' ({} nodes)",
+      op, x.name(), x.num_rows(), x.policy().kind, g.graph_name(), g.num_nodes());
+  TESSERA_EXPECTS(&x.runtime() == g.runtime().get(), ValueError,
+                  "{}: features '{}' belong to another runtime than graph '{}'", op, x.name(),
+                  g.graph_name());
+  const float* w = nullptr;
+  if (opts.message == Message::kUMulE) {
+    TESSERA_EXPECTS(opts.edge_weight != nullptr && opts.edge_weight->defined(), ValueError,
+                    "{}: message 'u_mul_e' needs edge_weight", op);
+    const DistTensor& ew = *opts.edge_weight;
+    const bool one_col = ew.shape().size() == 1 || (ew.shape().size() == 2 && ew.shape()[1] == 1);
+    TESSERA_EXPECTS(ew.dtype() == DType::kFloat32, TypeError,
+                    "{}: edge_weight '{}' must be float32, got {}", op, ew.name(),
+                    dtype_name(ew.dtype()));
+    TESSERA_EXPECTS(one_col && ew.num_rows() == g.num_edges() &&
+                        ew.policy().offsets == PartPolicy::edge(g.book()).offsets,
+                    ValueError,
+                    "{}: edge_weight '{}' must be [num_edges] or [num_edges, 1] over the edge "
+                    "policy of graph '{}' ({} edges), got {} rows",
+                    op, ew.name(), g.graph_name(), g.num_edges(), ew.num_rows());
+    TESSERA_EXPECTS(ew.placement() == Placement::kHost, ValueError,
+                    "{}: edge_weight '{}' must be host-placed", op, ew.name());
+    w = static_cast<const float*>(ew.local_data());
+  } else {
+    TESSERA_EXPECTS(opts.edge_weight == nullptr, ValueError,
+                    "{}: edge_weight is given but message is 'copy_src' (use 'u_mul_e')", op);
+  }
+  const bool device = x.placement() == Placement::kDevice;
+  TESSERA_EXPECTS(!device || (opts.message == Message::kCopySrc && opts.reduce != Aggregate::kMax),
+                  ValueError,
+                  "{}: device-placed features '{}' support message 'copy_src' with reduce 'sum' "
+                  "or 'mean' (cuSPARSE), not '{}' with '{}'",
+                  op, x.name(), message_name(opts.message), aggregate_name(opts.reduce));
+
+  const auto rb = static_cast<int64_t>(x.row_bytes());
+  const int64_t F = rb / 4;
+  const int64_t ncols = owned_ + static_cast<int64_t>(remote_.size());
+  const int64_t call = g_calls.fetch_add(1);
+  const std::string name =
+      opts.out_name.empty() ? fmt::format("{}:update_all:{}", x.name(), call) : opts.out_name;
+  const ops::Span<const int64_t> remote(remote_.data(), remote_.size());
+
+  if (!device) {
+    // B = [owned rows of x; remote rows], exchanged once (collective).
+    std::vector<float> B(static_cast<size_t>(ncols * F));
+    const Array rows = x.read_collective(remote);
+    if (owned_ > 0) {
+      std::memcpy(B.data(), x.local_data(), static_cast<size_t>(owned_ * rb));
+    }
+    if (!remote_.empty()) {
+      std::memcpy(B.data() + (owned_ * F), rows.raw(), rows.nbytes());
+    }
+    DistTensor out(g.runtime(), name, x.shape(), DType::kFloat32, x.policy());
+    auto* C = static_cast<float*>(out.local_data());
+    if (owned_ > 0 && opts.message == Message::kCopySrc && opts.reduce != Aggregate::kMax) {
+      ops::CsrRef a;
+      a.indptr = ops::IndexRef::of(indptr_.data(), owned_ + 1);
+      a.indices = ops::IndexRef::of(cols_.data(), static_cast<int64_t>(cols_.size()));
+      a.num_rows = owned_;
+      a.num_cols = ncols;
+      const ops::MatrixRef b{B.data(), DType::kFloat32, ncols, F, ops::Memory::kHost};
+      const ops::MatrixRef c{C, DType::kFloat32, owned_, F, ops::Memory::kHost};
+      ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum);
+    } else if (owned_ > 0) {
+      aggregate_cpu(indptr_, cols_, edge_local_, w, B.data(), F, opts.reduce, C);
+    }
+    g.runtime()->barrier();  // every rank's rows are in place before anyone reads them
+    return out;
+  }
+
+  // Device rows: B on the device, remote rows over the device transport (or the owners'
+  // servers), then cuSPARSE into the result's device rows.
+  cuda::Stream stream;
+  const cuda::StreamHandle st = stream.get();
+  cuda::DeviceBuffer B(static_cast<size_t>(std::max<int64_t>(ncols * rb, 4)));
+  auto* b_remote = static_cast<char*>(B.data()) + (owned_ * rb);
+  if (g.runtime()->has_device_transport()) {
+    x.read_collective_into_device(remote, b_remote, st);
+  } else if (!remote_.empty()) {
+    x.read_into_device(remote, b_remote, st);
+  }
+  if (owned_ > 0) {
+    cuda::copy_async(B.data(), x.local_device_data(), static_cast<size_t>(owned_ * rb), st);
+  }
+  DistTensor out(g.runtime(), name, x.shape(), DType::kFloat32, x.policy(), nullptr, false,
+                 Placement::kDevice);
+  if (owned_ > 0) {
+    cuda::DeviceBuffer d_indptr(indptr_.size() * sizeof(int64_t));
+    cuda::DeviceBuffer d_cols(std::max<size_t>(cols_.size(), 1) * sizeof(int64_t));
+    cuda::copy_async(d_indptr.data(), indptr_.data(), indptr_.size() * sizeof(int64_t), st);
+    if (!cols_.empty()) {
+      cuda::copy_async(d_cols.data(), cols_.data(), cols_.size() * sizeof(int64_t), st);
+    }
+    ops::CsrRef a;
+    a.indptr = ops::IndexRef::of(static_cast<const int64_t*>(d_indptr.data()), owned_ + 1,
+                                 ops::Memory::kDevice);
+    a.indices = ops::IndexRef::of(static_cast<const int64_t*>(d_cols.data()),
+                                  static_cast<int64_t>(cols_.size()), ops::Memory::kDevice);
+    a.num_rows = owned_;
+    a.num_cols = ncols;
+    const ops::MatrixRef b{B.data(), DType::kFloat32, ncols, F, ops::Memory::kDevice};
+    const ops::MatrixRef c{out.local_device_data(), DType::kFloat32, owned_, F,
+                           ops::Memory::kDevice};
+    ops::ExecOptions eo;
+    eo.stream = st;
+    ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum,
+              false, eo);
+    stream.synchronize();  // the pattern's buffers are freed at the end of this scope
+  }
+  stream.synchronize();
+  g.runtime()->barrier();
+  return out;
+}
+
+DistTensor update_all(const DistGraph& g, const DistTensor& x, const UpdateAllOptions& opts) {
+  return UpdateAllPlan(g).run(x, opts);
+}
+
+}  // namespace tessera::dist
