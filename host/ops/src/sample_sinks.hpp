@@ -2,7 +2,8 @@
 // sample_rows.hpp): it hands every window of sampled positions to a sink, which writes the
 // window's edges and prefetches the next window's adjacency words as it goes. CooSink appends a
 // COO (sample_neighbors), BlockSink writes a block and compacts it over direct-mapped tags
-// (NeighborSampler's one-pass hop).
+// (NeighborSampler's one-pass hop), ChunkSink appends one piece of a hop split over threads
+// (sample_block.cpp compacts the pieces into the block in order).
 #pragma once
 
 #include <x86intrin.h>
@@ -175,6 +176,38 @@ struct BlockSink {
     out.dst.resize(static_cast<size_t>(size));
     out.eids.resize(static_cast<size_t>(size));
   }
+};
+
+// run_uniform's sink for one chunk of a hop sampled by several threads: the window's edges
+// appended with the sampled neighbor as src (a global ID, compacted later by append_compacted in
+// sample_block.cpp) and the seed's local ID (its position in the hop's seeds) as dst.
+struct ChunkSink {
+  SampledEdges& out;
+  int64_t first_local;  // local ID of the chunk's first seed
+  template <class S>
+  void write(const S& g, const UniformWindow& wd, const int64_t* /*seeds*/, const Ahead& ahead) {
+    const size_t o0 = out.src.size();
+    out.src.resize(o0 + static_cast<size_t>(wd.total));
+    out.dst.resize(o0 + static_cast<size_t>(wd.total));
+    out.eid.resize(o0 + static_cast<size_t>(wd.total));
+    int64_t* src = out.src.data() + o0;
+    int64_t* dst = out.dst.data() + o0;
+    int64_t* eo = out.eid.data() + o0;
+    const int64_t* pos = wd.pos.data();
+    int64_t q = 0;
+    for (int64_t i = 0; i < wd.size; ++i) {
+      const int64_t local = first_local + wd.first + i;
+      for (int64_t j = 0; j < wd.count[i]; ++j, ++q) {
+        const int64_t p = pos[q];
+        src[q] = g.neighbor(p);
+        dst[q] = local;
+        eo[q] = g.eid(p);
+        ahead.step(g, q);
+      }
+    }
+    ahead.rest(g, q);
+  }
+  void finish() {}
 };
 
 }  // namespace tessera::ops::detail

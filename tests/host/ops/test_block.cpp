@@ -267,8 +267,8 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
           EXPECT_TRUE(share >= 0 && share <= 1) << share;
           expect_same_blocks({direct}, {plain.back()});
         }
-  // Seed sets at the window and chunk edges, with isolated nodes among them, and none at all, on
-  // one thread and over several (512 seeds and more: two or more chunks).
+  // Seed sets at the window, piece and chunk edges, with isolated nodes among them, and none at
+  // all, on one thread and split over threads (512 seeds and more: two or more chunks).
   std::vector<std::pair<int64_t, int64_t>> edges;
   for (int64_t v = 0; v < 600; v += 2)  // odd nodes stay isolated
     for (int64_t u : {(v + 2) % 600, (v + 6) % 600, (v + 10) % 600})
@@ -287,11 +287,22 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
       const auto want = blocks_by_definition(sparse, two_hops, some, key);
       expect_same_blocks(sparse_sampler.sample_blocks(some, key, nullptr, &ws), want);
       expect_same_blocks(sparse_sampler.sample_blocks(some, key), want);
+      // The one-pass path itself ran (split over the threads from 512 seeds on: two chunks).
+      SampleOptions o;
+      o.fanout = two_hops.fanouts.back();
+      o.key = key;
+      o.num_threads = threads;
+      Block direct;
+      double share = -1;
+      ASSERT_TRUE(
+          ops::detail::sample_block_cpu(SamplingGraph(sparse), some, o, ws.map(), direct, share));
+      EXPECT_TRUE(share >= 0 && share <= 1) << share;
+      expect_same_blocks({direct}, {want.back()});
     }
   }
-  // Options the one-pass path leaves to the general one, through the same workspace, in both
-  // directions, with and without replacement: all neighbors (-1), and more than one thread (the
-  // seeds are split into chunks).
+  // All neighbors (-1), which the one-pass path leaves to the general one, and the one-pass
+  // path split over 2 and 4 threads, through the same workspace, in both directions, with and
+  // without replacement.
   for (const auto& [fanouts, threads] : std::vector<std::pair<std::vector<int64_t>, int>>{
            {{-1, 3}, 1}, {{5, 3}, 2}, {{15, 10, 5}, 2}, {{15, 10, 5}, 4}, {{2, 40}, 3}}) {
     for (const EdgeDir dir : {EdgeDir::kIn, EdgeDir::kOut}) {
@@ -341,6 +352,23 @@ TEST(NeighborSampler, OnePassRefusesNeighborsOutsideTheGraph) {
   NeighborSampler fixed(g, so);
   expect_same_blocks(fixed.sample_blocks(seeds, RngKey{}, nullptr, &ws),
                      blocks_by_definition(g, so, seeds, RngKey{}));
+  // Split over threads: the calling thread compacts and refuses it, and the helpers are joined.
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (int64_t v = 0; v < 1000; ++v) {
+    edges.push_back({(v * 7 + 1) % 1000, v});
+  }
+  Graph wide = test::csc_of(1000, edges);
+  wide.indices[static_cast<size_t>(wide.indptr[900])] = 5000;
+  NeighborSamplerOptions threads;
+  threads.fanouts = {1};
+  threads.num_threads = 2;
+  NeighborSampler split(wide, threads);
+  std::vector<int64_t> all(1000);
+  std::iota(all.begin(), all.end(), 0);
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}, nullptr, &ws), IndexError,
+                           "sampled neighbor 5000 is outside [0, 1000)");
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}), IndexError,
+                           "sampled neighbor 5000 is outside [0, 1000)");
 }
 
 TEST(NeighborSampler, BadOptions) {
