@@ -82,6 +82,7 @@ def main():
     rx.axhline(1.0, color="gray", linewidth=0.8)
     rx.set_xticks(range(len(cases)), labels, fontsize=8)
     rx.set_ylabel("ratio (median of rounds)")
+    rx.set_yscale("log")
     rx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(a.out, dpi=110)
