@@ -127,6 +127,14 @@ class Case:
         self.load_seconds = time.perf_counter() - t0
 
 
+def tessera_version():
+    from importlib import metadata
+    try:
+        return metadata.version("tessera")
+    except metadata.PackageNotFoundError:  # the package from the source tree (PYTHONPATH=python)
+        return "source tree"
+
+
 def has_graphbolt():
     try:
         import dgl.graphbolt  # noqa: F401  (DGL 2.x)
@@ -318,7 +326,7 @@ def main():
                     "cpu": platform.processor() or platform.machine(),
                     "load_average": list(os.getloadavg())},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "dgl": dgl.__version__, "tessera": os.path.dirname(tessera.__file__)},
+                     "dgl": dgl.__version__, "tessera": tessera_version()},
         "params": {"fanouts": fanouts, "batch_size": a.batch_size, "replace": a.replace,
                    "batches": a.batches, "rounds": a.rounds, "seed": a.seed,
                    "peers": names + (["tessera-cli"] if a.cli else [])},
