@@ -1,145 +1,352 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""DGL's CPU neighbor sampler on the same graph and batches shape as `tessera bench sample`.
+"""Tessera's CPU sampler against what a DGL user gets, on the same graph and the same batches.
 
-Export the graph once with Tessera, then run this script with DGL installed:
+    python benchmarks/dgl_sample_peer.py --graph data/tolokers --graph rmat:19,25 \\
+        --threads 1,2 --batches 20 --rounds 15 --machine cpu-2core --results benchmarks/results
 
-    tessera generate rmat --scale 21 --edge-factor 25 --out /tmp/rmat21
-    python benchmarks/dgl_sample_peer.py --graph /tmp/rmat21 --fanouts 15,10,5 \
-        --batch-size 1024 --threads 1 --batches 20 --json out.json
+Every case (graph x thread count) times, in alternating rounds over the same seed batches:
 
-The graph is symmetrized the way Tessera's BuildOptions::symmetrize does (edge E+i is the
-reverse of input edge i, added unless the input already holds that reversed pair), and not at
-all when its meta.json says "symmetrized": true (both directions stored), as `tessera bench`
-reads it. Each batch runs DGL's multi-layer sampling the way
-dgl.dataloading.NeighborSampler.sample_blocks does: dgl.sampling.sample_neighbors on the frontier
-(output layer first), then dgl.to_block, and the block's source nodes become the next frontier.
+* ``tessera``: the plain Python call, ``tessera.dataloading.NeighborSampler(fanouts,
+  num_threads=T).sample_blocks(dataset, seeds)``;
+* ``dgl``: ``dgl.dataloading.MultiLayerNeighborSampler(fanouts).sample_blocks(g, seeds)``, what a
+  DGL user gets (DGL 1.1's fused CPU path, ``sample_neighbors_fused``);
+* ``dgl-unfused``: the same sampler with ``fused=False`` (``sample_neighbors`` then ``to_block``
+  per hop);
+* ``graphbolt`` (DGL 2.x): GraphBolt's pipeline as its examples build it,
+  ``ItemSampler(ItemSet(seeds), batch_size).sample_neighbor(graph, fanouts)`` through
+  ``graphbolt.DataLoader(num_workers=0)``, over a ``fused_csc_sampling_graph`` of the same CSC;
+  a round iterates it once over the same batches, in order;
+* ``tessera-cli`` (with ``--cli PATH``): ``tessera bench sample`` on the same graph and batches,
+  one process per round, its loader's rate by wall time (T loader threads).
+
+Round r runs every peer once over all batches, the order rotating from round to round, so each
+pair of peers is compared on the same minutes of a shared machine: the figure is the median of
+the per-round ratios. Both sides sample the graph Tessera builds (``load_dataset(path,
+symmetrize=True)``, as ``tessera bench sample`` reads it), DGL from the same CSC arrays; the
+batches are the Tessera loader's first epoch (shuffled with the Philox permutation of ``--seed``,
+``drop_last``), and Tessera samples batch b with the key (seed, 0, b) as the loader and the CLI
+do, so its edge counts match the CLI's. Torch and DGL get T threads (``torch.set_num_threads``,
+``dgl.utils.set_num_threads`` and ``OMP_NUM_THREADS``, set before DGL is imported).
+
+DGL versions: the project's environment (scripts/setup-python.sh, torch 2.11) has DGL 1.1.3, the
+newest release on PyPI that imports with torch 2.11; it has no GraphBolt. GraphBolt ships with
+DGL 2.x, whose one PyPI release (2.1.0) loads a library built for torch 2.0-2.2.1 and fails to
+import with torch 2.11. So DGL 2.1.0 and GraphBolt are measured from a separate virtual
+environment with PyPI's torch 2.2.1 (``pip install torch==2.2.1 dgl==2.1.0 "numpy<2"
+torchdata==0.7.1 pandas pydantic pyyaml`` and the Tessera wheel): run this script there too.
+The peers are those the imported DGL has (``--peers`` picks among them).
+
+Writes one JSON (``--json PATH``, or ``--results DIR``:
+DIR/sample-peer-dgl<MAJOR.MINOR>/<date>-<commit>-<machine>.json) with every round of every
+peer, and ``--plot`` draws it (benchmarks/plot_sample_peer.py).
 """
 import argparse
+import datetime
 import json
 import os
 import platform
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
-import numpy as np
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def symmetrize(src, dst, num_nodes):
-    """Tessera's BuildOptions::symmetrize: the input edges, then the reverse of every input
-    edge whose reversed pair the input lacks, in input order."""
-    import torch
-    if src.numel() == 0:
-        return src, dst
-    keys = torch.sort(src * num_nodes + dst).values
-    rev = dst * num_nodes + src
-    pos = torch.searchsorted(keys, rev).clamp_(max=keys.numel() - 1)
-    lacking = keys[pos] != rev
-    return torch.cat([src, dst[lacking]]), torch.cat([dst, src[lacking]])
+def commit_id():
+    """Short HEAD of the repository holding this script, '+dirty' when its files differ."""
+    def git(*args):
+        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=HERE).stdout.strip()
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--graph", action="append", required=True,
+                   help="dataset path or rmat:SCALE,EF (repeat for several graphs)")
+    p.add_argument("--fanouts", default="15,10,5", help="input layer first, as in DGL")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--threads", default="1", help="thread counts, e.g. 1,2")
+    p.add_argument("--batches", type=int, default=20,
+                   help="batches per round (at most the graph's nodes / batch size)")
+    p.add_argument("--rounds", type=int, default=15, help="timed rounds (one warm-up before)")
+    p.add_argument("--replace", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--peers", default="",
+                   help="in-process peers among tessera, dgl, dgl-unfused, graphbolt (default: "
+                        "all that the imported DGL has)")
+    p.add_argument("--cli", help="a `tessera` binary: time `tessera bench sample` as a peer too")
+    p.add_argument("--cli-rounds", type=int, default=0,
+                   help="rounds that also run the CLI (0: every round)")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--results", help="write DIR/sample-peer-dgl<MAJOR.MINOR>/"
+                                      "<date>-<commit>-<machine>.json")
+    p.add_argument("--machine", default=socket.gethostname(),
+                   help="machine name in the results file name (default: the host name)")
+    p.add_argument("--plot", action="store_true", help="also draw the JSON (same name, .png)")
+    return p.parse_args()
+
+
+class Case:
+    """One graph: Tessera's dataset, the DGL graph over the same CSC, the batches."""
+
+    def __init__(self, spec, batch_size, batches, seed):
+        import numpy as np
+        import torch
+        import dgl
+        import tessera
+        from tessera import _C
+        t0 = time.perf_counter()
+        self.spec = spec
+        self.ds = tessera.load_dataset(spec, symmetrize=True)
+        csc = self.ds.graph
+        n = int(csc.num_nodes)
+        indptr = torch.from_numpy(np.array(csc.indptr, dtype=np.int64))
+        indices = torch.from_numpy(np.array(csc.indices, dtype=np.int64))
+        # Edge IDs: storage positions (DGL wants a permutation of 0..E-1; the samplers' speed
+        # does not depend on the IDs).
+        self.g = dgl.graph(("csc", (indptr, indices, [])), num_nodes=n)
+        self.g.create_formats_()
+        self.indptr, self.indices = indptr, indices
+        perm = np.asarray(_C.philox_permutation(n, seed, 0))
+        count = min(batches, n // batch_size)
+        if count < 1:
+            sys.exit(f"dgl_sample_peer: {spec} has {n} nodes, fewer than --batch-size {batch_size}")
+        self.batches = [torch.from_numpy(perm[b * batch_size:(b + 1) * batch_size].copy())
+                        for b in range(count)]
+        self.num_nodes, self.num_edges = n, int(csc.num_edges)
+        self.load_seconds = time.perf_counter() - t0
+
+
+def tessera_version():
+    from importlib import metadata
+    try:
+        return metadata.version("tessera")
+    except metadata.PackageNotFoundError:  # the package from the source tree (PYTHONPATH=python)
+        return "source tree"
+
+
+def has_graphbolt():
+    try:
+        import dgl.graphbolt  # noqa: F401  (DGL 2.x)
+    except ImportError:
+        return False
+    return True
+
+
+def make_peer(name, case, fanouts, threads, replace, seed):
+    """A function sampling all batches of `case` once, in order, returning the sampled edges."""
+    import dgl
+    import tessera
+    count = len(case.batches)
+    if name == "tessera":
+        s = tessera.dataloading.NeighborSampler(fanouts, replace=replace, num_threads=threads)
+
+        def run():
+            edges = 0
+            for b in range(count):
+                _, _, blocks = s.sample_blocks(case.ds, case.batches[b], seed=seed, epoch=0,
+                                               batch=b)
+                edges += sum(blk.num_edges() for blk in blocks)
+            return edges
+        return run
+    if name in ("dgl", "dgl-unfused"):
+        s = dgl.dataloading.MultiLayerNeighborSampler(fanouts, replace=replace,
+                                                      fused=name == "dgl")
+
+        def run():
+            edges = 0
+            for b in range(count):
+                _, _, blocks = s.sample_blocks(case.g, case.batches[b])
+                edges += sum(blk.num_edges() for blk in blocks)
+            return edges
+        return run
+    if name == "graphbolt":
+        import torch
+        import dgl.graphbolt as gb
+        if not hasattr(case, "gb_graph"):
+            case.gb_graph = gb.fused_csc_sampling_graph(case.indptr, case.indices)
+        items = gb.ItemSet(torch.cat(case.batches), names="seed_nodes")
+        pipe = gb.ItemSampler(items, batch_size=len(case.batches[0]), shuffle=False,
+                              drop_last=True)
+        pipe = pipe.sample_neighbor(case.gb_graph, fanouts, replace=replace)
+        loader = gb.DataLoader(pipe, num_workers=0)
+
+        def run():
+            edges = 0
+            for mb in loader:
+                edges += sum(int(sg.sampled_csc.indices.numel()) for sg in mb.sampled_subgraphs)
+            return edges
+        return run
+    sys.exit(f"dgl_sample_peer: unknown peer '{name}' (tessera, dgl, dgl-unfused, graphbolt)")
+
+
+def time_round(run):
+    c0, t0 = time.process_time(), time.perf_counter()
+    edges = run()
+    return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
+            "edges": edges}
+
+
+def run_cli(cli, spec, fanouts, batch_size, threads, batches, replace, seed):
+    """One `tessera bench sample` process: its loader's round over the same batches."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        cmd = [cli, "bench", "sample", "--graph", spec, "--fanouts", fanouts,
+               "--batch-size", str(batch_size), "--threads", str(threads),
+               "--batches", str(batches), "--ref-repeats", "1", "--ref-batches", "1",
+               "--digest-batches", "0", "--seed", str(seed), "--json", out]
+        if replace:
+            cmd.append("--replace")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"dgl_sample_peer: {' '.join(cmd)} failed:\n{r.stderr[-2000:]}")
+        with open(out) as f:
+            j = json.load(f)
+    t = j["tessera"]
+    return {"seconds": t["seconds"], "cpu_seconds": t["cpu_seconds"],
+            "edges": t["sampled_edges"], "command": j["command"]}
+
+
+def summarize(rounds):
+    rates = [r["edges"] / r["seconds"] for r in rounds]
+    cpu = [r["edges"] / r["cpu_seconds"] for r in rounds if r["cpu_seconds"] > 0]
+    return {"edges_per_s_median": statistics.median(rates), "edges_per_s_max": max(rates),
+            "edges_per_cpu_second_median": statistics.median(cpu) if cpu else None}
+
+
+def ratio(peers, a, b):
+    """Per-round ratio of a's rate to b's over the rounds both ran."""
+    ra = {r["round"]: r["edges"] / r["seconds"] for r in peers[a]["rounds"]}
+    rb = {r["round"]: r["edges"] / r["seconds"] for r in peers[b]["rounds"]}
+    per = [ra[k] / rb[k] for k in sorted(ra) if k in rb]
+    if not per:
+        return None
+    return {"median": statistics.median(per), "min": min(per), "max": max(per), "per_round": per}
+
+
+def run_case(case, a, fanouts, threads, names):
+    runs = {n: make_peer(n, case, fanouts, threads, a.replace, a.seed) for n in names}
+    count = len(case.batches)
+    for n in names:  # warm-up: first touch of every array, thread pools, workspaces
+        time_round(runs[n])
+    peers = {n: {"rounds": []} for n in names}
+    if a.cli:
+        peers["tessera-cli"] = {"rounds": []}
+    for r in range(a.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        if r % 2:
+            order = order[::-1]
+        for n in order:
+            res = time_round(runs[n])
+            res["round"] = r
+            peers[n]["rounds"].append(res)
+        if a.cli and (a.cli_rounds == 0 or r < a.cli_rounds):
+            res = run_cli(a.cli, case.spec, a.fanouts, a.batch_size, threads, count, a.replace,
+                          a.seed)
+            res["round"] = r
+            peers["tessera-cli"]["rounds"].append(res)
+        line = ", ".join(f"{n} {peers[n]['rounds'][-1]['edges'] / peers[n]['rounds'][-1]['seconds'] / 1e6:.2f}M"
+                         for n in peers if peers[n]["rounds"] and peers[n]["rounds"][-1]["round"] == r)
+        print(f"  round {r + 1}/{a.rounds}: {line} edges/s", file=sys.stderr, flush=True)
+    edges = {n: {rr["edges"] for rr in p["rounds"]} for n, p in peers.items()}
+    for n, p in peers.items():
+        p.update(summarize(p["rounds"]))
+        p["edges_per_batch"] = sorted(edges[n])[0] / count
+    if "tessera" in peers and "tessera-cli" in peers:
+        # The same batches and keys: the CLI samples exactly the edges the Python call does.
+        if edges["tessera"] != edges["tessera-cli"]:
+            sys.exit(f"dgl_sample_peer: {case.spec}: the Python call sampled {edges['tessera']} "
+                     f"edges, the CLI {edges['tessera-cli']}: not the same batches")
+    ratios = {}
+    for x, y in (("tessera", "dgl"), ("tessera", "dgl-unfused"), ("tessera", "graphbolt"),
+                 ("dgl", "dgl-unfused"), ("tessera", "tessera-cli")):
+        if x in peers and y in peers:
+            ratios[f"{x}/{y}"] = ratio(peers, x, y)
+    return {"graph": {"spec": case.spec, "num_nodes": case.num_nodes, "num_edges": case.num_edges,
+                      "symmetrized": True, "load_seconds": case.load_seconds},
+            "threads": threads, "batches": count, "peers": peers, "ratios": ratios}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--graph", required=True, help="npy dataset folder with edge_index.npy")
-    p.add_argument("--fanouts", default="15,10,5", help="input layer first, as in DGL")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--batches", type=int, default=20)
-    p.add_argument("--replace", action="store_true")
-    p.add_argument("--no-symmetrize", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write results here")
-    a = p.parse_args()
-
-    import torch
-    torch.set_num_threads(a.threads)
-    os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
-    import dgl
-
-    fanouts = [int(x) for x in a.fanouts.split(",")]
-    t0 = time.perf_counter()
-    ei = np.load(os.path.join(a.graph, "edge_index.npy"), mmap_mode="r")
-    src = torch.from_numpy(np.ascontiguousarray(ei[0]))
-    dst = torch.from_numpy(np.ascontiguousarray(ei[1]))
-    num_nodes = int(max(src.max(), dst.max())) + 1
-    meta_path = os.path.join(a.graph, "meta.json")
-    meta = {}
-    if os.path.exists(meta_path):
-        with open(meta_path) as f:
-            meta = json.load(f)
-        num_nodes = max(num_nodes, int(meta.get("num_nodes", num_nodes)))
-    symmetrized = not a.no_symmetrize and meta.get("symmetrized") is not True
-    if symmetrized:
-        src, dst = symmetrize(src, dst, num_nodes)
-    g = dgl.graph((src, dst), num_nodes=num_nodes)
-    del src, dst
-    g.create_formats_()
-    load_s = time.perf_counter() - t0
-    print(f"graph: {a.graph} ({g.num_nodes()} nodes, {g.num_edges()} edges) loaded in {load_s:.1f} s",
-          flush=True)
-
-    gen = torch.Generator().manual_seed(a.seed)
-    perm = torch.randperm(g.num_nodes(), generator=gen)
-    batches = [perm[i * a.batch_size:(i + 1) * a.batch_size] for i in range(a.batches + 1)]
-    dgl.seed(a.seed)
-
-    def sample(seeds, stats):
-        blocks = []
-        for fanout in reversed(fanouts):
-            t = time.perf_counter()
-            frontier = dgl.sampling.sample_neighbors(g, seeds, fanout, replace=a.replace)
-            t2 = time.perf_counter()
-            block = dgl.to_block(frontier, seeds)
-            stats["compaction"] += time.perf_counter() - t2
-            stats["sampling"] += t2 - t
-            stats["edges"] += block.num_edges()
-            seeds = block.srcdata[dgl.NID]
-            blocks.insert(0, block)
-        return blocks
-
-    sample(batches[-1], {"sampling": 0.0, "compaction": 0.0, "edges": 0})  # warm-up
-    stats = {"sampling": 0.0, "compaction": 0.0, "edges": 0}
-    c0, t0 = time.process_time(), time.perf_counter()
-    for b in range(a.batches):
-        sample(batches[b], stats)
-        if (b + 1) % 5 == 0:
-            print(f"[dgl] sampling: {b + 1} / {a.batches} batches", file=sys.stderr, flush=True)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    seeds = a.batches * a.batch_size
-    res = {
-        "benchmark": "sample (DGL peer)",
-        "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
-        "dgl_version": dgl.__version__,
-        "torch_version": torch.__version__,
-        "machine": {"hostname": socket.gethostname(), "hardware_threads": os.cpu_count(),
-                    "cpu": platform.processor() or platform.machine()},
-        "graph": {"path": a.graph, "num_nodes": g.num_nodes(), "num_edges": g.num_edges(),
-                  "symmetrized": symmetrized},
-        "params": {"fanouts": fanouts, "batch_size": a.batch_size, "threads": a.threads,
-                   "replace": a.replace, "batches": a.batches, "seed": a.seed},
-        "dgl": {"seconds": wall, "cpu_seconds": cpu, "seeds": seeds, "sampled_edges": stats["edges"],
-                "seeds_per_s": seeds / wall, "edges_per_s": stats["edges"] / wall,
-                "edges_per_cpu_second": stats["edges"] / cpu,
-                "stage_seconds": {"sampling": stats["sampling"], "compaction": stats["compaction"]}},
-    }
+    a = parse_args()
     try:
-        res["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                       text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except OSError:
-        res["commit"] = "unknown"
-    d = res["dgl"]
-    print(f"dgl {dgl.__version__}: {a.batches} batches x {a.batch_size} seeds, fanouts {fanouts}, "
-          f"{a.threads} thread(s)")
-    print(f"  {d['seeds_per_s']:.0f} seeds/s, {d['edges_per_s'] / 1e6:.2f}M sampled edges/s, "
-          f"{d['edges_per_cpu_second'] / 1e6:.2f}M edges per CPU-second, "
-          f"{stats['edges'] / seeds:.1f} edges/seed")
-    print(f"  stages: sampling {stats['sampling']:.3f} s, compaction {stats['compaction']:.3f} s")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
-        print(f"wrote {a.json}")
+        threads_list = [int(t) for t in a.threads.split(",")]
+        fanouts = [int(x) for x in a.fanouts.split(",")]
+    except ValueError:
+        sys.exit(f"dgl_sample_peer: --threads '{a.threads}' and --fanouts '{a.fanouts}' must be "
+                 "comma-separated integers")
+    if min(threads_list) < 1 or a.batch_size < 1 or a.batches < 1 or a.rounds < 1:
+        sys.exit("dgl_sample_peer: --threads, --batch-size, --batches and --rounds must be >= 1")
+    if a.cli and not os.access(a.cli, os.X_OK):
+        sys.exit(f"dgl_sample_peer: --cli {a.cli} is not an executable")
+    # Thread counts for torch's and DGL's OpenMP pools, before either is imported.
+    os.environ["OMP_NUM_THREADS"] = str(threads_list[0])
+    import dgl
+    import torch
+    import tessera
+    available = ["tessera", "dgl", "dgl-unfused"] + (["graphbolt"] if has_graphbolt() else [])
+    names = [n for n in a.peers.split(",") if n] or available
+    for n in names:
+        if n not in available:
+            sys.exit(f"dgl_sample_peer: peer '{n}' is not available with DGL {dgl.__version__} "
+                     f"(available: {', '.join(available)})")
+    cases = []
+    for spec in a.graph:
+        case = Case(spec, a.batch_size, a.batches, a.seed)
+        print(f"graph {spec}: {case.num_nodes} nodes, {case.num_edges} edges, "
+              f"{len(case.batches)} batches (loaded in {case.load_seconds:.1f} s)", file=sys.stderr)
+        for t in threads_list:
+            torch.set_num_threads(t)
+            dgl.utils.set_num_threads(t)
+            res = run_case(case, a, fanouts, t, names)
+            cases.append(res)
+            line = ", ".join(f"{k} {v['median']:.2f}x ({v['min']:.2f}-{v['max']:.2f})"
+                             for k, v in res["ratios"].items() if v)
+            rates = ", ".join(f"{n} {p['edges_per_s_median'] / 1e6:.2f}M"
+                              for n, p in res["peers"].items())
+            print(f"{spec}, {t} thread(s): {rates} edges/s (medians); {line}", flush=True)
+        del case
+    out = {
+        "benchmark": "sample-peer",
+        "command": " ".join(["python"] + sys.argv),
+        "commit": commit_id(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "machine": {"name": a.machine, "hostname": socket.gethostname(),
+                    "hardware_threads": os.cpu_count(),
+                    "cpu": platform.processor() or platform.machine(),
+                    "load_average": list(os.getloadavg())},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "dgl": dgl.__version__, "tessera": tessera_version()},
+        "params": {"fanouts": fanouts, "batch_size": a.batch_size, "replace": a.replace,
+                   "batches": a.batches, "rounds": a.rounds, "seed": a.seed,
+                   "peers": names + (["tessera-cli"] if a.cli else [])},
+        "cases": cases,
+    }
+    path = a.json
+    if a.results:
+        machine = "".join(c if c.isalnum() else "-" for c in a.machine).strip("-")
+        major_minor = ".".join(dgl.__version__.split(".")[:2])
+        folder = os.path.join(a.results, f"sample-peer-dgl{major_minor}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{out['date']}-{out['commit'].replace('+', '-')}-{machine}.json")
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(path + ".tmp", path)
+        print(f"wrote {path}")
+        if a.plot:
+            subprocess.run([sys.executable, os.path.join(HERE, "plot_sample_peer.py"), path,
+                            "--out", os.path.splitext(path)[0] + ".png"], check=True)
 
 
 if __name__ == "__main__":

@@ -297,10 +297,9 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   NeighborSamplerOptions co;
   co.fanouts = r.fanouts;
   co.replace = r.replace;
-  co.weights = r.weights;
-  co.interleave = true;
-  co.weight_prefix = true;
-  const NeighborSampler cpu(g, co);
+  SamplingGraphOptions prep;  // the CPU twin's default layouts
+  prep.weights = r.weights;
+  const NeighborSampler cpu(g, co, prep);
   auto cpu_blocks = [&](int64_t n) {
     std::vector<std::vector<Block>> out;
     for (int64_t b = 0; b < n; ++b) {

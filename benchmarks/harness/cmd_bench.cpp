@@ -323,11 +323,12 @@ void run_bench_sample(const SampleArgs& a) {
   NeighborSamplerOptions so;
   so.fanouts = fanouts;
   so.replace = a.replace;
-  so.weights = weights;
-  so.interleave = !a.no_interleave;
-  so.weight_prefix = !a.no_weight_prefix;
+  SamplingGraphOptions prep;
+  prep.weights = weights;
+  prep.interleave = !a.no_interleave;
+  prep.weight_prefix = !a.no_weight_prefix;
   timer.begin("sampler setup");
-  NeighborSampler sampler(g, so);
+  NeighborSampler sampler(g, so, prep);
   timer.end();
   std::vector<int64_t> all(static_cast<size_t>(g.num_nodes));
   for (int64_t v = 0; v < g.num_nodes; ++v)

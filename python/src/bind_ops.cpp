@@ -88,29 +88,6 @@ void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const 
   }
 }
 
-// The Python NeighborSampler. NeighborSamplerOptions::weights is only a Span, so the bound
-// object owns the storage-order weights it points into: a base class, constructed before the
-// sampler and never copied or moved (the span would dangle).
-struct OwnedSamplerWeights {
-  std::vector<float> storage_order;
-};
-
-class PyNeighborSampler : private OwnedSamplerWeights, public NeighborSampler {
- public:
-  PyNeighborSampler(const Graph& g, NeighborSamplerOptions o, std::vector<float> weights)
-      : OwnedSamplerWeights{std::move(weights)},
-        NeighborSampler(g, with_weights(std::move(o), storage_order)) {}
-  PyNeighborSampler(const PyNeighborSampler&) = delete;
-  PyNeighborSampler& operator=(const PyNeighborSampler&) = delete;
-
- private:
-  static NeighborSamplerOptions with_weights(NeighborSamplerOptions o,
-                                             const std::vector<float>& w) {
-    o.weights = w;
-    return o;
-  }
-};
-
 // Weights given by edge ID (a 1-D float32 or float64 array with one entry per edge ID of
 // `graph`: max(num_edges, largest edge ID + 1), so every stored edge finds its weight and no
 // modulo wraps) reordered into storage order. Errors name the edge ID, which is what the
@@ -243,7 +220,6 @@ void bind_ops(nb::module_& m) {
           w = storage_order_weights(g, *weights, "sample_neighbors");
         }
         SampleOptions o;
-        o.weights = w;
         o.fanout = fanout;
         o.replace = replace;
         o.dir = parse_dir(edge_dir);
@@ -253,7 +229,7 @@ void bind_ops(nb::module_& m) {
         SampledEdges e;
         {
           nb::gil_scoped_release nogil;
-          e = sample_neighbors(g, span_of(seeds), o);
+          e = sample_neighbors(SamplingGraph::as_stored(g, w), span_of(seeds), o);
         }
         return nb::make_tuple(vector_to_numpy(std::move(e.src)), vector_to_numpy(std::move(e.dst)),
                               vector_to_numpy(std::move(e.eid)));
@@ -419,10 +395,10 @@ void bind_ops(nb::module_& m) {
       "METIS k-way parts of the graph's symmetric adjacency (part of every node; METIS may "
       "leave a part empty).");
 
-  nb::class_<PyNeighborSampler>(m, "NeighborSampler")
+  nb::class_<NeighborSampler>(m, "NeighborSampler")
       .def(
           "__init__",
-          [](PyNeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
+          [](NeighborSampler* s, const Graph& g, std::vector<int64_t> fanouts, bool replace,
              const std::string& edge_dir, int num_threads, const std::string& device,
              const std::string& placement, std::optional<AnyArray> weights) {
             NeighborSamplerOptions o;
@@ -432,35 +408,37 @@ void bind_ops(nb::module_& m) {
             o.num_threads = num_threads;
             TESSERA_EXPECTS(device == "cpu" || device == "cuda", ValueError,
                             "NeighborSampler: device must be 'cpu' or 'cuda', got '{}'", device);
-            o.device = device == "cuda" ? Device::kCuda : Device::kCpu;
-            o.placement = cuda::parse_placement(placement, "NeighborSampler placement");
+            // The graph prepared once, as every entry point prepares it (SamplingGraph's
+            // defaults: the interleaved adjacency, per-row prefix sums of the weights), or
+            // placed on the GPU.
+            SamplingGraphOptions prep;
+            prep.device = device == "cuda" ? Device::kCuda : Device::kCpu;
+            prep.placement = cuda::parse_placement(placement, "NeighborSampler placement");
             std::vector<float> w;
-            if (weights) {
-              w = storage_order_weights(g, *weights, "NeighborSampler");
-              // The CPU twin keeps per-row prefix sums (same output, O(fanout log degree) per
-              // row); the CUDA path forms its own on the device.
-              o.weight_prefix = o.device == Device::kCpu;
-            }
+            if (weights) w = storage_order_weights(g, *weights, "NeighborSampler");
             nb::gil_scoped_release nogil;
-            new (s) PyNeighborSampler(g, std::move(o), std::move(w));
+            auto graph = std::make_shared<const SamplingGraph>(g, std::move(w), prep);
+            new (s) NeighborSampler(std::move(graph), std::move(o));
           },
           nb::arg("graph"), nb::arg("fanouts"), nb::arg("replace") = false,
           nb::arg("edge_dir") = "in", nb::arg("num_threads") = 1, nb::arg("device") = "cpu",
           nb::arg("placement") = "gpu", nb::arg("weights") = nb::none(), nb::keep_alive<1, 2>(),
           "device='cuda': the graph is copied once into `placement` ('gpu' = HBM, 'uva' = "
           "pinned host memory read in place) and every batch is sampled and compacted by the "
-          "CUDA twins; the blocks equal the CPU sampler's bit for bit. `weights`: one float32 "
-          "or float64 weight per edge ID (non-negative, finite; TypeError for other dtypes, "
-          "ValueError for a wrong length or a bad value, naming the edge ID): neighbors are "
-          "drawn with probability proportional to their edge's weight, weight 0 never. The "
+          "CUDA twins; the blocks equal the CPU sampler's bit for bit. On the CPU the sampler "
+          "keeps an interleaved copy of the adjacency (8 bytes per edge; 16 when an ID needs more "
+          "than 32 bits) and compacts over a table of 4 bytes per node. `num_threads`: threads "
+          "per hop of one sample_blocks call (the blocks do not depend on it). `weights`: one "
+          "float32 or float64 weight per edge ID (non-negative, finite; TypeError for other "
+          "dtypes, ValueError for a wrong length or a bad value, naming the edge ID): neighbors "
+          "are drawn with probability proportional to their edge's weight, weight 0 never. The "
           "sampler keeps its own copy in storage order (and, on the CPU, its per-row prefix "
           "sums: 12 bytes per edge).")
-      .def_prop_ro("weighted",
-                   [](const PyNeighborSampler& s) { return !s.options().weights.empty(); })
-      .def_prop_ro("fanouts", [](const PyNeighborSampler& s) { return s.options().fanouts; })
+      .def_prop_ro("weighted", &NeighborSampler::weighted)
+      .def_prop_ro("fanouts", [](const NeighborSampler& s) { return s.options().fanouts; })
       .def(
           "sample_blocks",
-          [](const PyNeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
+          [](const NeighborSampler& s, const I64Array& seeds, int64_t seed, int64_t epoch,
              int64_t batch) {
             TESSERA_EXPECTS(seed >= 0, ValueError, "seed must be in [0, 2^32), got {}", seed);
             const RngKey key = make_rng_key(static_cast<uint64_t>(seed), epoch, batch, 0);
@@ -477,9 +455,8 @@ void bind_ops(nb::module_& m) {
   nb::class_<NodeDataLoader>(m, "NodeDataLoader")
       .def(
           "__init__",
-          [](NodeDataLoader* l, const PyNeighborSampler& s, const AnyArray& seeds,
-             int64_t batch_size, bool shuffle, bool drop_last, int num_workers, int prefetch,
-             int64_t seed) {
+          [](NodeDataLoader* l, const NeighborSampler& s, const AnyArray& seeds, int64_t batch_size,
+             bool shuffle, bool drop_last, int num_workers, int prefetch, int64_t seed) {
             new (l) NodeDataLoader(
                 s, int64_vector(seeds, "seed nodes"),
                 loader_options(batch_size, shuffle, drop_last, num_workers, prefetch, seed));
@@ -523,7 +500,7 @@ void bind_ops(nb::module_& m) {
   nb::class_<EdgeDataLoader>(m, "EdgeDataLoader")
       .def(
           "__init__",
-          [](EdgeDataLoader* l, const PyNeighborSampler& s, const AnyArray& seed_eids,
+          [](EdgeDataLoader* l, const NeighborSampler& s, const AnyArray& seed_eids,
              int64_t batch_size, bool shuffle, bool drop_last, int num_workers, int prefetch,
              int64_t seed, int64_t negatives, const std::string& exclude, nb::object reverse_eids) {
             EdgeLoaderOptions eo;

@@ -101,10 +101,10 @@ TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
-  o.weights = w;
   o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
   o.key = ops::make_rng_key(777, 1, 5, 2);
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  const ops::SampledEdges cpu =
+      ops::sample_neighbors(ops::SamplingGraph::as_stored(g, w), seeds, o);
 
   cuda::Stream stream;
   const ops::DeviceGraph dg(g, placement, w, stream.get());
@@ -122,9 +122,11 @@ TEST_P(WeightedTwin, WeightedMatchesCpuBitForBit) {
       replace, dir_in, o.key, stream.get());
   expect_same_edges(gpu, cpu, stream.get());
 
-  ops::SampleOptions oc = o;  // the dispatching entry point
-  oc.device = ops::Device::kCuda;
-  const ops::SampledEdges via_ops = ops::sample_neighbors(g, seeds, oc);
+  ops::SamplingGraphOptions on_gpu;  // the dispatching entry point, on a graph placed there
+  on_gpu.weights = w;
+  on_gpu.device = ops::Device::kCuda;
+  on_gpu.placement = placement;
+  const ops::SampledEdges via_ops = ops::sample_neighbors(ops::SamplingGraph(g, on_gpu), seeds, o);
   EXPECT_EQ(via_ops.src, cpu.src);
   EXPECT_EQ(via_ops.dst, cpu.dst);
   EXPECT_EQ(via_ops.eid, cpu.eid);
@@ -161,9 +163,10 @@ TEST_P(ExcludeTwin, ExclusionMatchesCpuBitForBit) {
   const std::vector<int64_t> seeds = sample_test_exclusion_seeds();
   const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds);
   ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
-  if (weighted) o.weights = w;
+  const ops::Span<const float> ws = weighted ? ops::Span<const float>(w) : ops::Span<const float>();
   o.exclude = &ex;
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  const ops::SampledEdges cpu =
+      ops::sample_neighbors(ops::SamplingGraph::as_stored(g, ws), seeds, o);
 
   cuda::Stream stream;
   const ops::DeviceGraph dg(
@@ -189,18 +192,24 @@ TEST_P(ExcludeTwin, ExclusionMatchesCpuBitForBit) {
                                                 replace, dir_in, o.key, stream.get(), &view);
   expect_same_edges(gpu, cpu, stream.get());
 
-  ops::SampleOptions oc = o;  // the dispatching entry point (graph and set copied for the call)
-  oc.device = ops::Device::kCuda;
-  const ops::SampledEdges via_ops = ops::sample_neighbors(g, seeds, oc);
+  // The dispatching entry point, on a graph placed there (the set copied for the call).
+  ops::SamplingGraphOptions on_gpu;
+  on_gpu.weights = ws;
+  on_gpu.device = ops::Device::kCuda;
+  on_gpu.placement = placement;
+  const ops::SamplingGraph placed(g, on_gpu);
+  const ops::SampledEdges via_ops = ops::sample_neighbors(placed, seeds, o);
   EXPECT_EQ(via_ops.src, cpu.src);
   EXPECT_EQ(via_ops.dst, cpu.dst);
   EXPECT_EQ(via_ops.eid, cpu.eid);
   // An empty set is no exclusion: the same as without one.
   const ops::ExcludeEdges empty;
+  ops::SampleOptions oc = o;
   oc.exclude = &empty;
   ops::SampleOptions op = o;
   op.exclude = nullptr;
-  EXPECT_EQ(ops::sample_neighbors(g, seeds, oc).eid, ops::sample_neighbors(g, seeds, op).eid);
+  EXPECT_EQ(ops::sample_neighbors(placed, seeds, oc).eid,
+            ops::sample_neighbors(ops::SamplingGraph::as_stored(g, ws), seeds, op).eid);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -235,11 +244,14 @@ TEST_P(BlocksTwin, NeighborSamplerMatchesCpuBitForBit) {
   o.fanouts = {15, 10, 5};
   o.replace = replace;
   o.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-  if (weighted) o.weights = w;
-  const ops::NeighborSampler cpu(g, o);
-  o.device = ops::Device::kCuda;
-  o.placement = placement;
-  const ops::NeighborSampler gpu(g, o);
+  ops::SamplingGraphOptions prep;
+  if (weighted) {
+    prep.weights = w;
+  }
+  const ops::NeighborSampler cpu(g, o, prep);
+  prep.device = ops::Device::kCuda;
+  prep.placement = placement;
+  const ops::NeighborSampler gpu(g, o, prep);
   std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
   for (int64_t i = 0; i < g.num_nodes; ++i)
     perm[i] = i;
@@ -299,8 +311,9 @@ TEST(BlocksTwinThreads, ConcurrentCallsMatchCpu) {
   ops::NeighborSamplerOptions o;
   o.fanouts = {15, 10, 5};
   const ops::NeighborSampler cpu(g, o);
-  o.device = ops::Device::kCuda;
-  const ops::NeighborSampler gpu(g, o);
+  ops::SamplingGraphOptions on_gpu;
+  on_gpu.device = ops::Device::kCuda;
+  const ops::NeighborSampler gpu(g, o, on_gpu);
   std::vector<int64_t> perm(static_cast<size_t>(g.num_nodes));
   for (int64_t i = 0; i < g.num_nodes; ++i)
     perm[i] = i;
@@ -356,8 +369,11 @@ TEST_P(EngineTwin, BatchesMatchCpuBitForBit) {
   co.fanouts = fanouts;
   co.replace = replace;
   co.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-  if (weighted) co.weights = w;
-  const ops::NeighborSampler cpu(g, co);
+  ops::SamplingGraphOptions prep;
+  if (weighted) {
+    prep.weights = w;
+  }
+  const ops::NeighborSampler cpu(g, co, prep);
   cuda::Stream stream;
   ops::DeviceGraphOptions go;
   go.split_arrays = false;
@@ -519,8 +535,10 @@ TEST_P(OneHopViewTwin, MatchesCpuBitForBit) {
   const std::vector<float> w = sample_test_weights(g);
   const std::vector<int64_t> seeds = sample_test_seeds();
   ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
-  if (weighted) o.weights = w;
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  const ops::SampledEdges cpu =
+      ops::sample_neighbors(ops::SamplingGraph::as_stored(
+                                g, weighted ? ops::Span<const float>(w) : ops::Span<const float>()),
+                            seeds, o);
   cuda::Stream stream;
   ops::DeviceGraphOptions go;
   go.split_arrays = false;
@@ -574,14 +592,11 @@ TEST(DeviceSamplerCpuBuild, ConstructionNamesTheMissingCuda) {
   const Graph& g = sample_test_csc();
   ops::NeighborSamplerOptions o;
   o.fanouts = {5};
-  o.device = ops::Device::kCuda;
-  EXPECT_THROW(ops::NeighborSampler(g, o), NotCompiledError);
+  ops::SamplingGraphOptions on_gpu;
+  on_gpu.device = ops::Device::kCuda;
+  EXPECT_THROW(ops::NeighborSampler(g, o, on_gpu), NotCompiledError);
   EXPECT_THROW(ops::DeviceGraph(g, cuda::Placement::kGpu), NotCompiledError);
-  ops::SampleOptions so;
-  so.fanout = 3;
-  so.device = ops::Device::kCuda;
-  const std::vector<int64_t> seeds = {1};
-  EXPECT_THROW(ops::sample_neighbors(g, seeds, so), NotCompiledError);
+  EXPECT_THROW(ops::SamplingGraph(g, on_gpu), NotCompiledError);
 }
 #endif
 

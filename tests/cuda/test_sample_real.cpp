@@ -117,8 +117,11 @@ TEST_P(RealGraphTwin, GpuBlocksMatchCpuBitForBit) {
     ops::NeighborSamplerOptions o;
     o.fanouts = fanouts;
     o.replace = replace;
-    if (weighted) o.weights = r->w;
-    const ops::NeighborSampler cpu(g, o);
+    ops::SamplingGraphOptions prep;
+    if (weighted) {
+      prep.weights = r->w;
+    }
+    const ops::NeighborSampler cpu(g, o, prep);
     if (kBackend == Backend::kCpu) {  // unique, in-range seeds (else sample_blocks throws)
       for (size_t batch = 0; batch < batches.size(); ++batch)
         EXPECT_GT(
@@ -126,9 +129,9 @@ TEST_P(RealGraphTwin, GpuBlocksMatchCpuBitForBit) {
             0);
       continue;
     }
-    o.device = ops::Device::kCuda;
-    o.placement = placement;
-    const ops::NeighborSampler gpu(g, o);
+    prep.device = ops::Device::kCuda;
+    prep.placement = placement;
+    const ops::NeighborSampler gpu(g, o, prep);
     for (size_t batch = 0; batch < batches.size(); ++batch) {
       const RngKey key = ops::make_rng_key(2026, 1, static_cast<int64_t>(batch), 0);
       const std::vector<ops::Block> a = cpu.sample_blocks(batches[batch], key);
@@ -144,9 +147,10 @@ TEST_P(RealGraphTwin, GpuBlocksMatchCpuBitForBit) {
   ops::SampleOptions so;
   so.fanout = 10;
   so.key = ops::make_rng_key(1, 0, 0, 0);
-  so.device = ops::Device::kCuda;
+  ops::SamplingGraphOptions on_gpu;
+  on_gpu.device = ops::Device::kCuda;
   const std::vector<int64_t> none;
-  EXPECT_EQ(ops::sample_neighbors(g, none, so).size(), 0);
+  EXPECT_EQ(ops::sample_neighbors(ops::SamplingGraph(g, on_gpu), none, so).size(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -155,8 +155,11 @@ TEST_P(SampleRows, KernelRowLogicMatchesCpuTwin) {
   const auto [fanout, replace, dir_in, weighted] = GetParam();
   auto [g, w, cdf, o] = row_case(fanout, replace, dir_in);
   const std::vector<int64_t> seeds = sample_test_seeds();
-  if (weighted) o.weights = w;  // the CPU twin re-adds the weights: prefix sums are not given
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  // The CPU twin re-adds the weights: the graph as stored, no prefix sums.
+  const ops::SampledEdges cpu =
+      ops::sample_neighbors(ops::SamplingGraph::as_stored(
+                                g, weighted ? ops::Span<const float>(w) : ops::Span<const float>()),
+                            seeds, o);
   const ops::SampledEdges rows =
       sample_by_rows(g, weighted ? w.data() : nullptr, weighted ? cdf.data() : nullptr, seeds,
                      fanout, replace, dir_in, o.key);
@@ -305,8 +308,10 @@ TEST_P(SampleGroups, GroupRowLogicMatchesCpuTwin) {
   const auto [fanout, replace, dir_in, weighted, G, with_info] = GetParam();
   auto [g, w, cdf, o] = row_case(fanout, replace, dir_in);
   const std::vector<int64_t> seeds = sample_test_seeds();
-  if (weighted) o.weights = w;
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  const ops::SampledEdges cpu =
+      ops::sample_neighbors(ops::SamplingGraph::as_stored(
+                                g, weighted ? ops::Span<const float>(w) : ops::Span<const float>()),
+                            seeds, o);
   const std::vector<int64_t> info = row_info_of(g, w);
   const ops::SampledEdges groups = sample_by_groups(
       g, weighted ? w.data() : nullptr, weighted ? cdf.data() : nullptr,
@@ -635,8 +640,11 @@ TEST_P(SamplePipeline, BlocksMatchNeighborSampler) {
   so.fanouts = pc.fanouts;
   so.replace = replace;
   so.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-  if (weighted) so.weights = w;
-  const ops::NeighborSampler cpu(g, so);
+  ops::SamplingGraphOptions prep;
+  if (weighted) {
+    prep.weights = w;
+  }
+  const ops::NeighborSampler cpu(g, so, prep);
   PipelineTables tables = make_tables(g, static_cast<int>(batches.size()), hashed);
   for (uint32_t gen : {7u, 8u}) {
     std::vector<RngKey> keys;
@@ -684,8 +692,11 @@ TEST(SamplePipeline, ExclusionMatchesNeighborSampler) {
       ops::NeighborSamplerOptions so;
       so.fanouts = pc.fanouts;
       so.dir = dir_in ? ops::EdgeDir::kIn : ops::EdgeDir::kOut;
-      if (weighted) so.weights = w;
-      const ops::NeighborSampler cpu(g, so);
+      ops::SamplingGraphOptions prep;
+      if (weighted) {
+        prep.weights = w;
+      }
+      const ops::NeighborSampler cpu(g, so, prep);
       PipelineTables tables = make_tables(g, 1, false);
       const RngKey key = ops::make_rng_key(5, 0, 2, 0);
       const auto got = sample_blocks_by_items(g, w, cdf, info, {seeds}, {key}, pc, tables, 1);
@@ -704,12 +715,18 @@ TEST_P(SampleRowsExclude, KernelRowLogicMatchesCpuTwin) {
   auto [g, w, cdf, o] = row_case(fanout, replace, dir_in);
   const std::vector<int64_t> seeds = sample_test_exclusion_seeds();
   const ops::ExcludeEdges ex = sample_test_exclusion(g, w, seeds);
+  // The prefix sums (cdf) are used for rows without exclusions and ignored for the others.
+  ops::SamplingGraphOptions prep;
   if (weighted) {
-    o.weights = w;
-    o.weight_prefix = cdf;  // used for rows without exclusions; ignored for the others
+    prep.weights = w;
+  }
+  prep.interleave = false;
+  const ops::SamplingGraph twin(g, prep);
+  if (weighted) {
+    EXPECT_EQ(twin.weight_prefix().to_vector(), cdf);
   }
   o.exclude = &ex;
-  const ops::SampledEdges cpu = ops::sample_neighbors(g, seeds, o);
+  const ops::SampledEdges cpu = ops::sample_neighbors(twin, seeds, o);
   DriverStats st;
   const ops::SampledEdges rows =
       sample_by_rows(g, weighted ? w.data() : nullptr, weighted ? cdf.data() : nullptr, seeds,
@@ -738,7 +755,7 @@ TEST_P(SampleRowsExclude, KernelRowLogicMatchesCpuTwin) {
   if (fanout != 0) {
     ops::SampleOptions plain = o;
     plain.exclude = nullptr;
-    const ops::SampledEdges without = ops::sample_neighbors(g, seeds, plain);
+    const ops::SampledEdges without = ops::sample_neighbors(twin, seeds, plain);
     EXPECT_NE(without.eid, cpu.eid);
   }
 }

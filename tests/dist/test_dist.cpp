@@ -348,8 +348,9 @@ std::string weighted_body(const fs::path& cfg_path) {
     ops::NeighborSamplerOptions so;
     so.fanouts = {10, 5};
     so.replace = replace;
-    so.weights = w;
-    ops::NeighborSampler ref(ds.graph, so);
+    ops::SamplingGraphOptions prep;
+    prep.weights = w;
+    ops::NeighborSampler ref(ds.graph, so, prep);
     dist::DistNeighborSampler dsamp(g, so.fanouts, replace, "w");
     RANK_CHECK(dsamp.weights_name() == "w", "weights_name");
     const int64_t batch = 64;
@@ -384,12 +385,14 @@ std::string weighted_body(const fs::path& cfg_path) {
     ops::SampleOptions r;
     r.fanout = fanout;
     r.replace = replace;
-    r.weights = w;
     r.key = o.key;
     const auto d = dist::sample_neighbors(g, any, o);
     const auto what =
         fmt::format("weighted sample_neighbors fanout {} replace {}", fanout, replace);
-    check_edges(d, ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r), m, what);
+    check_edges(d,
+                ops::sample_neighbors(ops::SamplingGraph::as_stored(ds.graph, w),
+                                      map_ids(any, m.orig_nid), r),
+                m, what);
     for (int64_t e : d.eid)
       RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
     edges_checked += d.size();

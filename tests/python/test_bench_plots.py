@@ -126,3 +126,29 @@ def test_update_all_plot_writes_a_png_and_names_bad_input(tmp_path):
                         str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "bad.json" in r.stderr and "missing field" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "x.png").exists()
+
+PEER_SCRIPT = ROOT / "benchmarks" / "plot_sample_peer.py"
+PEER_RUNS = sorted(RESULTS.glob("sample-peer-dgl*/*.json"))
+
+
+@pytest.mark.parametrize("run", PEER_RUNS, ids=lambda p: p.parent.name)
+def test_peer_plot_writes_a_png(tmp_path, run):
+    out = tmp_path / "peer.png"
+    r = subprocess.run([sys.executable, str(PEER_SCRIPT), str(run), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("content, why", [(None, "cannot read"), ("not json", "is not JSON"),
+                                          ('{"cases": []}', "holds no cases")])
+def test_peer_plot_names_bad_input(tmp_path, content, why):
+    path = tmp_path / "in.json"
+    if content is not None:
+        path.write_text(content)
+    r = subprocess.run([sys.executable, str(PEER_SCRIPT), str(path), "--out",
+                        str(tmp_path / "x.png")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert why in r.stderr and str(path) in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x.png").exists()

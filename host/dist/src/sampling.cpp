@@ -56,7 +56,10 @@ std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std
                     "'{}' overflows float32",
                     x, e, name, sg.graph_name);
   }
-  ew->prefix = ops::weight_prefix_sums(sg.csc, ew->w);
+  ops::SamplingGraphOptions prep;  // the prefix sums; the rows are read as stored
+  prep.weights = ew->w;
+  prep.interleave = false;
+  ew->graph = std::make_unique<ops::SamplingGraph>(sg.csc, prep);
   sg.weights.emplace(name, ew);
   return ew;
 }
@@ -128,11 +131,10 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   o.replace = replace;
   o.key = key;
   o.num_threads = 1;
-  if (weights) {  // in csc storage order, as the unpartitioned graph's weights of these rows
-    o.weights = weights->w;
-    o.weight_prefix = weights->prefix;
-  }
-  const ops::SampledEdges e = ops::sample_neighbors(sg.csc, u.orig, o);
+  // Weighted: csc with its weights in storage order (as the unpartitioned graph's weights of
+  // these rows), prepared once; else csc as stored.
+  const ops::SampledEdges e = weights ? ops::sample_neighbors(*weights->graph, u.orig, o)
+                                      : ops::sample_neighbors(sg.csc, u.orig, o);
   return expand_unique(u, e.dst, e.src, e.eid);
 }
 

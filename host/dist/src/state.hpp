@@ -94,7 +94,8 @@ struct TensorStore {
 /// One edge feature as sampling weights of this rank's rows, in SampleGraph::csc storage order.
 struct EdgeWeights {
   std::vector<float> w;
-  std::vector<double> prefix;  // ops::weight_prefix_sums of w
+  /// SampleGraph::csc with `w`, prepared once for weighted sampling (per-row prefix sums).
+  std::unique_ptr<ops::SamplingGraph> graph;
 };
 
 /// What the owner needs to sample the nodes it owns.

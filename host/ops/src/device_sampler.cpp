@@ -329,11 +329,10 @@ void to_host(std::vector<int64_t>& dst, const void* src, int64_t n, cuda::Stream
 }
 }  // namespace
 
-void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
-                           SampledEdges& out) {
-  DeviceGraphOptions go;
-  go.split_arrays = false;  // the interleaved copy, as the samplers read it
-  const DeviceGraph g(graph, cuda::Placement::kGpu, opts.weights, nullptr, go);
+void sample_neighbors_cuda(const SamplingGraph& graph, Span<const int64_t> seeds,
+                           const SampleOptions& opts, SampledEdges& out) {
+  const DeviceGraph& g = *graph.device_graph();
+  const cuda::DeviceGuard guard(g.device());
   const cuda::StreamHandle stream = thread_stream(g.device());
   const cuda::DeviceBuffer d_seeds = to_device(seeds, stream);
   const DeviceExclude ex = upload_exclude(opts.exclude, stream);

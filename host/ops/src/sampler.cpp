@@ -13,65 +13,77 @@
 
 namespace tessera::ops {
 
-NeighborSampler::NeighborSampler(const Graph& graph, NeighborSamplerOptions opts)
-    : graph_(graph), opts_(std::move(opts)) {
-  TESSERA_EXPECTS(!opts_.fanouts.empty(), ValueError, "NeighborSampler: no fanouts given");
-  TESSERA_EXPECTS(opts_.fanouts.size() <= 256, ValueError,
+namespace {
+
+// The options, checked once (ValueError), before anything is built.
+NeighborSamplerOptions validated(NeighborSamplerOptions opts) {
+  TESSERA_EXPECTS(!opts.fanouts.empty(), ValueError, "NeighborSampler: no fanouts given");
+  TESSERA_EXPECTS(opts.fanouts.size() <= 256, ValueError,
                   "NeighborSampler: {} layers exceed the 256 of the Philox key layout",
-                  opts_.fanouts.size());
-  for (size_t i = 0; i < opts_.fanouts.size(); ++i)
-    TESSERA_EXPECTS(opts_.fanouts[i] >= -1, ValueError,
+                  opts.fanouts.size());
+  for (size_t i = 0; i < opts.fanouts.size(); ++i) {
+    TESSERA_EXPECTS(opts.fanouts[i] >= -1, ValueError,
                     "NeighborSampler: fanout {} of layer {} is negative (use -1 for all)",
-                    opts_.fanouts[i], i);
-  TESSERA_EXPECTS(opts_.num_threads >= 0, ValueError, "NeighborSampler: num_threads {} < 0",
-                  opts_.num_threads);
-  TESSERA_EXPECTS(static_cast<int64_t>(graph_.indptr.size()) == graph_.num_nodes + 1, ValueError,
-                  "NeighborSampler: graph indptr has {} entries for {} nodes", graph_.indptr.size(),
-                  graph_.num_nodes);
-  if (opts_.device == Device::kCuda) {  // DeviceGraph validates the weights
-    DeviceGraphOptions go;
-    go.split_arrays = false;  // the samplers read the interleaved adjacency only
-    dev_graph_ =
-        std::make_shared<const DeviceGraph>(graph_, opts_.placement, opts_.weights, nullptr, go);
-    dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(*dev_graph_, opts_.fanouts,
-                                                                 opts_.replace, opts_.dir);
-    return;  // the host-side copies below serve the CPU twin only
+                    opts.fanouts[i], i);
   }
-  if (!opts_.weights.empty()) validate_weights(graph_, opts_.weights, "NeighborSampler weights");
-  if (opts_.interleave) {
-    packed_ = try_pack_adjacency(graph_);
-    if (packed_.empty() && graph_.num_edges() > 0) pairs_ = interleave_adjacency(graph_);
+  TESSERA_EXPECTS(opts.num_threads >= 0, ValueError, "NeighborSampler: num_threads {} < 0",
+                  opts.num_threads);
+  return opts;
+}
+
+}  // namespace
+
+NeighborSampler::NeighborSampler(std::shared_ptr<const SamplingGraph> graph,
+                                 NeighborSamplerOptions opts)
+    : opts_(validated(std::move(opts))), graph_(std::move(graph)) {
+  TESSERA_EXPECTS(graph_ != nullptr, ValueError, "NeighborSampler: no graph given");
+  if (graph_->device() == Device::kCuda) {
+    dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(
+        *graph_->device_graph(), opts_.fanouts, opts_.replace, opts_.dir);
   }
-  if (opts_.weight_prefix && !opts_.weights.empty())
-    prefix_ = weight_prefix_sums(graph_, opts_.weights);
+}
+
+NeighborSampler::NeighborSampler(const SamplingGraph& graph, NeighborSamplerOptions opts)
+    : NeighborSampler(
+          std::shared_ptr<const SamplingGraph>(std::shared_ptr<const SamplingGraph>(), &graph),
+          std::move(opts)) {}
+
+// The options are checked before the graph is prepared (which may take a while).
+NeighborSampler::NeighborSampler(const Graph& graph, const NeighborSamplerOptions& opts,
+                                 const SamplingGraphOptions& prep)
+    : NeighborSampler((validated(opts), std::make_shared<const SamplingGraph>(graph, prep)), opts) {
 }
 
 std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, const RngKey& key,
                                                   const ExcludeEdges* exclude, CompactWorkspace* ws,
                                                   SampleStats* stats) const {
   if (dev_sampler_) return dev_sampler_->sample_blocks_host(seeds, key, nullptr, stats, exclude);
-  CompactWorkspace local;
-  CompactWorkspace& work = ws ? *ws : local;
-  // Sampled IDs are < num_nodes: compact over a direct-mapped table when the graph is small
-  // enough (4 bytes per node, kept in the caller's workspace); otherwise hashing.
-  if (ws && opts_.device == Device::kCpu) work.map().use_dense(graph_.num_nodes);
+  if (ws) {
+    // Sampled IDs are < num_nodes: compact over a direct-mapped table when the graph is small
+    // enough (4 bytes per node, kept in the caller's workspace); otherwise hashing.
+    ws->map().use_dense(graph_->num_nodes());
+    return sample_blocks_cpu(seeds, key, exclude, *ws, stats);
+  }
+  const SamplingGraph::WorkspaceLease lease = graph_->lend_workspace();
+  return sample_blocks_cpu(seeds, key, exclude, *lease, stats);
+}
+
+std::vector<Block> NeighborSampler::sample_blocks_cpu(Span<const int64_t> seeds, const RngKey& key,
+                                                      const ExcludeEdges* exclude,
+                                                      CompactWorkspace& ws,
+                                                      SampleStats* stats) const {
   const int64_t layers = static_cast<int64_t>(opts_.fanouts.size());
   std::vector<Block> blocks(static_cast<size_t>(layers));
   SampleOptions so;
   so.replace = opts_.replace;
-  so.weights = opts_.weights;
-  so.adjacency_pairs = pairs_;
-  so.adjacency_packed = packed_;
-  so.weight_prefix = prefix_;
   so.dir = opts_.dir;
   so.exclude = exclude;
   so.num_threads = opts_.num_threads;
-  so.device = opts_.device;
   so.key = key;
   SampleStats st;
   st.seeds = seeds.size();
   Span<const int64_t> frontier = seeds;
-  SampledEdges& edges = work.edges();
+  SampledEdges& edges = ws.edges();
   for (int64_t h = 0; h < layers; ++h) {
     const int64_t l = layers - 1 - h;  // GNN layer; the output layer samples first
     so.fanout = opts_.fanouts[static_cast<size_t>(l)];
@@ -79,11 +91,11 @@ std::vector<Block> NeighborSampler::sample_blocks(Span<const int64_t> seeds, con
     const double t0 = now_seconds();
     Block& b = blocks[static_cast<size_t>(l)];
     double share = 0;  // of this hop's time, compacting
-    if (!detail::sample_block_cpu(graph_, frontier, so, work.map(), b, share)) {
-      sample_neighbors_into(graph_, frontier, so, edges);
+    if (!detail::sample_block_cpu(*graph_, frontier, so, ws.map(), b, share)) {
+      sample_neighbors_into(*graph_, frontier, so, edges);
       if (opts_.dir == EdgeDir::kOut) edges.src.swap(edges.dst);  // messages: neighbor -> seed
       const double t1 = now_seconds();
-      b = to_block(edges, frontier, &work, opts_.device);
+      b = to_block(edges, frontier, &ws);
       const double t2 = now_seconds();
       share = (t2 - t1) / std::max(t2 - t0, 1e-12);
     }

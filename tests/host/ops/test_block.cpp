@@ -38,6 +38,46 @@ void expect_compaction_order(const Block& b, const SampledEdges& e,
   }
 }
 
+void expect_same_blocks(const std::vector<Block>& a, const std::vector<Block>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t l = 0; l < a.size(); ++l) {
+    EXPECT_EQ(a[l].num_dst, b[l].num_dst) << "block " << l;
+    EXPECT_EQ(a[l].src_nodes, b[l].src_nodes) << "block " << l;
+    EXPECT_EQ(a[l].src, b[l].src) << "block " << l;
+    EXPECT_EQ(a[l].dst, b[l].dst) << "block " << l;
+    EXPECT_EQ(a[l].eids, b[l].eids) << "block " << l;
+  }
+}
+
+// The blocks by definition: each hop sampled into a COO (sample_neighbors over the graph as
+// stored, one thread) and compacted by to_block over hashing (no workspace), the next frontier
+// being the block's sources. What NeighborSampler must give, bit for bit, on every path.
+std::vector<Block> blocks_by_definition(const Graph& g, const NeighborSamplerOptions& so,
+                                        Span<const int64_t> seeds, const RngKey& key,
+                                        Span<const float> weights = {}) {
+  const SamplingGraph sg = SamplingGraph::as_stored(g, weights);
+  const size_t layers = so.fanouts.size();
+  std::vector<Block> blocks(layers);
+  std::vector<int64_t> frontier = seeds.to_vector();
+  for (size_t h = 0; h < layers; ++h) {
+    const size_t l = layers - 1 - h;
+    SampleOptions o;
+    o.fanout = so.fanouts[l];
+    o.replace = so.replace;
+    o.dir = so.dir;
+    o.key = key;
+    o.key.layer = static_cast<uint32_t>(h);
+    o.num_threads = 1;
+    SampledEdges e = sample_neighbors(sg, frontier, o);
+    if (so.dir == EdgeDir::kOut) {
+      e.src.swap(e.dst);
+    }
+    blocks[l] = to_block(e, frontier);
+    frontier = blocks[l].src_nodes;
+  }
+  return blocks;
+}
+
 TEST(ToBlock, HandBuiltExample) {
   SampledEdges e;
   e.src = {7, 3, 9, 7, 5};
@@ -127,8 +167,9 @@ TEST(NeighborSampler, BlocksObeyCompactionOrderAndChain) {
 }
 
 // A workspace used by NeighborSampler compacts over a direct-mapped table (tags reused across
-// calls, never cleared): many batches through one workspace must equal hashing (no workspace),
-// and the same workspace must still handle IDs outside the table and report bad inputs.
+// calls, never cleared): many batches through one workspace, and through the graph's own pool
+// (no workspace given), must equal the blocks by definition (to_block over hashing), and the
+// same workspace must still handle IDs outside the table and report bad inputs.
 TEST(ToBlock, DirectMappedWorkspaceMatchesHashing) {
   const Graph g = test::random_graph(3000, 6, 7);
   NeighborSamplerOptions so;
@@ -141,7 +182,8 @@ TEST(ToBlock, DirectMappedWorkspaceMatchesHashing) {
       seeds.push_back(v);
     const RngKey key = make_rng_key(5, 0, b, 0);
     const auto dense = sampler.sample_blocks(seeds, key, nullptr, &ws);
-    const auto hashed = sampler.sample_blocks(seeds, key);
+    const auto hashed = blocks_by_definition(g, so, seeds, key);
+    expect_same_blocks(sampler.sample_blocks(seeds, key), hashed);
     ASSERT_EQ(dense.size(), hashed.size());
     for (size_t l = 0; l < dense.size(); ++l) {
       EXPECT_EQ(dense[l].num_dst, hashed[l].num_dst);
@@ -179,20 +221,9 @@ TEST(ToBlock, DirectMappedWorkspaceMatchesHashing) {
   EXPECT_EQ(b.dst, (std::vector<int64_t>{0, 0}));
 }
 
-void expect_same_blocks(const std::vector<Block>& a, const std::vector<Block>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t l = 0; l < a.size(); ++l) {
-    EXPECT_EQ(a[l].num_dst, b[l].num_dst) << "block " << l;
-    EXPECT_EQ(a[l].src_nodes, b[l].src_nodes) << "block " << l;
-    EXPECT_EQ(a[l].src, b[l].src) << "block " << l;
-    EXPECT_EQ(a[l].dst, b[l].dst) << "block " << l;
-    EXPECT_EQ(a[l].eids, b[l].eids) << "block " << l;
-  }
-}
-
-// With a workspace, uniform hops are sampled straight into the block (one pass, compacted over
-// the direct-mapped tags): every option that path takes must give the blocks of sampling then
-// to_block over hashing (no workspace), bit for bit, and the same stats.
+// Uniform hops are sampled straight into the block (one pass, compacted over the direct-mapped
+// tags of the caller's workspace or the graph's pool): every option that path takes must give the
+// blocks by definition (sampling then to_block over hashing), bit for bit, and the same stats.
 TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
   const Graph g = test::random_graph(4000, 9, 21);
   std::vector<int64_t> seeds;
@@ -209,16 +240,20 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
           so.fanouts = fanouts;
           so.dir = dir;
           so.replace = replace;
-          so.interleave = interleave;
-          NeighborSampler sampler(g, so);
+          SamplingGraphOptions prep;
+          prep.interleave = interleave;
+          const SamplingGraph sg(g, prep);
+          NeighborSampler sampler(sg, so);
           const RngKey key = make_rng_key(8, 1, b++, 0);
           SampleStats one, two;
           const auto fused = sampler.sample_blocks(seeds, key, nullptr, &ws, &one);
-          const auto plain = sampler.sample_blocks(seeds, key, nullptr, nullptr, &two);
+          const auto pooled = sampler.sample_blocks(seeds, key, nullptr, nullptr, &two);
+          const auto plain = blocks_by_definition(g, so, seeds, key);
           SCOPED_TRACE(::testing::Message()
                        << "dir " << edge_dir_name(dir) << " replace " << replace << " interleave "
                        << interleave << " fanouts " << fanouts.size() << "x" << fanouts[0]);
           expect_same_blocks(fused, plain);
+          expect_same_blocks(pooled, plain);
           EXPECT_EQ(one.sampled_edges, two.sampled_edges);
           // The one-pass path really ran for these options (and gives the same first hop).
           SampleOptions o;
@@ -229,39 +264,66 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
           o.num_threads = 1;  // as NeighborSamplerOptions' default
           Block direct;
           double share = -1;
-          ASSERT_TRUE(ops::detail::sample_block_cpu(g, seeds, o, ws.map(), direct, share));
+          ASSERT_TRUE(ops::detail::sample_block_cpu(sg, seeds, o, ws.map(), direct, share));
           EXPECT_TRUE(share >= 0 && share <= 1) << share;
           expect_same_blocks({direct}, {plain.back()});
         }
-  // Seed sets at the window and chunk edges, with isolated nodes among them, and none at all.
+  // Seed sets at the window, piece and chunk edges, with isolated nodes among them, and none at
+  // all, on one thread and split over threads (512 seeds and more: two or more chunks).
   std::vector<std::pair<int64_t, int64_t>> edges;
   for (int64_t v = 0; v < 600; v += 2)  // odd nodes stay isolated
     for (int64_t u : {(v + 2) % 600, (v + 6) % 600, (v + 10) % 600})
       edges.push_back({u, v});
   const Graph sparse = test::csc_of(600, edges);
-  NeighborSamplerOptions two_hops;
-  two_hops.fanouts = {2, 2};
-  two_hops.num_threads = 0;  // all threads: 512 seeds and more are split into chunks
-  NeighborSampler sparse_sampler(sparse, two_hops);
-  for (const int64_t count : {0, 1, 31, 32, 33, 511, 512, 600}) {
-    std::vector<int64_t> some(static_cast<size_t>(count));
-    std::iota(some.begin(), some.end(), 0);
-    const RngKey key = make_rng_key(8, 3, b++, 0);
-    SCOPED_TRACE(::testing::Message() << count << " seeds");
-    expect_same_blocks(sparse_sampler.sample_blocks(some, key, nullptr, &ws),
-                       sparse_sampler.sample_blocks(some, key));
+  for (const int threads : {1, 2, 3}) {
+    NeighborSamplerOptions two_hops;
+    two_hops.fanouts = {2, 2};
+    two_hops.num_threads = threads;
+    NeighborSampler sparse_sampler(sparse, two_hops);
+    for (const int64_t count : {0, 1, 31, 32, 33, 255, 256, 257, 511, 512, 513, 600}) {
+      std::vector<int64_t> some(static_cast<size_t>(count));
+      std::iota(some.begin(), some.end(), 0);
+      const RngKey key = make_rng_key(8, 3, b++, 0);
+      SCOPED_TRACE(::testing::Message() << count << " seeds, " << threads << " threads");
+      const auto want = blocks_by_definition(sparse, two_hops, some, key);
+      expect_same_blocks(sparse_sampler.sample_blocks(some, key, nullptr, &ws), want);
+      expect_same_blocks(sparse_sampler.sample_blocks(some, key), want);
+      // The one-pass path itself ran (split over the threads from 512 seeds on: two chunks).
+      SampleOptions o;
+      o.fanout = two_hops.fanouts.back();
+      o.key = key;
+      o.num_threads = threads;
+      Block direct;
+      double share = -1;
+      ASSERT_TRUE(
+          ops::detail::sample_block_cpu(SamplingGraph(sparse), some, o, ws.map(), direct, share));
+      EXPECT_TRUE(share >= 0 && share <= 1) << share;
+      expect_same_blocks({direct}, {want.back()});
+    }
   }
-  // Options the one-pass path leaves to the general one, through the same workspace: all
-  // neighbors (-1), and two threads (the seeds are split into chunks).
-  for (const auto& [fanouts, threads] :
-       std::vector<std::pair<std::vector<int64_t>, int>>{{{-1, 3}, 1}, {{5, 3}, 2}}) {
-    NeighborSamplerOptions so;
-    so.fanouts = fanouts;
-    so.num_threads = threads;
-    NeighborSampler sampler(g, so);
-    const RngKey key = make_rng_key(8, 2, b++, 0);
-    expect_same_blocks(sampler.sample_blocks(seeds, key, nullptr, &ws),
-                       sampler.sample_blocks(seeds, key));
+  // All neighbors (-1), which the one-pass path leaves to the general one, and the one-pass
+  // path split over 2 and 4 threads, through the same workspace, in both directions, with and
+  // without replacement.
+  for (const auto& [fanouts, threads] : std::vector<std::pair<std::vector<int64_t>, int>>{
+           {{-1, 3}, 1}, {{5, 3}, 2}, {{15, 10, 5}, 2}, {{15, 10, 5}, 4}, {{2, 40}, 3}}) {
+    for (const EdgeDir dir : {EdgeDir::kIn, EdgeDir::kOut}) {
+      for (const bool replace : {false, true}) {
+        NeighborSamplerOptions so;
+        so.fanouts = fanouts;
+        so.num_threads = threads;
+        so.dir = dir;
+        so.replace = replace;
+        NeighborSampler sampler(g, so);
+        const RngKey key = make_rng_key(8, 2, b++, 0);
+        SCOPED_TRACE(::testing::Message()
+                     << threads << " threads, " << edge_dir_name(dir) << ", replace " << replace);
+        SampleStats one, two;
+        const auto want = blocks_by_definition(g, so, seeds, key);
+        expect_same_blocks(sampler.sample_blocks(seeds, key, nullptr, &ws, &one), want);
+        expect_same_blocks(sampler.sample_blocks(seeds, key, nullptr, nullptr, &two), want);
+        EXPECT_EQ(one.sampled_edges, two.sampled_edges);
+      }
+    }
   }
   // A seed listed twice is refused on this path too, and the workspace stays usable.
   NeighborSamplerOptions so;
@@ -271,7 +333,7 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
   TESSERA_EXPECT_THROW_MSG(sampler.sample_blocks(dup, RngKey{}, nullptr, &ws), ValueError,
                            "seed 3 is listed twice");
   expect_same_blocks(sampler.sample_blocks(seeds, RngKey{}, nullptr, &ws),
-                     sampler.sample_blocks(seeds, RngKey{}));
+                     blocks_by_definition(g, so, seeds, RngKey{}));
 }
 
 // A graph whose neighbor IDs leave [0, num_nodes) is refused by name on the one-pass path (the
@@ -290,7 +352,24 @@ TEST(NeighborSampler, OnePassRefusesNeighborsOutsideTheGraph) {
   g.indices[2] = 3;
   NeighborSampler fixed(g, so);
   expect_same_blocks(fixed.sample_blocks(seeds, RngKey{}, nullptr, &ws),
-                     fixed.sample_blocks(seeds, RngKey{}));
+                     blocks_by_definition(g, so, seeds, RngKey{}));
+  // Split over threads: the calling thread compacts and refuses it, and the helpers are joined.
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  for (int64_t v = 0; v < 1000; ++v) {
+    edges.push_back({(v * 7 + 1) % 1000, v});
+  }
+  Graph wide = test::csc_of(1000, edges);
+  wide.indices[static_cast<size_t>(wide.indptr[900])] = 5000;
+  NeighborSamplerOptions threads;
+  threads.fanouts = {1};
+  threads.num_threads = 2;
+  NeighborSampler split(wide, threads);
+  std::vector<int64_t> all(1000);
+  std::iota(all.begin(), all.end(), 0);
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}, nullptr, &ws), IndexError,
+                           "sampled neighbor 5000 is outside [0, 1000)");
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}), IndexError,
+                           "sampled neighbor 5000 is outside [0, 1000)");
 }
 
 TEST(NeighborSampler, BadOptions) {
@@ -301,9 +380,12 @@ TEST(NeighborSampler, BadOptions) {
   TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "fanout -3 of layer 1");
   so.fanouts = {5};
   std::vector<float> w(2, 1.0f);
-  so.weights = w;
-  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "2 weights for a graph with");
-  so.weights = {};
+  SamplingGraphOptions prep;
+  prep.weights = w;
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so, prep), ValueError, "2 weights for a graph with");
+  so.num_threads = -1;
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(g, so), ValueError, "num_threads -1 < 0");
+  so.num_threads = 1;
   NeighborSampler ok(g, so);
   std::vector<int64_t> dup{1, 1};
   TESSERA_EXPECT_THROW_MSG(ok.sample_blocks(dup, RngKey{}), ValueError, "listed twice");

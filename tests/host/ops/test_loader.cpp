@@ -139,8 +139,10 @@ TEST(NodeDataLoader, SamplerErrorSurfacesInCaller) {
   std::vector<float> w(static_cast<size_t>(g.num_edges()), 1.0f);
   NeighborSamplerOptions so;
   so.fanouts = {4, 4};
-  so.weights = w;
-  NeighborSampler sampler(g, so);
+  SamplingGraphOptions prep;
+  prep.weights = w;
+  prep.weight_prefix = false;  // the rows' weights are read (and checked) at every visit
+  NeighborSampler sampler(g, so, prep);
   // Corrupt one weight after validation: the worker that reads it throws.
   const int64_t bad_node = 1234;
   w[static_cast<size_t>(g.indptr[bad_node])] = -5.0f;

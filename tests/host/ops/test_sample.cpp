@@ -132,7 +132,9 @@ TEST(SampleNeighbors, WithReplacementDrawsExactlyFanout) {
 }
 
 // Inclusion counts of each neighbor of node 0 over many keys.
-std::vector<double> inclusion_counts(const Graph& g, const SampleOptions& base, int trials) {
+std::vector<double> inclusion_counts(const SamplingGraph& sg, const SampleOptions& base,
+                                     int trials) {
+  const Graph& g = sg.graph();
   std::vector<double> counts(static_cast<size_t>(g.degree(0)), 0);
   const int64_t seed = 0;
   std::map<int64_t, int64_t> pos_of_eid;
@@ -141,7 +143,7 @@ std::vector<double> inclusion_counts(const Graph& g, const SampleOptions& base, 
   for (int t = 0; t < trials; ++t) {
     SampleOptions o = base;
     o.key = key_of(11, static_cast<uint32_t>(t % 7), static_cast<uint32_t>(t));
-    const auto e = sample_neighbors(g, Span<const int64_t>(&seed, 1), o);
+    const auto e = sample_neighbors(sg, Span<const int64_t>(&seed, 1), o);
     for (int64_t i = 0; i < e.size(); ++i)
       counts[static_cast<size_t>(pos_of_eid.at(e.eid[i]))] += 1;
   }
@@ -152,10 +154,11 @@ TEST(SampleNeighbors, UniformWithoutReplacementIsUniform) {
   for (int64_t d : {20, 200}) {
     for (int64_t fanout : {int64_t{5}, d / 2 + 1}) {  // d/2+1 > 64 exercises the bitmap path
       const Graph g = test::star(d);
+      const SamplingGraph sg(g);
       SampleOptions o;
       o.fanout = fanout;
       const int trials = 4000;
-      const auto c = inclusion_counts(g, o, trials);
+      const auto c = inclusion_counts(sg, o, trials);
       double total = std::accumulate(c.begin(), c.end(), 0.0);
       EXPECT_EQ(total, static_cast<double>(trials * fanout));
       std::vector<double> expected(c.size(), static_cast<double>(trials) * fanout / d);
@@ -168,11 +171,12 @@ TEST(SampleNeighbors, UniformWithoutReplacementIsUniform) {
 
 TEST(SampleNeighbors, UniformWithReplacementIsUniform) {
   const Graph g = test::star(30);
+  const SamplingGraph sg(g);
   SampleOptions o;
   o.fanout = 10;
   o.replace = true;
   const int trials = 3000;
-  const auto c = inclusion_counts(g, o, trials);
+  const auto c = inclusion_counts(sg, o, trials);
   std::vector<double> expected(c.size(), trials * 10.0 / 30);
   EXPECT_LT(chi_square(c, expected), chi_square_critical_999(29));
 }
@@ -191,9 +195,9 @@ TEST(SampleNeighbors, WeightedWithReplacementFollowsWeights) {
   SampleOptions o;
   o.fanout = 8;
   o.replace = true;
-  o.weights = w;
+  const SamplingGraph sg = SamplingGraph::as_stored(g, w);
   const int trials = 3000;
-  const auto c = inclusion_counts(g, o, trials);
+  const auto c = inclusion_counts(sg, o, trials);
   double wsum = 0;
   for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
     wsum += w[k];
@@ -216,9 +220,9 @@ TEST(SampleNeighbors, WeightedWithoutReplacementFollowsWeights) {
   // Fanout 1: inclusion is exactly proportional to weight.
   SampleOptions o;
   o.fanout = 1;
-  o.weights = w;
+  const SamplingGraph sg = SamplingGraph::as_stored(g, w);
   const int trials = 6000;
-  const auto c = inclusion_counts(g, o, trials);
+  const auto c = inclusion_counts(sg, o, trials);
   double wsum = 0;
   for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
     wsum += w[k];
@@ -231,7 +235,7 @@ TEST(SampleNeighbors, WeightedWithoutReplacementFollowsWeights) {
   EXPECT_LT(chi_square(c, expected), chi_square_critical_999(df));
   // Fanout 6: no repeats, zero weights never drawn, heavier neighbors drawn more often.
   o.fanout = 6;
-  const auto c6 = inclusion_counts(g, o, 2000);
+  const auto c6 = inclusion_counts(sg, o, 2000);
   std::vector<double> by_weight(5, 0);
   for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
     by_weight[static_cast<size_t>(w[k])] += c6[k - g.indptr[0]];
@@ -241,7 +245,7 @@ TEST(SampleNeighbors, WeightedWithoutReplacementFollowsWeights) {
   EXPECT_EQ(std::accumulate(c6.begin(), c6.end(), 0.0), 2000.0 * 6);
   // Fewer positive-weight neighbors than the fanout: all of them, once each.
   o.fanout = 35;
-  const auto c35 = inclusion_counts(g, o, 3);
+  const auto c35 = inclusion_counts(sg, o, 3);
   for (int64_t k = g.indptr[0]; k < g.indptr[1]; ++k)
     EXPECT_EQ(c35[k - g.indptr[0]], w[k] > 0 ? 3 : 0);
 }
@@ -255,8 +259,8 @@ TEST(SampleNeighbors, WeightedWithoutReplacementOnConcentratedWeights) {
     w[k] = g.indices[k] <= 2 ? 1e7f : 1.0f;
   SampleOptions o;
   o.fanout = 6;
-  o.weights = w;
-  const auto c = inclusion_counts(g, o, 2000);
+  const SamplingGraph sg = SamplingGraph::as_stored(g, w);
+  const auto c = inclusion_counts(sg, o, 2000);
   EXPECT_EQ(c[0], 2000);
   EXPECT_EQ(c[1], 2000);
   EXPECT_EQ(std::accumulate(c.begin(), c.end(), 0.0), 2000.0 * 6);
@@ -286,12 +290,11 @@ TEST(SampleNeighbors, WeightedWithoutReplacementBesideAWeightThatSwampsTheSums) 
     for (bool exclude : {false, true}) {
       SampleOptions o;
       o.fanout = fan;
-      o.weights = w;
       const std::vector<int64_t> ex_rows{0}, ex_eids{g.eid(b + 2)};
       ExcludeEdges ex(ex_rows, ex_eids);
       if (exclude) o.exclude = &ex;
       const std::vector<int64_t> seeds{0};
-      const auto s = sample_neighbors(g, seeds, o);
+      const auto s = sample_neighbors(SamplingGraph::as_stored(g, w), seeds, o);
       ASSERT_EQ(s.size(), fan);
       std::set<int64_t> got;
       for (int64_t i = 0; i < s.size(); ++i) {
@@ -321,34 +324,43 @@ TEST(SampleNeighbors, SameResultForAnyThreadCount) {
     SampleOptions o;
     o.fanout = 10;
     o.replace = mode & 1;
-    if (mode & 2) o.weights = w;
+    const SamplingGraph sg =
+        SamplingGraph::as_stored(g, mode & 2 ? Span<const float>(w) : Span<const float>());
     o.key = key_of(5, 2, 9, 1);
     o.num_threads = 1;
-    const auto one = sample_neighbors(g, seeds, o);
+    const auto one = sample_neighbors(sg, seeds, o);
     for (int t : {2, 3, 8}) {
       o.num_threads = t;
-      expect_same(one, sample_neighbors(g, seeds, o));
+      expect_same(one, sample_neighbors(sg, seeds, o));
     }
   }
 }
 
-// `want` is what every code path gives for `o`: the 16-byte pairs, the packed copy, the per-row
-// path (taken when an exclusion set is present; `ex` must touch no seed's row) and 3 threads.
+// `g` prepared with the packed adjacency and with the 16-byte pairs.
+std::pair<SamplingGraph, SamplingGraph> prepared_layouts(const Graph& g) {
+  SamplingGraphOptions po;
+  po.packed = false;
+  return {SamplingGraph(g), SamplingGraph(g, po)};
+}
+
+// `want` is what every code path gives for `o`: `g` prepared with its packed adjacency and with
+// the 16-byte pairs (prepared_layouts), the per-row path (taken when an exclusion set is present;
+// `ex` must touch no seed's row) and 3 threads.
 void expect_every_path(const SampledEdges& want, const Graph& g, const std::vector<int64_t>& seeds,
-                       const SampleOptions& o, const std::vector<int64_t>& pairs,
-                       const std::vector<uint64_t>& packed, const ExcludeEdges& ex) {
-  SampleOptions p = o;
-  p.adjacency_pairs = pairs;
-  expect_same(want, sample_neighbors(g, seeds, p));
-  SampleOptions pk = o;
-  pk.adjacency_packed = packed;
-  expect_same(want, sample_neighbors(g, seeds, pk));
+                       const SampleOptions& o, const ExcludeEdges& ex, const SamplingGraph& packed,
+                       const SamplingGraph& pairs) {
+  ASSERT_EQ(packed.adjacency_copy_bytes_per_edge(), 8);
+  ASSERT_EQ(pairs.adjacency_copy_bytes_per_edge(), 16);
+  expect_same(want, sample_neighbors(packed, seeds, o));
+  expect_same(want, sample_neighbors(pairs, seeds, o));
   SampleOptions r = o;
   r.exclude = &ex;
   expect_same(want, sample_neighbors(g, seeds, r));
+  expect_same(want, sample_neighbors(packed, seeds, r));
   SampleOptions t = o;
   t.num_threads = 3;
   expect_same(want, sample_neighbors(g, seeds, t));
+  expect_same(want, sample_neighbors(packed, seeds, t));
 }
 
 TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
@@ -363,6 +375,7 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
   ASSERT_TRUE(can_pack_adjacency(g));
   const auto packed = pack_adjacency(g);
   ASSERT_EQ(static_cast<int64_t>(packed.size()), g.num_edges());
+  const auto layouts = prepared_layouts(g);
   const int64_t odd = 1;  // an odd row: never a seed
   const std::vector<int64_t> rows{odd}, eids{g.eid(g.indptr[odd])};
   ExcludeEdges ex(rows, eids);
@@ -372,16 +385,10 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
       o.fanout = fanout;
       o.replace = replace;
       o.key = key_of(8, 1, 4, 2);
-      expect_every_path(sample_neighbors(g, seeds, o), g, seeds, o, pairs, packed, ex);
+      expect_every_path(sample_neighbors(g, seeds, o), g, seeds, o, ex, layouts.first,
+                        layouts.second);
     }
   }
-  SampleOptions bad;
-  bad.adjacency_pairs = Span<const int64_t>(pairs.data(), 4);
-  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad), ValueError, "adjacency_pairs has 4");
-  SampleOptions bad_packed;
-  bad_packed.adjacency_packed = Span<const uint64_t>(packed.data(), 3);
-  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad_packed), ValueError,
-                           "adjacency_packed has 3");
 }
 
 // The packed copy holds 32-bit IDs: a graph whose edge IDs do not fit is refused by name (the
@@ -399,8 +406,10 @@ TEST(SampleNeighbors, PackedAdjacencyNeedsThirtyTwoBitIds) {
   g.eids.back() = int64_t{1} << 32;
   EXPECT_FALSE(can_pack_adjacency(g));
   TESSERA_EXPECT_THROW_MSG(pack_adjacency(g), ValueError, "does not fit in 32 bits");
+  EXPECT_EQ(SamplingGraph(g).adjacency_copy_bytes_per_edge(), 16);
   g.eids.back() = (int64_t{1} << 32) - 1;
   EXPECT_TRUE(can_pack_adjacency(g));
+  EXPECT_EQ(SamplingGraph(g).adjacency_copy_bytes_per_edge(), 8);
 }
 
 // The documented contract (docs/sampling.md), written out one draw at a time: every code path
@@ -411,9 +420,8 @@ void expect_documented_draws(const Graph& g) {
   std::vector<int64_t> seeds;
   for (int64_t v = 0; v < g.num_nodes; v += 3)
     seeds.push_back(v);
-  const auto pairs = interleave_adjacency(g);
-  const auto packed = pack_adjacency(g);
   const std::vector<int64_t> rows{1}, eids{g.eid(g.indptr[1])};  // row 1 is never a seed
+  const auto layouts = prepared_layouts(g);
   ExcludeEdges ex(rows, eids);
   const int native = ops::detail::philox_simd_level();
   for (int level = 0; level <= native; ++level) {
@@ -456,7 +464,7 @@ void expect_documented_draws(const Graph& g) {
           }
         }
         expect_same(want, sample_neighbors(g, seeds, o));
-        expect_every_path(want, g, seeds, o, pairs, packed, ex);
+        expect_every_path(want, g, seeds, o, ex, layouts.first, layouts.second);
       }
     }
   }
@@ -493,6 +501,11 @@ TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
     w[k] = 0.0f;
   const auto prefix = weight_prefix_sums(g, w);
   ASSERT_EQ(static_cast<int64_t>(prefix.size()), g.num_edges());
+  SamplingGraphOptions prep;  // the prefix sums alone (the rows read as stored)
+  prep.weights = w;
+  prep.interleave = false;
+  const SamplingGraph cached(g, prep);
+  ASSERT_EQ(cached.weight_prefix().to_vector(), prefix);
   std::vector<int64_t> seeds;
   for (int64_t v = 0; v < g.num_nodes; v += 2)
     seeds.push_back(v);
@@ -502,12 +515,9 @@ TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
       SampleOptions o;
       o.fanout = fanout;
       o.replace = replace;
-      o.weights = w;
       o.key = key_of(4, 1, 2, 3);
-      const auto base = sample_neighbors(g, seeds, o);
-      SampleOptions p = o;
-      p.weight_prefix = prefix;
-      expect_same(base, sample_neighbors(g, seeds, p));
+      const auto base = sample_neighbors(SamplingGraph::as_stored(g, w), seeds, o);
+      expect_same(base, sample_neighbors(cached, seeds, o));
     }
   }
   // Weighted with replacement written out draw by draw (std::upper_bound over the row's sums):
@@ -516,8 +526,6 @@ TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
     SampleOptions o;
     o.fanout = fanout;
     o.replace = true;
-    o.weights = w;
-    o.weight_prefix = prefix;
     o.key = key_of(6, 0, 1, 2);
     SampledEdges want;
     for (int64_t v : seeds) {
@@ -542,12 +550,9 @@ TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
         want.eid.push_back(g.eid(b + i));
       }
     }
-    expect_same(want, sample_neighbors(g, seeds, o));
+    expect_same(want, sample_neighbors(cached, seeds, o));
+    expect_same(want, sample_neighbors(SamplingGraph(g, w), seeds, o));  // with the packed copy
   }
-  SampleOptions bad;
-  bad.weights = w;
-  bad.weight_prefix = Span<const double>(prefix.data(), 3);
-  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, bad), ValueError, "weight_prefix has 3");
   std::vector<float> neg = w;
   neg[5] = -1.0f;
   TESSERA_EXPECT_THROW_MSG(weight_prefix_sums(g, neg), ValueError, "negative or not finite");
@@ -583,12 +588,13 @@ TEST(SampleNeighbors, RmatGraphAllModes) {
     SampleOptions o;
     o.fanout = 12;
     o.replace = mode & 1;
-    if (mode & 2) o.weights = w;
+    const SamplingGraph sg =
+        SamplingGraph::as_stored(g, mode & 2 ? Span<const float>(w) : Span<const float>());
     o.key = key_of(21, 0, 5, 1);
     o.num_threads = 1;
-    const auto e = sample_neighbors(g, seeds, o);
+    const auto e = sample_neighbors(sg, seeds, o);
     o.num_threads = 2;
-    expect_same(e, sample_neighbors(g, seeds, o));
+    expect_same(e, sample_neighbors(sg, seeds, o));
     auto m = by_dst(e);
     for (int64_t v = 0; v < g.num_nodes; v += 7) {
       const auto& got = m[v];
@@ -670,27 +676,31 @@ TEST(SampleNeighbors, BadArgumentsGiveClearErrors) {
   TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "fanout -2 is negative");
   o.fanout = 2;
   std::vector<float> w(3, 1.0f);
-  o.weights = w;
-  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "3 weights for a graph with");
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph::as_stored(g, w), ValueError,
+                           "3 weights for a graph with");
   w.assign(static_cast<size_t>(g.num_edges()), 1.0f);
   w[static_cast<size_t>(g.indptr[0])] = -1.0f;
-  o.weights = w;
-  TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "negative or not finite");
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(SamplingGraph::as_stored(g, w), seeds, o), ValueError,
+                           "negative or not finite");
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph(g, w), ValueError,
+                           "SamplingGraph weights: weight -1 at storage position");
   TESSERA_EXPECT_THROW_MSG(validate_weights(g, w, "w"), ValueError, "weight -1 at storage");
-  o.weights = {};
-  o.device = Device::kCuda;
+  Graph broken = g;
+  broken.indptr.pop_back();
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph::as_stored(broken), ValueError,
+                           "indptr has 6 entries for 6 nodes");
+  // A graph placed on the GPU is sampled by the CUDA twin.
+  SamplingGraphOptions on_gpu;
+  on_gpu.device = Device::kCuda;
   if (!cuda::compiled_with_cuda()) {
-    TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), NotCompiledError,
-                             "not_compiled_with_cuda");
+    TESSERA_EXPECT_THROW_MSG(SamplingGraph(g, on_gpu), NotCompiledError, "not_compiled_with_cuda");
   } else if (cuda::device_count() == 0) {
-    TESSERA_EXPECT_THROW_MSG(sample_neighbors(g, seeds, o), ValueError, "no CUDA device");
+    TESSERA_EXPECT_THROW_MSG(SamplingGraph(g, on_gpu), ValueError, "no CUDA device");
   } else {  // dispatched to the CUDA twin: the CPU twin's result
-    const SampledEdges gpu = sample_neighbors(g, seeds, o);
-    o.device = Device::kCpu;
-    const SampledEdges cpu = sample_neighbors(g, seeds, o);
-    expect_same(gpu, cpu);
+    const SamplingGraph placed(g, on_gpu);
+    EXPECT_EQ(placed.device(), Device::kCuda);
+    expect_same(sample_neighbors(placed, seeds, o), sample_neighbors(g, seeds, o));
   }
-  o.device = Device::kCpu;
   TESSERA_EXPECT_THROW_MSG(make_rng_key(uint64_t{1} << 32, 0, 0, 0), ValueError,
                            "seed 4294967296 out of range");
   TESSERA_EXPECT_THROW_MSG(make_rng_key(1, -1, 0, 0), ValueError, "epoch -1 out of range");

@@ -203,12 +203,10 @@ class DeviceNeighborSampler {
 std::vector<Block> download_blocks(const DeviceBlocks& blocks, cuda::StreamHandle stream);
 
 namespace detail {
-/// ops::sample_neighbors / to_block with device=kCuda on host data (arguments validated): the
-/// inputs are copied to the GPU for this one call, the CUDA twin runs, the result comes back.
-/// Convenient for checks; for repeated sampling keep a DeviceGraph (or NeighborSampler with
-/// device=kCuda), which copies the graph once. opts.exclude is copied to the GPU as well.
-void sample_neighbors_cuda(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
-                           SampledEdges& out);
+/// ops::to_block with device=kCuda on host data (arguments validated): the inputs are copied to
+/// the GPU for this one call, the CUDA twin runs, the result comes back. Convenient for checks.
+/// (ops::sample_neighbors reaches the CUDA twin through a SamplingGraph placed on the GPU, which
+/// copies the graph once: detail::sample_neighbors_cuda in sample.hpp.)
 Block to_block_cuda(const SampledEdges& edges, Span<const int64_t> dst_nodes);
 }  // namespace detail
 

@@ -8,6 +8,7 @@
 
 #include "tessera/core/philox.hpp"
 #include "tessera/graph/graph.hpp"
+#include "tessera/ops/sampling_graph.hpp"
 #include "tessera/ops/span.hpp"
 
 namespace tessera::ops {
@@ -61,107 +62,57 @@ class ExcludeEdges {
   std::vector<int64_t> eids_;     // sorted within each row
 };
 
-/// Options of one sample_neighbors call.
+/// Options of one sample_neighbors call. What is sampled (the structure, its weights, its
+/// layouts and where they live) is the SamplingGraph's.
 struct SampleOptions {
   /// Neighbors per seed: -1 takes all of them; without replacement a node with degree <= fanout
-  /// keeps all its neighbors; with replacement exactly `fanout` draws (0 if degree is 0).
+  /// keeps all its neighbors; with replacement exactly `fanout` draws (0 if degree is 0). On a
+  /// weighted graph draws are proportional to the weights and a weight of 0 is never drawn;
+  /// without replacement a node keeps all its positive-weight neighbors when there are at most
+  /// `fanout` of them.
   int64_t fanout = -1;
   bool replace = false;
-  /// Optional edge weights in *storage order* (weights[k] belongs to graph.indices[k]; see
-  /// weights_in_storage_order), float32, non-negative and finite. Empty: uniform. A weight of 0
-  /// is never drawn; without replacement a node keeps all its positive-weight neighbors when
-  /// there are at most `fanout` of them.
-  Span<const float> weights;
   EdgeDir dir = EdgeDir::kIn;
   /// (seed, epoch, batch, layer) of the Philox key; the stream is always kNeighbor.
   RngKey key;
-  /// Optional copy of the adjacency as (neighbor, edge ID) pairs in storage order (size
-  /// 2 * num_edges; see interleave_adjacency). A sampled edge then costs one cache miss instead
-  /// of two (indices and eids). Same output either way. Not owned.
-  Span<const int64_t> adjacency_pairs;
-  /// Optional copy of the adjacency packed into one word per edge, edge ID << 32 | neighbor, in
-  /// storage order (size num_edges; see pack_adjacency): half the bytes of adjacency_pairs, so
-  /// the picks of a row share more cache lines. Same output either way; takes precedence over
-  /// adjacency_pairs. Not owned.
-  Span<const uint64_t> adjacency_packed;
-  /// Optional per-row prefix sums of `weights` (see weight_prefix_sums; size num_edges, not
-  /// owned). Weighted sampling then reads a row's sums instead of re-adding its weights (O(fanout
-  /// log degree) per row instead of O(degree)); same output either way. The weights must have
-  /// been checked when the sums were built. Ignored for rows with excluded edges.
-  Span<const double> weight_prefix;
   /// Edges to leave out (not owned; may be null).
   const ExcludeEdges* exclude = nullptr;
   /// Threads for this call: 0 = tessera::num_threads(), 1 = run in the caller's thread (what the
   /// loaders use: they parallelize over batches). The result never depends on it.
   int num_threads = 0;
-  Device device = Device::kCpu;
 };
 
 /// Samples the neighbors of every node in `seeds` (host int64 IDs in [0, num_nodes); repeats
-/// allowed) from `graph` (CSC for kIn, CSR for kOut). The sample of each seed is a function of
-/// (key, seed node) only. Throws IndexError for a seed out of range, ValueError for a bad fanout,
-/// weights of the wrong length, a negative or non-finite weight, or a layer >= 256;
-/// NotCompiledError for device=kCuda in a CPU-only build.
-SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
+/// allowed) from `graph`, with the twin of where the graph lives (the CPU twin over its CPU
+/// layouts, the CUDA twin over its placed DeviceGraph). The sample of each seed is a function of
+/// (key, seed node) only, the same on either twin. Throws IndexError for a seed out of range,
+/// ValueError for a bad fanout or a negative or non-finite weight read, or a layer >= 256.
+SampledEdges sample_neighbors(const SamplingGraph& graph, Span<const int64_t> seeds,
                               const SampleOptions& opts);
 
 /// sample_neighbors writing into `out` (cleared first), reusing its capacity across calls.
-void sample_neighbors_into(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts,
-                           SampledEdges& out);
+void sample_neighbors_into(const SamplingGraph& graph, Span<const int64_t> seeds,
+                           const SampleOptions& opts, SampledEdges& out);
 
-/// Reorders per-edge-ID values into storage order: out[k] = by_eid[eid(k) mod by_eid.size()]
-/// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
-/// ValueError if by_eid is empty while the graph has edges.
-std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid);
-
-/// Per-row inclusive prefix sums of storage-order weights, in double, summed in storage order
-/// from each row's start (exactly the sums weighted sampling forms): the layout of
-/// SampleOptions::weight_prefix (8 bytes per edge). Validates every weight (validate_weights).
-std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> weights);
-
-/// (indices[k], eid(k)) for every stored edge k, interleaved: the layout of
-/// SampleOptions::adjacency_pairs (16 bytes per edge).
-std::vector<int64_t> interleave_adjacency(const Graph& graph);
-
-/// Whether every neighbor ID and edge ID of `graph` is below 2^32 (pack_adjacency applies).
-bool can_pack_adjacency(const Graph& graph);
-
-/// eid(k) << 32 | indices[k] for every stored edge k: the layout of
-/// SampleOptions::adjacency_packed (8 bytes per edge). Throws ValueError when an ID does not fit
-/// in 32 bits (see can_pack_adjacency).
-std::vector<uint64_t> pack_adjacency(const Graph& graph);
-
-/// pack_adjacency in one pass that also checks the IDs: empty when one does not fit in 32 bits
-/// (or the graph has no edges).
-std::vector<uint64_t> try_pack_adjacency(const Graph& graph);
-
-/// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
-/// ValueError naming `what` and the first bad position. sample_neighbors checks only the length
-/// and the weights it reads; call this once up front for a clear early error.
-void validate_weights(const Graph& graph, Span<const float> weights, const char* what);
+/// Uniform sampling of `graph` as stored (SamplingGraph::as_stored: nothing prepared), for
+/// one-off calls. To sample a graph repeatedly, or weighted, prepare a SamplingGraph.
+SampledEdges sample_neighbors(const Graph& graph, Span<const int64_t> seeds,
+                              const SampleOptions& opts);
 
 /// Builds a Philox RngKey from wide integers, throwing ValueError naming the field if the seed
 /// or epoch or batch does not fit in 32 bits (or is negative) or the layer is not < 256.
 RngKey make_rng_key(uint64_t seed, int64_t epoch, int64_t batch, int64_t layer);
 
 namespace detail {
-/// The CPU twin (arguments already validated).
-SampledEdges sample_neighbors_cpu(const Graph& graph, Span<const int64_t> seeds,
-                                  const SampleOptions& opts);
-void sample_neighbors_cpu_into(const Graph& graph, Span<const int64_t> seeds,
-                               const SampleOptions& opts, SampledEdges& out);
-/// The one validator of sample_neighbors.
-void validate_sample_args(const Graph& graph, Span<const int64_t> seeds, const SampleOptions& opts);
+/// The one validator of sample_neighbors (the graph's own checks ran when it was prepared).
+void validate_sample_args(const SamplingGraph& graph, Span<const int64_t> seeds,
+                          const SampleOptions& opts);
+/// The CPU twin (arguments validated, graph on the CPU).
+void sample_neighbors_cpu(const SamplingGraph& graph, Span<const int64_t> seeds,
+                          const SampleOptions& opts, SampledEdges& out);
+/// The CUDA twin's dispatch (arguments validated, graph placed): host seeds in, host edges out.
+void sample_neighbors_cuda(const SamplingGraph& graph, Span<const int64_t> seeds,
+                           const SampleOptions& opts, SampledEdges& out);
 }  // namespace detail
-
-}  // namespace tessera::ops
-
-namespace tessera::ops {
-
-/// Moves the graph's arrays into memory the kernel backs with transparent huge pages
-/// (madvise(MADV_HUGEPAGE) before first touch), which cuts TLB misses of random neighbor
-/// accesses on large graphs. Copies one array at a time (peak: the largest array twice).
-/// Returns the bytes now advised; 0 where the kernel refuses (the graph is unchanged then).
-int64_t advise_huge_pages(Graph& graph);
 
 }  // namespace tessera::ops

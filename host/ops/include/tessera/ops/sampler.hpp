@@ -7,41 +7,26 @@
 #include <memory>
 #include <vector>
 
-#include "tessera/cuda/placement.hpp"
 #include "tessera/graph/graph.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/ops/sample.hpp"
+#include "tessera/ops/sampling_graph.hpp"
 
 namespace tessera::ops {
 
-class DeviceGraph;
 class DeviceNeighborSampler;
 
-/// Options of a multi-layer neighbor sampler (DGL's NeighborSampler).
+/// Options of a multi-layer neighbor sampler (DGL's NeighborSampler). The graph, its weights,
+/// its layouts and where it lives are the SamplingGraph's.
 struct NeighborSamplerOptions {
   /// Fanout per GNN layer, input layer first (DGL order): [15, 10, 5] samples 5 neighbors of
   /// each seed, then 10 of each of those, then 15. Each entry >= 0 or -1 (all).
   std::vector<int64_t> fanouts;
   bool replace = false;
-  /// Optional edge weights in storage order (not owned; must outlive the sampler).
-  Span<const float> weights;
   EdgeDir dir = EdgeDir::kIn;
-  /// kCuda: the sampler copies the graph (and weights) once into `placement` and samples and
-  /// compacts every batch with the CUDA twins (DeviceNeighborSampler); blocks come back to the
-  /// host, identical to the CPU twin's (with edge exclusion too).
-  Device device = Device::kCpu;
-  /// Where the graph lives for device == kCuda: kGpu (HBM) or kPinnedHost (read through UVA).
-  cuda::Placement placement = cuda::Placement::kGpu;
-  /// Threads per sample_neighbors call (see SampleOptions::num_threads).
+  /// Threads per hop of one sample_blocks call (see SampleOptions::num_threads); the blocks do
+  /// not depend on it. The loaders keep 1 and sample batches in parallel instead.
   int num_threads = 1;
-  /// Keep an interleaved (neighbor, edge ID) copy of the adjacency so each sampled edge costs
-  /// one cache miss instead of two: packed into 8 bytes per edge when every node and edge ID is
-  /// below 2^32 (pack_adjacency), else 16 (interleave_adjacency). Output is unchanged.
-  bool interleave = false;
-  /// With weights: keep their per-row prefix sums (weight_prefix_sums, 8 bytes per edge more
-  /// memory) so a weighted row costs O(fanout log degree) instead of O(degree). Output is
-  /// unchanged.
-  bool weight_prefix = false;
 };
 
 /// Time and volume of sampling work, accumulated over calls (seconds of wall time in the thread
@@ -59,40 +44,48 @@ struct SampleStats {
   }
 };
 
-/// Multi-layer neighbor sampling. Holds a reference to the graph (which must outlive it); const
-/// methods are thread-safe.
+/// Multi-layer neighbor sampling over a SamplingGraph: on the CPU each uniform hop is sampled
+/// straight into its block over a compaction workspace (threads split the hop's seeds); a graph
+/// placed on a GPU is sampled and compacted there (DeviceNeighborSampler), the blocks coming back
+/// to the host identical to the CPU twin's. Copies share the graph; const methods are
+/// thread-safe.
 class NeighborSampler {
  public:
-  /// Validates the options once (fanouts, full weight array) and throws ValueError otherwise.
-  NeighborSampler(const Graph& graph, NeighborSamplerOptions opts);
+  /// Samples `graph`, which must outlive the sampler. Validates the options once (ValueError).
+  NeighborSampler(const SamplingGraph& graph, NeighborSamplerOptions opts);
+  /// Samples a graph it shares.
+  NeighborSampler(std::shared_ptr<const SamplingGraph> graph, NeighborSamplerOptions opts);
+  /// Prepares SamplingGraph(graph, prep) and keeps it; `graph` must outlive the sampler.
+  NeighborSampler(const Graph& graph, const NeighborSamplerOptions& opts,
+                  const SamplingGraphOptions& prep = {});
 
   /// The blocks of one mini-batch, input layer first (blocks.back().dst_nodes() == seeds).
   /// Hop h (0 = the seeds' neighborhood) uses the Philox key (seed, epoch, batch, layer = h).
   /// For dir=kOut the blocks are built on reversed edges (messages flow neighbor -> seed).
   /// `seeds` must be unique (ValueError) and in range (IndexError). `exclude` edges are left out
-  /// of every hop. `ws` (scratch) and `stats` are optional.
+  /// of every hop. `ws`: the caller's compaction scratch (one per thread); null lends one from
+  /// the graph's pool. `stats` is optional.
   std::vector<Block> sample_blocks(Span<const int64_t> seeds, const RngKey& key,
                                    const ExcludeEdges* exclude = nullptr,
                                    CompactWorkspace* ws = nullptr,
                                    SampleStats* stats = nullptr) const;
 
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return graph_->graph(); }
+  const SamplingGraph& sampling_graph() const { return *graph_; }
   const NeighborSamplerOptions& options() const { return opts_; }
+  bool weighted() const { return graph_->weighted(); }
   /// Bytes per edge of the interleaved adjacency copy the CPU sampler reads: 8 (packed), 16
   /// (pairs) or 0 (none: interleave off, a CUDA sampler, or no edges).
-  int adjacency_copy_bytes_per_edge() const {
-    return !packed_.empty() ? 8 : !pairs_.empty() ? 16 : 0;
-  }
+  int adjacency_copy_bytes_per_edge() const { return graph_->adjacency_copy_bytes_per_edge(); }
 
  private:
-  const Graph& graph_;
+  std::vector<Block> sample_blocks_cpu(Span<const int64_t> seeds, const RngKey& key,
+                                       const ExcludeEdges* exclude, CompactWorkspace& ws,
+                                       SampleStats* stats) const;
+
   NeighborSamplerOptions opts_;
-  // When opts_.interleave: pack_adjacency(graph_) if the IDs fit, else interleave_adjacency.
-  std::vector<uint64_t> packed_;
-  std::vector<int64_t> pairs_;
-  std::vector<double> prefix_;  // weight_prefix_sums(graph_, weights) when opts_.weight_prefix
-  // device == kCuda: the placed graph and the GPU sampler over it (shared by copies).
-  std::shared_ptr<const DeviceGraph> dev_graph_;
+  std::shared_ptr<const SamplingGraph> graph_;
+  // A graph placed on a GPU: the GPU sampler over it (shared by copies).
   std::shared_ptr<const DeviceNeighborSampler> dev_sampler_;
 };
 
