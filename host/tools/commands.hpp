@@ -15,5 +15,7 @@ void register_bench_gather(CLI::App& bench);
 /// `tessera bench dist-gather` (bench_dist_gather.cpp), added to the `bench` group.
 void register_bench_dist_gather(CLI::App& bench);
 void register_launch(CLI::App& app);
+/// `tessera train` (cmd_train.cpp): the libtorch trainer of host/train.
+void register_train(CLI::App& app);
 
 }  // namespace tessera::tools
