@@ -60,6 +60,36 @@ def summarize(path: str) -> dict:
     return out
 
 
+def plot(doc: dict, png: str) -> None:
+    """Stacked bars of each row's best run: Python left, C++ right (hatched)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("[bench] matplotlib missing: no plot", file=sys.stderr)
+        return
+    rows = doc["rows"]
+    fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(rows), 4.2))
+    labels = []
+    for x, row in enumerate(rows):
+        for k, off, hatch in (("python", -0.2, ""), ("cpp", 0.2, "//")):
+            parts = min(row["runs"][k], key=lambda s: s["ms_per_step"])["parts_ms_per_step"]
+            bottom = 0.0
+            for i, part in enumerate(PARTS):
+                ax.bar(x + off, parts[part], 0.38, bottom=bottom, color=f"C{i}", hatch=hatch,
+                       label=part if x == 0 and k == "python" else None)
+                bottom += parts[part]
+        labels.append(f"{row['dataset']}\nP={row['ranks']}\n{row['speedup']:.2f}x")
+    ax.set_xticks(range(len(rows)), labels)
+    ax.set_ylabel("ms per training step")
+    ax.set_title(f"train_sage.py (left) vs tessera train (right, hatched)\n{doc['device']}, "
+                 f"{doc['threads']} thread(s) per rank, {doc['machine']}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tool", default=os.path.join(REPO, "build", "bin", "tessera"),
@@ -73,7 +103,12 @@ def main(argv=None) -> int:
     p.add_argument("--machine", default="cpu-2core")
     p.add_argument("--out", default=None, help="results JSON (default under "
                    "benchmarks/results/train-cpp/)")
+    p.add_argument("--replot", default=None, metavar="JSON",
+                   help="only redraw the plot of an earlier results JSON (beside it)")
     a = p.parse_args(argv)
+    if a.replot:
+        plot(json.load(open(a.replot)), a.replot[:-5] + ".png")
+        return 0
     if not os.access(a.tool, os.X_OK):
         sys.exit(f"--tool {a.tool}: not an executable (build it with -DTESSERA_WITH_TORCH=ON)")
     info = subprocess.run([a.tool, "info"], capture_output=True, text=True).stdout
@@ -125,32 +160,7 @@ def main(argv=None) -> int:
     with open(out + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)
     os.replace(out + ".tmp", out)
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("[bench] matplotlib missing: no plot", file=sys.stderr)
-        print(out)
-        return 0
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(rows), 4))
-    labels, x = [], 0
-    for row in rows:
-        for k, off, hatch in (("python", -0.2, ""), ("cpp", 0.2, "//")):
-            parts = min(row["runs"][k], key=lambda s: s["ms_per_step"])["parts_ms_per_step"]
-            bottom = 0.0
-            for i, part in enumerate(PARTS):
-                ax.bar(x + off, parts[part], 0.38, bottom=bottom, color=f"C{i}", hatch=hatch,
-                       label=part if x == 0 and k == "python" else None)
-                bottom += parts[part]
-        labels.append(f"{row['dataset']}\nP={row['ranks']}\n{row['speedup']:.2f}x")
-        x += 1
-    ax.set_xticks(range(len(rows)), labels)
-    ax.set_ylabel("ms per training step (left: Python, right, hatched: C++)")
-    ax.set_title(f"tessera train vs train_sage.py, {a.device}, {a.threads} thread(s)/rank")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out[:-5] + ".png", dpi=120)
+    plot(doc, out[:-5] + ".png")
     print(out)
     return 0
 
