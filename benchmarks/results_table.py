@@ -426,7 +426,7 @@ cache-resident buffer).
 
 
 def train_gpu_section(runs):
-    rs = select(runs, "train-", exclude=("train-cpu-",))
+    rs = select(runs, "train-", exclude=("train-cpu-", "train-cpp"))
     rows, split_rows = [], []
     for r in rs:
         d = r.data
@@ -641,6 +641,41 @@ the same accuracy at 1 and 2 ranks and on either partitioning.
     return section("Full-graph models over update_all", intro, body, rs)
 
 
+def train_cpp_section(runs):
+    rs = select(runs, "train-cpp")
+    rows = []
+    for r in rs:
+        d = r.data
+        for x in d.get("rows", []):
+            py, cpp = x["runs"].get("python", []), x["runs"].get("cpp", [])
+
+            def best(rr):
+                return min(v["ms_per_step"] for v in rr) if rr else None
+
+            def outside(rr):  # time per step outside forward + backward, best run
+                if not rr:
+                    return None
+                v = min(rr, key=lambda v: v["ms_per_step"])
+                return v["ms_per_step"] - v["parts_ms_per_step"].get("forward_backward", 0)
+
+            bp, bc, op, oc = best(py), best(cpp), outside(py), outside(cpp)
+            rows.append([x["dataset"], x["ranks"], secs(bp, " ms"),
+                         secs(bc, " ms"), ratio(bc / bp if bp and bc else None),
+                         secs(op, " ms"), secs(oc, " ms"),
+                         ratio(oc / op if op and oc else None), r.link()])
+    body = table(["dataset", "ranks", "Python ms/step", "C++ ms/step", "C++ / Python",
+                  "Python outside fwd+bwd", "C++ outside fwd+bwd", "C++ / Python outside",
+                  "run"], rows)
+    intro = """
+`benchmarks/train_cpp_vs_python.py`: `tessera train` (C++, libtorch) against
+`python/examples/train_sage.py` on the same partitions, presets and seed in the same run, one
+thread per rank on the CPU (the same losses and test metrics); the best of the repeats, and the
+part of a step outside the model's forward and backward (the target: C++ at most half of
+Python's).
+"""
+    return section("C++ trainer against the Python example", intro, body, rs)
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -649,6 +684,7 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("gather-", gather_section),
     ("dist-gather-", dist_gather_section),
     ("train-cpu-", train_cpu_section),
+    ("train-cpp", train_cpp_section),
     ("train-", train_gpu_section),
     ("link-", link_section),
     generic_section("Distributed update_all", "update-all", """
@@ -710,7 +746,7 @@ def render(root=RESULTS):
     for prefix, renderer in SECTIONS:
         benches = [b for b in runs if b.startswith(prefix) and b not in done]
         if prefix == "train-":
-            benches = [b for b in benches if not b.startswith("train-cpu-")]
+            benches = [b for b in benches if not b.startswith(("train-cpu-", "train-cpp"))]
         if not benches:
             continue
         done.update(benches)

@@ -17,19 +17,25 @@ bash scripts/setup.sh --python
 cuda=OFF
 command -v nvcc >/dev/null && cuda=ON
 jobs=$(nproc)
+# The Python dependencies come first: the torch wheel also carries the libtorch that
+# `tessera train` (TESSERA_WITH_TORCH) builds against; without torch (TESSERA_SKIP_TORCH=1) the
+# trainer is left out and its tests fail.
+bash scripts/setup-python.sh
+torch=OFF
+python3 -c 'import torch' 2>/dev/null && torch=ON
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=$cuda \
-  -DTESSERA_CUDA_ARCHITECTURES=90 >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+  -DTESSERA_CUDA_ARCHITECTURES=90 -DTESSERA_WITH_TORCH=$torch >"$build.configure.log" 2>&1 \
+  || { cat "$build.configure.log"; exit 1; }
 stage "SPDX license lines, clang-format and clang-tidy on the changed files"
 python3 scripts/spdx.py
 python3 scripts/lint.py "$build"
-stage "building (TESSERA_WITH_CUDA=$cuda)"
+stage "building (TESSERA_WITH_CUDA=$cuda, TESSERA_WITH_TORCH=$torch)"
 cmake --build "$build" -j"$jobs"
 stage "running ctest"
 # The output of passing and skipped tests is kept whole in the JUnit file: a skip's reason is in it.
 (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 600 --test-output-size-passed 65536 \
   --output-junit "$PWD/ctest-junit.xml")
 # --- Python package (nanobind module built by scikit-build-core) and its pytest suite ---------
-bash scripts/setup-python.sh
 stage "building and installing the Python package"
 # pyproject builds the package CPU-only unless TESSERA_WITH_CUDA=ON: with a GPU to run them, its
 # CUDA twins are built too, so its GPU tests run instead of skipping.
@@ -38,7 +44,9 @@ py_cuda=OFF
 TESSERA_WITH_CUDA=$py_cuda python3 -m pip install . --no-build-isolation -q
 stage "running pytest"
 # Any non-zero exit fails, 5 (nothing collected) included.
-python3 -m pytest tests/python -q --junitxml "$build/pytest-junit.xml"
+# tests/python/test_train_cpp.py runs this build's `tessera train` against the Python example.
+TESSERA_TOOL="$PWD/$build/bin/tessera" python3 -m pytest tests/python -q \
+  --junitxml "$build/pytest-junit.xml"
 stage "checking the skipped tests"
 python3 scripts/check-skips.py "$build/ctest-junit.xml" "$build/pytest-junit.xml"
 echo "[test] all passed in $(($(date +%s) - t0)) s" >&2

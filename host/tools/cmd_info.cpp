@@ -4,6 +4,7 @@
 #include "commands.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/train/train.hpp"
 #include "tessera/transport/transport.hpp"
 
 namespace tessera::tools {
@@ -14,6 +15,9 @@ void register_info(CLI::App& app) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("threads: {}\n", num_threads());
     fmt::print("cuda: {}\n", cuda::describe());
+    fmt::print("train: {}\n", train::torch_compiled()
+                                  ? "libtorch trainer (tessera train)"
+                                  : "not compiled (-DTESSERA_WITH_TORCH=ON builds it)");
     for (const auto& b : transport::list_backends())
       fmt::print("transport {}: {}\n", b.name,
                  b.available ? std::string("available") : "unavailable: " + b.reason);

@@ -12,5 +12,7 @@ void register_partition(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_validate(CLI::App& app);
 void register_launch(CLI::App& app);
+/// `tessera train` (cmd_train.cpp): the libtorch trainer of host/train.
+void register_train(CLI::App& app);
 
 }  // namespace tessera::tools

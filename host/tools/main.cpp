@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tessera::tools::register_bench(app);
 #endif
   tessera::tools::register_launch(app);
+  tessera::tools::register_train(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -77,6 +77,23 @@ def param_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
+def batch_digest(seeds, blocks) -> str:
+    """A batch's identity: SHA-256 of its seeds, then per block (input layer first) num_dst,
+    source nodes, src, dst and edge IDs as int64 bytes; 16 hex digits. ``tessera train
+    --batch-digests`` computes the same from its C++ batches."""
+    h = hashlib.sha256()
+
+    def put(t):
+        h.update(np.ascontiguousarray(torch.as_tensor(t).cpu().numpy(), dtype=np.int64).tobytes())
+
+    put(seeds)
+    for b in blocks:
+        h.update(np.int64(b.num_dst_nodes()).tobytes())
+        for t in (b.srcdata[tessera.NID], b.src, b.dst, b.edata[tessera.EID]):
+            put(t)
+    return h.hexdigest()[:16]
+
+
 def atomic_save(obj, path: str) -> None:
     tmp = f"{path}.tmp{os.getpid()}"
     torch.save(obj, tmp)
@@ -343,10 +360,16 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                        enabled=not args.quiet and tessera.get_rank() == 0)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         count, loader_busy, shown = 0, [0.0, 0.0], float("nan")
+        digests = []
         for step in range(steps):
             w0 = time.perf_counter()
             batches = [next(it, None) for it in iters]  # the trainers of one synchronous step
             clock.add("wait", w0, time.perf_counter())
+            if step < args.batch_digests:
+                for dl, batch in zip(loaders, batches):
+                    if batch is not None:
+                        index = dl.global_batch_index(dl.batch_index - 1)
+                        digests.append(f"{index}:{batch_digest(batch[1], batch[2])}")
             for dl in loaders:
                 stats = getattr(dl, "last_batch_stats", None)
                 if stats is not None:
@@ -406,6 +429,9 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                                  "seconds": epoch_s, "eval_seconds": eval_s, "steps": count,
                                  "split": split_s, "loader_sampling": loader_busy[0],
                                  "loader_gathering": loader_busy[1]})
+        if args.batch_digests:  # every rank's, by global batch index
+            state["history"][-1]["batch_digests"] = sorted(
+                sum(dist.all_gather_object(digests), []), key=lambda d: int(d.split(":")[0]))
         state["epoch"] = epoch + 1
         if not args.quiet or epoch == args.epochs - 1:
             shown = f"{val:6.2f}" if val == val else "     -"
@@ -615,6 +641,9 @@ def parse_args(argv=None):
     p.add_argument("--plot", default=None, help="loss-curve PNG (default out/<name>-loss.png)")
     p.add_argument("--results", default=None, help="write the results as JSON here")
     p.add_argument("--quiet", action="store_true", help="one line per split, no progress bar")
+    p.add_argument("--batch-digests", type=int, default=0, metavar="K",
+                   help="record digests of the first K batches of every epoch in the results "
+                        "(to compare the batches with tessera train's)")
     return p.parse_args(argv)
 
 

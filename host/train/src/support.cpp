@@ -1,0 +1,567 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "support.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/graph/dataset.hpp"
+#include "tessera/partition/format.hpp"
+#include "tessera/partition/partition.hpp"
+
+namespace tessera::train::detail {
+
+namespace {
+
+constexpr std::array<uint32_t, 64> kSha256K = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+uint32_t rotr(uint32_t x, int n) {
+  return (x >> n) | (x << (32 - n));
+}
+
+double nan() {
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+nlohmann::json num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+double num_or(const nlohmann::json& j, const char* key, double missing) {
+  auto it = j.find(key);
+  return it == j.end() || it->is_null() ? missing : it->get<double>();
+}
+
+constexpr char kCkptMagic[] = "TESSERA-CKPT1\n";
+
+}  // namespace
+
+// --- SHA-256 ---------------------------------------------------------------------------------
+Sha256::Sha256()
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19},
+      buf_{} {}
+
+void Sha256::block(const uint8_t* p) {
+  uint32_t w[64];
+  for (size_t i = 0; i < 16; ++i) {
+    w[i] = (uint32_t{p[4 * i]} << 24) | (uint32_t{p[4 * i + 1]} << 16) |
+           (uint32_t{p[4 * i + 2]} << 8) | uint32_t{p[4 * i + 3]};
+  }
+  for (int i = 16; i < 64; ++i) {
+    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+  }
+  uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+  for (int i = 0; i < 64; ++i) {
+    const uint32_t s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+    const uint32_t ch = (e & f) ^ (~e & g);
+    const uint32_t t1 = h + s1 + ch + kSha256K[i] + w[i];
+    const uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+    const uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+    const uint32_t t2 = s0 + maj;
+    h = g;
+    g = f;
+    f = e;
+    e = d + t1;
+    d = c;
+    c = b;
+    b = a;
+    a = t1 + t2;
+  }
+  h_[0] += a;
+  h_[1] += b;
+  h_[2] += c;
+  h_[3] += d;
+  h_[4] += e;
+  h_[5] += f;
+  h_[6] += g;
+  h_[7] += h;
+}
+
+void Sha256::update(const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  bytes_ += n;
+  while (n > 0) {
+    const size_t take = std::min(n, sizeof(buf_) - fill_);
+    std::memcpy(buf_ + fill_, p, take);
+    fill_ += take;
+    p += take;
+    n -= take;
+    if (fill_ == sizeof(buf_)) {
+      block(buf_);
+      fill_ = 0;
+    }
+  }
+}
+
+std::string Sha256::hex() {
+  const uint64_t bits = bytes_ * 8;
+  const uint8_t one = 0x80, zero = 0;
+  update(&one, 1);
+  while (fill_ != 56) {
+    update(&zero, 1);
+  }
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) {
+    len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  }
+  update(len, 8);
+  std::string out;
+  for (uint32_t v : h_) {
+    out += fmt::format("{:08x}", v);
+  }
+  return out;
+}
+
+std::string batch_digest(const std::vector<int64_t>& seeds, const std::vector<ops::Block>& blocks) {
+  Sha256 h;
+  h.update(seeds.data(), seeds.size() * sizeof(int64_t));
+  for (const ops::Block& b : blocks) {
+    h.update(&b.num_dst, sizeof(int64_t));
+    for (const auto* v : {&b.src_nodes, &b.src, &b.dst, &b.eids}) {
+      h.update(v->data(), v->size() * sizeof(int64_t));
+    }
+  }
+  return h.hex().substr(0, 16);
+}
+
+// --- metrics ---------------------------------------------------------------------------------
+double roc_auc(const std::vector<double>& pos, const std::vector<double>& neg) {
+  const auto npos = static_cast<double>(pos.size()), nneg = static_cast<double>(neg.size());
+  if (pos.empty() || neg.empty()) {
+    return nan();
+  }
+  // Average 1-based rank of every distinct value (ties share theirs), summed over the
+  // positives. Ranks are multiples of 1/2, so every summation order gives the same double.
+  std::vector<std::pair<double, bool>> all;
+  all.reserve(pos.size() + neg.size());
+  for (double v : pos) {
+    all.emplace_back(v, true);
+  }
+  for (double v : neg) {
+    all.emplace_back(v, false);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  double pos_rank_sum = 0;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    int64_t positives = 0;
+    while (j < all.size() && all[j].first == all[i].first) {
+      positives += all[j++].second;
+    }
+    const double avg = static_cast<double>(j) - static_cast<double>(j - i - 1) / 2.0;
+    pos_rank_sum += avg * static_cast<double>(positives);
+    i = j;
+  }
+  return (pos_rank_sum - npos * (npos + 1) / 2.0) / (npos * nneg);
+}
+
+// --- progress bar ----------------------------------------------------------------------------
+ProgressBar::ProgressBar(int64_t total, std::string desc, bool enabled)
+    : total_(total),
+      desc_(std::move(desc)),
+      enabled_(enabled),
+      tty_(isatty(STDERR_FILENO) != 0),
+      t0_(now_seconds()) {}
+
+void ProgressBar::update(double loss) {
+  ++n_;
+  if (!enabled_) {
+    return;
+  }
+  const double t = now_seconds();
+  const bool last = n_ == total_;
+  if (!last && (!tty_ || t - last_ < 0.1)) {
+    return;
+  }
+  last_ = t;
+  fmt::print(stderr, "{}{}: {}/{} batches, loss {:.4f}, {:.1f}s{}", tty_ ? "\r" : "", desc_, n_,
+             total_, loss, t - t0_, last ? "\n" : "");
+  std::fflush(stderr);
+}
+
+void ProgressBar::close() {
+  if (enabled_ && tty_ && n_ != total_) {
+    fmt::print(stderr, "\n");
+  }
+  enabled_ = false;
+}
+
+// --- training record -------------------------------------------------------------------------
+SplitState::SplitState()
+    : best_val(-std::numeric_limits<double>::infinity()), test_at_best(nan()) {}
+
+nlohmann::json to_json(const SplitState& s) {
+  nlohmann::json hist = nlohmann::json::array();
+  for (const EpochRecord& e : s.history) {
+    nlohmann::json split = nlohmann::json::object();
+    for (const auto& [k, v] : e.split) {
+      split[k] = v;
+    }
+    nlohmann::json r = {{"epoch", e.epoch},
+                        {"loss", num(e.loss)},
+                        {"val", num(e.val)},
+                        {"seconds", e.seconds},
+                        {"eval_seconds", e.eval_seconds},
+                        {"steps", e.steps},
+                        {"split", split},
+                        {"loader_sampling", e.loader_sampling},
+                        {"loader_gathering", e.loader_gathering}};
+    if (std::isfinite(e.op_seconds)) {
+      r["op_seconds"] = e.op_seconds;
+    }
+    if (!e.batch_digests.empty()) {
+      r["batch_digests"] = e.batch_digests;
+    }
+    hist.push_back(std::move(r));
+  }
+  return {{"epoch", s.epoch},
+          {"history", hist},
+          {"best_val", num(s.best_val)},
+          {"best_epoch", s.best_epoch},
+          {"test_at_best", num(s.test_at_best)}};
+}
+
+SplitState split_state_from_json(const nlohmann::json& j) {
+  SplitState s;
+  s.epoch = j.at("epoch").get<int64_t>();
+  s.best_val = num_or(j, "best_val", -std::numeric_limits<double>::infinity());
+  s.best_epoch = j.at("best_epoch").get<int64_t>();
+  s.test_at_best = num_or(j, "test_at_best", nan());
+  for (const auto& r : j.at("history")) {
+    EpochRecord e;
+    e.epoch = r.at("epoch").get<int64_t>();
+    e.loss = num_or(r, "loss", nan());
+    e.val = num_or(r, "val", nan());
+    e.seconds = r.at("seconds").get<double>();
+    e.eval_seconds = r.at("eval_seconds").get<double>();
+    e.steps = r.at("steps").get<int64_t>();
+    for (const auto& [k, v] : r.at("split").items()) {
+      e.split[k] = v.get<double>();
+    }
+    e.loader_sampling = r.at("loader_sampling").get<double>();
+    e.loader_gathering = r.at("loader_gathering").get<double>();
+    e.op_seconds = num_or(r, "op_seconds", nan());
+    if (r.contains("batch_digests")) {
+      e.batch_digests = r["batch_digests"].get<std::vector<std::string>>();
+    }
+    s.history.push_back(std::move(e));
+  }
+  return s;
+}
+
+// --- checkpoint file -------------------------------------------------------------------------
+void write_checkpoint(const std::filesystem::path& path, const nlohmann::json& meta,
+                      const std::vector<NamedBytes>& entries) {
+  nlohmann::json header = {{"meta", meta}, {"entries", nlohmann::json::array()}};
+  uint64_t offset = 0;
+  for (const NamedBytes& e : entries) {
+    header["entries"].push_back(
+        {{"name", e.name},
+         {"dtype", e.dtype},
+         {"shape", e.shape},
+         {"offset", offset},
+         {"bytes", e.bytes.size()},
+         {"crc32", crc32_hex(crc32_update(0, e.bytes.data(), e.bytes.size()))}});
+    offset += e.bytes.size();
+  }
+  const std::string text = header.dump();
+  const std::filesystem::path tmp =
+      path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), getpid());
+  if (!path.parent_path().empty()) {
+    std::filesystem::create_directories(path.parent_path());
+  }
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    TESSERA_EXPECTS(f.good(), IOError, "checkpoint {}: cannot open {} for writing", path.string(),
+                    tmp.string());
+    const uint64_t n = text.size();
+    f.write(kCkptMagic, sizeof(kCkptMagic) - 1);
+    f.write(reinterpret_cast<const char*>(&n), sizeof(n));
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const NamedBytes& e : entries) {
+      f.write(reinterpret_cast<const char*>(e.bytes.data()),
+              static_cast<std::streamsize>(e.bytes.size()));
+    }
+    f.flush();
+    if (!f.good()) {
+      f.close();
+      std::filesystem::remove(tmp);
+      TESSERA_FAIL(IOError, "checkpoint {}: writing {} failed (disk full?)", path.string(),
+                   tmp.string());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    TESSERA_FAIL(IOError, "checkpoint {}: cannot rename {} onto it: {}", path.string(),
+                 tmp.string(), ec.message());
+  }
+}
+
+const NamedBytes& Checkpoint::at(const std::string& name) const {
+  auto it = entries.find(name);
+  TESSERA_EXPECTS(it != entries.end(), ValueError,
+                  "checkpoint {}: no entry '{}' (it holds {} entries; written by another model "
+                  "or version?)",
+                  path.string(), name, entries.size());
+  return it->second;
+}
+
+Checkpoint read_checkpoint(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  TESSERA_EXPECTS(f.good(), IOError, "checkpoint {}: cannot open it for reading", path.string());
+  char magic[sizeof(kCkptMagic) - 1];
+  f.read(magic, sizeof(magic));
+  TESSERA_EXPECTS(f.good() && std::memcmp(magic, kCkptMagic, sizeof(magic)) == 0, ValueError,
+                  "checkpoint {}: not a checkpoint of `tessera train` (bad magic)", path.string());
+  uint64_t n = 0;
+  f.read(reinterpret_cast<char*>(&n), sizeof(n));
+  const auto size = std::filesystem::file_size(path);
+  TESSERA_EXPECTS(f.good() && n <= size, IOError, "checkpoint {}: truncated header", path.string());
+  std::string text(n, '\0');
+  f.read(text.data(), static_cast<std::streamsize>(n));
+  TESSERA_EXPECTS(f.good(), IOError, "checkpoint {}: truncated header", path.string());
+  Checkpoint c;
+  c.path = path;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+    c.meta = header.at("meta");
+    const uint64_t data0 = sizeof(kCkptMagic) - 1 + sizeof(n) + n;
+    for (const auto& e : header.at("entries")) {
+      NamedBytes b;
+      b.name = e.at("name").get<std::string>();
+      b.dtype = e.at("dtype").get<std::string>();
+      b.shape = e.at("shape").get<std::vector<int64_t>>();
+      const auto off = e.at("offset").get<uint64_t>(), len = e.at("bytes").get<uint64_t>();
+      TESSERA_EXPECTS(data0 + off + len <= size, IOError,
+                      "checkpoint {}: truncated: entry '{}' ends at byte {} of {}", path.string(),
+                      b.name, data0 + off + len, size);
+      b.bytes.resize(len);
+      f.seekg(static_cast<std::streamoff>(data0 + off));
+      f.read(reinterpret_cast<char*>(b.bytes.data()), static_cast<std::streamsize>(len));
+      TESSERA_EXPECTS(f.good(), IOError, "checkpoint {}: cannot read entry '{}'", path.string(),
+                      b.name);
+      const std::string crc = crc32_hex(crc32_update(0, b.bytes.data(), b.bytes.size()));
+      TESSERA_EXPECTS(crc == e.at("crc32").get<std::string>(), IOError,
+                      "checkpoint {}: entry '{}' is corrupt (CRC-32 {} differs from the "
+                      "header's {})",
+                      path.string(), b.name, crc, e.at("crc32").get<std::string>());
+      c.entries.emplace(b.name, std::move(b));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    TESSERA_FAIL(ValueError, "checkpoint {}: malformed header: {}", path.string(), e.what());
+  }
+  return c;
+}
+
+// --- files and environment -------------------------------------------------------------------
+void atomic_write_text(const std::filesystem::path& path, const std::string& text) {
+  if (!path.parent_path().empty()) {
+    std::filesystem::create_directories(path.parent_path());
+  }
+  const std::filesystem::path tmp =
+      path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot open {} for writing", path.string(),
+                    tmp.string());
+    f << text;
+    f.flush();
+    if (!f.good()) {
+      f.close();
+      std::filesystem::remove(tmp);
+      TESSERA_FAIL(IOError, "{}: writing failed (disk full?)", path.string());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    TESSERA_FAIL(IOError, "{}: cannot rename {} onto it: {}", path.string(), tmp.string(),
+                 ec.message());
+  }
+}
+
+std::string commit_id() {
+  if (const char* c = std::getenv("TESSERA_COMMIT"); c != nullptr && *c != '\0') {
+    return c;
+  }
+  FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+  if (p == nullptr) {
+    return "unknown";
+  }
+  char buf[64] = {};
+  const bool ok = std::fgets(buf, sizeof(buf), p) != nullptr;
+  pclose(p);
+  std::string s = ok ? buf : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
+    s.pop_back();
+  }
+  return s.empty() ? "unknown" : s;
+}
+
+namespace {
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') {
+      continue;
+    }
+    char* end = nullptr;
+    const long x = std::strtol(v, &end, 10);
+    TESSERA_EXPECTS(end != v && *end == '\0', ValueError, "{}={} is not an integer", name, v);
+    return static_cast<int>(x);
+  }
+  return fallback;
+}
+}  // namespace
+
+int local_rank() {
+  return env_int({"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0);
+}
+
+int local_world_size(int world) {
+  return env_int({"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                 world);
+}
+
+std::string dataset_name(const std::string& dataset) {
+  std::filesystem::path p(dataset);
+  while (!p.empty() && p.filename().empty()) {
+    p = p.parent_path();  // a trailing slash
+  }
+  return p.filename().string();
+}
+
+void agree(dist::Runtime& rt, const std::string& what, const std::string& error) {
+  if (rt.world_size() == 1) {
+    if (!error.empty()) {
+      TESSERA_FAIL(ValueError, "{}", error);
+    }
+    return;
+  }
+  const transport::Bytes mine(error.begin(), error.end());
+  const std::vector<transport::Bytes> all = rt.transport().all_gather(mine);
+  if (!error.empty()) {
+    TESSERA_FAIL(ValueError, "{}", error);
+  }
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].empty()) {
+      TESSERA_FAIL(ValueError, "{}: rank {} failed: {}", what, r,
+                   std::string(all[r].begin(), all[r].end()));
+    }
+  }
+}
+
+std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts) {
+  const std::string name = dataset_name(o.dataset);
+  const std::filesystem::path out = !o.part_dir.empty()
+                                        ? std::filesystem::path(o.part_dir)
+                                        : std::filesystem::path("out") / "partitions" /
+                                              fmt::format("{}-{}-p{}", name, o.part_method, parts);
+  std::string config = (out / (name + ".json")).string();
+  std::string error;
+  if (rt.rank() == 0) {
+    try {
+      if (std::filesystem::exists(config) && !o.repartition) {
+        if (!o.quiet) {
+          fmt::print("[train] reusing partitions {}\n", config);
+        }
+      } else {
+        const double t0 = now_seconds();
+        ReadOptions ro;
+        ro.build.symmetrize = !o.no_symmetrize;
+        Dataset ds = read_dataset(o.dataset, Format::kAuto, ro);
+        PartitionOptions po;
+        po.num_parts = parts;
+        po.method = parse_part_method(o.part_method);
+        if (parts > 1 && po.method == PartMethod::kMetis) {
+          po.balance_masks = {"train_mask"};
+        }
+        po.balance_edges = parts > 1;
+        po.halo_hops = 1;
+        po.seed = o.seed;
+        WriteOptions wo;
+        wo.out_dir = out;
+        wo.name = name;
+        wo.overwrite = true;
+        wo.source_path = o.dataset;
+        PhaseTimer timer("train");
+        partition_dataset(ds, po, wo, timer);
+        fmt::print("[train] partitioned {} into {} part(s) in {:.2f}s: {}\n", o.dataset, parts,
+                   now_seconds() - t0, config);
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    std::fflush(stdout);
+  }
+  agree(rt, "partitioning", error);
+  return config;
+}
+
+double read_partition_files(const std::string& config, int part) {
+  const PartitionConfig c = load_partition_config(config);
+  const std::filesystem::path folder = c.dir / c.parts.at(part).dir;
+  const double t0 = now_seconds();
+  std::vector<char> buf(64 << 20);
+  for (const PartFile& file : c.parts.at(part).files) {
+    std::ifstream f(folder / file.name, std::ios::binary);
+    while (f.read(buf.data(), static_cast<std::streamsize>(buf.size())) || f.gcount() > 0) {
+    }
+  }
+  return now_seconds() - t0;
+}
+
+std::vector<int64_t> parse_splits(const std::string& spec, int64_t num_splits) {
+  std::vector<int64_t> out;
+  if (spec == "all") {
+    out.resize(num_splits);
+    std::iota(out.begin(), out.end(), 0);
+    return out;
+  }
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    TESSERA_EXPECTS(!item.empty() && *end == '\0', ValueError,
+                    "--split {}: '{}' is not a split index (give an index, a comma-separated "
+                    "list or 'all')",
+                    spec, item);
+    TESSERA_EXPECTS(v >= 0 && v < num_splits, ValueError,
+                    "--split {}: split {} is outside [0, {}) (the masks have {} split(s))", spec, v,
+                    num_splits, num_splits);
+    out.push_back(v);
+  }
+  TESSERA_EXPECTS(!out.empty(), ValueError, "--split is empty");
+  return out;
+}
+
+}  // namespace tessera::train::detail

@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`tessera train`, the C++ (libtorch) trainer, against the Python example it twins
+(python/examples/train_sage.py): the same batches and parameters from the same seed on one CPU
+thread, Cora's accuracy at 1 and 2 ranks, exact resume, predictions as .npy, clear errors.
+
+The tool is $TESSERA_TOOL (scripts/test.sh sets it to its build folder's) or build/bin/tessera;
+it must be built with -DTESSERA_WITH_TORCH=ON (scripts/test.sh does when torch is installed)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import CORA, REPO  # noqa: E402
+
+sys.path.insert(0, os.path.join(REPO, "python", "examples"))
+import train_sage  # noqa: E402
+
+TOOL = os.environ.get("TESSERA_TOOL", os.path.join(REPO, "build", "bin", "tessera"))
+
+
+@pytest.fixture(scope="module")
+def tool():
+    assert os.access(TOOL, os.X_OK), (
+        f"{TOOL} not found: build the tool with -DTESSERA_WITH_TORCH=ON (or set TESSERA_TOOL)")
+    info = subprocess.run([TOOL, "info"], capture_output=True, text=True, timeout=60)
+    assert "libtorch trainer" in info.stdout, (
+        f"{TOOL} was built without the trainer: reconfigure with -DTESSERA_WITH_TORCH=ON\n"
+        + info.stdout)
+    return TOOL
+
+
+@pytest.fixture(scope="module")
+def parts(tmp_path_factory):
+    """Cora in 1 METIS part, shared by the C++ and the Python runs (the trainers partition on
+    first use with the same settings)."""
+    return str(tmp_path_factory.mktemp("cora-p1"))
+
+
+def _train(tool, tmp_path, name, *extra, launch=0, check=True, dataset=CORA):
+    res = tmp_path / f"{name}.json"
+    argv = [tool, "train", "--dataset", dataset, "--device", "cpu", "--quiet",
+            "--results", str(res), "--loss-curve", str(tmp_path / f"{name}.csv"), *extra]
+    if launch:
+        argv = [tool, "launch", "--nproc-per-node", str(launch), "--", *argv]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    if check:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+        return json.loads(res.read_text()) if res.exists() else None
+    return out
+
+
+def test_same_batches_losses_and_parameters_as_python(tool, parts, tmp_path):
+    """Same seed, --threads 1, CPU: the first batches of every epoch (seed IDs and every
+    sampled block) hash the same, the per-epoch losses and the final parameters are equal."""
+    common = ["--part-dir", parts, "--threads", "1", "--epochs", "3", "--batch-digests", "3",
+              "--seed", "7"]
+    py_res = tmp_path / "py.json"
+    assert train_sage.main(["--dataset", CORA, "--device", "cpu", "--quiet", "--results",
+                            str(py_res), "--plot", str(tmp_path / "py.png"), *common]) == 0
+    py = json.loads(py_res.read_text())["splits"]["0"]
+    cpp = _train(tool, tmp_path, "cpp", *common)["splits"]["0"]
+    assert len(cpp["history"]) == len(py["history"]) == 3
+    for e_cpp, e_py in zip(cpp["history"], py["history"]):
+        assert len(e_py["batch_digests"]) == 3  # Cora: 140 seeds, batches of 64
+        assert e_cpp["batch_digests"] == e_py["batch_digests"], e_cpp["epoch"]
+        assert e_cpp["loss"] == pytest.approx(e_py["loss"], rel=1e-5, abs=1e-6)
+    # The epochs' batches differ from each other (the loader reshuffles every epoch).
+    assert cpp["history"][0]["batch_digests"] != cpp["history"][1]["batch_digests"]
+    assert cpp["digest"] == py["digest"]
+
+
+def test_cora_accuracy_one_rank_and_predictions(tool, parts, tmp_path):
+    pred = tmp_path / "pred"
+    r = _train(tool, tmp_path, "one", "--part-dir", parts, "--threads", "1",
+               "--save-predictions", str(pred))
+    assert r["ranks"] == 1
+    assert r["mean"] >= 79.0, r["mean"]
+    hist = r["splits"]["0"]["history"]
+    assert len(hist) == 100 and hist[-1]["loss"] < hist[0]["loss"] / 3
+    curve = (tmp_path / "one.csv").read_text().splitlines()
+    assert curve[0] == "split,epoch,loss,val" and len(curve) == 101
+    labels = np.load(os.path.join(CORA, "label.npy"))
+    test_mask = np.load(os.path.join(CORA, "test_mask.npy")).astype(bool)
+    p = np.load(pred / "predictions.npy")
+    emb = np.load(pred / "embeddings.npy")
+    logits = np.load(pred / "logits.npy")
+    assert p.shape == labels.shape and logits.shape == (labels.shape[0], 7)
+    assert emb.shape == (labels.shape[0], 64)
+    assert (logits.argmax(1) == p).all()
+    # The predictions are the final model's: their test accuracy is the run's last-epoch one.
+    acc = 100.0 * (p[test_mask] == labels[test_mask]).mean()
+    assert acc == pytest.approx(r["splits"]["0"]["final_test"], abs=0.01)
+
+
+def test_cora_accuracy_two_ranks(tool, tmp_path):
+    r = _train(tool, tmp_path, "two", "--part-dir", str(tmp_path / "p2"), "--threads", "1",
+               launch=2)
+    assert r["ranks"] == 2 and r["splits"]["0"]["grad_sync"] == "host"
+    assert r["mean"] >= 79.0, r["mean"]
+
+
+def test_gcn_learns_cora(tool, parts, tmp_path):
+    r = _train(tool, tmp_path, "gcn", "--part-dir", parts, "--threads", "1", "--model", "gcn",
+               "--epochs", "20")
+    assert r["model"] == "gcn"
+    assert r["mean"] >= 70.0, r["mean"]
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_resume_gives_exactly_the_same_run(tool, tmp_path, ranks):
+    p = ["--part-dir", str(tmp_path / "parts"), "--threads", "1", "--epochs", "4"]
+    full = _train(tool, tmp_path, "full", *p, "--checkpoint", str(tmp_path / "a.ckpt"),
+                  launch=ranks if ranks > 1 else 0)
+    ck = str(tmp_path / "b.ckpt")
+    stopped = _train(tool, tmp_path, "stop", *p, "--checkpoint", ck, "--stop-after", "2",
+                     launch=ranks if ranks > 1 else 0)
+    assert stopped is None  # no results for a run stopped early
+    resumed = _train(tool, tmp_path, "resumed", *p, "--checkpoint", ck, "--resume",
+                     launch=ranks if ranks > 1 else 0)
+    a, b = full["splits"]["0"], resumed["splits"]["0"]
+    assert b["digest"] == a["digest"]
+    assert [e["loss"] for e in b["history"]] == [e["loss"] for e in a["history"]]
+    assert [e["val"] for e in b["history"]] == [e["val"] for e in a["history"]]
+
+
+@pytest.mark.parametrize("bad, says", [
+    (["--model", "gat"], "--model"),
+    (["--fanouts", "10,x"], "--fanouts"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--resume"], "--resume needs --checkpoint"),
+    ([], "no/such/folder"),
+])
+def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
+    dataset = str(tmp_path / "no/such/folder") if not bad else CORA
+    out = _train(tool, tmp_path, "bad", "--part-dir", str(tmp_path / "p"), *bad, check=False,
+                 dataset=dataset)
+    assert out.returncode != 0
+    assert says in out.stderr + out.stdout
+    assert not (tmp_path / "bad.json").exists()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "slurm"])
+def test_joins_jobs_started_by_other_launchers(tool, tmp_path, launcher):
+    """Two processes started with the variables torchrun (RANK, WORLD_SIZE, ...) or srun
+    (SLURM_PROCID, SLURM_NTASKS, ...) sets form one 2-rank job."""
+    port = _free_port()
+    procs = []
+    for r in range(2):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SLURM_", "OMPI_")) and k not in
+               ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TESSERA_JOB_TOKEN")}
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   TESSERA_JOB_TOKEN="0123456789abcdef0123456789abcdef")
+        if launcher == "torchrun":
+            env.update(RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r), LOCAL_WORLD_SIZE="2")
+        else:
+            env.update(SLURM_PROCID=str(r), SLURM_NTASKS="2", SLURM_LOCALID=str(r),
+                       SLURM_NTASKS_PER_NODE="2")
+        argv = [tool, "train", "--dataset", CORA, "--device", "cpu", "--quiet", "--threads", "1",
+                "--epochs", "2", "--part-dir", str(tmp_path / "p"), "--results",
+                str(tmp_path / "r.json"), "--loss-curve", str(tmp_path / "c.csv")]
+        procs.append(subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-2000:] for o in outs)
+    r = json.loads((tmp_path / "r.json").read_text())
+    assert r["ranks"] == 2 and r["splits"]["0"]["grad_sync"] == "host"
