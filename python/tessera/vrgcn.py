@@ -80,22 +80,29 @@ def precompute(g: DistGraph, feat: str = "feat", norm: str = "auto", chunk: int 
 
     ``norm``: input features are first row-normalized (``"row"``: each row divided by its sum,
     as GCN does for bag-of-words features), standardized per column (``"standard"``: statistics
-    over all nodes, all-reduced), or left alone (``"none"``); ``"auto"`` picks ``row`` for
-    integer or boolean features and ``standard`` otherwise."""
+    over all nodes, all-reduced), or left alone (``"none"``); ``"auto"`` picks ``row`` when
+    every value is a non-negative integer (counts or binary, of any dtype) and ``standard``
+    otherwise."""
     _check_distributed(g, "vrgcn.precompute")
     torch = _torch()
     from .distributed import all_reduce
     x_t = g.ndata[feat]
     n, f = g.num_nodes(), int(np.prod(x_t.shape[1:]))
-    kind = np.dtype(x_t._dtype).kind
-    if norm == "auto":
-        norm = "row" if kind in "biu" else "standard"
-    if norm not in ("row", "standard", "none"):
+    if norm not in ("auto", "row", "standard", "none"):
         raise ValueError(f"vrgcn.precompute: norm must be auto, row, standard or none, got "
                          f"{norm!r}")
     deg_t = _node_tensor(g, "vrgcn:deg", (n,), np.float32)
     px_t = _node_tensor(g, "vrgcn:px", (n, f), np.float32)
     own = _local_nodes(g)
+    if norm == "auto":  # counts (bag of words, binary: any dtype) -> row, else standard
+        not_counts = np.zeros(1, dtype=np.float64)
+        for ids in _chunks(own, chunk):
+            x = np.asarray(x_t.gather(ids), dtype=np.float64)
+            if x.size and (x.min() < 0 or not np.array_equal(x, np.round(x))):
+                not_counts[0] = 1.0
+                break
+        all_reduce(not_counts, "max")
+        norm = "standard" if not_counts[0] else "row"
     mean = np.zeros(f, dtype=np.float64)
     std = np.ones(f, dtype=np.float64)
     if norm == "standard":
