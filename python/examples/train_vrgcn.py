@@ -74,21 +74,22 @@ def mask_of(g, name: str, split: int) -> np.ndarray:
     return np.ascontiguousarray(m.astype(bool))
 
 
-def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device) -> dict:
+def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device,
+          seed: int) -> dict:
     """One training run; returns its figures (the same on every rank)."""
     rank, world = tessera.get_rank(), tessera.get_world_size()
     train_mask, val_mask, test_mask = masks
     train_ids = np.nonzero(train_mask)[0].astype(np.int64)
     classes = int(labels.max()) + 1
-    torch.manual_seed(args.seed)
+    torch.manual_seed(seed)
     model = vrgcn.GCN(px.shape[1], args.hidden, classes, args.layers, args.dropout).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    tag = f"{estimator}{fanout}"
+    tag = f"{estimator}{fanout}s{seed}"
     placement = "device" if device.type == "cuda" and tessera._C.cuda_compiled else "host"
     sampler = vrgcn.VRGCNSampler(g, deg, px, args.layers, args.hidden, fanout, estimator,
                                  placement=placement, tag=tag)
     y = torch.as_tensor(labels, dtype=torch.int64)
-    label = "full" if fanout == -1 else f"{estimator} fanout {fanout}"
+    label = ("full" if fanout == -1 else f"{estimator} fanout {fanout}") + f" seed {seed}"
     best = {"val": -1.0, "test": 0.0, "epoch": -1}
     history = []
     steps = -(-len(train_ids) // args.batch_size)
@@ -96,7 +97,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device) 
     for epoch in range(args.epochs):
         model.train()
         sampler.reset_stats()
-        perm = np.random.default_rng([args.seed, epoch]).permutation(train_ids)
+        perm = np.random.default_rng([seed, epoch]).permutation(train_ids)
         bar = Progress(steps, f"{label} epoch {epoch:3d}", enabled=args.progress and rank == 0)
         total = 0.0
         for j in range(steps):
@@ -104,7 +105,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device) 
                                   world)[rank]
             opt.zero_grad()
             if len(mine):
-                logits = sampler.forward(model, mine, args.seed, epoch, j * world + rank, device)
+                logits = sampler.forward(model, mine, seed, epoch, j * world + rank, device)
                 loss = F.cross_entropy(logits, y[mine].to(device))
                 loss.backward()
                 total += loss.item()
@@ -133,7 +134,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device) 
         f"epoch {best['epoch']}), sampled edges per epoch {edges:,.0f}"
         + (f" (+ {hist_edges:,.0f} history rows aggregated)" if estimator == "cv" and
            fanout != -1 else "") + f", {seconds:.1f}s")
-    return {"estimator": "full" if fanout == -1 else estimator, "fanout": fanout,
+    return {"estimator": "full" if fanout == -1 else estimator, "fanout": fanout, "seed": seed,
             "test": best["test"], "val": best["val"], "best_epoch": best["epoch"],
             "sampled_edges_per_epoch": edges, "history_edges_per_epoch": hist_edges,
             "seconds": seconds, "history": history}
@@ -155,15 +156,15 @@ def plot(results: dict, path: str) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     runs = results["runs"]
     for est, marker in (("cv", "o"), ("ns", "s"), ("full", "*")):
-        pts = sorted((r["sampled_edges_per_epoch"], r["test"], r["fanout"]) for r in runs
-                     if r["estimator"] == est)
+        pts = sorted((r["sampled_edges_per_epoch"], r["test"], r["fanout"], r.get("test_std", 0))
+                     for r in runs if r["estimator"] == est)
         if not pts:
             continue
-        xs, ys, fs = zip(*pts)
+        xs, ys, fs, es = zip(*pts)
         name = {"cv": "VR-GCN (control variates)", "ns": "neighbor sampling",
                 "full": "full neighbors"}[est]
-        ax.plot(xs, ys, marker=marker, ms=9 if est == "full" else 6, label=name,
-                linestyle="-" if est != "full" else "none")
+        ax.errorbar(xs, ys, yerr=es, marker=marker, ms=9 if est == "full" else 6, label=name,
+                    linestyle="-" if est != "full" else "none", capsize=3)
         for x, yv, f in zip(xs, ys, fs):
             if f != -1:
                 ax.annotate(f"D={f}", (x, yv), textcoords="offset points", xytext=(4, -10),
@@ -176,7 +177,7 @@ def plot(results: dict, path: str) -> None:
     ax.set_xlabel("sampled edges per epoch (log)")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{results['dataset']}: {results['layers']}-layer GCN, {results['ranks']} "
-                 f"rank(s), {results['epochs']} epochs")
+                 f"rank(s), {results['epochs']} epochs, mean of {results['seeds']} seed(s)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -202,6 +203,8 @@ def main(argv=None) -> int:
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--split", type=int, default=0, help="column of [N, S] split masks")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="runs per configuration (seeds --seed, --seed + 1, ...): mean and std")
     p.add_argument("--part-dir", default=None)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -211,7 +214,7 @@ def main(argv=None) -> int:
     p.add_argument("--verbose", action="store_true", help="one line per evaluated epoch")
     p.add_argument("--progress", action="store_true", help="a progress bar per epoch")
     args = p.parse_args(argv)
-    for what in ("epochs", "batch_size", "hidden", "eval_every"):
+    for what in ("epochs", "batch_size", "hidden", "eval_every", "seeds"):
         if getattr(args, what) < 1:
             p.error(f"--{what.replace('_', '-')} must be >= 1")
     if args.layers < 2:
@@ -243,20 +246,35 @@ def main(argv=None) -> int:
         plan = [("cv", 1), ("cv", 2), ("ns", 1), ("ns", 2), ("ns", 5), ("ns", 10), ("ns", -1)]
     else:
         plan = [(args.estimator, args.fanout)] + ([] if args.no_full else [("ns", -1)])
-    runs = [train(args, g, deg, px, labels, masks, est, f, device) for est, f in plan]
+    runs = []
+    for est, f in plan:
+        per_seed = [train(args, g, deg, px, labels, masks, est, f, device, args.seed + k)
+                    for k in range(args.seeds)]
+        tests = np.array([r["test"] for r in per_seed])
+        runs.append({"estimator": per_seed[0]["estimator"], "fanout": f,
+                     "test": float(tests.mean()), "test_std": float(tests.std()),
+                     "tests": tests.tolist(),
+                     "sampled_edges_per_epoch": float(np.mean(
+                         [r["sampled_edges_per_epoch"] for r in per_seed])),
+                     "history_edges_per_epoch": float(np.mean(
+                         [r["history_edges_per_epoch"] for r in per_seed])),
+                     "seeds": per_seed})
     full = [r for r in runs if r["estimator"] == "full"]
     for r in runs:
         if r["estimator"] == "full":
             continue
         gap = f", {r['test'] - full[0]['test']:+.2f} points against full" if full else ""
-        log(f"[vrgcn] result {r['estimator']} fanout {r['fanout']}: test {r['test']:.2f}%, "
+        log(f"[vrgcn] result {r['estimator']} fanout {r['fanout']}: test {r['test']:.2f}% "
+            f"+- {r['test_std']:.2f} over {args.seeds} seed(s), "
             f"{r['sampled_edges_per_epoch']:,.0f} sampled edges per epoch{gap}")
     if full:
-        log(f"[vrgcn] result full: test {full[0]['test']:.2f}%, "
+        log(f"[vrgcn] result full: test {full[0]['test']:.2f}% +- {full[0]['test_std']:.2f} "
+            f"over {args.seeds} seed(s), "
             f"{full[0]['sampled_edges_per_epoch']:,.0f} sampled edges per epoch")
     if args.results and tessera.get_rank() == 0:
         results = {"dataset": name, "ranks": world, "layers": args.layers,
-                   "epochs": args.epochs, "batch_size": args.batch_size, "commit": commit_id(),
+                   "epochs": args.epochs, "batch_size": args.batch_size, "seeds": args.seeds,
+                   "commit": commit_id(),
                    "machine": args.machine, "device": str(device),
                    "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                    "args": vars(args), "runs": runs}
