@@ -408,6 +408,7 @@ def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> Non
         v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
             else np.asarray(v)
         local[...] = v.astype(local.dtype, copy=False)
+        t.local_rows_changed(*t.local_range)
     _runtime.barrier()
 
 _TORCH_DTYPES = {}
