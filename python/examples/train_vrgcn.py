@@ -118,7 +118,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device,
         dist.all_reduce(st)
         if (epoch + 1) % args.eval_every == 0 or epoch + 1 == args.epochs:
             val, test = vrgcn.evaluate(g, model, px, deg, [val_mask, test_mask], labels,
-                                       device=device)
+                                       device=device, metric=args.metric)
             if val > best["val"]:
                 best = {"val": val, "test": test, "epoch": epoch}
             history.append({"epoch": epoch, "loss": total / max(steps, 1), "val": val,
@@ -130,7 +130,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device,
     seconds = time.time() - t0
     edges = float(np.mean([h["sampled_edges"] for h in history]))
     hist_edges = float(np.mean([h["history_edges"] for h in history]))
-    log(f"[vrgcn] {label}: test accuracy {best['test']:.2f}% (best val {best['val']:.2f}% at "
+    log(f"[vrgcn] {label}: test {args.metric} {best['test']:.2f}% (best val {best['val']:.2f}% at "
         f"epoch {best['epoch']}), sampled edges per epoch {edges:,.0f}"
         + (f" (+ {hist_edges:,.0f} history rows aggregated)" if estimator == "cv" and
            fanout != -1 else "") + f", {seconds:.1f}s")
@@ -172,10 +172,10 @@ def plot(results: dict, path: str) -> None:
     full = [r["test"] for r in runs if r["estimator"] == "full"]
     if full:
         ax.axhspan(full[0] - 1, full[0] + 1, color="grey", alpha=0.15,
-                   label="full-neighbor accuracy +- 1 point")
+                   label="full neighbors +- 1 point")
     ax.set_xscale("log")
     ax.set_xlabel("sampled edges per epoch (log)")
-    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylabel(f"test {results['metric']} (%)")
     ax.set_title(f"{results['dataset']}: {results['layers']}-layer GCN, {results['ranks']} "
                  f"rank(s), {results['epochs']} epochs, mean of {results['seeds']} seed(s)")
     ax.legend(fontsize=8)
@@ -202,6 +202,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=32, help="seed nodes per step, all ranks")
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--split", type=int, default=0, help="column of [N, S] split masks")
+    p.add_argument("--metric", default="accuracy", choices=["accuracy", "roc_auc"],
+                   help="the test metric, also the one the best validation epoch is chosen by")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=1,
                    help="runs per configuration (seeds --seed, --seed + 1, ...): mean and std")
@@ -272,7 +274,7 @@ def main(argv=None) -> int:
             f"over {args.seeds} seed(s), "
             f"{full[0]['sampled_edges_per_epoch']:,.0f} sampled edges per epoch")
     if args.results and tessera.get_rank() == 0:
-        results = {"dataset": name, "ranks": world, "layers": args.layers,
+        results = {"dataset": name, "ranks": world, "layers": args.layers, "metric": args.metric,
                    "epochs": args.epochs, "batch_size": args.batch_size, "seeds": args.seeds,
                    "commit": commit_id(),
                    "machine": args.machine, "device": str(device),

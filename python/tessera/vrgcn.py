@@ -255,10 +255,13 @@ class VRGCNSampler:
 
 def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
              masks: Sequence[np.ndarray], labels: np.ndarray, chunk: int = 4096,
-             device=None) -> List[float]:
+             device=None, metric: str = "accuracy") -> List[float]:
     """Collective. Exact layer-wise inference of ``model`` over every node (each rank computes
-    its own nodes' rows layer by layer through two DistTensor buffers), then the accuracy (%)
-    on each boolean mask (global, all-reduced over the ranks). ``labels``: [N] int64."""
+    its own nodes' rows layer by layer through two DistTensor buffers), then the metric (%) on
+    each boolean mask, over all ranks' nodes: ``"accuracy"``, or ``"roc_auc"`` of two classes
+    (score: logit of class 1 minus logit of class 0). ``labels``: [N] int64."""
+    if metric not in ("accuracy", "roc_auc"):
+        raise ValueError(f"vrgcn.evaluate: metric must be accuracy or roc_auc, got {metric!r}")
     _check_distributed(g, "vrgcn.evaluate")
     torch = _torch()
     from .distributed import all_reduce
@@ -269,6 +272,8 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
             for i in range(2)]
     full = NeighborSampler([-1])
     correct = np.zeros((len(masks), 2), dtype=np.float64)
+    scores = [[] for _ in masks]
+    ys = [[] for _ in masks]
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -291,6 +296,13 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
                 if l < model.num_layers - 1:
                     nxt[ids] = torch.relu(z).cpu().numpy()
                     continue
+                if metric == "roc_auc":
+                    zs = z.cpu().numpy()
+                    for k, m in enumerate(masks):
+                        sel = m[ids]
+                        scores[k].append(zs[sel, 1] - zs[sel, 0])
+                        ys[k].append(labels[ids][sel])
+                    continue
                 pred = z.argmax(1).cpu().numpy()
                 for k, m in enumerate(masks):
                     sel = m[ids]
@@ -298,5 +310,17 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
                     correct[k, 1] += float(sel.sum())
             _runtime.barrier()
     model.train(was_training)
+    if metric == "roc_auc":
+        from .distributed import all_gather_object
+        from .metrics import roc_auc
+        out = []
+        for k in range(len(masks)):
+            mine = (np.concatenate(scores[k]) if scores[k] else np.zeros(0),
+                    np.concatenate(ys[k]) if ys[k] else np.zeros(0, dtype=np.int64))
+            parts = all_gather_object(mine)
+            sc = np.concatenate([p[0] for p in parts])
+            y = np.concatenate([p[1] for p in parts])
+            out.append(100.0 * roc_auc(sc[y == 1], sc[y == 0]))
+        return out
     all_reduce(correct)
     return [100.0 * c / max(t, 1.0) for c, t in correct]
