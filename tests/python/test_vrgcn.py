@@ -188,6 +188,24 @@ def test_evaluate_matches_the_dense_model(tiny):
     assert got == pytest.approx(want)
 
 
+def test_evaluate_roc_auc_matches_the_dense_model(tiny):
+    from tessera.metrics import roc_auc
+    t = tiny
+    torch.manual_seed(6)
+    m = vrgcn.GCN(F, HIDDEN, 2, 2, dropout=0.0)
+    a = t["adj"]
+    (w0, b0), (w1, b1) = params(m)
+    h1 = np.maximum(reference_px(t) @ w0.T + b0, 0)
+    z = ((h1 + a @ h1) / (a.sum(1, keepdims=True) + 1)) @ w1.T + b1
+    labels = (np.arange(N) % 3 == 0).astype(np.int64)
+    mask = np.arange(N) >= 4
+    got = vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels, metric="roc_auc")
+    sc, y = (z[:, 1] - z[:, 0])[mask], labels[mask]
+    assert got[0] == pytest.approx(100.0 * roc_auc(sc[y == 1], sc[y == 0]), abs=1e-6)
+    with pytest.raises(ValueError, match="metric"):
+        vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels, metric="f1")
+
+
 def test_bad_arguments_are_refused(tiny):
     t = tiny
     with pytest.raises(ValueError, match="estimator"):
