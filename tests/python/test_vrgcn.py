@@ -257,3 +257,23 @@ def test_cv_training_on_one_and_two_ranks(tmp_path):
         acc[nproc] = run["test"]
     assert min(acc.values()) >= 75.0, acc  # GCN on Cora: ~81
     assert abs(acc[1] - acc[2]) <= 3.0, acc
+
+
+def test_plot_script_draws_results_and_refuses_other_files(tmp_path):
+    runs = [{"estimator": e, "fanout": f, "test": t, "test_std": 0.5,
+             "sampled_edges_per_epoch": x} for e, f, t, x in
+            (("cv", 2, 80.0, 100), ("ns", 2, 78.0, 100), ("full", -1, 80.5, 400))]
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps({"dataset": "d", "metric": "accuracy", "ranks": 1, "epochs": 3,
+                               "seeds": 2, "runs": runs}))
+    script = os.path.join(REPO, "benchmarks", "plot_vrgcn.py")
+    out = tmp_path / "p.png"
+    ok = subprocess.run([sys.executable, script, str(out), str(res)], capture_output=True,
+                        text=True)
+    assert ok.returncode == 0 and out.stat().st_size > 0, ok.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, script, str(tmp_path / "q.png"), str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "bad.json: not a train_vrgcn.py results file" in r.stderr
+    assert not (tmp_path / "q.png").exists()
