@@ -676,6 +676,29 @@ Python's).
     return section("C++ trainer against the Python example", intro, body, rs)
 
 
+def vrgcn_section(runs):
+    rs = select(runs, "vrgcn")
+    rows = []
+    for r in rs:
+        d = r.data
+        config = r.machine.split("-", 2)[2] if r.machine.count("-") >= 2 else DASH
+        for x in d.get("runs", []):
+            std = f" ± {x['test_std']:.2f}" if x.get("test_std") is not None else ""
+            rows.append([config, d.get("dataset"), d.get("ranks"), x.get("estimator"),
+                         x.get("fanout"), f"{x['test']:.2f}{std}",
+                         num(x.get("sampled_edges_per_epoch")), len(x.get("seeds", []) or [1]),
+                         r.link()])
+    body = table(["run", "dataset", "ranks", "estimator", "fanout", "test metric",
+                  "sampled edges per epoch", "seeds", "file"], rows)
+    intro = """
+`python/examples/train_vrgcn.py`: a 2-layer GCN trained with control variates (`cv`, VR-GCN:
+histories of every layer in DistTensors) or plain neighbor sampling (`ns`) at fanout D, against
+full-neighbor training (fanout -1); test accuracy % (Cora, Citeseer) or ROC-AUC ×100
+(Tolokers, `auc`), mean ± std over seeds; the run name is the configuration (docs/vrgcn.md).
+"""
+    return section("VR-GCN (control variates)", intro, body, rs)
+
+
 SECTIONS = [  # (folder prefix, renderer), in README order
     ("partition", partition_section),
     ("sample-cpu-", sample_cpu_section),
@@ -696,6 +719,7 @@ of `rmat:21,25`, next to the local SpMM (the CPU twin) on the same rows in the s
               "max_remote_rows_per_rank", "plan_seconds"]),
     ("full-graph", full_graph_section),
     ("deepgcn", deepgcn_section),
+    ("vrgcn", vrgcn_section),
     ("trainer_memory", trainer_memory_section),
     generic_section("Graph classification (GIN)", "gin", """
 `python/examples/train_gin.py` on the shipped solubility set (data/solubility, 3 classes):

@@ -185,16 +185,23 @@ void bind_dist(nb::module_& m) {
           "__init__",
           [](DistTensor* self, const std::shared_ptr<Runtime>& rt, const std::string& name,
              std::vector<int64_t> shape, const std::string& dtype, const std::string& kind,
-             std::vector<int64_t> offsets, bool persistent) {
+             std::vector<int64_t> offsets, bool persistent, const std::string& placement) {
             const DType dt = parse_dtype(dtype, "DistTensor dtype");
             dist::PartPolicy p = make_policy(kind, std::move(offsets));
+            TESSERA_EXPECTS(placement == "host" || placement == "device", ValueError,
+                            "DistTensor '{}': placement must be 'host' or 'device', got '{}'", name,
+                            placement);
+            const auto where =
+                placement == "device" ? dist::Placement::kDevice : dist::Placement::kHost;
             nb::gil_scoped_release nogil;
-            new (self)
-                DistTensor(rt, name, std::move(shape), dt, std::move(p), nullptr, persistent);
+            new (self) DistTensor(rt, name, std::move(shape), dt, std::move(p), nullptr, persistent,
+                                  where);
           },
           nb::arg("runtime"), nb::arg("name"), nb::arg("shape"), nb::arg("dtype"),
           nb::arg("policy_kind"), nb::arg("offsets"), nb::arg("persistent") = false,
-          "Creates (or attaches to, by name) a tensor; rows start at zero. Collective.")
+          nb::arg("placement") = "host",
+          "Creates (or attaches to, by name) a tensor; rows start at zero. Collective. "
+          "placement 'device': this rank's rows in GPU memory (CUDA builds).")
       .def_prop_ro("name", &DistTensor::name)
       .def_prop_ro("shape", &DistTensor::shape)
       .def_prop_ro("dtype", [](const DistTensor& t) { return std::string(dtype_name(t.dtype())); })
@@ -358,7 +365,17 @@ void bind_dist(nb::module_& m) {
                                        to_dlpack(t.dtype()), nb::device::cpu::value);
             return nb::cast(arr, nb::rv_policy::reference);
           },
-          "This rank's rows (local_range) as a writable NumPy view (no copy).");
+          "This rank's rows (local_range) as a writable NumPy view (no copy). Writes made "
+          "through it are outside write()'s row-atomic contract: call local_rows_changed after.")
+      .def(
+          "local_rows_changed",
+          [](DistTensor& t, int64_t begin, int64_t end) {
+            nb::gil_scoped_release nogil;
+            t.local_rows_changed(begin, end);
+          },
+          nb::arg("begin"), nb::arg("end"),
+          "Re-stamps local rows [begin, end) (global IDs) changed through local_view(), so "
+          "peers' one-sided reads of them pass their consistency check at the first copy.");
 
   nb::class_<DistGraph>(m, "DistGraph", "This rank's partition of a partitioned graph.")
       .def(

@@ -194,7 +194,7 @@ class DistTensor:
                  init_func: Optional[Callable] = None,
                  part_policy: Optional[_PartitionPolicy] = None,
                  persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
-                 _parts: Optional[list] = None, _dist=None):
+                 placement: str = "host", _parts: Optional[list] = None, _dist=None):
         self._dist = _dist
         if _dist is not None:  # a tensor of the C++ runtime (DistGraph data, or created below)
             self._policy = part_policy
@@ -213,8 +213,11 @@ class DistTensor:
             raise ValueError(f"DistTensor {name!r}: {self._shape[0]} rows, but the partition "
                              f"policy covers {int(self._offsets[-1])} IDs")
         self.persistent = persistent
+        if placement not in ("host", "device"):
+            raise ValueError(f"DistTensor {name!r}: placement must be 'host' or 'device', got "
+                             f"{placement!r}")
         if part_policy.distributed and _parts is None:
-            self._create_distributed(name, dtype, init_func, persistent)
+            self._create_distributed(name, dtype, init_func, persistent, placement)
             return
         self._name = name or f"tensor{id(self):x}"
         if _parts is not None:
@@ -236,18 +239,23 @@ class DistTensor:
                     arr = np.ascontiguousarray(arr, dtype=np_dtype)
                 self._parts.append(arr)
 
-    def _create_distributed(self, name, dtype, init_func, persistent) -> None:
+    def _create_distributed(self, name, dtype, init_func, persistent, placement) -> None:
         """Creates the tensor collectively in the C++ runtime; ``init_func(shape, dtype)`` fills
-        this rank's rows (DGL calls it with the local shape)."""
+        this rank's rows (DGL calls it with the local shape). ``placement="device"`` keeps this
+        rank's rows in GPU memory (a CUDA build; ``init_func`` is not supported there)."""
         global _anonymous
         if name is None:  # every rank creates tensors in the same order: same names
             _anonymous += 1
             name = f"anonymous-{_anonymous}"
         np_dtype = _to_numpy_dtype(dtype)
         self._name, self._dtype = name, np_dtype
+        if placement == "device" and init_func is not None:
+            raise ValueError(f"DistTensor {name!r}: init_func is not supported with "
+                             "placement='device' (write the rows instead)")
+        extra = () if placement == "host" else (placement,)
         self._dist = _C.DistTensor(_runtime.runtime(), name, list(self._shape), np_dtype.name,
                                    self._policy.kind, [int(o) for o in self._offsets],
-                                   bool(persistent))
+                                   bool(persistent), *extra)
         _fill_local(self._dist, init_func, dtype)
 
     # --- DGL's interface -------------------------------------------------------------------
@@ -426,6 +434,7 @@ def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> Non
         v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
             else np.asarray(v)
         local[...] = v.astype(local.dtype, copy=False)
+        t.local_rows_changed(*t.local_range)
     _runtime.barrier()
 
 _TORCH_DTYPES = {}

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -587,6 +588,165 @@ std::vector<WCase> write_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Backends, DistWrites, ::testing::ValuesIn(write_cases()),
                          [](const ::testing::TestParamInfo<WCase>& i) { return i.param.label(); });
+
+// --- row atomicity: concurrent writers of the same rows, concurrent readers --------------------
+
+// Word k of a row written by writer w (1-based) in round q; 0 everywhere = never written.
+uint64_t stamp_word(uint64_t w, uint64_t q, uint64_t k) {
+  return (w << 48) | (q << 20) | k;
+}
+
+struct ACase {
+  int world;
+  std::string tls;
+  std::string get;
+  std::string label() const {
+    if (tls.empty()) {
+      return "local_1";
+    }
+    return (tls == "tcp" ? "tcp_" : "shm_") + std::to_string(world) +
+           (get == "0" ? "_requests" : "_gets");
+  }
+};
+
+void PrintTo(const ACase& c, std::ostream* os) {
+  *os << c.label();
+}
+
+class DistRowAtomic : public ::testing::TestWithParam<ACase> {};
+
+// Every rank runs 2 writer threads that write every row of an 8 KB-row tensor in every round
+// (each row filled with the writer's and the round's stamp), while a reader thread reads random
+// batches. A reader must never see a row mixing two writes (torn), nor one writer's rounds going
+// back (a lost or reordered write); after the last round every row holds the last round of one
+// writer, whole.
+TEST_P(DistRowAtomic, ConcurrentWritersOfOneRowNeverTearIt) {
+  const ACase c = GetParam();
+  if (c.world > 1) {
+    TESSERA_SKIP_WITHOUT_UCX();
+  }
+  JobSpec s = job(c.world, c.tls, 120);
+  s.env["TESSERA_DIST_GET"] = c.get;
+  auto res = run_ranks(s, [&](int) {
+    auto rt = Runtime::create();
+    const int me = rt->rank(), world = rt->world_size();
+    const int64_t rows = int64_t{24} * world, words = 1024;  // 8 KiB rows
+    const int threads = 2, rounds = 40, batch = 6;
+    DistTensor t(rt, "h", {rows, words}, DType::kInt64, PartPolicy::even(rows, world));
+    rt->barrier();
+    std::atomic<int> writers_left{threads};
+    std::vector<std::string> errors(threads + 1);
+    auto writer = [&](int th) {
+      const uint64_t w = static_cast<uint64_t>(me) * threads + th + 1;
+      std::mt19937 rng(static_cast<unsigned>(w));
+      std::vector<int64_t> ids(rows);
+      std::vector<int64_t> vals(static_cast<size_t>(batch * words));
+      try {
+        for (int q = 0; q < rounds; ++q) {
+          for (int64_t i = 0; i < rows; ++i) {
+            ids[i] = i;
+          }
+          std::shuffle(ids.begin(), ids.end(), rng);
+          for (int64_t b = 0; b < rows; b += batch) {
+            for (int64_t k = 0; k < words * batch; ++k) {
+              vals[k] = static_cast<int64_t>(stamp_word(w, q, k % words));
+            }
+            t.write(ops::Span<const int64_t>(ids.data() + b, batch), vals.data());
+          }
+        }
+      } catch (const std::exception& e) {
+        errors[th] = e.what();
+      }
+      writers_left--;
+    };
+    int64_t reads = 0, torn = 0, back = 0;
+    std::string first_bad;
+    auto reader = [&] {
+      std::mt19937 rng(1000 + me);
+      // Last round seen per (row, writer).
+      std::vector<int64_t> last(static_cast<size_t>(rows * (world * threads + 1)), -1);
+      std::vector<int64_t> ids(static_cast<size_t>(2 * batch));
+      std::vector<int64_t> got(ids.size() * words);
+      try {
+        // At least 50 batches, and on until this rank's writers are done.
+        for (int it = 0; it < 50 || writers_left.load() > 0; ++it) {
+          for (auto& id : ids) {
+            id = static_cast<int64_t>(rng() % rows);
+          }
+          t.read_into(ids, got.data());
+          for (size_t i = 0; i < ids.size(); ++i) {
+            const auto* row = reinterpret_cast<const uint64_t*>(got.data() + i * words);
+            ++reads;
+            const uint64_t w = row[0] >> 48, q = (row[0] >> 20) & 0xFFFFFFF;
+            bool ok = true;
+            for (int64_t k = 0; k < words && ok; ++k) {
+              ok = row[k] == (w == 0 ? 0 : stamp_word(w, q, k));
+            }
+            if (!ok) {
+              if (torn++ == 0) {
+                first_bad = fmt::format("row {} word 0 {:#x} but a word differs", ids[i], row[0]);
+              }
+              continue;
+            }
+            if (w == 0) {
+              continue;
+            }
+            int64_t& l = last[static_cast<size_t>(ids[i] * (world * threads + 1)) + w];
+            if (static_cast<int64_t>(q) < l) {
+              ++back;
+            }
+            l = std::max(l, static_cast<int64_t>(q));
+          }
+        }
+      } catch (const std::exception& e) {
+        errors[threads] = e.what();
+      }
+    };
+    std::vector<std::thread> ts;
+    ts.reserve(threads + 1);
+    for (int th = 0; th < threads; ++th) {
+      ts.emplace_back(writer, th);
+    }
+    ts.emplace_back(reader);
+    for (auto& x : ts) {
+      x.join();
+    }
+    for (const auto& e : errors) {
+      RANK_CHECK(e.empty(), "{}", e);
+    }
+    RANK_CHECK(torn == 0, "{} torn rows of {} read (first: {})", torn, reads, first_bad);
+    RANK_CHECK(back == 0, "{} reads of {} saw a writer's earlier round after a later one", back,
+               reads);
+    rt->barrier();
+    // Every row ends as the last round of one writer, whole.
+    std::vector<int64_t> all(rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      all[i] = i;
+    }
+    Array fin = t.read(all);
+    for (int64_t i = 0; i < rows; ++i) {
+      const auto* row = reinterpret_cast<const uint64_t*>(fin.data<int64_t>() + i * words);
+      const uint64_t w = row[0] >> 48;
+      RANK_CHECK(w >= 1 && w <= static_cast<uint64_t>(world * threads), "row {} final {:#x}", i,
+                 row[0]);
+      for (int64_t k = 0; k < words; ++k) {
+        RANK_CHECK(row[k] == stamp_word(w, rounds - 1, k), "row {} word {}: {:#x}", i, k, row[k]);
+      }
+    }
+    rt->barrier();
+    return fmt::format("{} reads", reads);
+  });
+  for (const auto& r : res) {
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+  }
+}
+
+std::vector<ACase> atomic_cases() {
+  return {{1, "", "1"}, {2, shm_tls(), "1"}, {2, "tcp", "1"}, {2, "tcp", "0"}};
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, DistRowAtomic, ::testing::ValuesIn(atomic_cases()),
+                         [](const ::testing::TestParamInfo<ACase>& i) { return i.param.label(); });
 
 // --- faults ------------------------------------------------------------------------------------
 

@@ -316,6 +316,13 @@ void step_impl(OptimizerState& s, ops::Span<const int64_t> ids, const float* gra
   } else {
     apply_adam(s, rows, acc);
   }
+  // The rows changed through local_data(): their stamps follow (peers' one-sided reads).
+  for (int64_t r : rows) {
+    s.emb.local_rows_changed(r, r + 1);
+    for (auto& st : s.state) {
+      st.local_rows_changed(r, r + 1);
+    }
+  }
   // When step returns anywhere, every owner has applied its rows.
   try {
     t.barrier();

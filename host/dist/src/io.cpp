@@ -298,6 +298,8 @@ void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
   // 3. Everybody succeeded: copy, then wait so that no rank reads rows not loaded yet.
   if (rows.nbytes() > 0) {
     std::memcpy(t.local_data(), rows.raw(), rows.nbytes());
+    const auto [lo, hi] = t.local_range();
+    t.local_rows_changed(lo, hi);
   }
   try {
     tr.barrier();

@@ -78,11 +78,10 @@ int64_t own_index(const TensorStore& s, int64_t id, int me, int from) {
   }
   return id - s.lo;
 }
-const uint8_t* own_row(const TensorStore& s, int64_t id, int me, int from) {
-  return s.data + static_cast<size_t>(own_index(s, id, me, from)) * s.row_bytes;
-}
 
-transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payload) {
+// Answers a read of rows this rank owns. `repair`: the reader's one-sided copies kept failing
+// their stamp check, so rows whose stamp does not match their bytes are re-stamped.
+transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payload, bool repair) {
   auto lk = st.serving(from);
   Reader r(payload, "read");
   auto s = st.tensor(r.get<uint64_t>(), from);
@@ -91,21 +90,34 @@ transport::Bytes serve_read(RuntimeState& st, int from, transport::ByteView payl
   const uint8_t* ids = r.take(n * 8);
   transport::Bytes out(n * s->row_bytes);
   const int me = st.rank;
-  if (s->dev) {
-    // Device rows: one gather kernel into pinned staging, then the response.
-    std::vector<int64_t> rel(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      int64_t id;
-      std::memcpy(&id, ids + 8 * i, 8);
-      rel[i] = own_index(*s, id, me, from);
-    }
-    gather_device_rows(*s, rel.data(), static_cast<int64_t>(n), out.data());
-    return out;
-  }
+  std::vector<int64_t> rel(n);
   for (uint64_t i = 0; i < n; ++i) {
     int64_t id;
     std::memcpy(&id, ids + 8 * i, 8);
-    std::memcpy(out.data() + i * s->row_bytes, own_row(*s, id, me, from), s->row_bytes);
+    rel[i] = own_index(*s, id, me, from);
+  }
+  if (s->dev) {
+    // Device rows: one gather kernel into pinned staging, then the response.
+    std::shared_lock<std::shared_mutex> rows_lk(s->rows_mu);
+    gather_device_rows(*s, rel.data(), static_cast<int64_t>(n), out.data());
+    return out;
+  }
+  const size_t rb = s->row_bytes;
+  if (repair && s->stamps != nullptr) {
+    std::unique_lock<std::shared_mutex> rows_lk(s->rows_mu);
+    for (uint64_t i = 0; i < n; ++i) {
+      const uint8_t* row = s->data + static_cast<size_t>(rel[i]) * rb;
+      std::memcpy(out.data() + i * rb, row, rb);
+      const uint64_t stamp = row_stamp(row, rb);
+      if (s->stamps[rel[i]] != stamp) {
+        s->stamps[rel[i]] = stamp;
+      }
+    }
+    return out;
+  }
+  std::shared_lock<std::shared_mutex> rows_lk(s->rows_mu);
+  for (uint64_t i = 0; i < n; ++i) {
+    std::memcpy(out.data() + i * rb, s->data + static_cast<size_t>(rel[i]) * rb, rb);
   }
   return out;
 }
@@ -124,21 +136,23 @@ transport::Bytes serve_write(RuntimeState& st, int from, transport::ByteView pay
                   "DistTensor '{}': rank {} holds a read-only device mirror of its rows; rank {} "
                   "may not write them (drop the mirror first)",
                   s->name, me, from);
+  std::vector<int64_t> rel(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    int64_t id;
+    std::memcpy(&id, ids + 8 * i, 8);
+    rel[i] = own_index(*s, id, me, from);
+  }
+  const size_t rb = s->row_bytes;
+  std::unique_lock<std::shared_mutex> rows_lk(s->rows_mu);
   if (s->dev) {
-    std::vector<int64_t> rel(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      int64_t id;
-      std::memcpy(&id, ids + 8 * i, 8);
-      rel[i] = own_index(*s, id, me, from);
-    }
     scatter_device_rows(*s, rel.data(), static_cast<int64_t>(n), rows);
     return {};
   }
   for (uint64_t i = 0; i < n; ++i) {
-    int64_t id;
-    std::memcpy(&id, ids + 8 * i, 8);
-    std::memcpy(const_cast<uint8_t*>(own_row(*s, id, me, from)), rows + i * s->row_bytes,
-                s->row_bytes);
+    std::memcpy(s->data + static_cast<size_t>(rel[i]) * rb, rows + i * rb, rb);
+    if (s->stamps != nullptr) {
+      s->stamps[rel[i]] = row_stamp(rows + i * rb, rb);
+    }
   }
   return {};
 }
@@ -175,7 +189,10 @@ Runtime::Runtime(std::unique_ptr<transport::Transport> t)
   st.min_get_bytes = mode == "auto" ? auto_min_get_bytes(caps.fabric) : 0;
   detail::RuntimeState* sp = &st;
   st.t->register_handler(detail::kMsgRead, [sp](int from, transport::ByteView p) {
-    return detail::serve_read(*sp, from, p);
+    return detail::serve_read(*sp, from, p, false);
+  });
+  st.t->register_handler(detail::kMsgReadRepair, [sp](int from, transport::ByteView p) {
+    return detail::serve_read(*sp, from, p, true);
   });
   st.t->register_handler(detail::kMsgWrite, [sp](int from, transport::ByteView p) {
     return detail::serve_write(*sp, from, p);

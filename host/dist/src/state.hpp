@@ -29,6 +29,9 @@ namespace tessera::dist::detail {
 constexpr transport::MessageId kMsgRead = 0xF0001001;
 constexpr transport::MessageId kMsgWrite = 0xF0001002;
 constexpr transport::MessageId kMsgSample = 0xF0001003;
+/// A read whose one-sided copy kept failing its stamp check: the owner answers under its row
+/// lock and re-stamps rows whose stamp does not match their bytes (changed via local_data()).
+constexpr transport::MessageId kMsgReadRepair = 0xF0001004;
 
 /// The local rows of a Placement::kDevice tensor (tensor_device.cpp).
 struct DeviceShard {
@@ -83,6 +86,14 @@ struct TensorStore {
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
   bool one_sided = false;    // registered memory, remote keys exchanged
   size_t min_get_bytes = 0;  // rows smaller than this are read by request even so
+  /// Row atomicity (docs/dist.md, "Consistency of rows written concurrently"): every copy into
+  /// or out of this rank's rows made by this process (its own reads and writes, and the server
+  /// answering peers) holds `rows_mu`, writers exclusively, readers shared.
+  mutable std::shared_mutex rows_mu;
+  /// One-sided tensors: one stamp per local row (row_stamp of its bytes) in the registered
+  /// region after the rows, at byte offset stamps_offset(hi - lo); a peer's get checks the rows
+  /// it copied against the stamps it copied with them.
+  uint64_t* stamps = nullptr;
   Runtime* rt = nullptr;
   std::weak_ptr<void> handle;  // the per-rank Ref shared by every handle of this tensor
   /// Pinned host staging of device transfers (rows to or from the GPU), grown on demand and
@@ -221,6 +232,16 @@ class Reader {
 
 /// Rethrows a transport error with `context` prepended, keeping its type (and peer).
 [[noreturn]] void rethrow_with_context(const std::string& context);
+
+/// The 64-bit stamp of a row's bytes (a multiply-xorshift hash over 8-byte words, 4 lanes).
+uint64_t row_stamp(const uint8_t* p, size_t n);
+/// Byte offset of the stamps in an owner's registered region of `rows` rows of `row_bytes`.
+inline size_t stamps_offset(int64_t rows, size_t row_bytes) {
+  return (static_cast<size_t>(rows) * row_bytes + 7) / 8 * 8;
+}
+/// Re-stamps local rows [rel_begin, rel_end) (relative to s.lo); no-op without stamps. The
+/// caller holds rows_mu exclusively or knows nobody writes these rows.
+void restamp(const TensorStore& s, int64_t rel_begin, int64_t rel_end);
 
 /// Reads rows of a DistTensor (the shared implementation of read/read_into).
 void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out);

@@ -101,6 +101,45 @@ void check_device_output(const TensorStore& s, ops::Span<const int64_t> ids, con
 
 }  // namespace
 
+uint64_t row_stamp(const uint8_t* p, size_t n) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  uint64_t h[4] = {n ^ 0x243F6A8885A308D3ull, 0x13198A2E03707344ull, 0xA4093822299F31D0ull,
+                   0x082EFA98EC4E6C89ull};
+  auto mix = [](uint64_t x) {
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    return x ^ (x >> 29);
+  };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * static_cast<size_t>(l), 8);
+      h[l] = (h[l] ^ mix(w)) * kMul;
+    }
+  }
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h[0] = (h[0] ^ mix(w)) * kMul;
+  }
+  if (i < n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + i, n - i);
+    h[1] = (h[1] ^ mix(w)) * kMul;
+  }
+  return mix(h[0] ^ mix(h[1] + kMul) ^ mix(h[2] + 2 * kMul) ^ mix(h[3] + 3 * kMul));
+}
+
+void restamp(const TensorStore& s, int64_t rel_begin, int64_t rel_end) {
+  if (s.stamps == nullptr) {
+    return;
+  }
+  for (int64_t r = rel_begin; r < rel_end; ++r) {
+    s.stamps[r] = row_stamp(s.data + static_cast<size_t>(r) * s.row_bytes, s.row_bytes);
+  }
+}
+
 void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what) {
   const int64_t rows = s.policy.num_rows();
   for (int64_t i = 0; i < n; ++i) {
@@ -111,24 +150,97 @@ void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* 
   }
 }
 
+namespace {
+
+// Appends a get of `bytes` at `off` into `dst`, merged with the previous one when both sides
+// are consecutive.
+void add_range(std::vector<transport::GetRange>& ranges, uint64_t off, void* dst, size_t bytes) {
+  if (!ranges.empty()) {
+    auto& b = ranges.back();
+    if (b.remote_offset + b.bytes == off && static_cast<uint8_t*>(b.local) + b.bytes == dst) {
+      b.bytes += bytes;
+      return;
+    }
+  }
+  ranges.push_back({off, dst, bytes});
+}
+
+// One-sided copies whose stamp check failed this many times in a row are read by a request.
+constexpr int kGetAttempts = 3;
+
+// Rows at positions `pos` of `ids` from owner p by one request (kMsgRead or kMsgReadRepair).
+void request_rows(const TensorStore& s, int p, const int64_t* ids, const std::vector<int64_t>& pos,
+                  uint8_t* out, transport::MessageId msg) {
+  const size_t rb = s.row_bytes;
+  Writer w;
+  w.put<uint64_t>(s.id);
+  w.put<uint64_t>(pos.size());
+  for (int64_t i : pos) {
+    w.put<int64_t>(ids[i]);
+  }
+  transport::Bytes b = s.rt->state().t->request_async(p, msg, transport::ByteView(w.buf)).wait();
+  TESSERA_EXPECTS(b.size() == pos.size() * rb, ValueError,
+                  "DistTensor '{}': rank {} answered {} bytes for {} rows of {} bytes", s.name, p,
+                  b.size(), pos.size(), rb);
+  for (size_t k = 0; k < pos.size(); ++k) {
+    std::memcpy(out + pos[k] * rb, b.data() + k * rb, rb);
+  }
+}
+
+// Rows at positions `pos` of `ids` from owner p by one-sided gets of the rows and their stamps.
+// A row whose bytes do not match the stamp copied with it was being written during the copy
+// (or was changed through local_data()): it is copied again, and after kGetAttempts failures
+// read by a repair request, which the owner answers under its row lock.
+void get_rows(const TensorStore& s, int p, const int64_t* ids, const std::vector<int64_t>& pos,
+              uint8_t* out) {
+  const size_t rb = s.row_bytes;
+  auto& t = *s.rt->state().t;
+  const int64_t plo = s.policy.offsets[p];
+  const uint64_t soff = stamps_offset(s.policy.offsets[p + 1] - plo, rb);
+  std::vector<int64_t> todo = pos, bad;
+  std::vector<uint64_t> got;
+  std::vector<transport::GetRange> ranges, stamp_ranges;
+  for (int attempt = 0; attempt < kGetAttempts && !todo.empty(); ++attempt) {
+    got.assign(todo.size(), 0);
+    ranges.clear();
+    stamp_ranges.clear();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const auto rel = static_cast<uint64_t>(ids[todo[k]] - plo);
+      add_range(ranges, rel * rb, out + todo[k] * rb, rb);
+      add_range(stamp_ranges, soff + rel * 8, &got[k], 8);
+    }
+    ranges.insert(ranges.end(), stamp_ranges.begin(), stamp_ranges.end());
+    t.get(*s.remotes[p], ranges.data(), ranges.size());
+    bad.clear();
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (row_stamp(out + todo[k] * rb, rb) != got[k]) {
+        bad.push_back(todo[k]);
+      }
+    }
+    todo.swap(bad);
+  }
+  if (!todo.empty()) {
+    request_rows(s, p, ids, todo, out, kMsgReadRepair);
+  }
+}
+
+}  // namespace
+
 void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out) {
   check_ids(s, ids, n, "read");
   const size_t rb = s.row_bytes;
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
-  std::vector<int64_t> local_pos, local_rel;  // device rows: gathered by one kernel below
+  std::vector<int64_t> local_pos;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t id = ids[i];
     if (id >= s.lo && id < s.hi) {
-      if (s.dev) {
-        local_pos.push_back(i);
-        local_rel.push_back(id - s.lo);
-      } else {
-        std::memcpy(out + i * rb, s.data + (id - s.lo) * rb, rb);
-      }
+      local_pos.push_back(i);
     } else if (s.machine_rows != nullptr && id >= s.machine_lo && id < s.machine_hi) {
-      // Another trainer of this machine owns the row: it is in the memory we share.
+      // Another trainer of this machine owns the row: it is in the memory we share. (Its
+      // writer's lock is in its own process: rows of a sibling are not row-atomic, see
+      // docs/dist.md.)
       std::memcpy(out + i * rb, s.machine_rows + (id - s.machine_lo) * rb, rb);
     } else {
       pos[s.policy.owner(id)].push_back(i);
@@ -138,75 +250,69 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
     return;
   }
   if (!local_pos.empty()) {
-    std::vector<uint8_t> rows(local_pos.size() * rb);
-    gather_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()), rows.data());
-    for (size_t k = 0; k < local_pos.size(); ++k) {
-      std::memcpy(out + local_pos[k] * rb, rows.data() + k * rb, rb);
+    // Local rows under the row lock: a writer of this rank's rows (a local thread, or the
+    // server for a peer) never interleaves with these copies.
+    std::shared_lock<std::shared_mutex> lk(s.rows_mu);
+    if (s.dev) {
+      std::vector<int64_t> local_rel(local_pos.size());
+      for (size_t k = 0; k < local_pos.size(); ++k) {
+        local_rel[k] = ids[local_pos[k]] - s.lo;
+      }
+      std::vector<uint8_t> rows(local_pos.size() * rb);
+      gather_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()), rows.data());
+      for (size_t k = 0; k < local_pos.size(); ++k) {
+        std::memcpy(out + local_pos[k] * rb, rows.data() + k * rb, rb);
+      }
+    } else {
+      for (int64_t i : local_pos) {
+        std::memcpy(out + i * rb, s.data + (ids[i] - s.lo) * rb, rb);
+      }
     }
   }
   try {
-    if (s.one_sided && rb >= s.min_get_bytes) {
-      auto fetch = [&](int p) {
-        const int64_t plo = s.policy.offsets[p];
-        std::vector<transport::GetRange> ranges;
-        ranges.reserve(pos[p].size());
-        for (int64_t i : pos[p]) {
-          const uint64_t off = static_cast<uint64_t>(ids[i] - plo) * rb;
-          uint8_t* dst = out + i * rb;
-          if (!ranges.empty()) {
-            auto& b = ranges.back();
-            if (b.remote_offset + b.bytes == off &&
-                static_cast<uint8_t*>(b.local) + b.bytes == dst) {
-              b.bytes += rb;  // consecutive rows into consecutive slots: one get
-              continue;
-            }
-          }
-          ranges.push_back({off, dst, rb});
-        }
-        t.get(*s.remotes[p], ranges.data(), ranges.size());
-      };
-      std::vector<int> owners;
-      for (int p = 0; p < world; ++p) {
-        if (p != me && !pos[p].empty()) {
-          owners.push_back(p);
-        }
+    const bool gets = s.one_sided && rb >= s.min_get_bytes;
+    std::vector<int> owners;
+    for (int p = 0; p < world; ++p) {
+      if (p != me && !pos[p].empty()) {
+        owners.push_back(p);
       }
-      if (owners.size() == 1) {
-        fetch(owners[0]);
-      } else if (!owners.empty()) {
-        // Owners in parallel: each get waits for its own flush.
-        std::vector<std::exception_ptr> errs(owners.size());
-        std::vector<std::thread> th;
-        for (size_t k = 1; k < owners.size(); ++k) {
-          th.emplace_back([&, k] {
-            try {
-              fetch(owners[k]);
-            } catch (...) {
-              errs[k] = std::current_exception();
-            }
-          });
-        }
-        try {
-          fetch(owners[0]);
-        } catch (...) {
-          errs[0] = std::current_exception();
-        }
-        for (auto& x : th) {
-          x.join();
-        }
-        for (auto& e : errs) {
-          if (e) {
-            std::rethrow_exception(e);
+    }
+    if (gets && owners.size() == 1) {
+      get_rows(s, owners[0], ids, pos[owners[0]], out);
+      return;
+    }
+    if (gets) {
+      // Owners in parallel: each get waits for its own flush.
+      std::vector<std::exception_ptr> errs(owners.size());
+      std::vector<std::thread> th;
+      for (size_t k = 1; k < owners.size(); ++k) {
+        th.emplace_back([&, k] {
+          try {
+            get_rows(s, owners[k], ids, pos[owners[k]], out);
+          } catch (...) {
+            errs[k] = std::current_exception();
           }
+        });
+      }
+      try {
+        if (!owners.empty()) {
+          get_rows(s, owners[0], ids, pos[owners[0]], out);
+        }
+      } catch (...) {
+        errs[0] = std::current_exception();
+      }
+      for (auto& x : th) {
+        x.join();
+      }
+      for (auto& e : errs) {
+        if (e) {
+          std::rethrow_exception(e);
         }
       }
       return;
     }
     std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
-    for (int p = 0; p < world; ++p) {
-      if (p == me || pos[p].empty()) {
-        continue;
-      }
+    for (int p : owners) {
       Writer w;
       w.put<uint64_t>(s.id);
       w.put<uint64_t>(pos[p].size());
@@ -215,10 +321,7 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
       }
       pending[p] = t.request_async(p, kMsgRead, transport::ByteView(w.buf));
     }
-    for (int p = 0; p < world; ++p) {
-      if (!pending[p].valid()) {
-        continue;
-      }
+    for (int p : owners) {
       transport::Bytes b = pending[p].wait();
       TESSERA_EXPECTS(b.size() == pos[p].size() * rb, ValueError,
                       "DistTensor '{}': rank {} answered {} bytes for {} rows of {} bytes", s.name,
@@ -351,8 +454,11 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     if (s->machine_rows != nullptr) {
       s->data = machine.base + static_cast<size_t>(s->lo - machine.lo) * s->row_bytes;
     } else if (s->one_sided) {
-      s->region = t.allocate_memory(bytes);
+      // The rows, then one stamp per row (peers check their one-sided copies against it).
+      const size_t soff = detail::stamps_offset(s->hi - s->lo, s->row_bytes);
+      s->region = t.allocate_memory(soff + static_cast<size_t>(s->hi - s->lo) * 8);
       s->data = static_cast<uint8_t*>(s->region->data());
+      s->stamps = reinterpret_cast<uint64_t*>(s->data + soff);
     } else {
       // Zeroed on every core (the first touch of gigabytes of fresh pages is what costs).
       s->heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
@@ -367,6 +473,11 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                  });
     if (init && s->hi > s->lo) {
       init(s->lo, s->hi, s->data);
+    }
+    if (s->stamps != nullptr) {
+      const detail::TensorStore& cs = *s;
+      parallel_for(0, s->hi - s->lo, 4096,
+                   [&](int64_t r0, int64_t r1, int64_t) { detail::restamp(cs, r0, r1); });
     }
   }
   {
@@ -422,6 +533,16 @@ void* DistTensor::local_data() const {
                   s_->name);
   return s_->data;
 }
+void DistTensor::local_rows_changed(int64_t begin, int64_t end) {
+  TESSERA_EXPECTS(defined(), ValueError, "local_rows_changed of an undefined DistTensor");
+  TESSERA_EXPECTS(s_->lo <= begin && begin <= end && end <= s_->hi, IndexError,
+                  "DistTensor '{}' local_rows_changed: [{}, {}) is not within this rank's rows "
+                  "[{}, {})",
+                  s_->name, begin, end, s_->lo, s_->hi);
+  std::unique_lock<std::shared_mutex> lk(s_->rows_mu);
+  detail::restamp(*s_, begin - s_->lo, end - s_->lo);
+}
+
 void* DistTensor::local_device_data() const {
   TESSERA_EXPECTS(s_->placement == Placement::kDevice, ValueError,
                   "DistTensor '{}': its rows are in host memory (Placement::kHost); use "
@@ -487,24 +608,39 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
   auto& t = *s.rt->state().t;
   const int world = t.world_size(), me = t.rank();
   std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
-  std::vector<int64_t> local_rel;  // device rows: stored by one scatter below
-  std::vector<uint8_t> local_rows;
+  std::vector<int64_t> local_pos;
   for (int64_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
     if (id >= s.lo && id < s.hi) {
-      if (rb && s.dev) {
-        local_rel.push_back(id - s.lo);
-        local_rows.insert(local_rows.end(), rows + i * rb, rows + (i + 1) * rb);
-      } else if (rb) {
-        std::memcpy(s.data + (id - s.lo) * rb, rows + i * rb, rb);
-      }
+      local_pos.push_back(i);
     } else {
       pos[s.policy.owner(id)].push_back(i);
     }
   }
-  if (!local_rel.empty()) {
-    detail::scatter_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()),
-                                local_rows.data());
+  if (rb && !local_pos.empty()) {
+    // Row-atomic: no reader of this rank (nor the server answering a peer) copies these rows
+    // while they change; a peer's one-sided copy is checked against the stamps set here.
+    std::unique_lock<std::shared_mutex> lk(s.rows_mu);
+    if (s.dev) {
+      std::vector<int64_t> local_rel;
+      std::vector<uint8_t> local_rows;
+      local_rel.reserve(local_pos.size());
+      local_rows.reserve(local_pos.size() * rb);
+      for (int64_t i : local_pos) {
+        local_rel.push_back(ids[i] - s.lo);
+        local_rows.insert(local_rows.end(), rows + i * rb, rows + (i + 1) * rb);
+      }
+      detail::scatter_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()),
+                                  local_rows.data());
+    } else {
+      for (int64_t i : local_pos) {
+        const int64_t rel = ids[i] - s.lo;
+        std::memcpy(s.data + rel * rb, rows + i * rb, rb);
+        if (s.stamps != nullptr) {
+          s.stamps[rel] = detail::row_stamp(rows + i * rb, rb);
+        }
+      }
+    }
   }
   try {
     std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
@@ -560,6 +696,7 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
   const auto asked = t.all_to_all_v(req);
   std::vector<transport::Bytes> rows(static_cast<size_t>(world));
   std::vector<int64_t> dev_rel;  // device rows: all peers' rows in one gather below
+  std::shared_lock<std::shared_mutex> lk(s.rows_mu);
   for (int p = 0; p < world; ++p) {
     const size_t k = asked[p].size() / 8;
     rows[p].resize(k * rb);
@@ -587,6 +724,7 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
       }
     }
   }
+  lk.unlock();
   const auto got = t.all_to_all_v(rows);
   std::vector<int64_t> shape = s.shape;
   shape[0] = ids.size();

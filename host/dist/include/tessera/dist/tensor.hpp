@@ -191,8 +191,15 @@ class DistTensor {
   /// This rank's rows [first, second) (global IDs).
   std::pair<int64_t, int64_t> local_range() const;
   /// Their host memory (row-major, writable; other ranks read it concurrently). ValueError for a
-  /// kDevice tensor, whose rows are not in host memory (see local_device_data()).
+  /// kDevice tensor, whose rows are not in host memory (see local_device_data()). Writes made
+  /// here are outside the row-atomic contract of write(): the caller orders them against
+  /// readers (e.g. by a barrier) and then calls local_rows_changed.
   void* local_data() const;
+  /// Tells the tensor that local rows [begin, end) (global IDs) were changed through
+  /// local_data(): re-stamps them, so that peers' one-sided reads of them pass their
+  /// consistency check at the first copy (they would otherwise be re-read by request, which
+  /// is correct but slower). Not collective; no-op for tensors read by requests only.
+  void local_rows_changed(int64_t begin, int64_t end);
   /// The device memory of a kDevice tensor's rows (row-major, on device_index()); ValueError for
   /// a kHost tensor.
   void* local_device_data() const;
