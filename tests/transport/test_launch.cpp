@@ -4,9 +4,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tessera_test.hpp"
 
@@ -35,7 +38,7 @@ ToolRun run(const std::string& cmd) {
 }
 
 std::string tool() {
-  return std::string("env -u TESSERA_JOB_TOKEN ") + TESSERA_TOOL;
+  return std::string("env -u TESSERA_JOB_TOKEN -u TESSERA_JOB_TOKEN_FILE ") + TESSERA_TOOL;
 }
 
 TEST(Launch, SetsTheEnvironmentAndPrefixesOutput) {
@@ -48,7 +51,7 @@ TEST(Launch, SetsTheEnvironmentAndPrefixesOutput) {
   for (int rank = 0; rank < 3; ++rank) {
     const std::regex line("\\[rank " + std::to_string(rank) + "\\] r=" + std::to_string(rank) +
                           " w=3 l=" + std::to_string(rank) +
-                          " lw=3 a=127\\.0\\.0\\.1 p=([0-9]+) t=([0-9a-f]{32})\\n");
+                          " lw=3 a=127\\.0\\.0\\.1 p=([0-9]+) t=([0-9a-f]{64})\\n");
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, line)) << "rank " << rank << " in:\n" << r.out;
     ports.insert(m[1]);

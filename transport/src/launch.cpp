@@ -136,15 +136,13 @@ int launch(const LaunchOptions& o) {
 
   std::string token = o.job_token;
   if (token.empty()) {
-    const char* t = std::getenv("TESSERA_JOB_TOKEN");
-    if (t && *t) {
-      token = t;
-    }
+    token = job_token_from_env();
   }
   if (token.empty()) {
     TESSERA_EXPECTS(o.nnodes == 1, ValueError,
-                    "with --nnodes {} every node needs the same job token: set TESSERA_JOB_TOKEN "
-                    "(e.g. from `openssl rand -hex 16`) on every node, or pass --token",
+                    "with --nnodes {} every node needs the same job token: put one (e.g. from "
+                    "`openssl rand -hex 32`) in a file only you can read on every node and pass "
+                    "--token-file, or set TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE",
                     o.nnodes);
     token = generate_job_token();
   }

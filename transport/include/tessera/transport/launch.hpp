@@ -14,8 +14,9 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   /// 0: a free port on a single node; 29500 when nnodes > 1.
   int master_port = 0;
-  /// Empty: TESSERA_JOB_TOKEN from the environment, else a fresh random token (single node only;
-  /// with several nodes every node must be given the same token).
+  /// Empty: job_token_from_env() (TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE), else a fresh
+  /// random token (single node only; with several nodes every node must be given the same
+  /// token).
   std::string job_token;
   /// Seconds between SIGTERM and SIGKILL when stopping the ranks.
   double grace_s = 5;
