@@ -1,5 +1,6 @@
-// Robustness of a running job: a flood of junk connections to rank 0's store neither stops the
-// job nor grows rank 0's descriptors or memory.
+// Liveness and robustness of a running job: a frozen rank (SIGSTOP) is named within the heartbeat
+// deadline whatever the operation timeout, and a flood of junk connections to rank 0's store
+// neither stops the job nor grows rank 0's descriptors or memory.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -48,6 +49,11 @@ void write_file(const fs::path& p, const std::string& s) {
   fs::rename(tmp, p);
 }
 
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 JobSpec ucx_job(int world, double deadline_s) {
   JobSpec s;
   s.world = world;
@@ -56,6 +62,62 @@ JobSpec ucx_job(int world, double deadline_s) {
   s.env["TESSERA_TRANSPORT"] = "ucx";
   s.env["TESSERA_OP_TIMEOUT"] = "300";  // liveness must not wait for it
   return s;
+}
+
+// Rank `frozen` stops itself after the first barrier; every other rank's next barrier must fail
+// naming it within the liveness deadline, and then kills it (the harness would only at its own
+// deadline).
+std::vector<RankResult> run_with_frozen_rank(JobSpec s, int frozen, const fs::path& dir) {
+  return run_ranks(s, [&](int r) {
+    auto t = transport::create_transport();
+    t->barrier();
+    if (r == frozen) {
+      write_file(dir / "frozen.pid", std::to_string(::getpid()));
+      ::raise(SIGSTOP);  // alive to TCP (keepalive answers), silent to everyone
+      return std::string("resumed");
+    }
+    const auto t0 = Clock::now();
+    std::string what;
+    try {
+      t->barrier();
+      what = "the barrier passed";
+    } catch (const transport::PeerLostError& e) {
+      what = fmt::format("lost rank {} after {:.1f} s: {}", e.peer(), since(t0), e.what());
+    }
+    if (r == (frozen + 1) % s.world && wait_for_file(dir / "frozen.pid", 5)) {
+      ::kill(std::stoi(read_file(dir / "frozen.pid")), SIGKILL);
+    }
+    return what;
+  });
+}
+
+double seconds_in(const std::string& msg) {
+  const size_t k = msg.find(" after ");
+  return k == std::string::npos ? 1e9 : std::atof(msg.c_str() + k + 7);
+}
+
+TEST(Liveness, FrozenRankIsNamedWithinThirtySeconds) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  TempDir dir;
+  auto res = run_with_frozen_rank(ucx_job(3, 90), 2, dir.path());
+  for (int r : {0, 1}) {
+    EXPECT_NE(res[r].message.find("lost rank 2"), std::string::npos) << describe(res);
+    EXPECT_NE(res[r].message.find("rank 2 sent no heartbeat for 15 s"), std::string::npos)
+        << describe(res);
+    EXPECT_LT(seconds_in(res[r].message), 30) << describe(res);
+  }
+  EXPECT_EQ(res[2].exit_code, 128 + SIGKILL) << describe(res);
+}
+
+TEST(Liveness, FrozenStoreHostIsNamed) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  TempDir dir;
+  JobSpec s = ucx_job(2, 60);
+  s.env["TESSERA_HEARTBEAT_TIMEOUT"] = "3";
+  auto res = run_with_frozen_rank(s, 0, dir.path());
+  EXPECT_NE(res[1].message.find("lost rank 0"), std::string::npos) << describe(res);
+  EXPECT_NE(res[1].message.find("sent no heartbeat for 3 s"), std::string::npos) << describe(res);
+  EXPECT_LT(seconds_in(res[1].message), 30) << describe(res);
 }
 
 // --- a flood of junk connections while a job trains --------------------------------------------

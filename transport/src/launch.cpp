@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -165,6 +166,7 @@ int launch(const LaunchOptions& o) {
   ::sigaction(SIGCHLD, &sa, &old_chld);
 
   std::vector<Child> kids(o.nproc_per_node);
+  const pid_t launcher_pid = ::getpid();
   std::vector<char*> argv;
   for (const auto& s : o.command) {
     argv.push_back(const_cast<char*>(s.c_str()));
@@ -179,6 +181,13 @@ int launch(const LaunchOptions& o) {
     const pid_t pid = ::fork();
     TESSERA_EXPECTS(pid >= 0, IOError, "fork failed: {}", std::strerror(errno));
     if (pid == 0) {
+      // The rank dies with the launcher, even when the launcher is killed by SIGKILL and cannot
+      // stop it (it would otherwise run on, unseen, until its next write to the closed pipe).
+      // The launcher may already be gone by the time the request takes effect: check.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher_pid) {
+        ::_exit(128 + SIGKILL);
+      }
       ::setpgid(0, 0);
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);

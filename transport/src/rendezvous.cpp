@@ -312,6 +312,12 @@ bool send_small(int fd, const void* p, size_t n) {
   return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
 }
 
+// Seconds of silence on a watch connection after which its peer counts as lost, and how often
+// each side speaks when it has nothing else to say.
+double ping_interval(double heartbeat_s) {
+  return std::min(2.0, heartbeat_s / 5);
+}
+
 }  // namespace
 
 // --- server -----------------------------------------------------------------------------------
@@ -338,8 +344,9 @@ struct StoreServer::Impl {
   int listen_fd = -1;
   int world = 0;
   std::string token;
+  double heartbeat_s = 15;
   std::atomic<bool> stopping{false};
-  std::thread acceptor;
+  std::thread acceptor, pinger;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -360,6 +367,7 @@ struct StoreServer::Impl {
   std::atomic<uint64_t> refused{0};
 
   void accept_loop();
+  void ping_loop();
   void start_conn(int fd, const wire::Hello& h, const std::string& name);
   void reap_conns();
   void log_refusal(const std::string& peer, const std::string& why);
@@ -370,12 +378,15 @@ struct StoreServer::Impl {
 };
 
 StoreServer::StoreServer(int port, int world_size, std::string token,
-                         const std::string& bind_address)
+                         const std::string& bind_address, double heartbeat_s)
     : impl_(std::make_unique<Impl>()) {
   TESSERA_EXPECTS(world_size >= 1, ValueError, "store: world size {} < 1", world_size);
   TESSERA_EXPECTS(!token.empty(), ValueError, "store: empty job token");
+  TESSERA_EXPECTS(heartbeat_s > 0, ValueError, "store: heartbeat timeout {} s is not positive",
+                  heartbeat_s);
   impl_->world = world_size;
   impl_->token = std::move(token);
+  impl_->heartbeat_s = heartbeat_s;
   impl_->watch_fd.assign(world_size, -1);
   impl_->bye.assign(world_size, 0);
   impl_->lost.assign(world_size, 0);
@@ -408,6 +419,7 @@ StoreServer::StoreServer(int port, int world_size, std::string token,
   impl_->listen_fd = fd;
   Impl* im = impl_.get();
   impl_->acceptor = std::thread([im] { im->accept_loop(); });
+  impl_->pinger = std::thread([im] { im->ping_loop(); });
 }
 
 StoreServer::~StoreServer() {
@@ -428,6 +440,9 @@ void StoreServer::stop() {
   }
   if (impl_->acceptor.joinable()) {
     impl_->acceptor.join();
+  }
+  if (impl_->pinger.joinable()) {
+    impl_->pinger.join();
   }
   std::list<Impl::Conn> conns;
   {
@@ -602,6 +617,20 @@ void StoreServer::Impl::accept_loop() {
   }
 }
 
+void StoreServer::Impl::ping_loop() {
+  const auto every = detail::seconds(ping_interval(heartbeat_s));
+  std::unique_lock<std::mutex> lk(mu);
+  while (!stopping.load()) {
+    cv.wait_for(lk, every, [&] { return stopping.load(); });
+    if (stopping.load()) {
+      break;
+    }
+    for (int r = 0; r < world; ++r) {
+      send_to_watcher(r, wire::kPing, -1, "");
+    }
+  }
+}
+
 void StoreServer::Impl::send_to_watcher(int r, uint8_t op, int32_t rank, const std::string& text) {
   if (watch_fd[r] < 0) {
     return;
@@ -725,9 +754,24 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   std::string reason = "its connection to the rendezvous store closed (process died?)";
   try {
     for (;;) {
+      // Every rank pings at least every ping_interval(): silence for heartbeat_s means it is
+      // frozen (SIGSTOP, a debugger) or its host is gone, whatever TCP says.
       Frame f;
-      if (!read_frame(fd, f, Clock::time_point::max(), who)) {
+      bool got = false;
+      try {
+        got = read_frame(fd, f, Clock::now() + detail::seconds(heartbeat_s), who);
+      } catch (const TimeoutError&) {
+        reason = fmt::format(
+            "rank {} sent no heartbeat for {:.0f} s (frozen, e.g. stopped with SIGSTOP, or its "
+            "host is unreachable)",
+            rank, heartbeat_s);
         break;
+      }
+      if (!got) {
+        break;
+      }
+      if (f.op == wire::kPing) {
+        continue;
       }
       if (f.op == wire::kBye) {
         std::lock_guard<std::mutex> lk(mu);
@@ -756,6 +800,8 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
     std::lock_guard<std::mutex> wl(*write_mu[rank]);
     watch_fd[rank] = -1;
   }
+  // A frozen rank that wakes up finds its watch connection closed and stops as well.
+  ::shutdown(fd, SHUT_RDWR);
   if (bye[rank] || all_done_sent) {
     return;
   }
@@ -775,12 +821,14 @@ struct StoreClient::Impl {
   int port = 0, rank = 0, world = 0;
   std::string token;
   std::string where;  // "host:port"
+  double heartbeat_s = 15;
   int fd = -1;
   int watch_fd = -1;
   std::mutex mu;  // one request at a time on fd
   std::thread watcher;
   std::mutex wmu;
   std::condition_variable wcv;
+  std::mutex watch_write_mu;  // pings and the goodbye share watch_fd
   bool finishing = false, all_bye = false, watch_closed = false;
 
   int connect_and_hello(uint8_t role, double timeout_s);
@@ -876,13 +924,18 @@ int StoreClient::Impl::connect_and_hello(uint8_t role, double timeout_s) {
 }
 
 StoreClient::StoreClient(const std::string& host, int port, int rank, int world_size,
-                         const std::string& token, double timeout_s)
+                         const std::string& token, double timeout_s, double heartbeat_s)
     : impl_(std::make_unique<Impl>()) {
+  TESSERA_EXPECTS(heartbeat_s > 0, ValueError,
+                  "store client: heartbeat timeout {} s is not "
+                  "positive",
+                  heartbeat_s);
   impl_->host = host;
   impl_->port = port;
   impl_->rank = rank;
   impl_->world = world_size;
   impl_->token = token;
+  impl_->heartbeat_s = heartbeat_s;
   impl_->where = fmt::format("{}:{}", host, port);
   impl_->fd = impl_->connect_and_hello(wire::kRoleClient, timeout_s);
 }
@@ -952,12 +1005,35 @@ void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
   Impl* im = impl_.get();
   impl_->watcher = std::thread([im, on_lost = std::move(on_lost), on_left = std::move(on_left)] {
     std::string why = "the rendezvous store (hosted by rank 0) closed its connection";
+    const auto every = detail::seconds(ping_interval(im->heartbeat_s));
+    const auto silence = detail::seconds(im->heartbeat_s);
+    auto heard = Clock::now();
+    auto next_ping = heard;
     try {
       for (;;) {
-        Frame f;
-        if (!read_frame(im->watch_fd, f, Clock::time_point::max(), "the rendezvous store")) {
+        auto now = Clock::now();
+        if (now >= next_ping) {
+          std::lock_guard<std::mutex> wl(im->watch_write_mu);
+          write_text(im->watch_fd, wire::kPing, im->rank, "");
+          next_ping = now + every;
+        }
+        if (now >= heard + silence) {
+          why = fmt::format(
+              "rank 0, which hosts the rendezvous store, sent no heartbeat for {:.0f} s (frozen, "
+              "e.g. stopped with SIGSTOP, or its host is unreachable)",
+              im->heartbeat_s);
           break;
         }
+        pollfd p{im->watch_fd, POLLIN, 0};
+        const int r = ::poll(&p, 1, detail::ms_until(std::min(next_ping, heard + silence)));
+        if (r <= 0) {
+          continue;
+        }
+        Frame f;
+        if (!read_frame(im->watch_fd, f, Clock::now() + silence, "the rendezvous store")) {
+          break;
+        }
+        heard = Clock::now();
         if (f.op == wire::kLost) {
           on_lost(f.rank, text_of(f.value));
         } else if (f.op == wire::kLeft) {
@@ -993,6 +1069,7 @@ bool StoreClient::finish(double timeout_s) {
     return true;
   }
   try {
+    std::lock_guard<std::mutex> wl(impl_->watch_write_mu);
     write_frame(impl_->watch_fd, wire::kBye, impl_->rank, "", ByteView());
   } catch (const std::exception&) {
     return false;
@@ -1009,7 +1086,7 @@ std::string store_bind_address(const LaunchEnv& env) {
   return env.local_world_size >= env.world_size ? "127.0.0.1" : env.master_addr;
 }
 
-Rendezvous rendezvous(const LaunchEnv& env, double timeout_s) {
+Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s) {
   Rendezvous rv;
   rv.env = env;
   const std::string bind = store_bind_address(env);
@@ -1019,10 +1096,11 @@ Rendezvous rendezvous(const LaunchEnv& env, double timeout_s) {
       env.local_world_size >= env.world_size && env_or_null("TESSERA_STORE_BIND") == nullptr;
   const std::string connect_to = local ? std::string("127.0.0.1") : env.master_addr;
   if (env.rank == 0) {
-    rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token, bind);
+    rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token, bind,
+                                              heartbeat_s);
   }
   rv.client = std::make_unique<StoreClient>(connect_to, env.master_port, env.rank, env.world_size,
-                                            env.job_token, timeout_s);
+                                            env.job_token, timeout_s, heartbeat_s);
   return rv;
 }
 

@@ -113,7 +113,7 @@ void check_header(const Header& h, const std::string& who) {
   TESSERA_EXPECTS(h.version == kVersion, ValueError,
                   "malformed message from {}: protocol version {} (expected {})", who, h.version,
                   kVersion);
-  TESSERA_EXPECTS(h.op > kHello && h.op <= kLeft, ValueError,
+  TESSERA_EXPECTS(h.op > kHello && h.op <= kPing, ValueError,
                   "malformed message from {}: unknown operation {}", who, h.op);
   TESSERA_EXPECTS(h.key_len <= kMaxKey && h.val_len <= kMaxValue, ValueError,
                   "malformed message from {}: key of {} bytes / value of {} bytes exceeds the "

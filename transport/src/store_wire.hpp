@@ -37,6 +37,7 @@ enum Op : uint8_t {
   kBye = 7,     // finishing cleanly
   kAllBye = 8,  // every rank finished or was lost
   kLeft = 9,    // rank = a rank that said goodbye (others stop waiting for it after a grace)
+  kPing = 10,   // heartbeat on a watch connection (rank = sender)
 };
 enum Role : uint8_t { kRoleClient = 0, kRoleWatch = 1 };
 enum Status : uint8_t { kAccepted = 0, kAuthFailed = 1, kMalformed = 2 };

@@ -216,7 +216,7 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   lost_reason_.assign(world_, "");
   left_at_.assign(world_, Clock::time_point::max());
 
-  rv_ = rendezvous(env, options_.rendezvous_timeout_s);
+  rv_ = rendezvous(env, options_.rendezvous_timeout_s, options_.heartbeat_timeout_s);
   rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); },
                     [this](int r, const std::string&) { mark_left(r); });
   try {

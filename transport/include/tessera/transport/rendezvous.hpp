@@ -63,13 +63,14 @@ std::string store_bind_address(const LaunchEnv& env);
 /// no length field it sends is read. A peer authenticates by answering a random challenge with
 /// an HMAC-SHA256 under the job token, so the token never crosses the wire, and the store
 /// proves in turn that it knows the token. Authenticated messages are bounded (keys 4 KiB,
-/// values 64 MiB).
+/// values 64 MiB). Every rank's watch connection carries a heartbeat both ways: a rank silent
+/// for `heartbeat_s` is reported lost, as a closed connection is.
 class StoreServer {
  public:
   /// Listens on `bind_address`:`port` (port 0: any free port, see port()). `world_size` ranks
   /// are expected; every connection must prove it knows `token`.
   StoreServer(int port, int world_size, std::string token,
-              const std::string& bind_address = "127.0.0.1");
+              const std::string& bind_address = "127.0.0.1", double heartbeat_s = 15);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -96,9 +97,9 @@ class StoreClient {
   /// Connects (retrying until `timeout_s`) and authenticates with the token; throws
   /// TimeoutError naming the address when no store answers, ValueError when the store refuses
   /// the token or rank, IOError when the server is not a Tessera store or cannot prove it knows
-  /// the token.
+  /// the token. `heartbeat_s`: see watch().
   StoreClient(const std::string& host, int port, int rank, int world_size, const std::string& token,
-              double timeout_s);
+              double timeout_s, double heartbeat_s = 15);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -112,7 +113,10 @@ class StoreClient {
   /// Opens a second connection on which the store pushes notices, handled on a background
   /// thread: `on_lost(r, reason)` when rank r's connection closed without a goodbye (or, as rank
   /// 0, when the store itself went away), `on_left(r, "")` when rank r said goodbye (finished,
-  /// possibly early because of an error). Call once.
+  /// possibly early because of an error). The connection carries a heartbeat both ways: a rank
+  /// that stays silent for `heartbeat_s` (frozen by SIGSTOP or a debugger, or on a host that
+  /// vanished) is reported lost to the others, and rank 0's store falling silent as long is
+  /// reported as rank 0 lost. Call once.
   void watch(LostCallback on_lost, LostCallback on_left = nullptr);
   /// Goodbye: tells the store this rank is finishing cleanly and waits (at most timeout_s) until
   /// every rank has said goodbye or was lost, so nobody tears down while a peer still needs it.
@@ -131,9 +135,10 @@ struct Rendezvous {
   std::unique_ptr<StoreServer> server;  // rank 0 only
   std::unique_ptr<StoreClient> client;
 };
-/// Sets up the rendezvous for `env` with `timeout_s` as connect deadline. Rank 0's store listens
-/// on store_bind_address(env); with every rank on this host everyone connects over loopback.
-Rendezvous rendezvous(const LaunchEnv& env, double timeout_s);
+/// Sets up the rendezvous for `env` with `timeout_s` as connect deadline and `heartbeat_s` as
+/// the silence after which a rank counts as lost. Rank 0's store listens on
+/// store_bind_address(env); with every rank on this host everyone connects over loopback.
+Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s = 15);
 
 /// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
 /// transport of the same job (dist::Runtime's device transport) whose rendezvous store must
