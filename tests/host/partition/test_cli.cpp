@@ -240,6 +240,30 @@ TEST_F(Cli, BadArguments) {
   EXPECT_EQ(r.rc, 0) << r.out;
 }
 
+// --overwrite never destroys what the command did not write: generate gets partition's guard.
+TEST_F(Cli, OverwriteRefusesAFolderHoldingForeignFiles) {
+  TempDir tmp;
+  const fs::path home = tmp / "home";
+  fs::create_directories(home / "photos");
+  std::ofstream(home / "notes.txt") << "mine";
+  CmdResult r = run(
+      fmt::format("generate rmat --scale 6 --edge-factor 4 --out {} --overwrite", home.string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("refusing to overwrite"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(home / "notes.txt"));
+  EXPECT_TRUE(fs::exists(home / "photos"));
+  // A folder generate wrote is replaced.
+  const fs::path data = tmp / "rmat";
+  r = run(
+      fmt::format("generate rmat --scale 6 --edge-factor 4 --feat-dim 3 --out {}", data.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run(
+      fmt::format("generate rmat --scale 7 --edge-factor 4 --out {} --overwrite", data.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(fs::exists(data / "feat.npy"));
+  EXPECT_EQ(read_npy_header(data / "edge_index.npy").shape[1], 128 * 4);  // scale 7
+}
+
 // Stored edges of `tessera partition -i input flags` (from --stats-json); validates the result
 // against the input read with the config's build options.
 int64_t partitioned_edges(const fs::path& tmp, const std::string& input, const std::string& flags) {
