@@ -307,6 +307,13 @@ void set_blocking(int fd) {
   }
 }
 
+// True when the peer closed its side of `fd` (or the connection failed), without consuming data.
+bool peer_closed(int fd) {
+  char b;
+  const ssize_t k = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 // Sends a small fixed-size message on a fresh (non-blocking) socket whose buffer is empty.
 bool send_small(int fd, const void* p, size_t n) {
   return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
@@ -707,7 +714,7 @@ void StoreServer::Impl::serve(int fd, const wire::Hello& h, const std::string& p
         ms = std::min<uint64_t>(ms, uint64_t{1} << 40);  // ~35 years: no overflow below
         const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
         Bytes result;
-        bool found = false;
+        bool found = false, gone = false;
         {
           std::unique_lock<std::mutex> lk(mu);
           for (;;) {
@@ -717,15 +724,20 @@ void StoreServer::Impl::serve(int fd, const wire::Hello& h, const std::string& p
               found = true;
               break;
             }
-            if (stopping.load() || cv.wait_until(lk, deadline) == std::cv_status::timeout) {
-              it = kv.find(q.key);
-              if (it != kv.end()) {
-                result = it->second;
-                found = true;
-              }
+            // Wake now and then to notice a requester that went away (died, or gave up), so a
+            // long wait does not hold this thread and its socket to the end of the timeout.
+            const auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+            if (stopping.load() || Clock::now() >= deadline) {
+              break;
+            }
+            if (cv.wait_until(lk, until) == std::cv_status::timeout && peer_closed(fd)) {
+              gone = true;
               break;
             }
           }
+        }
+        if (gone) {
+          return;
         }
         if (found) {
           write_frame(fd, wire::kOk, -1, "", result);
@@ -865,23 +877,7 @@ int StoreClient::Impl::handshake(int fd, uint8_t role, Clock::time_point deadlin
   if (!got) {
     return -1;
   }
-  TESSERA_EXPECTS(a.magic == wire::kMagic && a.version == wire::kVersion, IOError,
-                  "the server at {} is not a Tessera rendezvous store (bad answer to hello)",
-                  where);
-  TESSERA_EXPECTS(a.status != wire::kAuthFailed, ValueError,
-                  "the rendezvous store at {} refused rank {}: job token mismatch (authentication "
-                  "failed; every rank needs the same TESSERA_JOB_TOKEN)",
-                  where, rank);
-  TESSERA_EXPECTS(a.status == wire::kAccepted, IOError,
-                  "the rendezvous store at {} refused rank {} as malformed (status {})", where,
-                  rank, a.status);
-  const detail::Digest want = wire::accept_mac(token, c.nonce, h);
-  detail::Digest have;
-  std::memcpy(have.data(), a.mac, have.size());
-  TESSERA_EXPECTS(detail::digest_equal(want, have), IOError,
-                  "the rendezvous store at {} did not prove that it knows the job token (another "
-                  "job's store on this port?)",
-                  where);
+  wire::check_accept(a, token, c, h, where, rank);
   Frame f;
   got = read_frame(fd, f, deadline, fmt::format("the rendezvous store at {}", where));
   TESSERA_EXPECTS(got, IOError,
