@@ -129,4 +129,25 @@ void check_challenge(const Challenge& c) {
                   kVersion);
 }
 
+void check_accept(const Accept& a, const std::string& token, const Challenge& c, const Hello& h,
+                  const std::string& where, int rank) {
+  TESSERA_EXPECTS(a.magic == kMagic && a.version == kVersion, IOError,
+                  "the server at {} is not a Tessera rendezvous store (bad answer to hello)",
+                  where);
+  TESSERA_EXPECTS(a.status != kAuthFailed, ValueError,
+                  "the rendezvous store at {} refused rank {}: job token mismatch (authentication "
+                  "failed; every rank needs the same TESSERA_JOB_TOKEN)",
+                  where, rank);
+  TESSERA_EXPECTS(a.status == kAccepted, IOError,
+                  "the rendezvous store at {} refused rank {} as malformed (status {})", where,
+                  rank, a.status);
+  const Digest want = accept_mac(token, c.nonce, h);
+  Digest have;
+  std::memcpy(have.data(), a.mac, have.size());
+  TESSERA_EXPECTS(digest_equal(want, have), IOError,
+                  "the rendezvous store at {} did not prove that it knows the job token (another "
+                  "job's store on this port?)",
+                  where);
+}
+
 }  // namespace tessera::transport::detail::wire

@@ -130,4 +130,10 @@ void check_header(const Header& h, const std::string& who);
 /// Checks a Challenge from a server; throws ValueError when it is not one.
 void check_challenge(const Challenge& c);
 
+/// Checks the store's answer `a` to hello `h` (which answered challenge `c`), as rank `rank`
+/// connecting to `where`: throws ValueError when the store refused the token, IOError when the
+/// answer is malformed, calls the hello malformed, or does not prove the store knows `token`.
+void check_accept(const Accept& a, const std::string& token, const Challenge& c, const Hello& h,
+                  const std::string& where, int rank);
+
 }  // namespace tessera::transport::detail::wire
