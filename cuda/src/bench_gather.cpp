@@ -1,6 +1,7 @@
-// The GPU side of `tessera bench gather`: CUDA events around each run, warm-up, an L2 flush
-// before every timed run, medians; the bound is a cudaMemcpyAsync of the same payload measured
-// in the same process (D2D for HBM, pinned H2D for UVA).
+// The GPU side of `tessera bench gather`: CUDA events around each run (the library's gather as
+// callers get it, a sort of the indices included), warm-up, an L2 flush before every timed run,
+// medians; the bound is a cudaMemcpyAsync of the same payload measured in the same process (D2D
+// for HBM, pinned H2D for UVA).
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -89,6 +90,7 @@ GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t
   }
   GatherBenchResult r;
   r.iterations = iters;
+  r.sorted = gather_sorts_indices(src, row_bytes, n);
   r.gather_ms = median(tg);
   r.bound_ms = median(tb);
   r.gather_gbps = r.gather_ms > 0 ? payload / (r.gather_ms * 1e6) : 0;

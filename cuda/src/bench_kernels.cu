@@ -1,15 +1,18 @@
-// Limits the benchmarks measure in the same run as what they bound: random reads of an array
-// in device memory or pinned host memory (UVA), as fast as the GPU can issue them.
+// What the benchmarks measure beside the library in the same run: the sampling benchmark's limit
+// (the reads the sampler must make for real visits, tessera/cuda/row_reads.hpp) and its
+// single-entry random-read rate, and the gather benchmark's probes of the library's gather
+// with its plan forced.
 #include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <random>
 #include <vector>
 
 #include "gather_launch.hpp"
 #include "tessera/cuda/check.cuh"
 #include "tessera/cuda/kernels.hpp"
+#include "tessera/cuda/row_reads.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/cuda/sample_group.hpp"
 
 namespace tessera::cuda {
 namespace {
@@ -52,92 +55,101 @@ __global__ void random_read_kernel(const V* __restrict__ a, uint64_t count, int 
   if (acc == 0x5EED5EED5EED5EEDull) atomicAdd(sink, 1ull);  // keeps the loads
 }
 
-// A gather for diagnostics: 16-byte vectors, one per thread and row (row_bytes / 16 threads per
-// row), int64 indices; each group takes R consecutive entries per iteration and issues all their
-// index loads, then all their row loads, then the stores. `pos` (may be null) is where entry i's
-// row goes (sorted gathers).
-template <int R>
-__global__ void probe_gather_kernel(const uint4* __restrict__ src, int64_t vpr,
-                                    const int64_t* __restrict__ idx,
-                                    const int64_t* __restrict__ pos, int64_t n,
-                                    uint4* __restrict__ out, int log2_tpr) {
-  const int lane = static_cast<int>(threadIdx.x) & ((1 << log2_tpr) - 1);
-  const int64_t groups_per_block = static_cast<int64_t>(blockDim.x) >> log2_tpr;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * groups_per_block * R;
-  for (int64_t i0 = (blockIdx.x * groups_per_block + (threadIdx.x >> log2_tpr)) * R; i0 < n;
-       i0 += stride) {
-    int64_t r[R], p[R];
-#pragma unroll
-    for (int u = 0; u < R; ++u) {
-      r[u] = i0 + u < n ? idx[i0 + u] : -1;
-      p[u] = pos && i0 + u < n ? pos[i0 + u] : i0 + u;
-    }
-    uint4 v[R];
-#pragma unroll
-    for (int u = 0; u < R; ++u)
-      if (r[u] >= 0) v[u] = src[r[u] * vpr + lane];
-#pragma unroll
-    for (int u = 0; u < R; ++u)
-      if (r[u] >= 0) out[p[u] * vpr + lane] = v[u];
+// The limit of the sampling benchmark (tessera/cuda/row_reads.hpp): a group of 2^log2_g lanes
+// per visit reads what the sampler must read of the visit's row, and folds it.
+__device__ inline void fold_entry(const GraphView& g, int64_t k, unsigned long long& acc) {
+  switch (g.layout) {
+    case Adjacency::kPacked:
+      acc ^= g.packed[k];
+      return;
+    case Adjacency::kPairs:
+      fold(acc, reinterpret_cast<const uint4*>(g.pairs)[k]);
+      return;
+    default:
+      acc ^= static_cast<unsigned long long>(g.indices[k]) ^
+             (g.eids ? static_cast<unsigned long long>(g.eids[k]) : 0ull);
   }
+}
+
+__global__ void row_read_kernel(const __grid_constant__ GraphView g,
+                                const int64_t* __restrict__ visits, int64_t begin, int64_t end,
+                                int64_t k, bool replace, int stage_bytes, int log2_g,
+                                unsigned long long* sink) {
+  const int G = 1 << log2_g;
+  const int lane = static_cast<int>(threadIdx.x) & (G - 1);
+  const int64_t groups_per_block = static_cast<int64_t>(blockDim.x) >> log2_g;
+  const int eb = g.edge_bytes();
+  const bool weighted = g.prefix != nullptr;
+  const auto* adj = g.layout == Adjacency::kPacked
+                        ? reinterpret_cast<const unsigned char*>(g.packed)
+                        : reinterpret_cast<const unsigned char*>(g.pairs);
+  unsigned long long acc = 0;
+  for (int64_t vi = begin + blockIdx.x * groups_per_block + (threadIdx.x >> log2_g); vi < end;
+       vi += static_cast<int64_t>(gridDim.x) * groups_per_block) {
+    const int64_t v = visits[vi];
+    const int64_t rb = g.indptr[v], d = g.indptr[v + 1] - rb;
+    int64_t positives = d;
+    if (weighted && !replace && k >= 0 && d > k && g.row_info) positives = g.row_info[2 * v];
+    const limits::RowPlan p = limits::row_plan(d, k, replace, weighted, positives, eb, stage_bytes,
+                                               g.layout != Adjacency::kSplit);
+    if (p.read == limits::RowRead::kStaged) {
+      int64_t lo = 0, hi = 0;
+      limits::staged_bytes(rb, d, eb, &lo, &hi);
+      const auto* s = reinterpret_cast<const uint4*>(adj + lo);
+      for (int64_t c = lane; c < (hi - lo) / 16; c += G)
+        fold(acc, s[c]);
+    } else if (p.read == limits::RowRead::kWhole) {
+      for (int64_t t = lane; t < d; t += G)
+        fold_entry(g, rb + t, acc);
+    }
+    for (int64_t t = lane; t < p.draws; t += G) {
+      const auto visit = static_cast<uint64_t>(vi);
+      const auto draw = static_cast<uint32_t>(t);
+      int64_t pos = 0;
+      if (p.search) {
+        const double* cdf = g.prefix + rb;
+        pos = limits::search_prefix(cdf, d, limits::draw_fraction(visit, draw) * cdf[d - 1]);
+      } else {
+        pos = limits::draw_position(visit, draw, d);
+      }
+      if (p.read == limits::RowRead::kDraws)
+        fold_entry(g, rb + pos, acc);
+      else
+        acc ^= static_cast<unsigned long long>(pos);  // the entry is in the stage
+    }
+  }
+  if (acc == 0x5EED5EED5EED5EEDull) atomicAdd(sink, 1ull);  // keeps the loads
 }
 
 }  // namespace
 
-double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
-                         int rows_per_group, bool sorted, int grid_div, int iters, uint64_t seed) {
+double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
+                       GatherOrder order, int rows_per_group, bool sort_only, int iters,
+                       uint64_t seed) {
   require_cuda("gather probe");
-  TESSERA_EXPECTS(row_bytes % 16 == 0 && row_bytes >= 16 && row_bytes <= 512 && n > 0 &&
-                      src_rows > 0 && iters > 0 && grid_div >= 1 &&
-                      (rows_per_group == 1 || rows_per_group == 2 || rows_per_group == 4),
+  TESSERA_EXPECTS(row_bytes > 0 && n > 0 && src_rows > 0 && iters > 0 &&
+                      (rows_per_group == 0 || rows_per_group == 1 || rows_per_group == 4),
                   ValueError,
-                  "gather probe: rows of 16..512 bytes in 16-byte steps, 1, 2 or 4 rows per "
-                  "group (got {} bytes, {} rows per group)",
-                  row_bytes, rows_per_group);
+                  "gather probe: need rows, row bytes, batch and iterations > 0 and 0, 1 or 4 "
+                  "rows per group (got {}, {}, {}, {}, {})",
+                  src_rows, row_bytes, n, iters, rows_per_group);
   Stream stream;
-  auto s = static_cast<cudaStream_t>(stream.get());
-  std::vector<int64_t> h_idx(static_cast<size_t>(n)), h_pos;
+  std::vector<int64_t> h_idx(static_cast<size_t>(n));
   std::mt19937_64 rng(seed);
   for (auto& x : h_idx)
     x = static_cast<int64_t>(rng() % static_cast<uint64_t>(src_rows));
-  if (sorted) {
-    h_pos.resize(h_idx.size());
-    std::iota(h_pos.begin(), h_pos.end(), 0);
-    std::sort(h_pos.begin(), h_pos.end(),
-              [&](int64_t a, int64_t b) { return h_idx[a] < h_idx[b]; });
-    std::vector<int64_t> sorted_idx(h_idx.size());
-    for (size_t i = 0; i < h_pos.size(); ++i)
-      sorted_idx[i] = h_idx[static_cast<size_t>(h_pos[i])];
-    h_idx.swap(sorted_idx);
-  }
-  DeviceBuffer idx(h_idx.size() * 8), pos(std::max<size_t>(h_pos.size() * 8, 8));
+  DeviceBuffer idx(h_idx.size() * sizeof(int64_t));
   copy_async(idx.data(), h_idx.data(), idx.size(), stream.get());
-  if (sorted) copy_async(pos.data(), h_pos.data(), h_pos.size() * 8, stream.get());
   DeviceBuffer out(static_cast<size_t>(n * row_bytes));
   DeviceBuffer flush(2 * l2_cache_bytes());
-  const int64_t vpr = row_bytes / 16;
-  int log2_tpr = 0;
-  while ((int64_t{1} << log2_tpr) < vpr)
-    ++log2_tpr;
-  const int threads = 256;
-  const int64_t groups = (n + rows_per_group - 1) / rows_per_group;
-  const int64_t want = (groups * (int64_t{1} << log2_tpr) + threads - 1) / threads;
-  const int64_t cap = std::max<int64_t>(1, detail::max_resident_threads() / threads / grid_div);
-  const unsigned grid = static_cast<unsigned>(std::min(want, cap));
-  const auto* ps = sorted ? static_cast<const int64_t*>(pos.data()) : nullptr;
+  detail::GatherLaunch g;
+  g.src = src;
+  g.src_rows = src_rows;
+  g.n = n;
+  g.out = out.data();
   auto run = [&] {
-    auto* sv = static_cast<const uint4*>(src);
-    auto* ix = static_cast<const int64_t*>(idx.data());
-    auto* o = static_cast<uint4*>(out.data());
-    if (rows_per_group == 1)
-      TESSERA_KERNEL_CALL(probe_gather_kernel<1>, grid, threads, 0, s, sv, vpr, ix, ps, n, o,
-                          log2_tpr);
-    else if (rows_per_group == 2)
-      TESSERA_KERNEL_CALL(probe_gather_kernel<2>, grid, threads, 0, s, sv, vpr, ix, ps, n, o,
-                          log2_tpr);
-    else
-      TESSERA_KERNEL_CALL(probe_gather_kernel<4>, grid, threads, 0, s, sv, vpr, ix, ps, n, o,
-                          log2_tpr);
+    detail::gather_dispatch(g, row_bytes, idx.data(), IndexType::kInt64, order, stream.get(),
+                            rows_per_group, sort_only);
   };
   run();
   Event start, stop;
@@ -151,7 +163,52 @@ double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, i
     ms.push_back(stop.elapsed_ms_since(start));
   }
   std::sort(ms.begin(), ms.end());
-  return static_cast<double>(n * row_bytes) / (ms[ms.size() / 2] * 1e6);
+  return ms[ms.size() / 2];
+}
+
+double row_read_rate(const GraphView& g, const int64_t* d_visits, const VisitSegment* segments,
+                     int num_segments, bool replace, int stage_bytes, int64_t edges, int iters) {
+  require_cuda("row read limit");
+  TESSERA_EXPECTS(num_segments >= 0 && iters > 0 && edges >= 0 && stage_bytes >= 0, ValueError,
+                  "row read limit: need segments >= 0, iterations > 0, edges >= 0 and stage "
+                  "bytes >= 0 (got {}, {}, {}, {})",
+                  num_segments, iters, edges, stage_bytes);
+  Stream stream;
+  auto s = static_cast<cudaStream_t>(stream.get());
+  DeviceBuffer sink(sizeof(unsigned long long));
+  memset_async(sink.data(), 0, sink.size(), stream.get());
+  const int threads = 256;
+  int per_sm = 0;
+  TESSERA_CUDA_TRY(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, row_read_kernel, threads, 0));
+  const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * multiprocessor_count();
+  auto run = [&] {
+    for (int i = 0; i < num_segments; ++i) {
+      const VisitSegment& seg = segments[i];
+      const int G = group::group_size(seg.fanout);
+      int log2_g = 0;
+      while ((1 << log2_g) < G)
+        ++log2_g;
+      const int64_t groups_per_block = threads / G;
+      const int64_t want = (seg.end - seg.begin + groups_per_block - 1) / groups_per_block;
+      TESSERA_KERNEL_CALL(row_read_kernel, static_cast<unsigned>(std::min(want, resident)), threads,
+                          0, s, g, d_visits, seg.begin, seg.end, seg.fanout, replace, stage_bytes,
+                          log2_g, static_cast<unsigned long long*>(sink.data()));
+    }
+  };
+  run();  // warm-up
+  Event start, stop;
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    start.record(stream.get());
+    run();
+    stop.record(stream.get());
+    stop.synchronize();
+    ms.push_back(stop.elapsed_ms_since(start));
+  }
+  std::sort(ms.begin(), ms.end());
+  const double t = ms[ms.size() / 2];
+  return t > 0 ? static_cast<double>(edges) / (1e-3 * t) : 0;
 }
 
 double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters) {

@@ -106,8 +106,12 @@ Upstream& device_upstream() {
 }
 
 void gather_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, int64_t, void*,
-                      unsigned long long*, StreamHandle) {
+                      unsigned long long*, StreamHandle, GatherOrder) {
   require_cuda("gather_rows");
+}
+bool gather_sorts_indices(const void*, int64_t, int64_t, GatherOrder) {
+  require_cuda("gather_rows");
+  return false;
 }
 void scatter_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, void*, int64_t,
                        unsigned long long*, StreamHandle) {
@@ -115,7 +119,7 @@ void scatter_rows_impl(const void*, int64_t, int64_t, const void*, IndexType, vo
 }
 void gather_rows_cached_impl(const void*, int64_t, int64_t, const void*, const int64_t*,
                              const void*, IndexType, int64_t, void*, unsigned long long*,
-                             unsigned long long*, StreamHandle) {
+                             unsigned long long*, StreamHandle, GatherOrder) {
   require_cuda("gather_rows_cached");
 }
 void spmm_impl(const void*, const void*, IndexType, int64_t, int64_t, int64_t, const float*,
@@ -190,8 +194,14 @@ DeviceBlock to_block_impl(const int64_t*, const int64_t*, int64_t, const int64_t
   require_cuda("to_block");
   return {};
 }
-double probe_gather_gbps(const void*, int64_t, int64_t, int64_t, int, bool, int, int, uint64_t) {
+double probe_gather_ms(const void*, int64_t, int64_t, int64_t, GatherOrder, int, bool, int,
+                       uint64_t) {
   require_cuda("gather probe");
+  return 0;
+}
+double row_read_rate(const GraphView&, const int64_t*, const VisitSegment*, int, bool, int, int64_t,
+                     int) {
+  require_cuda("row read limit");
   return 0;
 }
 double random_read_rate(const void*, int64_t, int, bool, int) {

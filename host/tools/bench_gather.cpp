@@ -1,16 +1,14 @@
 // `tessera bench gather`: feature-row gather bandwidth next to the bound it is measured against
-// in the same run. cuda: the gather kernel from HBM (--placement gpu) or from pinned host memory
-// through UVA (--placement uva) against a device-to-device or pinned host-to-device
-// cudaMemcpy of the same payload (CUDA events, warm-up, L2 flush, medians). cpu: the CPU twin
-// against a parallel memcpy of the same payload.
+// in the same run. cuda: the library's gather from HBM (--placement gpu) or from pinned host
+// memory through UVA (--placement uva; small rows sort their indices first, inside the timed
+// region) against a device-to-device or pinned host-to-device cudaMemcpy of the same payload
+// (CUDA events, warm-up, L2 flush, medians). cpu: the CPU twin against a parallel memcpy of the
+// same payload.
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -49,6 +47,7 @@ struct GatherArgs {
 struct Row {
   int64_t row_bytes, rows, batch;
   double gather_ms, bound_ms, gather_gbps, bound_gbps;
+  bool sorted = false;  // cuda: the gather sorted its indices first (inside gather_ms)
 };
 
 Row run_cpu(int64_t rb, int64_t rows, int64_t n, const GatherArgs& a) {
@@ -82,7 +81,7 @@ Row run_cpu(int64_t rb, int64_t rows, int64_t n, const GatherArgs& a) {
     bound();
     tb.push_back((now_seconds() - t0) * 1e3);
   }
-  Row r{rb, rows, n, median(tg), median(tb), 0, 0};
+  Row r{rb, rows, n, median(tg), median(tb), 0, 0, false};
   const double payload = static_cast<double>(n) * static_cast<double>(rb);
   r.gather_gbps = r.gather_ms > 0 ? payload / (r.gather_ms * 1e6) : 0;
   r.bound_gbps = r.bound_ms > 0 ? payload / (r.bound_ms * 1e6) : 0;
@@ -106,55 +105,20 @@ Row run_cuda(int64_t rb, int64_t rows, int64_t n, bool uva, const GatherArgs& a)
   }
   const cuda::GatherBenchResult g =
       cuda::bench_gather_device(src, rows, rb, n, uva, a.warmup, a.iters, a.seed);
-  return {rb, rows, n, g.gather_ms, g.bound_ms, g.gather_gbps, g.bound_gbps};
+  return {rb, rows, n, g.gather_ms, g.bound_ms, g.gather_gbps, g.bound_gbps, g.sorted};
 }
-
-// Anonymous memory in transparent huge pages (2 MiB aligned, advised before first touch),
-// registered for UVA: the same rows as a cudaHostAlloc source with fewer, larger pages to
-// translate.
-class HugePinned {
- public:
-  explicit HugePinned(size_t bytes) : bytes_(bytes) {
-    const size_t huge = size_t{2} << 20;
-    map_bytes_ = bytes + huge;
-    map_ = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    TESSERA_EXPECTS(map_ != MAP_FAILED, IOError, "bench gather: mmap of {} bytes failed",
-                    map_bytes_);
-    data_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(map_) + huge - 1) & ~(huge - 1));
-    ::madvise(data_, bytes, MADV_HUGEPAGE);
-    std::memset(data_, 0x5a, bytes);
-    reg_ = std::make_unique<cuda::HostRegistration>(data_, bytes, false);
-  }
-  ~HugePinned() {
-    reg_.reset();
-    if (map_ != MAP_FAILED) ::munmap(map_, map_bytes_);
-  }
-  const void* data() const { return data_; }
-  /// Bytes of this process's anonymous memory in huge pages (/proc/self/smaps_rollup).
-  static int64_t anon_huge_bytes() {
-    std::ifstream f("/proc/self/smaps_rollup");
-    std::string line;
-    while (std::getline(f, line))
-      if (line.rfind("AnonHugePages:", 0) == 0) return std::stoll(line.substr(14)) * 1024;
-    return -1;
-  }
-
- private:
-  size_t bytes_ = 0, map_bytes_ = 0;
-  void* map_ = MAP_FAILED;
-  void* data_ = nullptr;
-  std::unique_ptr<cuda::HostRegistration> reg_;
-};
 
 struct Probe {
   std::string name;
   int64_t row_bytes, source_bytes;
-  double gbps, bound_gbps;
+  double ms, gbps, bound_gbps;
+  double share = 0;  // sort alone: its share of the sorted gather's time
 };
 
-// Diagnostics of the small-row gather: the same rows by variants of the kernel (rows in flight per
-// thread group, sorted indices, fewer resident groups) and, through UVA, from a smaller source
-// and from a source in huge pages; each next to the bound of its row width measured above.
+// Diagnostics of the small-row gather, each the library's gather with its plan forced, next to
+// the bound of its row width measured above. HBM: one or four rows per thread group (the
+// library takes four up to gather::kGroupRowsMaxBytes). UVA: the indices as given, sorted (the
+// sort included), and the sort alone (what sorting costs per batch).
 std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const GatherArgs& a) {
   std::vector<Probe> out;
   const int64_t src_bytes = int64_t{1} << 30;
@@ -171,45 +135,37 @@ std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const
     cuda::synchronize(nullptr);
     src = dev.data();
   }
-  std::unique_ptr<cuda::PinnedBuffer> small;
-  std::unique_ptr<HugePinned> huge;
-  int64_t huge_granted = 0;
-  if (uva) {
-    small = std::make_unique<cuda::PinnedBuffer>(size_t{64} << 20);
-    std::memset(small->data(), 0x5a, small->size());
-    const int64_t before = HugePinned::anon_huge_bytes();
-    huge = std::make_unique<HugePinned>(static_cast<size_t>(src_bytes));
-    huge_granted = HugePinned::anon_huge_bytes() - before;
-    fmt::print("probe: huge-page source: {} of {} in huge pages\n",
-               human_bytes(static_cast<double>(huge_granted)),
-               human_bytes(static_cast<double>(src_bytes)));
-  }
-  for (int64_t rb : {int64_t{128}, int64_t{256}}) {
+  const std::vector<int64_t> widths =
+      uva ? std::vector<int64_t>{128, 256, 512, 1024} : std::vector<int64_t>{128, 256, 512};
+  for (int64_t rb : widths) {
     double bound = 0;
     for (const Row& r : rows_done)
       if (r.row_bytes == rb) bound = r.bound_gbps;
     const int64_t n = (int64_t{64} << 20) / rb;
-    auto probe = [&](const std::string& name, const void* s, int64_t sb, int per, bool sorted,
-                     int div) {
-      const double g =
-          cuda::probe_gather_gbps(s, sb / rb, rb, n, per, sorted, div, a.iters, a.seed);
-      out.push_back({name, rb, sb, g, bound});
-      fmt::print("probe: {:>4} B rows, {:<44} {:>7.1f} GB/s {:>5.0f}% of the bound\n", rb, name, g,
-                 bound > 0 ? 100 * g / bound : 0.0);
+    const double payload = static_cast<double>(n) * static_cast<double>(rb);
+    auto probe = [&](const std::string& name, cuda::GatherOrder order, int per, bool sort_only) {
+      const double ms =
+          cuda::probe_gather_ms(src, src_bytes / rb, rb, n, order, per, sort_only, a.iters, a.seed);
+      Probe p{name, rb, src_bytes, ms, sort_only ? 0.0 : payload / (ms * 1e6), bound};
+      out.push_back(p);
+      if (sort_only) {
+        fmt::print("probe: {:>4} B rows, {:<34} {:>9.3f} ms\n", rb, name, ms);
+      } else {
+        fmt::print("probe: {:>4} B rows, {:<34} {:>9.3f} ms {:>7.1f} GB/s {:>5.0f}% of the bound\n",
+                   rb, name, ms, p.gbps, bound > 0 ? 100 * p.gbps / bound : 0.0);
+      }
       std::fflush(stdout);
+      return ms;
     };
-    probe("1 row per group", src, src_bytes, 1, false, 1);
-    probe("2 rows per group", src, src_bytes, 2, false, 1);
-    probe("4 rows per group", src, src_bytes, 4, false, 1);
-    probe("1 row per group, sorted indices", src, src_bytes, 1, true, 1);
-    probe("4 rows per group, sorted indices", src, src_bytes, 4, true, 1);
-    probe("1 row per group, a quarter of the grid", src, src_bytes, 1, false, 4);
-    probe("1 row per group, a sixteenth of the grid", src, src_bytes, 1, false, 16);
     if (uva) {
-      probe("1 row per group, 64 MiB source", small->data(), int64_t{64} << 20, 1, false, 1);
-      probe("1 row per group, huge-page source", huge->data(), src_bytes, 1, false, 1);
-      probe("4 rows per group, huge-page source", huge->data(), src_bytes, 4, false, 1);
-      probe("4 rows per group, huge-page source, sorted", huge->data(), src_bytes, 4, true, 1);
+      probe("indices as given", cuda::GatherOrder::kAsGiven, 0, false);
+      const double sorted_ms =
+          probe("sorted, the sort included", cuda::GatherOrder::kSorted, 0, false);
+      const double sort_ms = probe("the sort alone", cuda::GatherOrder::kSorted, 0, true);
+      out.back().share = sorted_ms > 0 ? sort_ms / sorted_ms : 0;
+    } else {
+      probe("1 row per group", cuda::GatherOrder::kAsGiven, 1, false);
+      probe("4 rows per group", cuda::GatherOrder::kAsGiven, 4, false);
     }
   }
   return out;
@@ -232,17 +188,18 @@ void run(const GatherArgs& a, const std::string& cmdline) {
       on_gpu ? (uva ? "pinned H2D cudaMemcpy" : "D2D cudaMemcpy") : "parallel memcpy";
   fmt::print("gather on {} from {}: bound = {} of the same payload (median of {} runs)\n", a.device,
              on_gpu ? cuda::placement_name(placement) : "host", bound_name, a.iters);
-  fmt::print("{:>9} {:>10} {:>9} {:>11} {:>11} {:>11} {:>7}\n", "row_bytes", "rows", "batch",
-             "gather_ms", "gather_GB/s", "bound_GB/s", "ratio");
+  fmt::print("{:>9} {:>10} {:>9} {:>11} {:>11} {:>11} {:>7}  {}\n", "row_bytes", "rows", "batch",
+             "gather_ms", "gather_GB/s", "bound_GB/s", "ratio", "order");
   std::vector<Row> results;
   for (int64_t rb : parse_size_list(a.row_bytes, "--row-bytes")) {
     const int64_t src_target = on_gpu ? (int64_t{1} << 30) : (int64_t{256} << 20);
     const int64_t rows = a.rows ? a.rows : std::max<int64_t>(1, src_target / rb);
     const int64_t n = a.batch ? a.batch : std::max<int64_t>(1024, (int64_t{64} << 20) / rb);
     const Row r = on_gpu ? run_cuda(rb, rows, n, uva, a) : run_cpu(rb, rows, n, a);
-    fmt::print("{:>9} {:>10} {:>9} {:>11.4f} {:>11.1f} {:>11.1f} {:>6.0f}%\n", r.row_bytes, r.rows,
-               r.batch, r.gather_ms, r.gather_gbps, r.bound_gbps,
-               r.bound_gbps > 0 ? 100.0 * r.gather_gbps / r.bound_gbps : 0.0);
+    fmt::print("{:>9} {:>10} {:>9} {:>11.4f} {:>11.1f} {:>11.1f} {:>6.0f}%  {}\n", r.row_bytes,
+               r.rows, r.batch, r.gather_ms, r.gather_gbps, r.bound_gbps,
+               r.bound_gbps > 0 ? 100.0 * r.gather_gbps / r.bound_gbps : 0.0,
+               r.sorted ? "sorted (sort timed)" : "as given");
     std::fflush(stdout);
     results.push_back(r);
   }
@@ -271,15 +228,18 @@ void run(const GatherArgs& a, const std::string& cmdline) {
          {"bound_ms", r.bound_ms},
          {"gather_gbps", r.gather_gbps},
          {"bound_gbps", r.bound_gbps},
-         {"fraction_of_bound", r.bound_gbps > 0 ? r.gather_gbps / r.bound_gbps : 0.0}});
+         {"fraction_of_bound", r.bound_gbps > 0 ? r.gather_gbps / r.bound_gbps : 0.0},
+         {"order", r.sorted ? "sorted" : "as_given"}});
   j["probes"] = nlohmann::json::array();
   for (const Probe& p : probes)
     j["probes"].push_back({{"name", p.name},
                            {"row_bytes", p.row_bytes},
                            {"source_bytes", p.source_bytes},
+                           {"ms", p.ms},
                            {"gather_gbps", p.gbps},
                            {"bound_gbps", p.bound_gbps},
-                           {"fraction_of_bound", p.bound_gbps > 0 ? p.gbps / p.bound_gbps : 0.0}});
+                           {"fraction_of_bound", p.bound_gbps > 0 ? p.gbps / p.bound_gbps : 0.0},
+                           {"share_of_sorted_gather", p.share}});
   if (!a.json.empty()) write_json_report(a.json, j);
   if (!a.results.empty()) {
     const std::string bench =
@@ -313,9 +273,9 @@ void register_bench_gather(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "seed of the random row indices")->capture_default_str();
   cmd->add_flag("--probe", a->probe,
-                "cuda: also run diagnostics of 128- and 256-byte gathers (rows in flight per "
-                "thread group, sorted indices, fewer resident groups; uva: a 64 MiB source and a "
-                "source in huge pages)");
+                "cuda: also run the library's gather with its plan forced (gpu: 1 or 4 rows per "
+                "thread group at 128-512 B; uva: indices as given, sorted, and the sort alone at "
+                "128 B-1 KiB)");
   cmd->add_option("--json", a->json, "write the results as JSON to this file");
   cmd->add_option("--results", a->results,
                   "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");

@@ -38,13 +38,15 @@ struct SampleCudaRun {
   PhaseTimer* timer = nullptr;
 };
 
-/// Places the graph (gpu or uva) and measures in one run: the limits (random reads of the placed
-/// adjacency by a plain kernel, and the memcpy bound of the placement); the first batches
-/// against the CPU twin bit for bit (a difference fails the command); sampling with compaction
-/// on one stream (one blocking call per batch, then calls kept two deep), and a search over
-/// batches per call and streams for the best configuration; the same at every batch size of
-/// `sweep`; a digest of the first batches' blocks, equal for every configuration and the CPU
-/// twin. Prints all of it and writes the JSON. NotCompiledError without CUDA.
+/// Places the graph (gpu or uva) and measures in one run: the limit (sampled edges per second of
+/// the checked batches' frontier visits when a plain kernel reads only what the sampler must
+/// read of the placed graph, cuda::row_read_rate), the memcpy bound of the placement and a
+/// single-entry random-read rate beside them; the first batches against the CPU twin bit for bit
+/// (a difference fails the command); sampling with compaction on one stream (one blocking call
+/// per batch, then calls kept two deep), and a search over batches per call and streams for the
+/// best configuration; the same at every batch size of `sweep`; a digest of the first batches'
+/// blocks, equal for every configuration and the CPU twin. Prints all of it and writes the JSON.
+/// NotCompiledError without CUDA.
 void run_bench_sample_cuda(const SampleCudaRun& run);
 
 /// The "stages" line of both sampling benchmarks: time and share of sampling and compaction,

@@ -1,5 +1,6 @@
 // Row gather / scatter twins, parameterized over {cpu, cuda} (one per executable) x {int32,
-// int64} x dtypes x row widths (1 byte .. 4 KiB, odd and unaligned) x sizes (0, 1, large).
+// int64} x dtypes x row widths (1 byte .. 4 KiB, odd and unaligned) x sizes (0, 1, large), and
+// the gather's read orders (sorted first or as given) over pinned and device sources.
 // cpu: the CPU twin against a plain oracle. cuda: the CUDA twin against the CPU twin, bit for
 // bit (a gather copies bytes, so there is no rounding to excuse).
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <tuple>
+#include <type_traits>
 
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/kernels.hpp"
@@ -217,6 +219,209 @@ INSTANTIATE_TEST_SUITE_P(Budgets, CachedGatherTwin, ::testing::Values(0, 1, 300,
                          [](const auto& info) {
                            return fmt::format("{}_rows{}", backend_name(kBackend), info.param);
                          });
+
+// The gather's read orders (cuda::GatherOrder): indices sorted first (forced, and chosen by kAuto
+// for a pinned source and a large batch) or read as given, from pinned and device sources, with
+// repeated, unsorted and out-of-range indices. Each against the CPU twin byte for byte; a bad
+// index zero-fills its row and the first bad position is reported as by the unsorted kernel.
+struct OrderCase {
+  int64_t row_bytes;
+  bool pinned;  // the source in pinned host memory (UVA), else device memory
+  int64_t n;
+  cuda::GatherOrder order;
+  bool bad;  // with out-of-range indices (negative and past the end)
+};
+
+const char* order_name(cuda::GatherOrder o) {
+  return o == cuda::GatherOrder::kSorted ? "sorted"
+         : o == cuda::GatherOrder::kAuto ? "auto"
+                                         : "given";
+}
+
+std::vector<OrderCase> order_cases() {
+  std::vector<OrderCase> v;
+  for (int64_t rb :
+       {int64_t{8}, int64_t{12}, int64_t{128}, int64_t{256}, int64_t{512}, int64_t{4096}}) {
+    for (bool pinned : {true, false}) {
+      // Large: past gather::sort_min_rows and several grid-stride iterations, <= 32 MiB out.
+      const int64_t large = std::min<int64_t>(300000, (int64_t{32} << 20) / rb);
+      for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{1000}, large}) {
+        for (auto order : {cuda::GatherOrder::kSorted, cuda::GatherOrder::kAuto}) {
+          v.push_back({rb, pinned, n, order, n >= 1000});
+        }
+      }
+      v.push_back({rb, pinned, large, cuda::GatherOrder::kAsGiven, true});
+    }
+  }
+  return v;
+}
+
+// The CPU twin's rows for `idx` (bad indices read row 0 there), with the rows of bad indices
+// zeroed; `first_bad` gets the first bad position (-1: none).
+template <typename I>
+std::vector<unsigned char> twin_rows(const std::vector<unsigned char>& src, int64_t src_rows,
+                                     int64_t rb, const std::vector<I>& idx, int64_t* first_bad) {
+  const int64_t n = static_cast<int64_t>(idx.size());
+  std::vector<I> ok(idx);
+  *first_bad = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= src_rows) {
+      ok[i] = 0;
+      if (*first_bad < 0) {
+        *first_bad = i;
+      }
+    }
+  }
+  std::vector<unsigned char> out(static_cast<size_t>(n * rb));
+  ops::gather_rows(MatrixRef{const_cast<unsigned char*>(src.data()), DType::kUInt8, src_rows, rb},
+                   IndexRef::of(ok.data(), n), MatrixRef{out.data(), DType::kUInt8, n, rb});
+  for (int64_t i = 0; i < n; ++i) {
+    if (idx[i] < 0 || idx[i] >= src_rows) {
+      std::memset(out.data() + i * rb, 0, static_cast<size_t>(rb));
+    }
+  }
+  return out;
+}
+
+// Random indices with repeats, and for `bad` a negative one and one past the end.
+template <typename I>
+std::vector<I> order_indices(int64_t n, int64_t src_rows, bool bad, uint64_t seed) {
+  std::vector<I> idx = random_indices<I>(n, src_rows, seed);
+  if (n > 3) {
+    idx[3] = idx[0];
+  }
+  if (bad) {
+    idx[static_cast<size_t>(n - 1)] = static_cast<I>(-2);
+    idx[static_cast<size_t>(n / 3)] = static_cast<I>(src_rows);
+  }
+  return idx;
+}
+
+class GatherOrderTwin : public ::testing::TestWithParam<std::tuple<DType, OrderCase>> {};
+
+template <typename I>
+void run_order(const OrderCase& c, uint64_t seed) {
+  const int64_t rb = c.row_bytes;
+  const int64_t src_rows = 5003;
+  const auto src = random_bytes(static_cast<size_t>(src_rows * rb), seed);
+  const std::vector<I> idx = order_indices<I>(c.n, src_rows, c.bad, seed + 1);
+  int64_t first_bad = -1;
+  const std::vector<unsigned char> want = twin_rows(src, src_rows, rb, idx, &first_bad);
+  EXPECT_EQ(first_bad >= 0, c.bad);
+  if (kBackend == Backend::kCpu) {
+    return;
+  }
+
+  DeviceCopy d_src(src.data(), src.size(), 0, c.pinned);
+  DeviceCopy d_idx(idx.data(), idx.size() * sizeof(I), 0, false);
+  const std::vector<unsigned char> poison(want.size(), 0xcd);
+  DeviceCopy d_out(poison.data(), poison.size(), 0, false);
+  const unsigned long long none = cuda::kNoBadIndex;
+  DeviceCopy d_bad(&none, sizeof none, 0, false);
+  cuda::Stream stream;
+  const bool sorts = cuda::gather_sorts_indices(d_src.data(), rb, c.n, c.order);
+  if (c.order == cuda::GatherOrder::kAuto) {
+    EXPECT_EQ(sorts, c.pinned && rb <= 512 && c.n >= cuda::gather::sort_min_rows(rb));
+  }
+  const auto it = std::is_same_v<I, int32_t> ? cuda::IndexType::kInt32 : cuda::IndexType::kInt64;
+  cuda::gather_rows_impl(d_src.data(), src_rows, rb, d_idx.data(), it, c.n, d_out.data(),
+                         static_cast<unsigned long long*>(d_bad.data()), stream.get(), c.order);
+  stream.synchronize();
+  EXPECT_TRUE(d_out.download() == want)
+      << "CUDA twin (" << order_name(c.order) << ") differs from the CPU twin";
+  unsigned long long got_bad = 0;
+  std::memcpy(&got_bad, d_bad.download().data(), sizeof got_bad);
+  EXPECT_EQ(got_bad,
+            first_bad < 0 ? cuda::kNoBadIndex : static_cast<unsigned long long>(first_bad));
+}
+
+TEST_P(GatherOrderTwin, MatchesTheCpuTwin) {
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto& [it, c] = GetParam();
+  if (it == DType::kInt32) {
+    run_order<int32_t>(c, 31);
+  } else {
+    run_order<int64_t>(c, 32);
+  }
+}
+
+std::string order_case_name(const ::testing::TestParamInfo<std::tuple<DType, OrderCase>>& info) {
+  const DType it = std::get<0>(info.param);
+  const OrderCase& c = std::get<1>(info.param);
+  return fmt::format("{}_{}_{}B_{}_n{}_{}{}", backend_name(kBackend), dtype_name(it), c.row_bytes,
+                     c.pinned ? "pinned" : "device", c.n, order_name(c.order), c.bad ? "_bad" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Orders, GatherOrderTwin,
+                         ::testing::Combine(::testing::Values(DType::kInt32, DType::kInt64),
+                                            ::testing::ValuesIn(order_cases())),
+                         order_case_name);
+
+// The cached gather in each order: the same rows, and the same lookups and hits, as the CPU
+// accounting under the same plan.
+class CachedGatherOrderTwin
+    : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, cuda::GatherOrder>> {};
+
+TEST_P(CachedGatherOrderTwin, SameRowsAndCounters) {
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  const auto& [rb, n, order] = GetParam();
+  const int64_t rows = 3001;
+  std::mt19937_64 rng(41);
+  std::vector<int64_t> deg(rows);
+  for (auto& d : deg) {
+    d = static_cast<int64_t>(rng() % 100);
+  }
+  const cuda::FeatureCachePlan plan = cuda::plan_feature_cache(deg, rb, 700 * rb);
+  const auto src = random_bytes(static_cast<size_t>(rows * rb), 42);
+  const std::vector<int64_t> idx = order_indices<int64_t>(n, rows, n >= 1000, 43);
+  int64_t first_bad = -1;
+  const std::vector<unsigned char> want = twin_rows(src, rows, rb, idx, &first_bad);
+  int64_t want_hits = 0;
+  for (int64_t r : idx) {
+    want_hits += r >= 0 && r < rows && plan.slot_of[static_cast<size_t>(r)] >= 0;
+  }
+  if (kBackend == Backend::kCpu) {
+    return;
+  }
+
+  DeviceCopy h_src(src.data(), src.size(), 0, /*pinned=*/true);
+  DeviceCopy d_idx(idx.data(), idx.size() * sizeof(int64_t), 0, false);
+  const std::vector<unsigned char> poison(want.size(), 0xcd);
+  DeviceCopy d_out(poison.data(), poison.size(), 0, false);
+  const unsigned long long none = cuda::kNoBadIndex;
+  DeviceCopy d_bad(&none, sizeof none, 0, false);
+  cuda::Stream stream;
+  cuda::FeatureCache cache(h_src.data(), rows, rb, plan.hot_rows.data(), plan.capacity_rows(),
+                           plan.slot_of.data(), stream.get());
+  cuda::gather_rows_cached_impl(h_src.data(), rows, rb, cache.cache(), cache.slot_of(),
+                                d_idx.data(), cuda::IndexType::kInt64, n, d_out.data(),
+                                cache.d_counters(), static_cast<unsigned long long*>(d_bad.data()),
+                                stream.get(), order);
+  stream.synchronize();
+  EXPECT_TRUE(d_out.download() == want);
+  int64_t lookups = 0, hits = 0;
+  cache.read_counters(stream.get(), &lookups, &hits);
+  EXPECT_EQ(lookups, n);
+  EXPECT_EQ(hits, want_hits);
+  unsigned long long got_bad = 0;
+  std::memcpy(&got_bad, d_bad.download().data(), sizeof got_bad);
+  EXPECT_EQ(got_bad,
+            first_bad < 0 ? cuda::kNoBadIndex : static_cast<unsigned long long>(first_bad));
+}
+
+std::string cached_order_name(
+    const ::testing::TestParamInfo<std::tuple<int64_t, int64_t, cuda::GatherOrder>>& info) {
+  return fmt::format("{}_{}B_n{}_{}", backend_name(kBackend), std::get<0>(info.param),
+                     std::get<1>(info.param), order_name(std::get<2>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Orders, CachedGatherOrderTwin,
+    ::testing::Combine(::testing::Values(int64_t{8}, int64_t{128}, int64_t{512}, int64_t{4096}),
+                       ::testing::Values(int64_t{0}, int64_t{1}, int64_t{1000}, int64_t{40000}),
+                       ::testing::Values(cuda::GatherOrder::kSorted, cuda::GatherOrder::kAuto,
+                                         cuda::GatherOrder::kAsGiven)),
+    cached_order_name);
 
 // Errors: one validator per op gives the same message whatever the backend.
 class GatherErrors : public ::testing::TestWithParam<DType> {};

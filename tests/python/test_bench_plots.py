@@ -54,13 +54,16 @@ def test_bad_input_is_named(tmp_path, content, why):
 GPU_SCRIPT = ROOT / "benchmarks" / "plot_sample_gpu.py"
 
 
-def gpu_result(path, weighted=False):
-    """A result in the layout `tessera bench sample --device cuda --sweep` writes (figures made up)."""
+def gpu_result(path, weighted=False, row_read_limit=False):
+    """A result in the layout `tessera bench sample --device cuda --sweep` writes (figures made
+    up); `row_read_limit`: the current limit, else the single-entry rate older files carry."""
     best = {"batches_per_call": 4, "streams": 2, "pipelined": True, "edges_per_s": 3e9}
+    limit = ({"edges_per_s": 2e10, "single_entry_random_reads_per_s": 4e10, "memcpy_gbps": 2000.0}
+             if row_read_limit else {"random_reads_per_s": 2e10, "memcpy_gbps": 2000.0})
     j = {"benchmark": "sample", "commit": "abc1234", "device": "test",
          "graph": {"spec": "rmat:21,25", "placement": "uva" if weighted else "gpu"},
          "params": {"fanouts": [15, 10, 5], "weighted": weighted},
-         "limit": {"random_reads_per_s": 2e10, "memcpy_gbps": 2000.0},
+         "limit": limit,
          "target": {"edges_per_s": 5e9},
          "sweep": [{"batch_size": b, "one_stream": {"edges_per_s": 1e6 * b}, "best": best}
                    for b in (256, 1024, 8192)]}
@@ -75,6 +78,18 @@ def test_gpu_plot_writes_a_png_and_the_table(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "8192 seeds: one stream 8.192 G/s (0.41 of the limit), best 3.000 G/s (0.15)" in r.stdout
+
+
+def test_gpu_plot_draws_the_row_read_limit(tmp_path):
+    out = tmp_path / "gpu.png"
+    r = subprocess.run([sys.executable, str(GPU_SCRIPT),
+                        str(gpu_result(tmp_path / "a.json", row_read_limit=True)),
+                        str(gpu_result(tmp_path / "b.json")), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "limit (row reads) 20.000 G/s" in r.stdout
+    assert "random-read rate 20.000 G/s" in r.stdout
     assert "8192 seeds: one stream 8.192 G/s (0.41 of the limit), best 3.000 G/s (0.15)" in r.stdout
 
 

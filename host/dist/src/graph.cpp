@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -182,39 +183,32 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                   "DistGraph '{}': partition {}'s indptr.npy ends at {} but {} edges "
                   "are stored",
                   graph_name, me, m, g.part.indices.rows());
-  std::vector<int64_t> src_new(static_cast<size_t>(m)), src_orig(static_cast<size_t>(m));
-  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t u = indices[k];
-      if (g.config.local_indices) {
-        if (u < 0 || u >= num_local) bad_id("indices.npy", k, u, num_local);
-        src_new[k] = nid[u];
-        src_orig[k] = onid[u];
-      } else {
-        if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
-        src_new[k] = u;
-        src_orig[k] = u >= nlo && u < nhi ? onid[u - nlo] : -1;
-      }
-    }
-  });
-  std::vector<int64_t> remote;  // sources whose original ID lives elsewhere (halo_hops = 0)
+  // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
+  std::vector<int64_t> remote, remote_orig;
   if (!g.config.local_indices) {
     for (int64_t k = 0; k < m; ++k) {
-      if (src_orig[k] < 0) remote.push_back(src_new[k]);
+      const int64_t u = indices[k];
+      if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
+      if (u < nlo || u >= nhi) remote.push_back(u);
     }
+    std::sort(remote.begin(), remote.end());
+    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+    remote_orig.resize(remote.size());
+    if (!remote.empty()) g.orig_nid.read_into(remote, remote_orig.data());
   }
-  std::sort(remote.begin(), remote.end());
-  remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
-  if (!remote.empty()) {
-    std::vector<int64_t> orig(remote.size());
-    g.orig_nid.read_into(remote, orig.data());
-    for (int64_t k = 0; k < m; ++k) {
-      if (src_orig[k] < 0) {
-        src_orig[k] =
-            orig[std::lower_bound(remote.begin(), remote.end(), src_new[k]) - remote.begin()];
-      }
-    }
-  }
+  // The new and original ID of the source of stored edge k (checked).
+  auto src_new = [&](int64_t k) {
+    const int64_t u = indices[k];
+    if (!g.config.local_indices) return u;  // checked above
+    if (u < 0 || u >= num_local) bad_id("indices.npy", k, u, num_local);
+    return nid[u];
+  };
+  auto src_orig = [&](int64_t k) {
+    const int64_t u = indices[k];
+    if (g.config.local_indices) return onid[u];  // src_new(k) checked u
+    if (u >= nlo && u < nhi) return onid[u - nlo];
+    return remote_orig[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()];
+  };
   auto& sg = *g.sg;
   sg.lo = nlo;
   sg.hi = nhi;
@@ -231,24 +225,65 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
   sg.csc.indices.resize(static_cast<size_t>(m));
   sg.csc.eids.resize(static_cast<size_t>(m));
-  // Each row in the unpartitioned graph's storage order: (original source, original edge ID).
-  // Rows already in that order (common) are copied; the others sorted, rows in parallel.
+  // Each row in the unpartitioned graph's storage order: (original source, original edge ID),
+  // rows in parallel, each sorted by a packed 64-bit key (the source's original ID above the
+  // row-local position) when the IDs fit, ties (multi-edges) then put in edge-ID order. Only
+  // per-thread buffers: loading touches as little fresh memory as it can.
+  int pos_bits = 1;
+  int64_t max_deg = 0;
+  for (int64_t i = 0; i < ni; ++i)
+    max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
+  while ((int64_t{1} << pos_bits) < max_deg)
+    ++pos_bits;
+  int id_bits = 1;
+  while ((int64_t{1} << id_bits) < n)
+    ++id_bits;
+  const bool pack = id_bits + pos_bits <= 63;
   parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-    std::vector<int64_t> order;
+    std::vector<uint64_t> keys;
+    std::vector<int64_t> order, orig;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = indptr[i], e = indptr[i + 1];
-      auto before = [&](int64_t x, int64_t y) {
-        return src_orig[x] != src_orig[y] ? src_orig[x] < src_orig[y] : oeid[x] < oeid[y];
-      };
-      order.resize(static_cast<size_t>(e - b));
-      std::iota(order.begin(), order.end(), b);
-      if (!std::is_sorted(order.begin(), order.end(), before)) {
-        std::sort(order.begin(), order.end(), before);
+      const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
+      orig.resize(static_cast<size_t>(d));
+      order.resize(static_cast<size_t>(d));
+      bool sorted = true;
+      for (int64_t t = 0; t < d; ++t) {
+        src_new(b + t);  // checks the stored ID
+        orig[t] = src_orig(b + t);
+        order[t] = t;
+        if (t > 0 &&
+            (orig[t - 1] > orig[t] || (orig[t - 1] == orig[t] && oeid[b + t - 1] > oeid[b + t]))) {
+          sorted = false;
+        }
+      }
+      if (!sorted) {
+        auto before = [&](int64_t x, int64_t y) {
+          return orig[x] != orig[y] ? orig[x] < orig[y] : oeid[b + x] < oeid[b + y];
+        };
+        if (pack) {
+          keys.resize(static_cast<size_t>(d));
+          for (int64_t t = 0; t < d; ++t) {
+            keys[t] = (static_cast<uint64_t>(orig[t]) << pos_bits) | static_cast<uint64_t>(t);
+          }
+          std::sort(keys.begin(), keys.end());
+          const uint64_t mask = (uint64_t{1} << pos_bits) - 1;
+          for (int64_t t = 0; t < d; ++t)
+            order[t] = static_cast<int64_t>(keys[t] & mask);
+          for (int64_t t = 0; t < d;) {  // runs of one source (multi-edges): by edge ID
+            int64_t u = t + 1;
+            while (u < d && orig[order[u]] == orig[order[t]])
+              ++u;
+            if (u - t > 1) std::sort(order.begin() + t, order.begin() + u, before);
+            t = u;
+          }
+        } else {
+          std::sort(order.begin(), order.end(), before);
+        }
       }
       int64_t q = sg.csc.indptr[onid[i]];
-      for (int64_t k : order) {
-        sg.csc.indices[q] = src_new[k];
-        sg.csc.eids[q] = eid[k];
+      for (int64_t t : order) {
+        sg.csc.indices[q] = src_new(b + t);
+        sg.csc.eids[q] = eid[b + t];
         ++q;
       }
     }
@@ -256,42 +291,77 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
 
   // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
+  // Written straight into the tensors' rows (no staging copies): by position when the stored
+  // edges are in edge-ID order (what `tessera partition` writes), else scattered by edge ID.
   const int64_t me_edges = ehi - elo;
   TESSERA_EXPECTS(m == me_edges, ValueError,
                   "DistGraph '{}': partition {} stores {} in-edges of its inner nodes but its edge "
                   "range [{}, {}) holds {}",
                   graph_name, me, m, elo, ehi, me_edges);
-  std::vector<int64_t> ends(static_cast<size_t>(2 * m), -1), oe(static_cast<size_t>(m), -1);
-  parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-    for (int64_t i = i0; i < i1; ++i) {
-      for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
-        const int64_t r = eid[k] - elo;
-        // Distinct edges write distinct rows; a repeated edge ID is caught by the count below.
-        TESSERA_EXPECTS(r >= 0 && r < m, ValueError,
-                        "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
-                        "range [{}, {})",
-                        graph_name, me, k, eid[k], elo, ehi);
-        ends[2 * r] = src_new[k];
-        ends[2 * r + 1] = nid[i];
-        oe[r] = oeid[k];
-      }
+  std::atomic<bool> in_order{true};
+  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+    for (int64_t k = k0; k < k1 && in_order.load(std::memory_order_relaxed); ++k) {
+      if (eid[k] != elo + k) in_order = false;
     }
   });
-  const auto filled = std::count_if(oe.begin(), oe.end(), [](int64_t x) { return x >= 0; });
-  TESSERA_EXPECTS(filled == m, ValueError,
-                  "DistGraph '{}': partition {} lists an edge ID twice among its inner edges "
-                  "({} of the {} IDs in [{}, {}) present)",
-                  graph_name, me, filled, m, elo, ehi);
-  auto from = [](const std::vector<int64_t>& v, int64_t lo, int64_t width) {
-    return [&v, lo, width](int64_t b, int64_t e, void* dst) {
-      parallel_copy(dst, v.data() + (b - lo) * width, static_cast<size_t>((e - b) * width) * 8);
-    };
-  };
-  g.orig_eid = DistTensor(rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges},
-                          DType::kInt64, epol, from(oe, elo, 1), true);
-  g.edge_endpoints =
-      DistTensor(rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2},
-                 DType::kInt64, epol, from(ends, elo, 2), true);
+  std::vector<int64_t> row_of;  // out of order: the stored position of each edge ID
+  if (!in_order) {
+    row_of.assign(static_cast<size_t>(m), -1);
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t r = eid[k] - elo;
+      TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
+                      "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
+                      "range [{}, {}) or listed twice",
+                      graph_name, me, k, eid[k], elo, ehi);
+      row_of[r] = k;
+    }
+  }
+  std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
+  if (!in_order) {
+    for (int64_t i = 0; i < ni; ++i) {
+      for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k)
+        dst_of[k] = nid[i];
+    }
+  }
+  auto stored = [&](int64_t r) { return in_order ? r : row_of[r]; };
+  g.orig_eid = DistTensor(
+      rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges}, DType::kInt64, epol,
+      [&](int64_t b, int64_t e, void* dst) {
+        auto* out = static_cast<int64_t*>(dst);
+        if (in_order) {
+          parallel_copy(out, oeid + (b - elo), static_cast<size_t>(e - b) * 8);
+          return;
+        }
+        parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
+          for (int64_t r = r0; r < r1; ++r)
+            out[r - b] = oeid[stored(r - elo)];
+        });
+      },
+      true);
+  g.edge_endpoints = DistTensor(
+      rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2}, DType::kInt64, epol,
+      [&](int64_t b, int64_t e, void* dst) {
+        auto* out = static_cast<int64_t*>(dst);
+        if (in_order) {  // row by row: the destination is the row's node
+          parallel_for(0, ni, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+            for (int64_t i = i0; i < i1; ++i) {
+              for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
+                out[2 * k] = src_new(k);
+                out[2 * k + 1] = nid[i];
+              }
+            }
+          });
+          return;
+        }
+        parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t k = stored(r - elo);
+            out[2 * (r - b)] = src_new(k);
+            out[2 * (r - b) + 1] = dst_of[k];
+          }
+        });
+      },
+      true);
   // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
   g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", prefix), {n}, DType::kInt64,
                          PartPolicy::even(n, world), nullptr, true);

@@ -72,7 +72,7 @@ struct TensorStore {
   /// a mirrored tensor are refused (it would go stale). Set once, before training starts.
   std::shared_ptr<DeviceMirror> mirror;
   std::unique_ptr<transport::MemoryRegion> region;  // registered (one-sided) storage
-  std::vector<uint8_t> heap;                        // plain storage (request/response only)
+  std::unique_ptr<uint8_t[]> heap;                  // plain storage (request/response only)
   std::vector<std::unique_ptr<transport::RemoteMemory>> remotes;  // per rank (one-sided)
   bool one_sided = false;    // registered memory, remote keys exchanged
   size_t min_get_bytes = 0;  // rows smaller than this are read by request even so

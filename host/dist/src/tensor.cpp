@@ -1,8 +1,10 @@
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
 #include "tessera/cuda/device.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -330,9 +332,17 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
       s->region = t.allocate_memory(bytes);
       s->data = static_cast<uint8_t*>(s->region->data());
     } else {
-      s->heap.assign(bytes, 0);
-      s->data = s->heap.data();
+      // Zeroed on every core (the first touch of gigabytes of fresh pages is what costs).
+      s->heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
+      s->data = s->heap.get();
     }
+    constexpr size_t kGrain = size_t{8} << 20;
+    parallel_for(0, static_cast<int64_t>((bytes + kGrain - 1) / kGrain), 1,
+                 [&](int64_t c0, int64_t c1, int64_t) {
+                   const size_t b = static_cast<size_t>(c0) * kGrain;
+                   const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
+                   std::memset(s->data + b, 0, e - b);
+                 });
     if (init && s->hi > s->lo) {
       init(s->lo, s->hi, s->data);
     }

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "tessera/core/philox.hpp"
+#include "tessera/cuda/gather_plan.hpp"
 #include "tessera/cuda/graph_view.hpp"
 #include "tessera/cuda/memory.hpp"
 
@@ -25,9 +26,19 @@ inline constexpr unsigned long long kNoBadIndex = ~0ull;
 /// or a UVA pointer of pinned host memory; `out` is device memory (or UVA). An index outside
 /// [0, src_rows) zero-fills its output row and, when `d_first_bad` (device memory, preset to
 /// kNoBadIndex) is non-null, atomically lowers it to that position i.
+/// `order` (tessera/cuda/gather_plan.hpp) says in which order the rows are read; the output is
+/// the same. kAuto sorts when the source is in host memory and the batch is large enough
+/// (gather::sort_pays): (row, position) pairs are radix-sorted on `stream` with scratch from
+/// scratch_allocator(), and each row is read once in row order and written to its position, so
+/// a page of the source is translated once per batch rather than once per row.
 void gather_rows_impl(const void* src, int64_t src_rows, int64_t row_bytes, const void* idx,
                       IndexType idx_type, int64_t n, void* out, unsigned long long* d_first_bad,
-                      StreamHandle stream);
+                      StreamHandle stream, GatherOrder order = GatherOrder::kAuto);
+
+/// Whether gather_rows_impl / gather_rows_cached_impl with `order` sorts the indices of a
+/// gather of n rows of `row_bytes` from `src` (kAuto: gather::sort_pays for where src lives).
+bool gather_sorts_indices(const void* src, int64_t row_bytes, int64_t n,
+                          GatherOrder order = GatherOrder::kAuto);
 
 /// dst[idx[i]] = src[i] for i in [0, n). With duplicate indices, which source row lands is
 /// unspecified (the CPU twin keeps the last). An index outside [0, dst_rows) writes nothing and
@@ -37,12 +48,14 @@ void scatter_rows_impl(const void* src, int64_t n, int64_t row_bytes, const void
                        unsigned long long* d_first_bad, StreamHandle stream);
 
 /// Gather through a GPU cache of hot rows: row r is read from `cache` slot d_slot_of[r] when
-/// that is >= 0, else from `src` (typically UVA). Same output as gather_rows_impl. When
-/// `d_hits` is non-null, the number of cached reads is atomically added to it.
+/// that is >= 0, else from `src` (typically UVA). Same output, out-of-range handling and `order`
+/// as gather_rows_impl. When `d_counters` (device memory, two entries) is non-null, [0] gains n
+/// lookups and [1] the number of rows read from the cache, whatever the order.
 void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_bytes,
                              const void* cache, const int64_t* d_slot_of, const void* idx,
-                             IndexType idx_type, int64_t n, void* out, unsigned long long* d_hits,
-                             unsigned long long* d_first_bad, StreamHandle stream);
+                             IndexType idx_type, int64_t n, void* out,
+                             unsigned long long* d_counters, unsigned long long* d_first_bad,
+                             StreamHandle stream, GatherOrder order = GatherOrder::kAuto);
 
 /// Aggregation of an SpMM.
 enum class Reduce : uint8_t { kSum, kMean };
@@ -209,9 +222,11 @@ struct GatherBenchResult {
   double gather_ms = 0;  ///< median milliseconds of one gather
   double bound_ms = 0;   ///< median milliseconds of the bound copy of the same payload
   int iterations = 0;
+  bool sorted = false;  ///< the gather sorted its indices first (GatherOrder::kAuto chose it)
 };
 
-/// Times gather_rows_impl of `n` random rows (uniform in [0, src_rows), int64 indices, fixed
+/// Times gather_rows_impl (GatherOrder::kAuto: a sort of the indices, when it takes one, is
+/// inside the timed region) of `n` random rows (uniform in [0, src_rows), int64 indices, fixed
 /// `seed`) of `row_bytes` each from `src` into a device buffer with CUDA events: `warmup`
 /// untimed runs, then `iters` timed runs each preceded by an L2 flush; reports medians. The
 /// bound is cudaMemcpyAsync of the same payload bytes: device-to-device when `src` is device
@@ -219,22 +234,38 @@ struct GatherBenchResult {
 GatherBenchResult bench_gather_device(const void* src, int64_t src_rows, int64_t row_bytes,
                                       int64_t n, bool uva, int warmup, int iters, uint64_t seed);
 
-/// The random-read limit of the sampling benchmark: reads per second of `elem_bytes` (8 or 16)
+/// A second figure of the sampling benchmark: reads per second of single `elem_bytes` (8 or 16)
 /// elements at uniform random positions of `array` (count elements, device memory, or pinned
 /// host memory read through UVA when `uva`), by a kernel that keeps eight independent reads in
-/// flight on every resident thread; median of `iters` timed runs after a warm-up. Synchronizes
-/// (it is a benchmark).
+/// flight on every resident thread; median of `iters` timed runs after a warm-up. (Not a limit
+/// of the sampler, which reads whole rows: see row_read_rate.) Synchronizes (a benchmark).
 double random_read_rate(const void* array, int64_t count, int elem_bytes, bool uva, int iters);
 
-/// A diagnostic variant of the row gather (`tessera bench gather --probe`): payload GB/s
-/// (median of `iters` runs after a warm-up, L2 flushed before each) of gathering `n` random rows
-/// (fixed `seed`) of `row_bytes` (16..512, a multiple of 16) from `src` (device memory or UVA)
-/// with one 16-byte vector per thread and row, `rows_per_group` (1, 2 or 4) rows per thread group
-/// and iteration with every load issued before the stores, the indices `sorted` first (rows
-/// written back to their positions) or not, and the resident grid divided by `grid_div`.
+/// Visits [begin, end) of a list of frontier visits, sampled with `fanout` (-1: all).
+struct VisitSegment {
+  int64_t begin = 0, end = 0, fanout = 0;
+};
+
+/// The limit of the sampling benchmark: sampled edges per second when a plain kernel reads, for
+/// each visit of `d_visits` (node IDs in device memory, in `segments` of equal fanout), only
+/// what the sampler must read of the placed graph `g` (tessera/cuda/row_reads.hpp: the node's
+/// indptr entries, then its row whole when the sampler stages it (`stage_bytes`, resolved; 0:
+/// none) or takes every edge, else the drawn entries, weighted draws after their prefix-sum
+/// search), with a group of lanes per visit as wide as the sampler's. `edges` is what the
+/// visits yield (the rate is edges / time). Median of `iters` runs after a warm-up, the L2 left
+/// warm as the sampler finds it. Synchronizes (it is a benchmark).
+double row_read_rate(const GraphView& g, const int64_t* d_visits, const VisitSegment* segments,
+                     int num_segments, bool replace, int stage_bytes, int64_t edges, int iters);
+
+/// A diagnostic run of the library's gather (`tessera bench gather --probe`): median
+/// milliseconds (`iters` runs after a warm-up, L2 flushed before each) of gathering `n` random
+/// rows (int64 indices, fixed `seed`) of `row_bytes` from `src` (device memory or UVA) into
+/// device memory in `order`, with `rows_per_group` (1 or 4; 0: the library's choice) rows per
+/// thread group; with `sort_only`, of the sorted path's keys and radix sort alone.
 /// Synchronizes (it is a benchmark).
-double probe_gather_gbps(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
-                         int rows_per_group, bool sorted, int grid_div, int iters, uint64_t seed);
+double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
+                       GatherOrder order, int rows_per_group, bool sort_only, int iters,
+                       uint64_t seed);
 
 /// The copy bound of the benchmarks: median GB/s (1e9 bytes/s) of `iters` cudaMemcpyAsync of
 /// `bytes`, device-to-device (`pinned_h2d` false) or pinned host-to-device, timed with CUDA
