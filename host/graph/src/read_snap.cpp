@@ -68,7 +68,7 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
   std::vector<int64_t>& dst = ds.edges.dst;
   int64_t max_id = -1;
   Progress prog("reading " + file.filename().string(), in.file_size(), "bytes");
-  std::string_view line, tok;
+  std::string_view line;
   while (in.next_line(line)) {
     if (line.empty() || line[0] == '#' || line[0] == '%') {
       if (!seen_data && !line.empty()) {
@@ -90,7 +90,8 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
     if (!t.next(a)) continue;  // blank line
     if (!seen_data) {
       seen_data = true;
-      if (hdr_edges > 0) {
+      // The header's count sizes the arrays only as far as the file can hold edges ("0 1\n").
+      if (hdr_edges > 0 && hdr_edges <= (detail::text_capacity(in) + 1) / 4) {
         src.reserve(static_cast<size_t>(hdr_edges));
         dst.reserve(static_cast<size_t>(hdr_edges));
       }

@@ -139,6 +139,31 @@ TEST(ReadSnap, RejectsHeaderCountMismatch) {
   TESSERA_EXPECT_THROW_MSG(read_snap(p, {}), ValueError, "says Nodes: 2 but the edges name 3");
 }
 
+// A truncated stream smaller than one read chunk: the lines before the cut are parsed, and the
+// error names the last of them, not line 0.
+TEST(ReadSnap, TruncatedGzipNamesTheLastLineRead) {
+  test::TempDir tmp;
+  const auto p = tmp / "cut.txt.gz";
+  std::string text;
+  for (int i = 0; i < 20000; ++i) {
+    text += std::to_string(i) + " " + std::to_string(i + 1) + "\n";
+  }
+  test::write_gz(p, text);
+  test::truncate_file(p, std::filesystem::file_size(p) / 2);
+  std::string msg;
+  try {
+    read_snap(p, {});
+  } catch (const ValueError& e) {
+    msg = e.what();
+  }
+  const std::string key = "unexpected end of file after line ";
+  const size_t at = msg.find(key);
+  ASSERT_NE(at, std::string::npos) << msg;
+  const int64_t line = std::stoll(msg.substr(at + key.size()));
+  EXPECT_GT(line, 1000) << msg;
+  EXPECT_LT(line, 20000) << msg;
+}
+
 TEST(ReadSnap, RejectsTruncatedAndCorruptGzip) {
   test::TempDir tmp;
   const auto p = tmp / "cut.txt.gz";
