@@ -131,6 +131,12 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
   // Renumber (see the comment at the top).
   std::vector<int64_t> orig;
   int64_t n = 0;
+  // A header's node count beyond the edges' IDs means isolated nodes; one far beyond what the
+  // edges could name (the renumbering's own dense limit) is no count of this file's graph.
+  TESSERA_EXPECTS(hdr_nodes <= std::max(max_id + 1, 2 * e + 1024), ValueError,
+                  "{}: header (line {}) says Nodes: {} but the {} edge lines name IDs up to {}: "
+                  "a count that large would be almost only isolated nodes (fix or remove it)",
+                  f, hdr_line, hdr_nodes, e, max_id);
   if (hdr_nodes >= 0 && max_id < hdr_nodes) {
     n = hdr_nodes;  // identity
   } else if (max_id < 2 * e + 1024) {

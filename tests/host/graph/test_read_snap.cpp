@@ -137,6 +137,12 @@ TEST(ReadSnap, RejectsHeaderCountMismatch) {
                            p.string() + ": header (line 1) says Edges: 5 but the file has 2");
   test::write_text(p, "# Nodes: 2 Edges: 2\n10 11\n11 12\n");
   TESSERA_EXPECT_THROW_MSG(read_snap(p, {}), ValueError, "says Nodes: 2 but the edges name 3");
+  // A node count no edge list of this size could mean is refused, not allocated.
+  test::write_text(p, "# Nodes: 4444444444444444440 Edges: 1\n0 1\n");
+  TESSERA_EXPECT_THROW_MSG(read_snap(p, {}), ValueError,
+                           "says Nodes: 4444444444444444440 but the 1 edge lines name IDs up to 1");
+  test::write_text(p, "# Nodes: 100 Edges: 1\n0 1\n");
+  EXPECT_EQ(read_snap(p, {}).edges.num_nodes, 100);
 }
 
 // A truncated stream smaller than one read chunk: the lines before the cut are parsed, and the
