@@ -43,7 +43,7 @@ inline const std::filesystem::path& scratch() {
 
 /// Writes `n` bytes to scratch()/name (replacing it) and returns the path.
 inline std::filesystem::path write_file(const std::string& name, const void* data, size_t n) {
-  const auto p = scratch() / name;
+  auto p = scratch() / name;
   std::filesystem::create_directories(p.parent_path());
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
