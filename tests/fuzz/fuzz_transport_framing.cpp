@@ -19,7 +19,9 @@ TESSERA_FUZZ_TARGET(transport_framing) {
   switch (piece) {
     case 0: {  // a tagged message arriving at rank 1 of a world of 3
       uint64_t tag = 0;
-      std::memcpy(&tag, rest.data(), std::min<size_t>(rest.size(), 8));
+      if (!rest.empty()) {  // an empty vector's data() may be null, which memcpy may not take
+        std::memcpy(&tag, rest.data(), std::min<size_t>(rest.size(), 8));
+      }
       if (ucx_tags::valid_tag(tag, 3)) {
         const int src = ucx_tags::tag_src(tag);
         if (src < 0 || src >= 3) {
