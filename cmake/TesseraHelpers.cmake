@@ -9,8 +9,10 @@ function(tessera_add_library)
   target_link_libraries(tessera_${A_NAME} PUBLIC ${A_DEPS} PRIVATE tessera_warnings ${A_PRIVATE_DEPS})
 endfunction()
 
-# tessera_add_test(NAME <exe> SOURCES ... DEPS ... [LABELS gpu multiprocess slow] [TIMEOUT s])
+# tessera_add_test(NAME <exe> SOURCES ... DEPS ... [LABELS gpu multiprocess sanitize] [TIMEOUT s])
 #   One GoogleTest executable; every TEST is registered with ctest via gtest_discover_tests.
+#   Label sanitize: part of the subset CI runs under ASan+UBSan (built by the target
+#   tessera_sanitize_tests; together they cover every library).
 #   TESSERA_DATA_DIR (the repository's data/ folder) and TESSERA_SOURCE_DIR are compiled in.
 function(tessera_add_test)
   cmake_parse_arguments(A "" "NAME;TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
@@ -22,6 +24,9 @@ function(tessera_add_test)
                         tessera_warnings)
   include(GoogleTest)
   gtest_discover_tests(${A_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${A_TIMEOUT})
+  if("sanitize" IN_LIST A_LABELS AND TARGET tessera_sanitize_tests)
+    add_dependencies(tessera_sanitize_tests ${A_NAME})
+  endif()
   if(A_LABELS)
     # A list cannot pass through gtest_discover_tests' PROPERTIES (CMake 3.25 keeps the first
     # label only, CMake 4 warns and drops the rest): label the discovered tests in a file ctest

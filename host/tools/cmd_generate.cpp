@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -101,7 +103,13 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
   const int64_t stored = args.symmetrize ? 2 * e : e;
   if (args.name.empty()) args.name = fmt::format("rmat-s{}-ef{}", o.scale, o.edge_factor);
 
-  AtomicDir dir(args.out, args.overwrite);
+  // --overwrite replaces only a dataset folder this command wrote: nothing else may be in it.
+  AtomicDir dir(args.out, args.overwrite, [](const std::string& f, bool is_dir) {
+    static const char* const written[] = {"edge_index.npy", "feat.npy",     "label.npy",
+                                          "train_mask.npy", "val_mask.npy", "test_mask.npy",
+                                          "meta.json"};
+    return !is_dir && std::find(std::begin(written), std::end(written), f) != std::end(written);
+  });
   PhaseTimer timer;
   if (!quiet())
     fmt::print(stderr, "[tessera] R-MAT scale {} edge factor {}: {} nodes, {} edges{} -> {}\n",

@@ -4,6 +4,7 @@
 
 #include "commands.hpp"
 #include "tessera/transport/launch.hpp"
+#include "tessera/transport/rendezvous.hpp"
 
 namespace tessera::tools {
 
@@ -24,16 +25,22 @@ void register_launch(CLI::App& app) {
   sub->add_option("--master-port", opts->master_port,
                   "Port of the rendezvous store (default: a free port on one node, 29500 on "
                   "several)");
-  sub->add_option("--token", opts->job_token,
-                  "Job token (default: TESSERA_JOB_TOKEN, else a random one on a single node)");
+  // No --token: a command line is readable by every user of the host (ps, /proc/PID/cmdline).
+  auto token_file = std::make_shared<std::string>();
+  sub->add_option("--token-file", *token_file,
+                  "File holding the job token, readable only by you (default: TESSERA_JOB_TOKEN "
+                  "or TESSERA_JOB_TOKEN_FILE, else a random token on a single node)");
   sub->add_option("--grace", opts->grace_s, "Seconds between SIGTERM and SIGKILL when stopping")
       ->capture_default_str();
   auto no_prefix = std::make_shared<bool>(false);
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with [rank R]");
   sub->add_option("command", opts->command, "The command to run for every rank (after --)")
       ->required();
-  sub->callback([opts, no_prefix] {
+  sub->callback([opts, no_prefix, token_file] {
     opts->prefix_output = !*no_prefix;
+    if (!token_file->empty()) {
+      opts->job_token = transport::read_token_file(*token_file);
+    }
     const int code = transport::launch(*opts);
     if (code != 0) {
       std::exit(code);

@@ -25,7 +25,7 @@ struct PartitionArgs {
   int64_t parts = 0;
   std::vector<std::string> balance_masks;
   bool balance_edges = false, symmetrize = false, no_symmetrize = false, drop_self_loops = false,
-       dedup = false, overwrite = false, quiet = false;
+       dedup = false, overwrite = false, quiet = false, allow_empty = false;
   int halo_hops = 1;
   int64_t seed = -1;
   int ufactor = -1;
@@ -53,6 +53,7 @@ void run_partition(const PartitionArgs& a) {
                   "second copy of the graph)");
   TESSERA_EXPECTS(po.method == PartMethod::kMetis || (a.balance_masks.empty() && !a.balance_edges),
                   ValueError, "--balance-mask/--balance-edges need --method metis");
+  check_partition_options(po);
 
   // The stats file is written beside its final name and renamed, and its folder is checked
   // before any work so a bad path fails fast.
@@ -96,6 +97,16 @@ void run_partition(const PartitionArgs& a) {
   }
   timer.begin("build CSR");
   finalize(ds, bo);
+  // An empty or comment-only input, or more partitions than nodes, is almost always a mistake
+  // (a wrong file, a wrong flag): refused unless asked for.
+  TESSERA_EXPECTS(ds.num_nodes > 0 || a.allow_empty, ValueError,
+                  "{}: the graph has no nodes (an empty or comment-only input?); pass "
+                  "--allow-empty to write an empty partitioning on purpose",
+                  a.input);
+  TESSERA_EXPECTS(a.parts <= ds.num_nodes || a.allow_empty, ValueError,
+                  "--parts {} is more than the {} nodes of {}: at most {} partitions can hold a "
+                  "node each (--allow-empty writes the others empty on purpose)",
+                  a.parts, ds.num_nodes, a.input, ds.num_nodes);
   if (!quiet()) {
     fmt::print(stderr,
                "[tessera] {}: {} nodes, {} edges (symmetrize={}, drop_self_loops={}, "
@@ -160,6 +171,8 @@ void register_partition(CLI::App& app) {
   cmd->add_flag("--dedup", args->dedup, "Keep one copy of duplicate edges");
   cmd->add_option("--seed", args->seed, "METIS seed (default: METIS's) or random seed (0)");
   cmd->add_option("--ufactor", args->ufactor, "METIS imbalance tolerance in 1/1000 (default 30)");
+  cmd->add_flag("--allow-empty", args->allow_empty,
+                "Accept a graph without nodes, and more partitions than nodes (empty partitions)");
   cmd->add_flag("--low-memory", args->low_memory,
                 "Park the CSR in a temporary file beside the output folder while METIS runs: peak "
                 "memory lower by 16 bytes per edge, for one extra write and read of them");

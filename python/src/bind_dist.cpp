@@ -388,7 +388,9 @@ void bind_dist(nb::module_& m) {
             new (self) DistGraph(rt, name, config, o);
           },
           nb::arg("runtime"), nb::arg("graph_name"), nb::arg("part_config"),
-          nb::arg("verify_checksums") = false, "Loads partition `rank`. Collective.")
+          nb::arg("verify_checksums") = true,
+          "Loads partition `rank` (checking its files' CRC-32 unless verify_checksums=False). "
+          "Collective.")
       .def_prop_ro("graph_name", &DistGraph::graph_name)
       .def_prop_ro("num_nodes", &DistGraph::num_nodes)
       .def_prop_ro("num_edges", &DistGraph::num_edges)

@@ -160,8 +160,9 @@ void bind_partition(nb::module_& m) {
         return load_partition(c, part, lo);
       },
       nb::arg("config"), nb::arg("part"), nb::arg("mmap") = true,
-      nb::arg("verify_checksums") = false,
-      "Loads partition `part` of the partitioning described by `config`.");
+      nb::arg("verify_checksums") = true,
+      "Loads partition `part` of the partitioning described by `config`; every file is checked "
+      "against the size and CRC-32 the config lists unless verify_checksums=False.");
 }
 
 }  // namespace tessera::python

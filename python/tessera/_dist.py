@@ -474,10 +474,14 @@ class DistGraph:
     --nproc-per-node P`` over a P-part partitioning, or one process and a 1-part one) rank r
     loads partition r into the C++ runtime (collective: every rank constructs it). One process
     given a P-part partitioning serves all P partitions itself (simulated mode).
+
+    Every file loaded is checked against the size and CRC-32 its config lists (a corrupt file
+    is a ``ValueError`` naming it); ``verify_checksums=False`` skips that check, e.g. for files
+    just checked by ``tessera validate``. Stored IDs are range-checked either way.
     """
 
     def __init__(self, graph_name: str, gpb=None, part_config: Optional[str] = None,
-                 mmap: bool = True, verify_checksums: bool = False):
+                 mmap: bool = True, verify_checksums: bool = True):
         if part_config is None:
             raise ValueError("DistGraph needs part_config (the partition config JSON written "
                              "by partition_graph)")

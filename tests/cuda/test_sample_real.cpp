@@ -110,7 +110,9 @@ TEST_P(RealGraphTwin, GpuBlocksMatchCpuBitForBit) {
     }
     EXPECT_EQ(last_zero, std::min<int64_t>(zero, 300));
     EXPECT_EQ(last_max, max_degree);
-    if (name == "rmat") EXPECT_GT(last_zero, 0);
+    if (name == "rmat") {
+      EXPECT_GT(last_zero, 0);
+    }
   }
   for (const std::vector<int64_t>& fanouts :
        {std::vector<int64_t>{15, 10, 5}, std::vector<int64_t>{-1, 5}}) {

@@ -37,8 +37,8 @@ def test_validator_catches_a_corrupted_partition(cora_parts, tmp_path):
                                         ("indptr.npy", -1), ("eid.npy", 10**9)])
 def test_loading_a_corrupted_partition_is_an_error_naming_the_file(cora_one, tmp_path, file,
                                                                     value):
-    """A bad ID in a partition file (loaded without checksums, the default) is a ValueError
-    naming the file, never a crash."""
+    """A bad ID in a partition file is a ValueError naming the file, never a crash, also when
+    the checksums (which would catch it first) are not verified."""
     import shutil
 
     copy = tmp_path / "copy"
@@ -47,9 +47,30 @@ def test_loading_a_corrupted_partition_is_an_error_naming_the_file(cora_one, tmp
     a[len(a) // 2] = value
     np.save(copy / "part0" / file, a)
     with pytest.raises(ValueError) as e:
-        tessera.DistGraph("cora", part_config=str(copy / "cora.json"))
+        tessera.DistGraph("cora", part_config=str(copy / "cora.json"), verify_checksums=False)
     stem = file.split(".")[0]
     assert stem in str(e.value) or "edge ID" in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_a_flipped_byte_in_the_features_is_caught_on_load_by_default(cora_one, tmp_path, mmap):
+    """Features have no range to check: only the checksum, on by default, catches a flipped byte
+    in node_feat.npy. verify_checksums=False loads it as it is."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(os.path.dirname(cora_one), copy)
+    f = copy / "part0" / "node_feat.npy"
+    raw = bytearray(f.read_bytes())
+    raw[len(raw) // 2] ^= 0x10
+    f.write_bytes(bytes(raw))
+    config = str(copy / "cora.json")
+    with pytest.raises(ValueError, match=r"node_feat\.npy has checksum"):
+        tessera.DistGraph("cora", part_config=config, mmap=mmap)
+    with pytest.raises(ValueError, match=r"node_feat\.npy has checksum"):
+        tessera._C.load_partition(config, 0, mmap)
+    g = tessera.DistGraph("cora", part_config=config, mmap=mmap, verify_checksums=False)
+    assert g.num_nodes() > 0
 
 
 def test_mapping_is_a_bijection(cora_parts, cora):

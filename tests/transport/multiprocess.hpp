@@ -45,13 +45,14 @@ struct JobSpec {
   std::set<int> absent;                    ///< ranks that are never started
   std::map<int, std::string> token_of;     ///< per-rank token override
   double deadline_s = 60;
+  int port = 0;  ///< the store's port (0: a free one)
 };
 
 /// The body returns a string that is reported back (e.g. an observed value).
 using RankBody = std::function<std::string(int rank)>;
 
 inline std::vector<RankResult> run_ranks(const JobSpec& spec, const RankBody& body) {
-  const int port = transport::pick_free_port();
+  const int port = spec.port > 0 ? spec.port : transport::pick_free_port();
   const std::string token = transport::generate_job_token();
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

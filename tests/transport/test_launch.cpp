@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // `tessera launch`: environment, output prefixes, failure propagation, and an end-to-end job.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "tessera_test.hpp"
 
@@ -36,7 +42,7 @@ ToolRun run(const std::string& cmd) {
 }
 
 std::string tool() {
-  return std::string("env -u TESSERA_JOB_TOKEN ") + TESSERA_TOOL;
+  return std::string("env -u TESSERA_JOB_TOKEN -u TESSERA_JOB_TOKEN_FILE ") + TESSERA_TOOL;
 }
 
 TEST(Launch, SetsTheEnvironmentAndPrefixesOutput) {
@@ -49,7 +55,7 @@ TEST(Launch, SetsTheEnvironmentAndPrefixesOutput) {
   for (int rank = 0; rank < 3; ++rank) {
     const std::regex line("\\[rank " + std::to_string(rank) + "\\] r=" + std::to_string(rank) +
                           " w=3 l=" + std::to_string(rank) +
-                          " lw=3 a=127\\.0\\.0\\.1 p=([0-9]+) t=([0-9a-f]{32})\\n");
+                          " lw=3 a=127\\.0\\.0\\.1 p=([0-9]+) t=([0-9a-f]{64})\\n");
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, line)) << "rank " << rank << " in:\n" << r.out;
     ports.insert(m[1]);
@@ -129,6 +135,56 @@ TEST(Launch, KilledRankFailsTheJobWithinTheContract) {
   const bool named = r.out.find("rank 1 was lost") != std::string::npos;
   const bool stopped = r.out.find("stopping the other ranks") != std::string::npos;
   EXPECT_TRUE(named || stopped) << r.out;
+}
+
+// Ranks die with their launcher: a launcher killed by SIGKILL cannot stop them, and a quiet rank
+// (one that never writes, so no broken pipe stops it either) must not run on.
+TEST(Launch, RanksDieWithALauncherKilledBySigkill) {
+  // Orphans are re-parented to this process, which can then tell when they die (and reap them).
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  TempDir dir;
+  const std::string cmd = tool() + " launch --nproc-per-node 2 -- sh -c 'echo $$ > " +
+                          dir.path().string() + "/rank$RANK.tmp && mv " + dir.path().string() +
+                          "/rank$RANK.tmp " + dir.path().string() + "/rank$RANK; exec sleep 300'";
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::vector<pid_t> ranks;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    const auto f = dir / ("rank" + std::to_string(r));
+    while (!std::filesystem::exists(f) &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::ifstream in(f);
+    pid_t pid = -1;
+    in >> pid;
+    ranks.push_back(pid);
+  }
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  for (pid_t pid : ranks) {
+    ASSERT_GT(pid, 0) << "a rank never started";
+    int status = 0;
+    pid_t got = 0;
+    const auto k0 = std::chrono::steady_clock::now();
+    while ((got = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() - k0 < std::chrono::seconds(10)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(got, pid) << "rank pid " << pid << " outlived its launcher by 10 s";
+    if (got == pid) {
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    } else {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  ::prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tessera/transport/launch.hpp"
@@ -77,6 +79,7 @@ TEST(Store, WrongTokenIsRefusedAndTheStoreKeepsServing) {
   StoreServer server(0, 2, "the-real-token");
   TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", server.port(), 1, 2, "forged", 5), ValueError,
                            "token mismatch");
+  EXPECT_EQ(server.refused_connections(), 1u);
   StoreClient ok("127.0.0.1", server.port(), 1, 2, "the-real-token", 5);
   ok.set("k", ByteView("v", 1));
   EXPECT_EQ(ok.get("k", 1).size(), 1u);
@@ -90,33 +93,135 @@ TEST(Store, WrongWorldOrRankIsRefused) {
                            "claims rank 7");
 }
 
-TEST(Store, MalformedMessagesAreRefusedWithAReason) {
+// What a peer that does not know the token gets: the 40-byte challenge, then (as soon as a field
+// it sent is wrong) a 40-byte refusal, and the connection closed. Nothing it announces is
+// allocated: a header claiming a 1 TiB value is refused at its operation byte.
+TEST(Store, MalformedPeersAreRefusedAtTheFirstWrongByte) {
   StoreServer server(0, 2, "tok");
-  // Garbage instead of a hello.
-  int fd = raw_connect(server.port());
+  auto refusal_status = [&](const void* bytes, size_t n) {
+    const int fd = raw_connect(server.port());
+    EXPECT_EQ(::send(fd, bytes, n, 0), static_cast<ssize_t>(n));
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string reply = read_all(fd);  // until the store closes the connection
+    ::close(fd);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 4);
+    EXPECT_EQ(reply.size(), 80u);
+    return reply.size() == 80u ? static_cast<int>(static_cast<uint8_t>(reply[45])) : -1;
+  };
   const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(::send(fd, junk.data(), junk.size(), 0), static_cast<ssize_t>(junk.size()));
-  std::string reply = read_all(fd);
-  ::close(fd);
-  EXPECT_NE(reply.find("malformed message"), std::string::npos) << reply;
-  EXPECT_NE(reply.find("bad magic"), std::string::npos) << reply;
-  // A valid header announcing an absurd value length.
-  fd = raw_connect(server.port());
+  EXPECT_EQ(refusal_status(junk.data(), junk.size()), 2);
   uint8_t h[24] = {0};
   const uint32_t magic = 0x54535356;
   std::memcpy(h, &magic, 4);
-  h[4] = 1;  // version
-  h[5] = 1;  // hello
+  h[4] = 2;  // version
+  h[5] = 2;  // set, instead of the hello a handshake starts with
   const uint64_t huge = uint64_t{1} << 40;
   std::memcpy(h + 16, &huge, 8);
-  ASSERT_EQ(::send(fd, h, sizeof h, 0), 24);
-  reply = read_all(fd);
-  ::close(fd);
-  EXPECT_NE(reply.find("exceeds the limit"), std::string::npos) << reply;
+  EXPECT_EQ(refusal_status(h, sizeof h), 2);
+  h[4] = 1;  // the previous protocol version
+  EXPECT_EQ(refusal_status(h, sizeof h), 2);
+  // A well-formed hello whose MAC is not made with the token: authentication fails (status 1).
+  uint8_t hello[80] = {0};
+  std::memcpy(hello, &magic, 4);
+  hello[4] = 2;
+  hello[5] = 1;
+  EXPECT_EQ(refusal_status(hello, sizeof hello), 1);
+  EXPECT_EQ(server.refused_connections(), 4u);
   // The store still serves a well-behaved client.
   StoreClient ok("127.0.0.1", server.port(), 0, 2, "tok", 5);
   ok.set("k", ByteView("v", 1));
   EXPECT_EQ(ok.get("k", 1).size(), 1u);
+}
+
+// A peer that connects and says nothing holds its slot for the 5 s handshake deadline at most.
+TEST(Store, SilentPeersAreDroppedAfterTheHandshakeDeadline) {
+  StoreServer server(0, 2, "tok");
+  const int fd = raw_connect(server.port());
+  const auto t0 = std::chrono::steady_clock::now();
+  timeval tv{15, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[256];
+  ssize_t k;
+  while ((k = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+    got.append(buf, static_cast<size_t>(k));
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  EXPECT_EQ(k, 0) << "not closed by the store";
+  EXPECT_EQ(got.size(), 40u);  // the challenge, nothing else
+  EXPECT_LT(s, 10);
+  EXPECT_EQ(server.refused_connections(), 1u);
+}
+
+// A stand-in store: sends a valid challenge, records the client's hello, answers `accept` (40
+// bytes) if given, then closes.
+struct FakeStore {
+  explicit FakeStore(const std::string& accept) {
+    lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(lfd, 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    th = std::thread([this, accept] {
+      const int c = ::accept(lfd, nullptr, nullptr);
+      uint8_t ch[40] = {0};
+      const uint32_t magic = 0x54535356;
+      std::memcpy(ch, &magic, 4);
+      ch[4] = 2;
+      for (int i = 8; i < 40; ++i) {
+        ch[i] = static_cast<uint8_t>(i * 7);
+      }
+      [[maybe_unused]] ssize_t k = ::send(c, ch, sizeof ch, 0);
+      char buf[80];
+      size_t got = 0;
+      while (got < sizeof buf && (k = ::recv(c, buf + got, sizeof buf - got, 0)) > 0) {
+        got += static_cast<size_t>(k);
+      }
+      hello.assign(buf, got);
+      if (!accept.empty()) {
+        k = ::send(c, accept.data(), accept.size(), 0);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ::close(c);
+    });
+  }
+  ~FakeStore() {
+    wait();
+    ::close(lfd);
+  }
+  void wait() {
+    if (th.joinable()) {
+      th.join();
+    }
+  }
+  int lfd = -1, port = 0;
+  std::string hello;
+  std::thread th;
+};
+
+TEST(Store, TheTokenNeverCrossesTheWire) {
+  const std::string token = "a-secret-that-stays-home";
+  {
+    FakeStore fake("");
+    EXPECT_THROW(StoreClient("127.0.0.1", fake.port, 1, 2, token, 1), Error);
+    fake.wait();
+    ASSERT_EQ(fake.hello.size(), 80u);
+    EXPECT_EQ(fake.hello.find(token), std::string::npos);
+    EXPECT_EQ(fake.hello.find(token.substr(0, 8)), std::string::npos);
+  }
+  // A server that answers "accepted" without knowing the token is not trusted.
+  std::string accept(40, '\0');
+  const uint32_t magic = 0x54535356;
+  std::memcpy(accept.data(), &magic, 4);
+  accept[4] = 2;
+  FakeStore fake(accept);
+  TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", fake.port, 1, 2, token, 5), IOError,
+                           "did not prove that it knows the job token");
 }
 
 TEST(Store, ForeignServerIsRecognized) {
@@ -196,6 +301,8 @@ class EnvGuard {
                           "MASTER_ADDR",
                           "MASTER_PORT",
                           "TESSERA_JOB_TOKEN",
+                          "TESSERA_JOB_TOKEN_FILE",
+                          "TESSERA_STORE_BIND",
                           "TORCHELASTIC_RUN_ID",
                           "SLURM_PROCID",
                           "SLURM_NTASKS",
@@ -247,7 +354,8 @@ TEST(LaunchEnv, Torchrun) {
               {"LOCAL_WORLD_SIZE", "4"},
               {"MASTER_ADDR", "node7"},
               {"MASTER_PORT", "29400"},
-              {"TORCHELASTIC_RUN_ID", "abc"}});
+              {"TORCHELASTIC_RUN_ID", "abc"},
+              {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"}});
   const LaunchEnv e = detect_launch_env();
   EXPECT_EQ(e.rank, 5);
   EXPECT_EQ(e.world_size, 8);
@@ -255,7 +363,7 @@ TEST(LaunchEnv, Torchrun) {
   EXPECT_EQ(e.local_world_size, 4);
   EXPECT_EQ(e.master_addr, "node7");
   EXPECT_EQ(e.master_port, 29400);
-  EXPECT_EQ(e.job_token, "torchelastic:abc");
+  EXPECT_EQ(e.job_token, "t-0123456789abcdef");
 }
 
 TEST(LaunchEnv, Slurm) {
@@ -265,7 +373,8 @@ TEST(LaunchEnv, Slurm) {
               {"SLURM_NTASKS_PER_NODE", "2"},
               {"SLURM_JOB_NODELIST", "gpu[07-08]"},
               {"SLURM_JOB_ID", "12345"},
-              {"SLURM_STEP_ID", "0"}});
+              {"SLURM_STEP_ID", "0"},
+              {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"}});
   const LaunchEnv e = detect_launch_env();
   EXPECT_EQ(e.source, "slurm");
   EXPECT_EQ(e.rank, 3);
@@ -274,7 +383,7 @@ TEST(LaunchEnv, Slurm) {
   EXPECT_EQ(e.local_world_size, 2);
   EXPECT_EQ(e.master_addr, "gpu07");
   EXPECT_EQ(e.master_port, 20000 + 12345 % 20000);
-  EXPECT_EQ(e.job_token, "slurm:12345.0");
+  EXPECT_EQ(e.job_token, "t-0123456789abcdef");
 }
 
 TEST(LaunchEnv, OpenMpi) {
@@ -282,23 +391,85 @@ TEST(LaunchEnv, OpenMpi) {
               {"OMPI_COMM_WORLD_SIZE", "3"},
               {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
               {"OMPI_COMM_WORLD_LOCAL_SIZE", "3"},
-              {"TESSERA_JOB_TOKEN", "t"}});
+              {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"}});
   const LaunchEnv e = detect_launch_env();
   EXPECT_EQ(e.source, "openmpi");
   EXPECT_EQ(e.rank, 2);
   EXPECT_EQ(e.world_size, 3);
   EXPECT_EQ(e.local_rank, 2);
   EXPECT_EQ(e.master_addr, "127.0.0.1");
-  EXPECT_EQ(e.job_token, "t");
+  EXPECT_EQ(e.job_token, "t-0123456789abcdef");
+}
+
+// A launcher's job ID is public (squeue, ps, the torchrun command line): it is never the secret.
+TEST(LaunchEnv, NoTokenIsDerivedFromAPublicJobId) {
+  for (const auto& id : std::vector<std::pair<std::string, std::string>>{
+           {"TORCHELASTIC_RUN_ID", "abc"}, {"SLURM_JOB_ID", "12345"}, {"PMIX_NAMESPACE", "ns"}}) {
+    EnvGuard g({{"RANK", "0"}, {"WORLD_SIZE", "2"}, id});
+    TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "TESSERA_JOB_TOKEN");
+  }
+}
+
+TEST(LaunchEnv, TokenFileMustBeReadableOnlyByItsOwner) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("tessera-token-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "token";
+  { std::ofstream(file) << "0123456789abcdef0123456789abcdef\n"; }
+  std::filesystem::permissions(
+      file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  {
+    EnvGuard g({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN_FILE", file.string()}});
+    EXPECT_EQ(detect_launch_env().job_token, "0123456789abcdef0123456789abcdef");
+  }
+  std::filesystem::permissions(file, std::filesystem::perms::group_read,
+                               std::filesystem::perm_options::add);
+  {
+    EnvGuard g({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN_FILE", file.string()}});
+    TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "chmod 600");
+  }
+  {
+    EnvGuard g({{"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"TESSERA_JOB_TOKEN_FILE", (dir / "missing").string()}});
+    TESSERA_EXPECT_THROW_MSG(detect_launch_env(), IOError, "missing");
+  }
+  {
+    EnvGuard g({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "short"}});
+    TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "at least 16");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LaunchEnv, GeneratedTokensAreLongAndDistinct) {
+  const std::string a = generate_job_token(), b = generate_job_token();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+TEST(LaunchEnv, StoreListensOnLoopbackWhenEveryRankIsLocal) {
+  LaunchEnv e;
+  e.world_size = 4;
+  e.local_world_size = 4;
+  e.master_addr = "node7";
+  {
+    EnvGuard g({});
+    EXPECT_EQ(store_bind_address(e), "127.0.0.1");
+    e.local_world_size = 2;
+    EXPECT_EQ(store_bind_address(e), "node7");
+  }
+  EnvGuard g({{"TESSERA_STORE_BIND", "0.0.0.0"}, {"MASTER_ADDR", "node7"}});
+  EXPECT_EQ(store_bind_address(e), "0.0.0.0");
 }
 
 TEST(LaunchEnv, BadValuesAreNamed) {
   {
-    EnvGuard g({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "t"}});
+    EnvGuard g({{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"}});
     TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "RANK='x'");
   }
   {
-    EnvGuard g({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "t"}});
+    EnvGuard g({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"}});
     TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "rank 2 is out of range");
   }
   {
@@ -306,8 +477,10 @@ TEST(LaunchEnv, BadValuesAreNamed) {
     TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "TESSERA_JOB_TOKEN");
   }
   {
-    EnvGuard g(
-        {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TESSERA_JOB_TOKEN", "t"}, {"MASTER_PORT", "99999"}});
+    EnvGuard g({{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"TESSERA_JOB_TOKEN", "t-0123456789abcdef"},
+                {"MASTER_PORT", "99999"}});
     TESSERA_EXPECT_THROW_MSG(detect_launch_env(), ValueError, "MASTER_PORT");
   }
 }

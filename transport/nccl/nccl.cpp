@@ -100,7 +100,7 @@ class NcclTransport final : public Transport {
     lost_.assign(world_, 0);
     lost_reason_.assign(world_, "");
 
-    rv_ = rendezvous(env, options_.rendezvous_timeout_s);
+    rv_ = rendezvous(env, options_.rendezvous_timeout_s, options_.heartbeat_timeout_s);
     rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); });
     try {
       ncclUniqueId id;

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,15 +138,13 @@ int launch(const LaunchOptions& o) {
 
   std::string token = o.job_token;
   if (token.empty()) {
-    const char* t = std::getenv("TESSERA_JOB_TOKEN");
-    if (t && *t) {
-      token = t;
-    }
+    token = job_token_from_env();
   }
   if (token.empty()) {
     TESSERA_EXPECTS(o.nnodes == 1, ValueError,
-                    "with --nnodes {} every node needs the same job token: set TESSERA_JOB_TOKEN "
-                    "(e.g. from `openssl rand -hex 16`) on every node, or pass --token",
+                    "with --nnodes {} every node needs the same job token: put one (e.g. from "
+                    "`openssl rand -hex 32`) in a file only you can read on every node and pass "
+                    "--token-file, or set TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE",
                     o.nnodes);
     token = generate_job_token();
   }
@@ -168,6 +167,7 @@ int launch(const LaunchOptions& o) {
   ::sigaction(SIGCHLD, &sa, &old_chld);
 
   std::vector<Child> kids(o.nproc_per_node);
+  const pid_t launcher_pid = ::getpid();
   std::vector<char*> argv;
   for (const auto& s : o.command) {
     argv.push_back(const_cast<char*>(s.c_str()));
@@ -182,6 +182,13 @@ int launch(const LaunchOptions& o) {
     const pid_t pid = ::fork();
     TESSERA_EXPECTS(pid >= 0, IOError, "fork failed: {}", std::strerror(errno));
     if (pid == 0) {
+      // The rank dies with the launcher, even when the launcher is killed by SIGKILL and cannot
+      // stop it (it would otherwise run on, unseen, until its next write to the closed pipe).
+      // The launcher may already be gone by the time the request takes effect: check.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher_pid) {
+        ::_exit(128 + SIGKILL);
+      }
       ::setpgid(0, 0);
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);

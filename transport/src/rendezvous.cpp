@@ -9,18 +9,23 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <list>
 #include <map>
 #include <mutex>
-#include <random>
 #include <vector>
 
+#include "sha256.hpp"
 #include "socket_util.hpp"
+#include "store_wire.hpp"
 
 namespace tessera::transport {
 
@@ -29,6 +34,9 @@ using detail::Clock;
 // --- environment ------------------------------------------------------------------------------
 
 namespace {
+
+// Shorter tokens are refused: a token is a shared secret, not a job name.
+constexpr size_t kMinTokenLength = 16;
 
 const char* env_or_null(const char* name) {
   const char* v = std::getenv(name);
@@ -143,58 +151,91 @@ LaunchEnv detect_launch_env() {
     TESSERA_EXPECTS(e.master_port <= 65535, ValueError, "MASTER_PORT={} is not a TCP port",
                     e.master_port);
   }
-  if (const char* t = env_or_null("TESSERA_JOB_TOKEN")) {
-    e.job_token = t;
-  } else if (const char* t = env_or_null("TORCHELASTIC_RUN_ID")) {
-    e.job_token = std::string("torchelastic:") + t;
-  } else if (const char* j = env_or_null("SLURM_JOB_ID")) {
-    const char* s = env_or_null("SLURM_STEP_ID");
-    e.job_token = std::string("slurm:") + j + "." + (s ? s : "0");
-  } else if (const char* n = env_or_null("PMIX_NAMESPACE")) {
-    e.job_token = std::string("pmix:") + n;
-  }
+  e.job_token = job_token_from_env();
   TESSERA_EXPECTS(e.world_size == 1 || !e.job_token.empty(), ValueError,
-                  "no job token for a world of {} ranks: set TESSERA_JOB_TOKEN to the same "
-                  "secret on every rank (`tessera launch` sets it)",
+                  "no job token for a world of {} ranks: every rank needs the same secret in "
+                  "TESSERA_JOB_TOKEN, or in a file only you can read named by "
+                  "TESSERA_JOB_TOKEN_FILE (`tessera launch` makes one; under torchrun, srun or "
+                  "mpirun: export TESSERA_JOB_TOKEN=$(openssl rand -hex 32) first)",
                   e.world_size);
   return e;
 }
 
-std::string generate_job_token() {
-  std::random_device rd;
-  std::string s;
-  static const char* hex = "0123456789abcdef";
-  for (int i = 0; i < 4; ++i) {
-    uint32_t x = rd();
-    for (int k = 0; k < 4; ++k) {
-      s += hex[(x >> (8 * k + 4)) & 15];
-      s += hex[(x >> (8 * k)) & 15];
+std::string job_token_from_env() {
+  std::string token;
+  if (const char* t = env_or_null("TESSERA_JOB_TOKEN")) {
+    token = t;
+  } else if (const char* path = env_or_null("TESSERA_JOB_TOKEN_FILE")) {
+    token = read_token_file(path);
+  }
+  TESSERA_EXPECTS(token.empty() || token.size() >= kMinTokenLength, ValueError,
+                  "the job token ({}) has {} characters; use at least {} random ones (e.g. "
+                  "`openssl rand -hex 32`)",
+                  env_or_null("TESSERA_JOB_TOKEN") ? "TESSERA_JOB_TOKEN" : "TESSERA_JOB_TOKEN_FILE",
+                  token.size(), kMinTokenLength);
+  return token;
+}
+
+std::string read_token_file(const std::string& path) {
+  // Opened without following a final symlink, then checked on the open descriptor: a file other
+  // users can read (or replace) is no secret.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  TESSERA_EXPECTS(fd >= 0, IOError, "TESSERA_JOB_TOKEN_FILE={}: cannot open: {}", path,
+                  std::strerror(errno));
+  struct stat sb {};
+  const bool stat_ok = ::fstat(fd, &sb) == 0;
+  std::string token;
+  if (stat_ok && S_ISREG(sb.st_mode) && sb.st_uid == ::geteuid() && (sb.st_mode & 077) == 0 &&
+      sb.st_size <= 4096) {
+    token.resize(static_cast<size_t>(sb.st_size));
+    size_t got = 0;
+    while (got < token.size()) {
+      const ssize_t k = ::read(fd, token.data() + got, token.size() - got);
+      if (k < 0 && errno == EINTR) {
+        continue;
+      }
+      if (k <= 0) {
+        break;
+      }
+      got += static_cast<size_t>(k);
     }
+    token.resize(got);
+  }
+  ::close(fd);
+  TESSERA_EXPECTS(stat_ok && S_ISREG(sb.st_mode), IOError,
+                  "TESSERA_JOB_TOKEN_FILE={}: not a regular file", path);
+  TESSERA_EXPECTS(sb.st_uid == ::geteuid(), ValueError,
+                  "TESSERA_JOB_TOKEN_FILE={}: owned by uid {}, not by this user (uid {})", path,
+                  sb.st_uid, ::geteuid());
+  TESSERA_EXPECTS((sb.st_mode & 077) == 0, ValueError,
+                  "TESSERA_JOB_TOKEN_FILE={}: mode {:04o} lets other users read it; chmod 600 it",
+                  path, sb.st_mode & 07777);
+  TESSERA_EXPECTS(sb.st_size <= 4096, ValueError,
+                  "TESSERA_JOB_TOKEN_FILE={}: {} bytes, more than a token's 4096", path,
+                  sb.st_size);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+    token.pop_back();
+  }
+  TESSERA_EXPECTS(!token.empty(), ValueError, "TESSERA_JOB_TOKEN_FILE={}: the file is empty", path);
+  return token;
+}
+
+std::string generate_job_token() {
+  uint8_t raw[32];
+  detail::random_bytes(raw, sizeof raw);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : raw) {
+    s += hex[b >> 4];
+    s += hex[b & 15];
   }
   return s;
 }
 
-// --- wire format ------------------------------------------------------------------------------
-// Every message: a 24-byte header, then key_len bytes of key and val_len bytes of value.
+// --- framed messages (after the handshake; store_wire.hpp) -------------------------------------
 namespace {
 
-constexpr uint32_t kMagic = 0x54535356;  // "TSSV"
-constexpr uint8_t kVersion = 1;
-constexpr uint32_t kMaxKey = 4096;
-constexpr uint64_t kMaxValue = 64ull << 20;
-
-enum Op : uint8_t {
-  kHello = 1,   // key = token, value = [u32 world][u8 role]
-  kSet = 2,     // key, value
-  kGet = 3,     // key, value = u64 timeout in ms
-  kOk = 4,      // value = result
-  kErr = 5,     // value = message
-  kLost = 6,    // rank = lost rank, value = reason
-  kBye = 7,     // finishing cleanly
-  kAllBye = 8,  // every rank finished or was lost
-  kLeft = 9,    // rank = a rank that said goodbye (others stop waiting for it after a grace)
-};
-enum Role : uint8_t { kRoleClient = 0, kRoleWatch = 1 };
+namespace wire = detail::wire;
 
 struct Frame {
   uint8_t op = 0;
@@ -203,21 +244,9 @@ struct Frame {
   Bytes value;
 };
 
-#pragma pack(push, 1)
-struct Header {
-  uint32_t magic;
-  uint8_t version;
-  uint8_t op;
-  uint16_t reserved;
-  int32_t rank;
-  uint32_t key_len;
-  uint64_t val_len;
-};
-#pragma pack(pop)
-static_assert(sizeof(Header) == 24);
-
 void write_frame(int fd, uint8_t op, int32_t rank, const std::string& key, ByteView value) {
-  Header h{kMagic, kVersion, op, 0, rank, static_cast<uint32_t>(key.size()), value.size};
+  wire::Header h{wire::kMagic, wire::kVersion, op, 0, rank, static_cast<uint32_t>(key.size()),
+                 value.size};
   std::vector<uint8_t> buf(sizeof h + key.size() + value.size);
   std::memcpy(buf.data(), &h, sizeof h);
   if (!key.empty()) {
@@ -236,23 +265,11 @@ void write_text(int fd, uint8_t op, int32_t rank, const std::string& text) {
 // Reads one frame. Returns false on a clean EOF before any byte. Throws ValueError with
 // `who` on malformed input, TimeoutError when the deadline passes, IOError on socket errors.
 bool read_frame(int fd, Frame& f, Clock::time_point deadline, const std::string& who) {
-  Header h{};
+  wire::Header h{};
   if (!detail::recv_all(fd, &h, sizeof h, deadline, /*eof_ok=*/true)) {
     return false;
   }
-  TESSERA_EXPECTS(h.magic == kMagic, ValueError,
-                  "malformed message from {}: bad magic 0x{:08x} (not a Tessera rendezvous "
-                  "peer?)",
-                  who, h.magic);
-  TESSERA_EXPECTS(h.version == kVersion, ValueError,
-                  "malformed message from {}: protocol version {} (expected {})", who, h.version,
-                  kVersion);
-  TESSERA_EXPECTS(h.op >= kHello && h.op <= kLeft, ValueError,
-                  "malformed message from {}: unknown operation {}", who, h.op);
-  TESSERA_EXPECTS(h.key_len <= kMaxKey && h.val_len <= kMaxValue, ValueError,
-                  "malformed message from {}: key of {} bytes / value of {} bytes exceeds the "
-                  "limit ({} / {})",
-                  who, h.key_len, h.val_len, kMaxKey, kMaxValue);
+  wire::check_header(h, who);
   f.op = h.op;
   f.rank = h.rank;
   f.key.assign(h.key_len, '\0');
@@ -266,53 +283,118 @@ bool read_frame(int fd, Frame& f, Clock::time_point deadline, const std::string&
   return true;
 }
 
-bool token_equal(const std::string& a, const std::string& b) {
-  unsigned diff = a.size() != b.size();
-  const size_t n = std::min(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    diff |= static_cast<unsigned>(a[i] ^ b[i]);
-  }
-  return diff == 0;
-}
-
 std::string text_of(const Bytes& b) {
   return std::string(b.begin(), b.end());
+}
+
+// The address the store listens on (see rendezvous.hpp: store_bind_address).
+in_addr_t resolve_ipv4(const std::string& host, const std::string& what) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  TESSERA_EXPECTS(gai == 0 && res != nullptr, ValueError, "{} '{}' does not resolve: {}", what,
+                  host, gai == 0 ? "no IPv4 address" : ::gai_strerror(gai));
+  const in_addr_t a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+  ::freeaddrinfo(res);
+  return a;
+}
+
+void set_blocking(int fd) {
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) {
+    ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+}
+
+// True when the peer closed its side of `fd` (or the connection failed), without consuming data.
+bool peer_closed(int fd) {
+  char b;
+  const ssize_t k = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+// Sends a small fixed-size message on a fresh (non-blocking) socket whose buffer is empty.
+bool send_small(int fd, const void* p, size_t n) {
+  return ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) == static_cast<ssize_t>(n);
+}
+
+// Seconds of silence on a watch connection after which its peer counts as lost, and how often
+// each side speaks when it has nothing else to say.
+double ping_interval(double heartbeat_s) {
+  return std::min(2.0, heartbeat_s / 5);
 }
 
 }  // namespace
 
 // --- server -----------------------------------------------------------------------------------
 
+namespace {
+
+// Unauthenticated connections: at most this many at a time (the oldest makes room for a new
+// one), each for at most this long. Authenticated ones are at most two per rank.
+constexpr size_t kMaxPending = 64;
+constexpr auto kHandshakeTimeout = std::chrono::seconds(5);
+
+struct Pending {
+  Pending(int f, std::string n, const std::string* token, const wire::Challenge& c)
+      : fd(f), name(std::move(n)), deadline(Clock::now() + kHandshakeTimeout), hs(token, c) {}
+  int fd;
+  std::string name;
+  Clock::time_point deadline;
+  wire::ServerHandshake hs;
+};
+
+}  // namespace
+
 struct StoreServer::Impl {
   int listen_fd = -1;
   int world = 0;
   std::string token;
+  double heartbeat_s = 15;
   std::atomic<bool> stopping{false};
-  std::thread acceptor;
+  std::thread acceptor, pinger;
 
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, Bytes> kv;
-  std::vector<std::thread> threads;
-  std::vector<int> conn_fds;
+  // Authenticated connections; a connection's thread closes its fd and marks it done, the
+  // acceptor joins it.
+  struct Conn {
+    int fd = -1;
+    bool done = false;
+    std::thread th;
+  };
+  std::list<Conn> conns;
   // Watch connections: fd per rank (-1: none), and who said goodbye or was lost.
   std::vector<int> watch_fd;
   std::vector<char> bye, lost, joined;
   std::vector<std::unique_ptr<std::mutex>> write_mu;
   bool all_done_sent = false;
+  std::atomic<uint64_t> refused{0};
 
-  void serve(int fd, std::string peer_name);
+  void accept_loop();
+  void ping_loop();
+  void start_conn(int fd, const wire::Hello& h, const std::string& name);
+  void reap_conns();
+  void log_refusal(const std::string& peer, const std::string& why);
+  void serve(int fd, const wire::Hello& h, const std::string& peer_name);
   void serve_watch(int fd, int rank);
   void maybe_all_done();                                                           // mu held
   void send_to_watcher(int r, uint8_t op, int32_t rank, const std::string& text);  // mu held
 };
 
-StoreServer::StoreServer(int port, int world_size, std::string token)
+StoreServer::StoreServer(int port, int world_size, std::string token,
+                         const std::string& bind_address, double heartbeat_s)
     : impl_(std::make_unique<Impl>()) {
   TESSERA_EXPECTS(world_size >= 1, ValueError, "store: world size {} < 1", world_size);
   TESSERA_EXPECTS(!token.empty(), ValueError, "store: empty job token");
+  TESSERA_EXPECTS(heartbeat_s > 0, ValueError, "store: heartbeat timeout {} s is not positive",
+                  heartbeat_s);
   impl_->world = world_size;
   impl_->token = std::move(token);
+  impl_->heartbeat_s = heartbeat_s;
   impl_->watch_fd.assign(world_size, -1);
   impl_->bye.assign(world_size, 0);
   impl_->lost.assign(world_size, 0);
@@ -320,79 +402,241 @@ StoreServer::StoreServer(int port, int world_size, std::string token)
   for (int i = 0; i < world_size; ++i) {
     impl_->write_mu.push_back(std::make_unique<std::mutex>());
   }
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = resolve_ipv4(bind_address, "the store's bind address");
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   TESSERA_EXPECTS(fd >= 0, IOError, "store: socket() failed: {}", std::strerror(errno));
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0) {
     const int err = errno;
     ::close(fd);
-    TESSERA_FAIL(IOError, "rank 0 could not host the rendezvous store on port {}: {}", port,
-                 std::strerror(err));
+    char buf[INET_ADDRSTRLEN] = {0};
+    ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf);
+    TESSERA_FAIL(IOError, "rank 0 could not host the rendezvous store on {}:{} ('{}'): {}{}", buf,
+                 port, bind_address, std::strerror(err),
+                 err == EADDRNOTAVAIL ? " (not an address of this host: set MASTER_ADDR to rank "
+                                        "0's host, or TESSERA_STORE_BIND to an address of it)"
+                                      : "");
   }
   socklen_t len = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   port_ = ntohs(addr.sin_port);
   impl_->listen_fd = fd;
   Impl* im = impl_.get();
-  impl_->acceptor = std::thread([im] {
-    while (!im->stopping.load()) {
-      pollfd p{im->listen_fd, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) {
-        continue;
-      }
-      sockaddr_in peer{};
-      socklen_t pl = sizeof peer;
-      const int c = ::accept4(im->listen_fd, reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_CLOEXEC);
-      if (c < 0) {
-        continue;
-      }
-      detail::set_keepalive(c);
-      char buf[INET_ADDRSTRLEN] = {0};
-      ::inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf);
-      std::string name = fmt::format("{}:{}", buf, ntohs(peer.sin_port));
-      std::lock_guard<std::mutex> lk(im->mu);
-      if (im->stopping.load()) {
-        ::close(c);
-        break;
-      }
-      im->conn_fds.push_back(c);
-      im->threads.emplace_back([im, c, name] { im->serve(c, name); });
-    }
-  });
+  impl_->acceptor = std::thread([im] { im->accept_loop(); });
+  impl_->pinger = std::thread([im] { im->ping_loop(); });
 }
 
 StoreServer::~StoreServer() {
   stop();
 }
 
+uint64_t StoreServer::refused_connections() const {
+  return impl_->refused.load();
+}
+
 void StoreServer::stop() {
   if (!impl_ || impl_->stopping.exchange(true)) {
     return;
   }
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->cv.notify_all();
+  }
   if (impl_->acceptor.joinable()) {
     impl_->acceptor.join();
   }
-  std::vector<std::thread> threads;
+  if (impl_->pinger.joinable()) {
+    impl_->pinger.join();
+  }
+  std::list<Impl::Conn> conns;
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
-    for (int fd : impl_->conn_fds) {
-      ::shutdown(fd, SHUT_RDWR);
+    for (const auto& c : impl_->conns) {
+      if (c.fd >= 0) {
+        ::shutdown(c.fd, SHUT_RDWR);
+      }
     }
-    threads.swap(impl_->threads);
+    conns.splice(conns.end(), impl_->conns);
     impl_->cv.notify_all();
   }
-  for (auto& t : threads) {
-    t.join();
-  }
-  for (int fd : impl_->conn_fds) {
-    ::close(fd);
+  for (auto& c : conns) {
+    c.th.join();
   }
   ::close(impl_->listen_fd);
+}
+
+void StoreServer::Impl::log_refusal(const std::string& peer, const std::string& why) {
+  // A flood must not flood stderr as well: the first few, then every power of ten.
+  const uint64_t n = ++refused;
+  if (n <= 5) {
+    fmt::print(stderr, "[tessera] rendezvous store: refused {}: {}\n", peer, why);
+  } else if ((n & (n - 1)) == 0 && n >= 64) {
+    fmt::print(stderr,
+               "[tessera] rendezvous store: {} connections refused so far (latest {}: {})\n", n,
+               peer, why);
+  }
+}
+
+void StoreServer::Impl::start_conn(int fd, const wire::Hello& h, const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu);
+  if (stopping.load()) {
+    ::close(fd);
+    return;
+  }
+  conns.emplace_back();
+  Conn* c = &conns.back();
+  c->fd = fd;
+  c->th = std::thread([this, c, h, name] {
+    serve(c->fd, h, name);
+    std::lock_guard<std::mutex> g(mu);
+    ::close(c->fd);
+    c->fd = -1;
+    c->done = true;
+  });
+}
+
+void StoreServer::Impl::reap_conns() {
+  std::list<Conn> done;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    for (auto it = conns.begin(); it != conns.end();) {
+      auto next = std::next(it);
+      if (it->done) {
+        done.splice(done.end(), conns, it);
+      }
+      it = next;
+    }
+  }
+  for (auto& c : done) {
+    c.th.join();
+  }
+}
+
+// One thread multiplexes the listening socket and every handshake in progress, so a flood of
+// connections costs a bounded number of descriptors and no threads, and reads at most a hello's
+// fixed 80 bytes from each.
+void StoreServer::Impl::accept_loop() {
+  std::deque<std::unique_ptr<Pending>> pending;
+  Clock::time_point paused_until{};
+  bool told_fd_limit = false;
+  auto drop = [&](size_t i) {
+    ::close(pending[i]->fd);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  std::vector<pollfd> fds;
+  while (!stopping.load()) {
+    reap_conns();
+    const bool can_accept = Clock::now() >= paused_until;
+    fds.clear();
+    fds.push_back({listen_fd, static_cast<short>(can_accept ? POLLIN : 0), 0});
+    for (const auto& p : pending) {
+      fds.push_back({p->fd, POLLIN, 0});
+    }
+    if (::poll(fds.data(), fds.size(), 50) < 0 && errno != EINTR) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    for (size_t k = fds.size() - 1; k >= 1; --k) {
+      if (fds[k].revents == 0) {
+        continue;
+      }
+      Pending& p = *pending[k - 1];
+      uint8_t buf[sizeof(wire::Hello)];
+      const ssize_t n = ::recv(p.fd, buf, p.hs.wanted(), 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        continue;
+      }
+      if (n <= 0) {
+        log_refusal(p.name, "closed the connection during the handshake");
+        drop(k - 1);
+        continue;
+      }
+      p.hs.feed(buf, static_cast<size_t>(n));
+      if (p.hs.state() == wire::ServerHandshake::State::kRefused) {
+        log_refusal(p.name, p.hs.reason());  // counted before the peer can hear of it
+        const wire::Accept a = wire::make_accept(p.hs.status(), token, nullptr, p.hs.hello());
+        send_small(p.fd, &a, sizeof a);
+        drop(k - 1);
+      } else if (p.hs.state() == wire::ServerHandshake::State::kAuthenticated) {
+        const int fd = p.fd;
+        const wire::Hello h = p.hs.hello();
+        const std::string name = p.name;
+        const wire::Accept a = wire::make_accept(wire::kAccepted, token, p.hs.challenge_nonce(), h);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(k - 1));
+        if (send_small(fd, &a, sizeof a)) {
+          set_blocking(fd);
+          start_conn(fd, h, name);
+        } else {
+          ::close(fd);
+        }
+      }
+    }
+    const auto now = Clock::now();
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (now >= pending[i]->deadline) {
+        log_refusal(pending[i]->name, "sent no complete hello within 5 s");
+        drop(i);
+      }
+    }
+    if (!can_accept || !(fds[0].revents & POLLIN)) {
+      continue;
+    }
+    for (int i = 0; i < 64 && !stopping.load(); ++i) {
+      sockaddr_in peer{};
+      socklen_t pl = sizeof peer;
+      const int c = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &pl,
+                              SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: the listening socket stays readable, so polling it again at
+          // once would spin. Pause accepting for a moment; handshakes go on.
+          paused_until = Clock::now() + std::chrono::milliseconds(100);
+          if (!told_fd_limit) {
+            told_fd_limit = true;
+            fmt::print(stderr, "[tessera] rendezvous store: cannot accept connections: {}\n",
+                       std::strerror(errno));
+          }
+        }
+        break;
+      }
+      if (pending.size() >= kMaxPending) {
+        log_refusal(pending.front()->name, "dropped unauthenticated to make room");
+        drop(0);
+      }
+      detail::set_keepalive(c);
+      char buf[INET_ADDRSTRLEN] = {0};
+      ::inet_ntop(AF_INET, &peer.sin_addr, buf, sizeof buf);
+      const wire::Challenge ch = wire::make_challenge();
+      auto p =
+          std::make_unique<Pending>(c, fmt::format("{}:{}", buf, ntohs(peer.sin_port)), &token, ch);
+      if (!send_small(c, &ch, sizeof ch)) {
+        ::close(c);
+        continue;
+      }
+      pending.push_back(std::move(p));
+    }
+  }
+  for (const auto& p : pending) {
+    ::close(p->fd);
+  }
+}
+
+void StoreServer::Impl::ping_loop() {
+  const auto every = detail::seconds(ping_interval(heartbeat_s));
+  std::unique_lock<std::mutex> lk(mu);
+  while (!stopping.load()) {
+    cv.wait_for(lk, every, [&] { return stopping.load(); });
+    if (stopping.load()) {
+      break;
+    }
+    for (int r = 0; r < world; ++r) {
+      send_to_watcher(r, wire::kPing, -1, "");
+    }
+  }
 }
 
 void StoreServer::Impl::send_to_watcher(int r, uint8_t op, int32_t rank, const std::string& text) {
@@ -421,71 +665,57 @@ void StoreServer::Impl::maybe_all_done() {
   all_done_sent = true;
   for (int r = 0; r < world; ++r) {
     if (bye[r]) {
-      send_to_watcher(r, kAllBye, -1, "");
+      send_to_watcher(r, wire::kAllBye, -1, "");
     }
   }
 }
 
-void StoreServer::Impl::serve(int fd, std::string peer_name) {
-  // A connection that does not say a valid hello within the deadline is dropped.
-  Frame f;
-  int rank = -1;
+void StoreServer::Impl::serve(int fd, const wire::Hello& h, const std::string& peer_name) {
+  // The peer proved it knows the token; what it claims is checked before it is served.
+  const int rank = h.rank;
   try {
-    if (!read_frame(fd, f, Clock::now() + std::chrono::seconds(30), peer_name)) {
-      return;
-    }
-    TESSERA_EXPECTS(f.op == kHello, ValueError,
-                    "malformed message from {}: expected hello, got operation {}", peer_name, f.op);
-    TESSERA_EXPECTS(token_equal(f.key, token), ValueError,
-                    "job token mismatch from {} (claiming rank {}): it belongs to another job",
-                    peer_name, f.rank);
-    TESSERA_EXPECTS(f.value.size() == 5, ValueError,
-                    "malformed hello from {}: {} value bytes, expected 5", peer_name,
-                    f.value.size());
-    uint32_t w;
-    std::memcpy(&w, f.value.data(), 4);
-    const uint8_t role = f.value[4];
-    TESSERA_EXPECTS(static_cast<int>(w) == world, ValueError,
+    TESSERA_EXPECTS(static_cast<int64_t>(h.world) == world, ValueError,
                     "{} (rank {}) believes the world has {} ranks, the store was started for {}",
-                    peer_name, f.rank, w, world);
-    TESSERA_EXPECTS(f.rank >= 0 && f.rank < world, ValueError, "{} claims rank {}, outside [0, {})",
-                    peer_name, f.rank, world);
-    TESSERA_EXPECTS(role == kRoleClient || role == kRoleWatch, ValueError,
-                    "malformed hello from {}: role {}", peer_name, role);
-    rank = f.rank;
-    if (role == kRoleWatch) {
+                    peer_name, rank, h.world, world);
+    TESSERA_EXPECTS(rank >= 0 && rank < world, ValueError, "{} claims rank {}, outside [0, {})",
+                    peer_name, rank, world);
+    TESSERA_EXPECTS(h.role == wire::kRoleClient || h.role == wire::kRoleWatch, ValueError,
+                    "malformed hello from {}: role {}", peer_name, h.role);
+    if (h.role == wire::kRoleWatch) {
       {
         std::lock_guard<std::mutex> lk(mu);
         TESSERA_EXPECTS(watch_fd[rank] < 0 && !bye[rank] && !lost[rank], ValueError,
                         "{} claims rank {}, which has already joined", peer_name, rank);
+        std::lock_guard<std::mutex> wl(*write_mu[rank]);
+        write_text(fd, wire::kOk, -1, "");
         watch_fd[rank] = fd;
         joined[rank] = 1;
       }
-      write_text(fd, kOk, -1, "");
       serve_watch(fd, rank);
       return;
     }
-    write_text(fd, kOk, -1, "");
+    write_text(fd, wire::kOk, -1, "");
     const std::string who = fmt::format("rank {} at {}", rank, peer_name);
     for (;;) {
       Frame q;
       if (!read_frame(fd, q, Clock::time_point::max(), who)) {
         return;
       }
-      if (q.op == kSet) {
+      if (q.op == wire::kSet) {
         {
           std::lock_guard<std::mutex> lk(mu);
           kv[q.key] = std::move(q.value);
           cv.notify_all();
         }
-        write_text(fd, kOk, -1, "");
-      } else if (q.op == kGet) {
+        write_text(fd, wire::kOk, -1, "");
+      } else if (q.op == wire::kGet) {
         TESSERA_EXPECTS(q.value.size() == 8, ValueError, "malformed get from {}", who);
         uint64_t ms;
         std::memcpy(&ms, q.value.data(), 8);
+        ms = std::min<uint64_t>(ms, uint64_t{1} << 40);  // ~35 years: no overflow below
         const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
         Bytes result;
-        bool found = false;
+        bool found = false, gone = false;
         {
           std::unique_lock<std::mutex> lk(mu);
           for (;;) {
@@ -495,20 +725,25 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
               found = true;
               break;
             }
-            if (stopping.load() || cv.wait_until(lk, deadline) == std::cv_status::timeout) {
-              it = kv.find(q.key);
-              if (it != kv.end()) {
-                result = it->second;
-                found = true;
-              }
+            // Wake now and then to notice a requester that went away (died, or gave up), so a
+            // long wait does not hold this thread and its socket to the end of the timeout.
+            const auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(200));
+            if (stopping.load() || Clock::now() >= deadline) {
+              break;
+            }
+            if (cv.wait_until(lk, until) == std::cv_status::timeout && peer_closed(fd)) {
+              gone = true;
               break;
             }
           }
         }
+        if (gone) {
+          return;
+        }
         if (found) {
-          write_frame(fd, kOk, -1, "", result);
+          write_frame(fd, wire::kOk, -1, "", result);
         } else {
-          write_text(fd, kErr, -1, "timeout");
+          write_text(fd, wire::kErr, -1, "timeout");
         }
       } else {
         TESSERA_FAIL(ValueError, "malformed message from {}: unexpected operation {}", who, q.op);
@@ -518,13 +753,12 @@ void StoreServer::Impl::serve(int fd, std::string peer_name) {
     if (stopping.load()) {
       return;
     }
-    // Tell the peer why, then drop it; the store keeps serving everyone else.
+    // Tell the (authenticated) peer why, then drop it; the store keeps serving everyone else.
     try {
-      write_text(fd, kErr, -1, e.what());
+      write_text(fd, wire::kErr, -1, e.what());
     } catch (...) {
     }
     fmt::print(stderr, "[tessera] rendezvous store: refused {}: {}\n", peer_name, e.what());
-    ::shutdown(fd, SHUT_RDWR);
   }
 }
 
@@ -533,16 +767,31 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   std::string reason = "its connection to the rendezvous store closed (process died?)";
   try {
     for (;;) {
+      // Every rank pings at least every ping_interval(): silence for heartbeat_s means it is
+      // frozen (SIGSTOP, a debugger) or its host is gone, whatever TCP says.
       Frame f;
-      if (!read_frame(fd, f, Clock::time_point::max(), who)) {
+      bool got = false;
+      try {
+        got = read_frame(fd, f, Clock::now() + detail::seconds(heartbeat_s), who);
+      } catch (const TimeoutError&) {
+        reason = fmt::format(
+            "rank {} sent no heartbeat for {:.0f} s (frozen, e.g. stopped with SIGSTOP, or its "
+            "host is unreachable)",
+            rank, heartbeat_s);
         break;
       }
-      if (f.op == kBye) {
+      if (!got) {
+        break;
+      }
+      if (f.op == wire::kPing) {
+        continue;
+      }
+      if (f.op == wire::kBye) {
         std::lock_guard<std::mutex> lk(mu);
         bye[rank] = 1;
         for (int r = 0; r < world; ++r) {
           if (r != rank && !bye[r]) {
-            send_to_watcher(r, kLeft, rank, "");
+            send_to_watcher(r, wire::kLeft, rank, "");
           }
         }
         maybe_all_done();
@@ -560,14 +809,19 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
     return;
   }
   std::lock_guard<std::mutex> lk(mu);
-  watch_fd[rank] = -1;
+  {
+    std::lock_guard<std::mutex> wl(*write_mu[rank]);
+    watch_fd[rank] = -1;
+  }
+  // A frozen rank that wakes up finds its watch connection closed and stops as well.
+  ::shutdown(fd, SHUT_RDWR);
   if (bye[rank] || all_done_sent) {
     return;
   }
   lost[rank] = 1;
   for (int r = 0; r < world; ++r) {
     if (r != rank) {
-      send_to_watcher(r, kLost, rank, reason);
+      send_to_watcher(r, wire::kLost, rank, reason);
     }
   }
   maybe_all_done();
@@ -580,63 +834,107 @@ struct StoreClient::Impl {
   int port = 0, rank = 0, world = 0;
   std::string token;
   std::string where;  // "host:port"
+  double heartbeat_s = 15;
   int fd = -1;
   int watch_fd = -1;
   std::mutex mu;  // one request at a time on fd
   std::thread watcher;
   std::mutex wmu;
   std::condition_variable wcv;
+  std::mutex watch_write_mu;  // pings and the goodbye share watch_fd
   bool finishing = false, all_bye = false, watch_closed = false;
 
   int connect_and_hello(uint8_t role, double timeout_s);
+  int handshake(int fd, uint8_t role, Clock::time_point deadline);
 };
 
-int StoreClient::Impl::connect_and_hello(uint8_t role, double timeout_s) {
-  const auto deadline = Clock::now() + detail::seconds(timeout_s);
-  const int fd = detail::connect_retry(host, port, deadline,
-                                       fmt::format("the rendezvous store at {} (hosted by rank 0; "
-                                                   "is rank 0 running?)",
-                                                   where),
-                                       0);
+// Returns the authenticated socket, or -1 when the store closed it before answering (it drops
+// the oldest unauthenticated connection when too many wait: try again).
+int StoreClient::Impl::handshake(int fd, uint8_t role, Clock::time_point deadline) {
+  wire::Challenge c{};
+  bool got = false;
   try {
-    uint8_t v[5];
-    const uint32_t w = static_cast<uint32_t>(world);
-    std::memcpy(v, &w, 4);
-    v[4] = role;
-    write_frame(fd, kHello, rank, token, ByteView(v, 5));
-    Frame f;
-    const std::string who = fmt::format("the server at {}", where);
-    bool got = false;
-    try {
-      got = read_frame(fd, f, deadline, who);
-    } catch (const ValueError& e) {
-      TESSERA_FAIL(IOError, "the server at {} is not a Tessera rendezvous store: {}", where,
-                   e.what());
-    }
-    TESSERA_EXPECTS(got, IOError,
-                    "the rendezvous store at {} closed the connection of rank {} without a reply",
-                    where, rank);
-    TESSERA_EXPECTS(f.op != kErr, ValueError, "the rendezvous store at {} refused rank {}: {}",
-                    where, rank, text_of(f.value));
-    TESSERA_EXPECTS(f.op == kOk, IOError, "the server at {} answered hello with operation {}",
-                    where, f.op);
-  } catch (...) {
-    ::close(fd);
-    throw;
+    got = detail::recv_all(fd, &c, sizeof c, deadline, /*eof_ok=*/true);
+  } catch (const IOError&) {
+    return -1;  // reset or closed mid-challenge
   }
+  if (!got) {
+    return -1;
+  }
+  try {
+    wire::check_challenge(c);
+  } catch (const ValueError& e) {
+    TESSERA_FAIL(IOError, "the server at {} is not a Tessera rendezvous store: {}", where,
+                 e.what());
+  }
+  const wire::Hello h = wire::make_hello(c, token, rank, static_cast<uint32_t>(world), role);
+  detail::send_all(fd, &h, sizeof h);
+  wire::Accept a{};
+  try {
+    got = detail::recv_all(fd, &a, sizeof a, deadline, true);
+  } catch (const IOError&) {
+    return -1;
+  }
+  if (!got) {
+    return -1;
+  }
+  wire::check_accept(a, token, c, h, where, rank);
+  Frame f;
+  got = read_frame(fd, f, deadline, fmt::format("the rendezvous store at {}", where));
+  TESSERA_EXPECTS(got, IOError,
+                  "the rendezvous store at {} closed the connection of rank {} without a reply",
+                  where, rank);
+  TESSERA_EXPECTS(f.op != wire::kErr, ValueError, "the rendezvous store at {} refused rank {}: {}",
+                  where, rank, text_of(f.value));
+  TESSERA_EXPECTS(f.op == wire::kOk, IOError, "the server at {} answered hello with operation {}",
+                  where, f.op);
   return fd;
 }
 
+int StoreClient::Impl::connect_and_hello(uint8_t role, double timeout_s) {
+  const auto deadline = Clock::now() + detail::seconds(timeout_s);
+  for (;;) {
+    const int fd = detail::connect_retry(host, port, deadline,
+                                         fmt::format("the rendezvous store at {} (hosted by rank "
+                                                     "0; is rank 0 running?)",
+                                                     where),
+                                         0);
+    int ok = -1;
+    try {
+      ok = handshake(fd, role, deadline);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    if (ok >= 0) {
+      return ok;
+    }
+    ::close(fd);
+    if (Clock::now() >= deadline) {
+      throw TimeoutError(fmt::format("the rendezvous store at {} kept closing the connection of "
+                                     "rank {} before the handshake ended (flooded?)",
+                                     where, rank),
+                         0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 StoreClient::StoreClient(const std::string& host, int port, int rank, int world_size,
-                         const std::string& token, double timeout_s)
+                         const std::string& token, double timeout_s, double heartbeat_s)
     : impl_(std::make_unique<Impl>()) {
+  TESSERA_EXPECTS(heartbeat_s > 0, ValueError,
+                  "store client: heartbeat timeout {} s is not "
+                  "positive",
+                  heartbeat_s);
   impl_->host = host;
   impl_->port = port;
   impl_->rank = rank;
   impl_->world = world_size;
   impl_->token = token;
+  impl_->heartbeat_s = heartbeat_s;
   impl_->where = fmt::format("{}:{}", host, port);
-  impl_->fd = impl_->connect_and_hello(kRoleClient, timeout_s);
+  impl_->fd = impl_->connect_and_hello(wire::kRoleClient, timeout_s);
 }
 
 StoreClient::~StoreClient() {
@@ -660,11 +958,11 @@ StoreClient::~StoreClient() {
 
 void StoreClient::set(const std::string& key, ByteView value) {
   std::lock_guard<std::mutex> lk(impl_->mu);
-  write_frame(impl_->fd, kSet, impl_->rank, key, value);
+  write_frame(impl_->fd, wire::kSet, impl_->rank, key, value);
   Frame f;
   const bool got = read_frame(impl_->fd, f, Clock::now() + std::chrono::seconds(60),
                               "the rendezvous store at " + impl_->where);
-  TESSERA_EXPECTS(got && f.op == kOk, IOError,
+  TESSERA_EXPECTS(got && f.op == wire::kOk, IOError,
                   "the rendezvous store at {} failed to store '{}' for rank {}{}{}", impl_->where,
                   key, impl_->rank, got ? ": " : "", got ? text_of(f.value) : "");
 }
@@ -673,7 +971,7 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
                        int peer) {
   std::lock_guard<std::mutex> lk(impl_->mu);
   const uint64_t ms = static_cast<uint64_t>(timeout_s * 1000);
-  write_frame(impl_->fd, kGet, impl_->rank, key, ByteView(&ms, 8));
+  write_frame(impl_->fd, wire::kGet, impl_->rank, key, ByteView(&ms, 8));
   Frame f;
   const bool got = read_frame(impl_->fd, f, Clock::now() + detail::seconds(timeout_s + 10),
                               "the rendezvous store at " + impl_->where);
@@ -681,7 +979,7 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
     throw PeerLostError(
         fmt::format("the rendezvous store at {} (rank 0) closed the connection", impl_->where), 0);
   }
-  if (f.op == kOk) {
+  if (f.op == wire::kOk) {
     return std::move(f.value);
   }
   const std::string msg = text_of(f.value);
@@ -700,23 +998,46 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
 
 void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
   TESSERA_ASSERT(impl_->watch_fd < 0, "watch() called twice");
-  impl_->watch_fd = impl_->connect_and_hello(kRoleWatch, 60);
+  impl_->watch_fd = impl_->connect_and_hello(wire::kRoleWatch, 60);
   Impl* im = impl_.get();
   impl_->watcher = std::thread([im, on_lost = std::move(on_lost), on_left = std::move(on_left)] {
     std::string why = "the rendezvous store (hosted by rank 0) closed its connection";
+    const auto every = detail::seconds(ping_interval(im->heartbeat_s));
+    const auto silence = detail::seconds(im->heartbeat_s);
+    auto heard = Clock::now();
+    auto next_ping = heard;
     try {
       for (;;) {
-        Frame f;
-        if (!read_frame(im->watch_fd, f, Clock::time_point::max(), "the rendezvous store")) {
+        auto now = Clock::now();
+        if (now >= next_ping) {
+          std::lock_guard<std::mutex> wl(im->watch_write_mu);
+          write_text(im->watch_fd, wire::kPing, im->rank, "");
+          next_ping = now + every;
+        }
+        if (now >= heard + silence) {
+          why = fmt::format(
+              "rank 0, which hosts the rendezvous store, sent no heartbeat for {:.0f} s (frozen, "
+              "e.g. stopped with SIGSTOP, or its host is unreachable)",
+              im->heartbeat_s);
           break;
         }
-        if (f.op == kLost) {
+        pollfd p{im->watch_fd, POLLIN, 0};
+        const int r = ::poll(&p, 1, detail::ms_until(std::min(next_ping, heard + silence)));
+        if (r <= 0) {
+          continue;
+        }
+        Frame f;
+        if (!read_frame(im->watch_fd, f, Clock::now() + silence, "the rendezvous store")) {
+          break;
+        }
+        heard = Clock::now();
+        if (f.op == wire::kLost) {
           on_lost(f.rank, text_of(f.value));
-        } else if (f.op == kLeft) {
+        } else if (f.op == wire::kLeft) {
           if (on_left) {
             on_left(f.rank, "");
           }
-        } else if (f.op == kAllBye) {
+        } else if (f.op == wire::kAllBye) {
           std::lock_guard<std::mutex> lk(im->wmu);
           im->all_bye = true;
           im->wcv.notify_all();
@@ -745,7 +1066,8 @@ bool StoreClient::finish(double timeout_s) {
     return true;
   }
   try {
-    write_frame(impl_->watch_fd, kBye, impl_->rank, "", ByteView());
+    std::lock_guard<std::mutex> wl(impl_->watch_write_mu);
+    write_frame(impl_->watch_fd, wire::kBye, impl_->rank, "", ByteView());
   } catch (const std::exception&) {
     return false;
   }
@@ -754,14 +1076,28 @@ bool StoreClient::finish(double timeout_s) {
   }) && impl_->all_bye;
 }
 
-Rendezvous rendezvous(const LaunchEnv& env, double timeout_s) {
+std::string store_bind_address(const LaunchEnv& env) {
+  if (const char* b = env_or_null("TESSERA_STORE_BIND")) {
+    return b;
+  }
+  return env.local_world_size >= env.world_size ? "127.0.0.1" : env.master_addr;
+}
+
+Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s) {
   Rendezvous rv;
   rv.env = env;
+  const std::string bind = store_bind_address(env);
+  // Every rank on this host: the store listens on loopback only, and everyone connects there
+  // (MASTER_ADDR may name this host by an address the store does not listen on).
+  const bool local =
+      env.local_world_size >= env.world_size && env_or_null("TESSERA_STORE_BIND") == nullptr;
+  const std::string connect_to = local ? std::string("127.0.0.1") : env.master_addr;
   if (env.rank == 0) {
-    rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token);
+    rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token, bind,
+                                              heartbeat_s);
   }
-  rv.client = std::make_unique<StoreClient>(env.master_addr, env.master_port, env.rank,
-                                            env.world_size, env.job_token, timeout_s);
+  rv.client = std::make_unique<StoreClient>(connect_to, env.master_port, env.rank, env.world_size,
+                                            env.job_token, timeout_s, heartbeat_s);
   return rv;
 }
 

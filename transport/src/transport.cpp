@@ -72,6 +72,7 @@ Options Options::from_env() {
   Options o;
   o.rendezvous_timeout_s = env_seconds("TESSERA_RENDEZVOUS_TIMEOUT", o.rendezvous_timeout_s);
   o.op_timeout_s = env_seconds("TESSERA_OP_TIMEOUT", o.op_timeout_s);
+  o.heartbeat_timeout_s = env_seconds("TESSERA_HEARTBEAT_TIMEOUT", o.heartbeat_timeout_s);
   return o;
 }
 

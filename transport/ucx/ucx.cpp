@@ -26,6 +26,7 @@
 
 #include "../src/backends.hpp"
 #include "../src/socket_util.hpp"
+#include "tags.hpp"
 #include "ucx_module.hpp"
 
 /// Checks a UCS status; throws tessera::Error with the call text and UCX's status string.
@@ -43,21 +44,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Tag layout: [63..60 kind][59..40 source rank][39..0 sequence].
-enum Kind : uint64_t { kColl = 1, kReq = 2, kResp = 3 };
-constexpr uint64_t kSeqMask = (uint64_t{1} << 40) - 1;
-uint64_t make_tag(uint64_t kind, int src, uint64_t seq) {
-  return (kind << 60) | (static_cast<uint64_t>(src) << 40) | (seq & kSeqMask);
-}
-uint64_t tag_kind(uint64_t t) {
-  return t >> 60;
-}
-int tag_src(uint64_t t) {
-  return static_cast<int>((t >> 40) & 0xFFFFF);
-}
-uint64_t tag_seq(uint64_t t) {
-  return t & kSeqMask;
-}
+using namespace ucx_tags;
 
 class UcxTransport;
 
@@ -217,7 +204,7 @@ UcxTransport::UcxTransport(const LaunchEnv& env, const Options& options)
   lost_reason_.assign(world_, "");
   left_at_.assign(world_, Clock::time_point::max());
 
-  rv_ = rendezvous(env, options_.rendezvous_timeout_s);
+  rv_ = rendezvous(env, options_.rendezvous_timeout_s, options_.heartbeat_timeout_s);
   rv_.client->watch([this](int r, const std::string& why) { mark_lost(r, why); },
                     [this](int r, const std::string&) { mark_left(r); });
   try {
@@ -441,6 +428,9 @@ void UcxTransport::progress_loop() {
 }
 
 void UcxTransport::deliver(uint64_t tag, Bytes&& data) {
+  if (!valid_tag(tag, world_)) {
+    return;  // not from a rank of this job: received (so UCX lets go of it) and dropped
+  }
   if (tag_kind(tag) == kReq) {
     std::lock_guard<std::mutex> lk(hq_mu_);
     hq_.push_back(Incoming{tag_src(tag), tag_seq(tag), std::move(data)});
@@ -502,17 +492,16 @@ void UcxTransport::handler_loop() {
       hq_.pop_front();
     }
     Bytes response;
-    if (in.payload.size() < 4) {
+    MessageId id = 0;
+    ByteView body;
+    if (!parse_request(in.payload, id, body)) {
       const std::string err =
           fmt::format("malformed request from rank {} ({} bytes) refused by rank {}", in.src,
                       in.payload.size(), rank_);
       response.assign(1, 1);
       response.insert(response.end(), err.begin(), err.end());
     } else {
-      MessageId id;
-      std::memcpy(&id, in.payload.data(), 4);
-      response = handlers_.invoke(rank_, id, in.src,
-                                  ByteView(in.payload.data() + 4, in.payload.size() - 4));
+      response = handlers_.invoke(rank_, id, in.src, body);
     }
     const uint64_t tag = make_tag(kResp, rank_, in.req_id);
     if (in.src == rank_) {

@@ -5,12 +5,16 @@
 //   1), c = edge weights. A vertex line is [size] [w_1 .. w_ncon] (u_1 [ew_1]) (u_2 [ew_2]) ...
 // Every undirected edge appears in the lines of both its ends; both are kept as directed
 // edges (u -> v for neighbor u on the line of v), so the CSC equals the file's adjacency and
-// is symmetric. The number of entries must be exactly 2m.
+// is symmetric. The number of entries must be exactly 2m, and the adjacency symmetric (u listed
+// on v's line as often as v on u's): an asymmetric file is refused, naming a pair.
 // Memory: src/dst (and edge weights) are sized from the header once; the text is streamed.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "read_text.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/graph/dataset.hpp"
 
@@ -19,6 +23,49 @@ namespace tessera {
 namespace fs = std::filesystem;
 using detail::TextReader;
 using detail::Tokens;
+
+namespace {
+
+// A METIS adjacency lists every undirected edge on the lines of both its ends: u must appear on
+// v's line exactly as often as v on u's. Entry k is neighbor src[k] on the line of dst[k], the
+// lines in order (dst non-decreasing), as read_metis stores them; `n` vertices. Throws
+// ValueError naming the first pair found listed on one side only (or a different number of
+// times). Costs one copy of src and a sort of each line.
+void check_symmetric(const std::vector<int64_t>& src, const std::vector<int64_t>& dst, int64_t n,
+                     const std::string& f) {
+  std::vector<int64_t> off(static_cast<size_t>(n) + 1, 0);
+  for (const int64_t v : dst) {
+    ++off[static_cast<size_t>(v) + 1];
+  }
+  for (int64_t v = 0; v < n; ++v) {
+    off[v + 1] += off[v];
+  }
+  std::vector<int64_t> adj = src;
+  parallel_for(0, n, 1 << 12, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      std::sort(adj.begin() + off[v], adj.begin() + off[v + 1]);
+    }
+  });
+  parallel_for(0, n, 1 << 12, [&](int64_t lo, int64_t hi, int64_t) {
+    for (int64_t v = lo; v < hi; ++v) {
+      const auto end = adj.begin() + off[v + 1];
+      for (auto it = adj.begin() + off[v]; it != end;) {
+        const int64_t u = *it;
+        const auto next = std::upper_bound(it, end, u);
+        const auto back = std::equal_range(adj.begin() + off[u], adj.begin() + off[u + 1], v);
+        const int64_t here = next - it, there = back.second - back.first;
+        TESSERA_EXPECTS(here == there, ValueError,
+                        "{}: the adjacency is not symmetric: vertex {} lists neighbor {} {} "
+                        "time(s), vertex {} lists {} {} time(s) (a METIS graph lists every edge "
+                        "on the lines of both its ends)",
+                        f, v + 1, u + 1, here, u + 1, v + 1, there);
+        it = next;
+      }
+    }
+  });
+}
+
+}  // namespace
 
 Dataset read_metis(const fs::path& file, const ReadOptions& opts) {
   (void)opts;
@@ -71,6 +118,14 @@ Dataset read_metis(const fs::path& file, const ReadOptions& opts) {
   TESSERA_EXPECTS(nh < 4 || has_vw, ValueError,
                   "{}:{}: ncon is given but fmt {} declares no vertex weights", f, hdr_line, fmtv);
 
+  // Every vertex line takes a byte, every adjacency entry two ("7 "), every weight two: counts
+  // no file of this size can hold are refused before anything is sized from them.
+  const int64_t cap = detail::text_capacity(in) + 1;
+  TESSERA_EXPECTS(n <= cap && m <= cap / 4 && (!has_vw || n <= cap / (2 * ncon)), ValueError,
+                  "{}:{}: the header's counts (n = {}, m = {}{}) are more than a file of {} bytes "
+                  "can hold",
+                  f, hdr_line, n, m, has_vw ? fmt::format(", ncon = {}", ncon) : "",
+                  in.file_size());
   const int64_t entries = 2 * m;
   std::vector<int64_t>& src = ds.edges.src;
   std::vector<int64_t>& dst = ds.edges.dst;
@@ -140,6 +195,8 @@ Dataset read_metis(const fs::path& file, const ReadOptions& opts) {
                   "{}: {} adjacency entries, but the header (line {}) says m = {} undirected "
                   "edges, so 2*m = {} are expected",
                   f, k, hdr_line, m, entries);
+
+  check_symmetric(src, dst, n, f);
 
   ds.edges.num_nodes = n;
   if (has_vw) ds.ndata["node_weight"] = Array::from_vector(std::move(vw), {n, ncon});

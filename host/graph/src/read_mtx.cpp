@@ -106,6 +106,11 @@ Dataset read_mtx(const fs::path& file, const ReadOptions& opts) {
                   "{}:{}: matrix is {} x {}; only square matrices are graphs", f, size_line,
                   dims[0], dims[1]);
 
+  // Every entry takes at least four bytes ("1 1\n"): a count no file of this size can hold is
+  // refused before anything is sized from it.
+  TESSERA_EXPECTS(nnz <= (detail::text_capacity(in) + 1) / 4, ValueError,
+                  "{}:{}: the size line's {} entries are more than a file of {} bytes can hold", f,
+                  size_line, nnz, in.file_size());
   const int64_t cap = (symmetric || skew) ? 2 * nnz : nnz;
   std::vector<int64_t>& src = ds.edges.src;
   std::vector<int64_t>& dst = ds.edges.dst;

@@ -13,6 +13,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The largest node count meta.json may declare: far above any real graph, far below what would
+// overflow the arrays sized from it.
+constexpr uint64_t kMaxMetaNodes = uint64_t{1} << 40;
+
 bool is_mask_name(const std::string& n) {
   return n.size() > 5 && n.compare(n.size() - 5, 5, "_mask") == 0;
 }
@@ -69,8 +73,14 @@ Dataset read_npy_dir(const fs::path& dir, const ReadOptions& opts) {
 
   // Node count: meta.json num_nodes, else the rows of feat/label, else max ID + 1.
   int64_t n = -1;
-  if (ds.meta.contains("num_nodes") && ds.meta["num_nodes"].is_number_integer())
-    n = ds.meta["num_nodes"].get<int64_t>();
+  if (ds.meta.contains("num_nodes")) {
+    const nlohmann::json& v = ds.meta["num_nodes"];
+    TESSERA_EXPECTS(v.is_number_integer(), ValueError,
+                    "{}: num_nodes must be a whole number, got {}", meta_path.string(), v.dump());
+    TESSERA_EXPECTS(v.is_number_unsigned() && v.get<uint64_t>() <= kMaxMetaNodes, ValueError,
+                    "{}: num_nodes {} is outside [0, 2^40]", meta_path.string(), v.dump());
+    n = v.get<int64_t>();
+  }
   std::vector<fs::path> arrays;
   for (const auto& ent : fs::directory_iterator(dir)) {
     const fs::path p = ent.path();

@@ -61,6 +61,11 @@ int64_t read_csv(const fs::path& path, int64_t rows, Begin&& begin, Cell&& cell)
     const char* e = p + line.size();
     if (cols < 0) {
       cols = 1 + std::count(p, e, ',');
+      // Every field takes two bytes ("7," or "7\n"): a row count no file of this size can hold
+      // is refused before begin() sizes anything from it.
+      TESSERA_EXPECTS(rows < 0 || rows <= (detail::text_capacity(in) + 1) / (2 * cols), ValueError,
+                      "{}: {} rows of {} fields are more than a file of {} bytes can hold", f, rows,
+                      cols, in.file_size());
       begin(cols);
     }
     TESSERA_EXPECTS(rows < 0 || r < rows, ValueError, "{}:{}: more than the {} rows expected", f,
@@ -276,6 +281,9 @@ Dataset read_ogb_dir(const fs::path& dir, const ReadOptions& opts) {
   const int64_t n = read_count(nodes_file);
   const int64_t e = read_count(edges_count_file);
 
+  TESSERA_EXPECTS(e <= (detail::text_capacity(edge_file) + 1) / 4, ValueError,
+                  "{}: {} edges are more than {} ({} bytes) can hold", edges_count_file.string(), e,
+                  edge_file.filename().string(), fs::file_size(edge_file));
   ds.edges.num_nodes = n;
   ds.edges.src.resize(static_cast<size_t>(e));
   ds.edges.dst.resize(static_cast<size_t>(e));

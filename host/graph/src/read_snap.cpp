@@ -69,7 +69,7 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
   std::vector<int64_t>& dst = ds.edges.dst;
   int64_t max_id = -1;
   Progress prog("reading " + file.filename().string(), in.file_size(), "bytes");
-  std::string_view line, tok;
+  std::string_view line;
   while (in.next_line(line)) {
     if (line.empty() || line[0] == '#' || line[0] == '%') {
       if (!seen_data && !line.empty()) {
@@ -91,7 +91,8 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
     if (!t.next(a)) continue;  // blank line
     if (!seen_data) {
       seen_data = true;
-      if (hdr_edges > 0) {
+      // The header's count sizes the arrays only as far as the file can hold edges ("0 1\n").
+      if (hdr_edges > 0 && hdr_edges <= (detail::text_capacity(in) + 1) / 4) {
         src.reserve(static_cast<size_t>(hdr_edges));
         dst.reserve(static_cast<size_t>(hdr_edges));
       }
@@ -131,6 +132,12 @@ Dataset read_snap(const fs::path& file, const ReadOptions& opts) {
   // Renumber (see the comment at the top).
   std::vector<int64_t> orig;
   int64_t n = 0;
+  // A header's node count beyond the edges' IDs means isolated nodes; one far beyond what the
+  // edges could name (the renumbering's own dense limit) is no count of this file's graph.
+  TESSERA_EXPECTS(hdr_nodes <= std::max(max_id + 1, 2 * e + 1024), ValueError,
+                  "{}: header (line {}) says Nodes: {} but the {} edge lines name IDs up to {}: "
+                  "a count that large would be almost only isolated nodes (fix or remove it)",
+                  f, hdr_line, hdr_nodes, e, max_id);
   if (hdr_nodes >= 0 && max_id < hdr_nodes) {
     n = hdr_nodes;  // identity
   } else if (max_id < 2 * e + 1024) {

@@ -87,7 +87,28 @@ void TextReader::read_ahead() {
   }
 }
 
+// Throws the error of the chunk that failed, once the lines before it have been parsed.
+void TextReader::raise_failure() const {
+  // zlib reports a gzip stream that ends early as Z_BUF_ERROR after returning what it had.
+  if (fail_errnum_ == Z_BUF_ERROR) {
+    TESSERA_FAIL(ValueError, "{}: truncated gzip stream (unexpected end of file after line {})",
+                 name_, line_no_);
+  }
+  if (fail_errnum_ == Z_ERRNO) {
+    TESSERA_FAIL(IOError, "{}: read failed after line {}: {}", name_, line_no_,
+                 std::strerror(fail_errno_));
+  }
+  std::string what = fail_msg_.empty() ? "unknown zlib error" : fail_msg_;
+  if (what.rfind(name_ + ": ", 0) == 0) {
+    what.erase(0, name_.size() + 2);  // zlib adds the path
+  }
+  TESSERA_FAIL(ValueError, "{}: corrupt gzip data after line {}: {}", name_, line_no_, what);
+}
+
 bool TextReader::fill() {
+  if (failed_) {
+    raise_failure();
+  }
   if (eof_) return false;
   Chunk c;
   {
@@ -101,22 +122,19 @@ bool TextReader::fill() {
   buf_ = std::move(c.data);
   offset_ = c.offset;
   const int n = c.n;
-  const int errnum = c.errnum;
-  const char* msg = c.has_msg ? c.msg.c_str() : nullptr;
-  errno = c.sys_errno;
-  if (n < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+  if (n < 0 || (c.errnum != Z_OK && c.errnum != Z_STREAM_END)) {
     eof_ = true;  // the reading thread has stopped
-    // zlib reports a gzip stream that ends early as Z_BUF_ERROR after returning what it had.
-    if (errnum == Z_BUF_ERROR)
-      TESSERA_FAIL(ValueError, "{}: truncated gzip stream (unexpected end of file after line {})",
-                   name_, line_no_);
-    if (errnum == Z_ERRNO)
-      TESSERA_FAIL(IOError, "{}: read failed: {}", name_, std::strerror(errno));
-    std::string what = msg ? msg : "unknown zlib error";
-    if (what.rfind(name_ + ": ", 0) == 0) what.erase(0, name_.size() + 2);  // zlib adds the path
-    TESSERA_FAIL(ValueError, "{}: corrupt gzip data after line {}: {}", name_, line_no_, what);
+    failed_ = true;
+    fail_errnum_ = c.errnum;
+    fail_errno_ = c.sys_errno;
+    fail_msg_ = c.has_msg ? c.msg : "";
+    // What zlib returned before the error is parsed first, so the error names the last line
+    // read in full (a truncated stream's lines up to the cut are all there).
+    if (n <= 0) {
+      raise_failure();
+    }
   }
-  if (n == 0) {
+  if (n <= 0) {
     eof_ = true;
     return false;
   }
@@ -156,6 +174,20 @@ bool TextReader::next_line(std::string_view& line) {
   line = carry_;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return true;
+}
+
+int64_t text_capacity(const fs::path& path) {
+  constexpr int64_t kMaxInflate = 1032;
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  const int64_t b = ec ? 0 : static_cast<int64_t>(size);
+  std::ifstream in(path, std::ios::binary);
+  unsigned char m[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(m), 2);
+  if (in.gcount() != 2 || m[0] != 0x1f || m[1] != 0x8b) {
+    return b;
+  }
+  return b > INT64_MAX / kMaxInflate ? INT64_MAX : b * kMaxInflate;
 }
 
 bool parse_int64(std::string_view tok, int64_t& out) {

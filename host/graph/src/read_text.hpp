@@ -56,9 +56,14 @@ class TextReader {
   };
   void read_ahead();
   bool fill();
+  [[noreturn]] void raise_failure() const;
   std::string name_;
   gzFile gz_ = nullptr;
   bool gzipped_ = false, eof_ = false;
+  // The error of the last chunk read, raised once the data before it has been parsed.
+  bool failed_ = false;
+  int fail_errnum_ = Z_OK, fail_errno_ = 0;
+  std::string fail_msg_;
   int64_t file_size_ = 0, line_no_ = 0, offset_ = 0;
   size_t chunk_bytes_ = 0;
   std::mutex mu_;
@@ -71,6 +76,20 @@ class TextReader {
   size_t pos_ = 0, end_ = 0;
   std::string carry_;  // a line that crosses a chunk boundary
 };
+
+/// The most bytes of text `path` can hold: its size, or for a gzip file (by its magic bytes) its
+/// size times deflate's largest ratio (1032:1). A count a header announces is checked against
+/// it before anything is sized from it, so an absurd count is refused, never allocated.
+int64_t text_capacity(const std::filesystem::path& path);
+/// The same for the file `in` reads.
+inline int64_t text_capacity(const TextReader& in) {
+  constexpr int64_t kMaxInflate = 1032;
+  const int64_t b = in.file_size();
+  if (!in.gzipped()) {
+    return b;
+  }
+  return b > INT64_MAX / kMaxInflate ? INT64_MAX : b * kMaxInflate;
+}
 
 /// True if `c` separates tokens in whitespace-separated formats (space, tab, '\r', '\v', '\f').
 inline bool is_blank(char c) {

@@ -28,10 +28,13 @@ void validate_to_block_args(const SampledEdges& edges, Span<const int64_t> dst_n
                     dst_nodes[i], i);
   // Negative IDs would meet the tables' empty-slot and "no destination yet" marks (-1) and come
   // out as wrong local IDs instead of an error.
-  for (int64_t i = 0; i < edges.src.size(); ++i)
-    if ((edges.src[i] | edges.dst[i]) < 0)
+  const auto num_edges = static_cast<int64_t>(edges.src.size());
+  for (int64_t i = 0; i < num_edges; ++i) {
+    if ((edges.src[i] | edges.dst[i]) < 0) {
       TESSERA_FAIL(IndexError, "to_block: edge {} ({} -> {}) has a negative node ID", i,
                    edges.src[i], edges.dst[i]);
+    }
+  }
 }
 
 void validate_induced_subgraph_args(const Graph& graph, Span<const int64_t> nodes) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transparent huge pages for the sampling layouts (internal).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU twin's row algorithms (docs/sampling.md, "sample_neighbors"): Floyd's algorithm in
 // its SIMD forms, weighted successive sampling over prefix sums, and the windowed uniform
 // pipeline that feeds the output sinks of sample_sinks.hpp. The CUDA twin's per-row logic is

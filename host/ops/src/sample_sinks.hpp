@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The output sinks of the CPU sampler's windowed uniform pipeline (RowSampler::run_uniform in
 // sample_rows.hpp): it hands every window of sampled positions to a sink, which writes the
 // window's edges and prefetches the next window's adjacency words as it goes. CooSink appends a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // SamplingGraph and the layouts it prepares: storage-order weights and their per-row prefix sums,
 // the interleaved adjacency, and compaction workspaces lent from a pool.
 #include "tessera/ops/sampling_graph.hpp"

@@ -587,12 +587,23 @@ Assignment detail::assign_metis(const Graph& csc, int64_t num_parts,
   return a;
 }
 
-Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {
-  TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
+void check_partition_options(const PartitionOptions& opts) {
   TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
                   "--parts must be in [1, 2^31), got {}", opts.num_parts);
   TESSERA_EXPECTS(opts.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}",
                   opts.halo_hops);
+  TESSERA_EXPECTS(opts.ufactor == -1 || (opts.ufactor >= 1 && opts.ufactor <= kMaxUfactor),
+                  ValueError,
+                  "--ufactor must be in [1, {}] (allowed imbalance in 1/1000), or unset for "
+                  "METIS's default, got {}",
+                  kMaxUfactor, opts.ufactor);
+  TESSERA_EXPECTS(opts.seed >= -1, ValueError,
+                  "--seed must be >= 0 (or unset for the default), got {}", opts.seed);
+}
+
+Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {
+  TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
+  check_partition_options(opts);
   if (opts.method == PartMethod::kRandom) {
     return assign_random(ds.num_nodes, opts.num_parts,
                          static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));

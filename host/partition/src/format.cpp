@@ -2,6 +2,11 @@
 // The JSON config and the partition folders: serialization, parsing, loading.
 #include "tessera/partition/format.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "tessera/core/error.hpp"
@@ -346,6 +351,48 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
   return c;
 }
 
+namespace {
+
+// Checks a loaded file against the size and CRC-32 the config lists. The data is checksummed
+// where it was loaded (memory or the mapping), so the file is read once, not twice; only the
+// header (and any bytes after the data, which Tessera never writes) are read again.
+void verify_file(const std::filesystem::path& fp, const PartFile& pf, const Array& a, int64_t p) {
+  std::error_code ec;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(fp, ec));
+  TESSERA_EXPECTS(!ec, IOError, "partition {}: cannot stat {}: {}", p, fp.string(), ec.message());
+  TESSERA_EXPECTS(bytes == pf.bytes, ValueError,
+                  "partition {}: {} has {} bytes but the config lists {} (corrupted, or from "
+                  "another partitioning)",
+                  p, fp.string(), bytes, pf.bytes);
+  const NpyHeader h = read_npy_header(fp);
+  const auto data_end = static_cast<int64_t>(h.data_offset + a.nbytes());
+  TESSERA_ASSERT(data_end <= bytes, "{}: data ends at {} in a file of {} bytes", fp.string(),
+                 data_end, bytes);
+  std::string head(h.data_offset, '\0'), tail(static_cast<size_t>(bytes - data_end), '\0');
+  {
+    const int fd = ::open(fp.c_str(), O_RDONLY | O_CLOEXEC);
+    TESSERA_EXPECTS(fd >= 0, IOError, "partition {}: cannot open {}: {}", p, fp.string(),
+                    std::strerror(errno));
+    try {
+      pread_all(fd, head.data(), head.size(), 0, fp.string());
+      pread_all(fd, tail.data(), tail.size(), data_end, fp.string());
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);
+  }
+  uint32_t crc = crc32_update(0, head.data(), head.size());
+  crc = crc32_update(crc, a.raw(), a.nbytes());
+  crc = crc32_update(crc, tail.data(), tail.size());
+  TESSERA_EXPECTS(crc == pf.crc32, ValueError,
+                  "partition {}: {} has checksum {} but the config lists {} (corrupted, or from "
+                  "another partitioning; load with verify_checksums=false to skip the check)",
+                  p, fp.string(), crc32_hex(crc), crc32_hex(pf.crc32));
+}
+
+}  // namespace
+
 LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOptions& opts) {
   TESSERA_EXPECTS(p >= 0 && p < c.num_parts, IndexError, "{}: partition {} outside [0, {})",
                   c.path.string(), p, c.num_parts);
@@ -361,23 +408,14 @@ LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOpt
     const std::filesystem::path fp = dir / name;
     TESSERA_EXPECTS(std::filesystem::is_regular_file(fp), IOError,
                     "partition {}: file {} is missing", p, fp.string());
-    if (opts.verify_checksums) {
-      const auto bytes = static_cast<int64_t>(std::filesystem::file_size(fp));
-      TESSERA_EXPECTS(bytes == pf->bytes, ValueError,
-                      "partition {}: {} has {} bytes but the config lists {} (corrupted, or from "
-                      "another partitioning)",
-                      p, fp.string(), bytes, pf->bytes);
-      const uint32_t crc = file_crc32(fp);
-      TESSERA_EXPECTS(crc == pf->crc32, ValueError,
-                      "partition {}: {} has checksum {} but the config lists {} (corrupted, or "
-                      "from another partitioning)",
-                      p, fp.string(), crc32_hex(crc), crc32_hex(pf->crc32));
-    }
     Array a = opts.mmap ? mmap_npy(fp) : read_npy(fp);
     TESSERA_EXPECTS(a.dtype() == pf->dtype && a.shape() == pf->shape, ValueError,
                     "partition {}: {} is {} {} but the config lists {} {}", p, fp.string(),
                     dtype_name(a.dtype()), a.shape_str(), dtype_name(pf->dtype),
                     shape_string(pf->shape));
+    if (opts.verify_checksums) {
+      verify_file(fp, *pf, a, p);
+    }
     return a;
   };
   LocalPartition L;

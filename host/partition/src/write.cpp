@@ -231,22 +231,13 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
 
   // --overwrite replaces the whole output folder: refuse unless it holds only what a previous
   // run writes (configs and part<N>/ folders), so a mistyped --out cannot wipe a real folder.
-  if (out.overwrite && std::filesystem::exists(out.out_dir)) {
-    TESSERA_EXPECTS(std::filesystem::is_directory(out.out_dir), ValueError,
-                    "--out {}: exists and is not a folder", out.out_dir.string());
-    for (const auto& ent : std::filesystem::directory_iterator(out.out_dir)) {
-      const std::string f = ent.path().filename().string();
-      const bool part_dir = ent.is_directory() && f.size() > 4 && f.compare(0, 4, "part") == 0 &&
-                            f.find_first_not_of("0123456789", 4) == std::string::npos;
-      const bool config = ent.is_regular_file() && ent.path().extension() == ".json";
-      TESSERA_EXPECTS(part_dir || config, ValueError,
-                      "--out {}: refusing to overwrite a folder that holds '{}', which is not "
-                      "partition output (choose an empty or new folder)",
-                      out.out_dir.string(), f);
-    }
-  }
   // Fails now (before any work) if the output exists and --overwrite was not given.
-  AtomicDir dir(out.out_dir, out.overwrite);
+  AtomicDir dir(out.out_dir, out.overwrite, [](const std::string& f, bool is_dir) {
+    const bool part_dir = is_dir && f.size() > 4 && f.compare(0, 4, "part") == 0 &&
+                          f.find_first_not_of("0123456789", 4) == std::string::npos;
+    const bool config = !is_dir && f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0;
+    return part_dir || config;
+  });
 
   PartitionStats st;
   st.graph_name = out.name.empty() ? ds.name : out.name;

@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
 #include <thread>
@@ -74,6 +77,123 @@ TEST(AtomicDir, CommitRenamesAndAbortCleansUp) {
     ++entries;
   }
   EXPECT_EQ(entries, 1u) << "temporary folder left behind";
+}
+
+std::string host_for_temp_names() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  std::string h(buf);
+  for (char& c : h) {
+    if (c == '/' || c == '-') {
+      c = '_';
+    }
+  }
+  return h;
+}
+
+// A pid no process has (a child that exited and was reaped; pids are reused only after wrapping).
+pid_t dead_pid() {
+  const pid_t p = ::fork();
+  if (p == 0) {
+    ::_exit(0);
+  }
+  ::waitpid(p, nullptr, 0);
+  return p;
+}
+
+TEST(AtomicDir, OverwriteReplacesOnlyWhatTheCallerMayReplace) {
+  test::TempDir tmp;
+  const auto out = tmp / "out";
+  fs::create_directories(out);
+  std::ofstream(out / "thesis.tex") << "years of work";
+  // No predicate: only an empty folder may be replaced.
+  TESSERA_EXPECT_THROW_MSG(AtomicDir(out, true), ValueError, "'thesis.tex'");
+  const AtomicDir::Replaceable npy_only = [](const std::string& f, bool is_dir) {
+    return !is_dir && f.size() > 4 && f.compare(f.size() - 4, 4, ".npy") == 0;
+  };
+  TESSERA_EXPECT_THROW_MSG(AtomicDir(out, true, npy_only), ValueError, "refusing to overwrite");
+  EXPECT_TRUE(fs::exists(out / "thesis.tex"));
+  fs::remove(out / "thesis.tex");
+  std::ofstream(out / "old.npy") << "old";
+  {
+    AtomicDir d(out, true, npy_only);
+    std::ofstream(d.path() / "new.npy") << "new";
+    d.commit();
+  }
+  EXPECT_TRUE(fs::exists(out / "new.npy"));
+  EXPECT_FALSE(fs::exists(out / "old.npy"));
+  size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(tmp.path())) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u) << "the old output or a temporary folder was left behind";
+  std::ofstream(tmp / "file") << "x";
+  TESSERA_EXPECT_THROW_MSG(AtomicDir(tmp / "file", true, npy_only), ValueError, "is not a folder");
+}
+
+// While a folder is replaced again and again, a reader polling a file in it finds it every time:
+// the swap is one atomic exchange, never a removal followed by a rename.
+TEST(AtomicDir, ReadersNeverFindTheOutputMissing) {
+  test::TempDir tmp;
+  const auto out = tmp / "out";
+  const AtomicDir::Replaceable any = [](const std::string&, bool) { return true; };
+  {
+    AtomicDir d(out, false);
+    std::ofstream(d.path() / "marker") << 0;
+    d.commit();
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> looks{0}, missing{0};
+  std::thread reader([&] {
+    while (!done) {
+      if (!fs::exists(out / "marker")) {
+        ++missing;
+      }
+      ++looks;
+    }
+  });
+  for (int i = 1; i <= 200; ++i) {
+    AtomicDir d(out, true, any);
+    std::ofstream(d.path() / "marker") << i;
+    d.commit();
+  }
+  done = true;
+  reader.join();
+  EXPECT_GT(looks.load(), 0);
+  EXPECT_EQ(missing.load(), 0) << "of " << looks.load() << " looks";
+  std::ifstream in(out / "marker");
+  int last = -1;
+  in >> last;
+  EXPECT_EQ(last, 200);
+}
+
+// kill -9 during a write leaves a hidden temporary folder: the next run on this host removes it
+// once its process is gone, and leaves alone those of running processes and of other hosts.
+TEST(AtomicDir, StaleTemporariesOfDeadProcessesAreRemoved) {
+  test::TempDir tmp;
+  const std::string host = host_for_temp_names();
+  const pid_t dead = dead_pid();
+  const auto stale = tmp / fmt::format(".out.tmp-{}-{}", host, dead);
+  const auto legacy = tmp / fmt::format(".out.tmp-{}", dead);  // named before hosts were recorded
+  const auto stale_old = tmp / fmt::format(".out.old-{}-{}", host, dead);
+  const auto alive = tmp / fmt::format(".out.tmp-{}-{}", host, ::getppid());
+  const auto elsewhere = tmp / fmt::format(".out.tmp-otherhost-{}", dead);
+  const auto other_output = tmp / fmt::format(".other.tmp-{}-{}", host, dead);
+  for (const auto& d : {stale, legacy, stale_old, alive, elsewhere, other_output}) {
+    fs::create_directories(d / "part0");
+    std::ofstream(d / "part0" / "indices.npy") << "half-written";
+  }
+  {
+    AtomicDir d(tmp / "out", false);
+    d.commit();
+  }
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_FALSE(fs::exists(stale_old));
+  EXPECT_TRUE(fs::exists(alive));
+  EXPECT_TRUE(fs::exists(elsewhere));
+  EXPECT_TRUE(fs::exists(other_output));
 }
 
 TEST(Checksum, MatchesKnownCrc32) {

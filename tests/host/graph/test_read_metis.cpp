@@ -121,6 +121,31 @@ TEST(ReadMetis, RejectsMalformed) {
   TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError, f + ": empty file");
   test::write_text(p, "-3 2\n");
   TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError, "negative vertex or edge count");
+  // Counts no file of this size can hold are refused before anything is sized from them.
+  test::write_text(p, "1 1000000000000\n\n");
+  TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError,
+                           f + ":1: the header's counts (n = 1, m = 1000000000000) are more than a "
+                               "file of 17 bytes can hold");
+  test::write_text(p, "4000000000000 1\n2\n1\n");
+  TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError, "(n = 4000000000000, m = 1) are more");
+  test::write_text(p, "2 1 10 1000\n1 2\n1 1\n");
+  TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError, "ncon = 1000) are more than a file");
+}
+
+// Right counts, asymmetric lists: refused, naming the pair, whichever side lacks it or holds it
+// a different number of times.
+TEST(ReadMetis, RejectsAsymmetricAdjacency) {
+  test::TempDir tmp;
+  const auto p = tmp / "asym.graph";
+  const std::string f = p.string();
+  test::write_text(p, "3 2\n2\n3\n1 2\n");  // 1 lists 2, 2 does not list 1
+  TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError,
+                           f + ": the adjacency is not symmetric: vertex 1 lists neighbor 2 1 "
+                               "time(s), vertex 2 lists 1 0 time(s)");
+  test::write_text(p, "3 3\n2 2 3\n1 3\n1\n");  // 1 lists 2 twice, 2 lists 1 once
+  TESSERA_EXPECT_THROW_MSG(read_metis(p, {}), ValueError, "vertex 1 lists neighbor 2 2 time(s)");
+  test::write_text(p, "4 3\n\n3 4\n2 4\n3 2\n");  // a symmetric triangle, in any order
+  EXPECT_EQ(read_metis(p, {}).edges.src.size(), 6u);
 }
 
 TEST(ReadMetis, GzipAndTruncated) {

@@ -79,6 +79,9 @@ TEST(ReadMtx, RejectsMalformed) {
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), TypeError, f + ":1: field 'complex' is not supported");
   test::write_text(p, "%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "format 'array' is not supported");
+  test::write_text(p, "%%MatrixMarket matrix coordinate pattern general\n2 2 1000000000000\n1 2\n");
+  TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError,
+                           f + ":2: the size line's 1000000000000 entries are more than a file of");
   test::write_text(p, "%%MatrixMarket matrix coordinate real hermitian\n2 2 1\n1 1 1\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "symmetry 'hermitian'");
   test::write_text(p, "1 2 3\n");

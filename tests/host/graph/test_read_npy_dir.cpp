@@ -159,5 +159,19 @@ TEST(ReadNpyDir, RejectsMismatchedArrays) {
   TESSERA_EXPECT_THROW_MSG(read_npy_dir(d, {}), ValueError, "shape [2, E]");
 }
 
+// meta.json's node count is refused when negative, absurd or not a whole number, naming it.
+TEST(ReadNpyDir, RejectsBadNodeCounts) {
+  test::TempDir tmp;
+  const auto d = tmp / "ds";
+  for (const char* bad :
+       {"-5", "1e3", "\"12\"", "2.5", "1099511627777", "18446744073709551615", "null"}) {
+    write_npy_graph(d, 3, {{0, 1}, {1, 2}}, {});
+    std::ofstream(d / "meta.json") << "{\"num_nodes\": " << bad << "}";
+    TESSERA_EXPECT_THROW_MSG(read_npy_dir(d, {}), ValueError, "meta.json: num_nodes");
+  }
+  std::ofstream(d / "meta.json") << "{\"num_nodes\": 3}";
+  EXPECT_EQ(read_npy_dir(d, {}).edges.num_nodes, 3);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -149,6 +149,17 @@ TEST(ReadOgb, RejectsMalformedFiles) {
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError, edge + ": has 2 rows, expected 3");
   test::write_gz(edge, "0,1\n1,2\n3,0\n2,2\n");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError, edge + ":4: more than the 3 rows");
+  restore();
+  // Counts no file of its size can hold are refused before anything is sized from them.
+  const std::string ecount = (d / "raw" / "num-edge-list.csv.gz").string();
+  const std::string ncount = (d / "raw" / "num-node-list.csv.gz").string();
+  test::write_gz(ecount, "100000000000000\n");
+  TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError,
+                           ecount + ": 100000000000000 edges are more than edge.csv.gz");
+  restore();
+  test::write_gz(ncount, "100000000000000\n");
+  TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError,
+                           "100000000000000 rows of 2 fields are more than a file of");
   test::write_gz(edge, "0 1\n1 2\n3 0\n");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError, "expected 2 comma-separated");
   restore();

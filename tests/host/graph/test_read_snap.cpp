@@ -138,6 +138,37 @@ TEST(ReadSnap, RejectsHeaderCountMismatch) {
                            p.string() + ": header (line 1) says Edges: 5 but the file has 2");
   test::write_text(p, "# Nodes: 2 Edges: 2\n10 11\n11 12\n");
   TESSERA_EXPECT_THROW_MSG(read_snap(p, {}), ValueError, "says Nodes: 2 but the edges name 3");
+  // A node count no edge list of this size could mean is refused, not allocated.
+  test::write_text(p, "# Nodes: 4444444444444444440 Edges: 1\n0 1\n");
+  TESSERA_EXPECT_THROW_MSG(read_snap(p, {}), ValueError,
+                           "says Nodes: 4444444444444444440 but the 1 edge lines name IDs up to 1");
+  test::write_text(p, "# Nodes: 100 Edges: 1\n0 1\n");
+  EXPECT_EQ(read_snap(p, {}).edges.num_nodes, 100);
+}
+
+// A truncated stream smaller than one read chunk: the lines before the cut are parsed, and the
+// error names the last of them, not line 0.
+TEST(ReadSnap, TruncatedGzipNamesTheLastLineRead) {
+  test::TempDir tmp;
+  const auto p = tmp / "cut.txt.gz";
+  std::string text;
+  for (int i = 0; i < 20000; ++i) {
+    text += std::to_string(i) + " " + std::to_string(i + 1) + "\n";
+  }
+  test::write_gz(p, text);
+  test::truncate_file(p, std::filesystem::file_size(p) / 2);
+  std::string msg;
+  try {
+    read_snap(p, {});
+  } catch (const ValueError& e) {
+    msg = e.what();
+  }
+  const std::string key = "unexpected end of file after line ";
+  const size_t at = msg.find(key);
+  ASSERT_NE(at, std::string::npos) << msg;
+  const int64_t line = std::stoll(msg.substr(at + key.size()));
+  EXPECT_GT(line, 1000) << msg;
+  EXPECT_LT(line, 20000) << msg;
 }
 
 TEST(ReadSnap, RejectsTruncatedAndCorruptGzip) {

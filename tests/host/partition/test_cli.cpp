@@ -217,6 +217,48 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   EXPECT_NE(r.out.find("--streams 0: expected 1 to 64"), std::string::npos) << r.out;
 }
 
+// Empty inputs and more partitions than nodes are refused with one clear message unless asked
+// for (--allow-empty); out-of-range options are refused by name before the input is read.
+TEST_F(Cli, EmptyInputsAndOutOfRangeOptionsAreRefused) {
+  TempDir tmp;
+  const std::string cora = dataset("cora").string();
+  const std::string out = (tmp / "o").string();
+  std::ofstream(tmp / "comments.txt") << "# FromNodeId\tToNodeId\n# nothing else\n";
+  std::ofstream(tmp / "empty.txt").flush();
+  {
+    // A 0-byte .gz file (gzip reads it as an empty stream).
+    std::ofstream(tmp / "zero.txt.gz").flush();
+  }
+  for (const char* f : {"comments.txt", "empty.txt", "zero.txt.gz"}) {
+    const std::string in = (tmp / f).string();
+    CmdResult r = run(fmt::format("partition -i {} -k 2 --out {} -q", in, out));
+    EXPECT_NE(r.rc, 0) << f;
+    EXPECT_NE(r.out.find(in + ": the graph has no nodes"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(tmp / "o")) << f;
+    r = run(fmt::format("partition -i {} -k 2 --allow-empty --out {} -q", in, out));
+    EXPECT_EQ(r.rc, 0) << r.out;
+    fs::remove_all(tmp / "o");
+  }
+  CmdResult r = run(fmt::format("partition -i {} -k 1000000000 --out {} -q", cora, out));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--parts 1000000000 is more than the 2708 nodes"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o"));
+  for (const char* u : {"-5", "0", "100001"}) {
+    r = run(fmt::format("partition -i {} -k 2 --ufactor {} --out {} -q", cora, u, out));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find(fmt::format("--ufactor must be in [1, 100000] (allowed imbalance in "
+                                     "1/1000), or unset for METIS's default, got {}",
+                                     u)),
+              std::string::npos)
+        << r.out;
+  }
+  r = run(fmt::format("partition -i {} -k 2 --seed -5 --out {} -q", cora, out));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--seed must be >= 0"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o"));
+}
+
 TEST_F(Cli, BadArguments) {
   TempDir tmp;
   const std::string cora = dataset("cora").string();
@@ -247,6 +289,30 @@ TEST_F(Cli, BadArguments) {
       << r.out;
   r = run(fmt::format("validate {} --dataset {}", (tmp / "o" / "c.json").string(), cora));
   EXPECT_EQ(r.rc, 0) << r.out;
+}
+
+// --overwrite never destroys what the command did not write: generate gets partition's guard.
+TEST_F(Cli, OverwriteRefusesAFolderHoldingForeignFiles) {
+  TempDir tmp;
+  const fs::path home = tmp / "home";
+  fs::create_directories(home / "photos");
+  std::ofstream(home / "notes.txt") << "mine";
+  CmdResult r = run(
+      fmt::format("generate rmat --scale 6 --edge-factor 4 --out {} --overwrite", home.string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("refusing to overwrite"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(home / "notes.txt"));
+  EXPECT_TRUE(fs::exists(home / "photos"));
+  // A folder generate wrote is replaced.
+  const fs::path data = tmp / "rmat";
+  r = run(
+      fmt::format("generate rmat --scale 6 --edge-factor 4 --feat-dim 3 --out {}", data.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = run(
+      fmt::format("generate rmat --scale 7 --edge-factor 4 --out {} --overwrite", data.string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_FALSE(fs::exists(data / "feat.npy"));
+  EXPECT_EQ(read_npy_header(data / "edge_index.npy").shape[1], 128 * 4);  // scale 7
 }
 
 // Stored edges of `tessera partition -i input flags` (from --stats-json); validates the result

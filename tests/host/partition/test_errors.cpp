@@ -150,7 +150,12 @@ TEST(Errors, CorruptedFileFailsChecksum) {
   EXPECT_NE(all_errors(r).find("partition 0: part0/node_feat.npy has checksum"), std::string::npos)
       << all_errors(r);
   const PartitionConfig c = load_partition_config(tmp / "out" / "g.json");
-  TESSERA_EXPECT_THROW_MSG(load_partition(c, 0, {true, true}), ValueError, "checksum");
+  // Checked by default, read or mapped; skipped only when asked.
+  TESSERA_EXPECT_THROW_MSG(load_partition(c, 0), ValueError, "node_feat.npy has checksum");
+  TESSERA_EXPECT_THROW_MSG(load_partition(c, 0, {/*mmap=*/false, /*verify_checksums=*/true}),
+                           ValueError, "node_feat.npy has checksum");
+  EXPECT_NO_THROW(load_partition(c, 0, {/*mmap=*/true, /*verify_checksums=*/false}));
+  EXPECT_NO_THROW(load_partition(c, 1));
   // A truncated file is caught by its size.
   fs::resize_file(tmp / "out" / "part1" / "eid.npy", 100);
   const ValidationReport r2 = validate_partitions(tmp / "out" / "g.json");

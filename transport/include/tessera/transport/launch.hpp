@@ -15,8 +15,9 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   /// 0: a free port on a single node; 29500 when nnodes > 1.
   int master_port = 0;
-  /// Empty: TESSERA_JOB_TOKEN from the environment, else a fresh random token (single node only;
-  /// with several nodes every node must be given the same token).
+  /// Empty: job_token_from_env() (TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE), else a fresh
+  /// random token (single node only; with several nodes every node must be given the same
+  /// token).
   std::string job_token;
   /// Seconds between SIGTERM and SIGKILL when stopping the ranks.
   double grace_s = 5;
@@ -30,8 +31,9 @@ struct LaunchOptions {
 /// LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set.
 /// When a rank exits non-zero (or is killed), the others get SIGTERM, then SIGKILL after grace_s,
 /// and its exit code (128+signal when killed) is returned. SIGINT/SIGTERM sent to the launcher
-/// are forwarded to every rank. Returns 0 when every rank succeeded. Throws ValueError for bad
-/// options.
+/// are forwarded to every rank. The ranks get SIGKILL when the thread that called launch() ends
+/// (PR_SET_PDEATHSIG), so a launcher killed by SIGKILL leaves no rank behind. Returns 0 when
+/// every rank succeeded. Throws ValueError for bad options.
 int launch(const LaunchOptions& options);
 
 /// A TCP port that was free a moment ago (bind to port 0, read it, close).

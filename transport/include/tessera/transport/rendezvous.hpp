@@ -35,27 +35,51 @@ struct LaunchEnv {
 /// launch, torchrun), SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NTASKS_PER_NODE (srun),
 /// OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE (mpirun); none of them: a world of one.
 /// MASTER_ADDR/MASTER_PORT name the store (Slurm: first host of SLURM_JOB_NODELIST and a port
-/// derived from SLURM_JOB_ID when unset). The token is TESSERA_JOB_TOKEN, else one derived from
-/// the launcher's job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE).
-/// Throws ValueError naming the variable for malformed values or a missing token when
-/// world_size > 1.
+/// derived from SLURM_JOB_ID when unset). The token is job_token_from_env(); it is never derived
+/// from a launcher's job ID, which other users can read. Throws ValueError naming the variable
+/// for malformed values or a missing token when world_size > 1.
 LaunchEnv detect_launch_env();
 
-/// A random 128-bit token as 32 hex characters (what `tessera launch` puts in TESSERA_JOB_TOKEN).
+/// The job's secret: TESSERA_JOB_TOKEN, else the contents of the file TESSERA_JOB_TOKEN_FILE
+/// names (trailing whitespace dropped), else "". The file must be a regular file owned by this
+/// user that no other user can read (mode 600 or stricter). Throws ValueError/IOError naming the
+/// variable or file when the file fails those checks or the token is shorter than 16 characters.
+std::string job_token_from_env();
+/// The token in `path`, checked as job_token_from_env() checks TESSERA_JOB_TOKEN_FILE.
+std::string read_token_file(const std::string& path);
+
+/// A random 256-bit token as 64 hex characters from the kernel's CSPRNG (what `tessera launch`
+/// puts in TESSERA_JOB_TOKEN).
 std::string generate_job_token();
 
+/// The address rank 0's store listens on: TESSERA_STORE_BIND when set (e.g. 0.0.0.0 for every
+/// interface); else loopback when every rank runs on this host (local_world_size ==
+/// world_size), else MASTER_ADDR (the address the other hosts reach rank 0 by).
+std::string store_bind_address(const LaunchEnv& env);
+
 /// The store's server. Rank 0 runs one for the lifetime of its transport.
+///
+/// Before a peer is authenticated it costs the store a fixed 80-byte buffer and one descriptor,
+/// for at most 5 s, with at most 64 such peers at a time (the oldest is dropped to make room);
+/// no length field it sends is read. A peer authenticates by answering a random challenge with
+/// an HMAC-SHA256 under the job token, so the token never crosses the wire, and the store
+/// proves in turn that it knows the token. Authenticated messages are bounded (keys 4 KiB,
+/// values 64 MiB). Every rank's watch connection carries a heartbeat both ways: a rank silent
+/// for `heartbeat_s` is reported lost, as a closed connection is.
 class StoreServer {
  public:
-  /// Listens on `port` on every interface (port 0: any free port, see port()). `world_size`
-  /// ranks are expected; every connection must present `token`.
-  StoreServer(int port, int world_size, std::string token);
+  /// Listens on `bind_address`:`port` (port 0: any free port, see port()). `world_size` ranks
+  /// are expected; every connection must prove it knows `token`.
+  StoreServer(int port, int world_size, std::string token,
+              const std::string& bind_address = "127.0.0.1", double heartbeat_s = 15);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   int port() const { return port_; }
   /// Stops accepting and closes every connection (the destructor does it too).
   void stop();
+  /// Connections refused or dropped before authentication so far.
+  uint64_t refused_connections() const;
 
   struct Impl;
 
@@ -71,11 +95,12 @@ using LostCallback = std::function<void(int rank, const std::string& reason)>;
 /// One rank's connection to the store.
 class StoreClient {
  public:
-  /// Connects (retrying until `timeout_s`) and says hello with the token; throws TimeoutError
-  /// naming the address when no store answers, ValueError when the store refuses the token or
-  /// rank, IOError when the server is not a Tessera store.
+  /// Connects (retrying until `timeout_s`) and authenticates with the token; throws
+  /// TimeoutError naming the address when no store answers, ValueError when the store refuses
+  /// the token or rank, IOError when the server is not a Tessera store or cannot prove it knows
+  /// the token. `heartbeat_s`: see watch().
   StoreClient(const std::string& host, int port, int rank, int world_size, const std::string& token,
-              double timeout_s);
+              double timeout_s, double heartbeat_s = 15);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
@@ -89,7 +114,10 @@ class StoreClient {
   /// Opens a second connection on which the store pushes notices, handled on a background
   /// thread: `on_lost(r, reason)` when rank r's connection closed without a goodbye (or, as rank
   /// 0, when the store itself went away), `on_left(r, "")` when rank r said goodbye (finished,
-  /// possibly early because of an error). Call once.
+  /// possibly early because of an error). The connection carries a heartbeat both ways: a rank
+  /// that stays silent for `heartbeat_s` (frozen by SIGSTOP or a debugger, or on a host that
+  /// vanished) is reported lost to the others, and rank 0's store falling silent as long is
+  /// reported as rank 0 lost. Call once.
   void watch(LostCallback on_lost, LostCallback on_left = nullptr);
   /// Goodbye: tells the store this rank is finishing cleanly and waits (at most timeout_s) until
   /// every rank has said goodbye or was lost, so nobody tears down while a peer still needs it.
@@ -108,8 +136,10 @@ struct Rendezvous {
   std::unique_ptr<StoreServer> server;  // rank 0 only
   std::unique_ptr<StoreClient> client;
 };
-/// Sets up the rendezvous for `env` with `timeout_s` as connect deadline.
-Rendezvous rendezvous(const LaunchEnv& env, double timeout_s);
+/// Sets up the rendezvous for `env` with `timeout_s` as connect deadline and `heartbeat_s` as
+/// the silence after which a rank counts as lost. Rank 0's store listens on
+/// store_bind_address(env); with every rank on this host everyone connects over loopback.
+Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s = 15);
 
 /// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
 /// transport of the same job (dist::Runtime's device transport) whose rendezvous store must

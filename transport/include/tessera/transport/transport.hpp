@@ -94,6 +94,10 @@ struct Options {
   double rendezvous_timeout_s = 60;
   /// Collectives, requests, gets and finalize (s). Env: TESSERA_OP_TIMEOUT (default 300).
   double op_timeout_s = 300;
+  /// Liveness, separate from op_timeout_s: a rank whose heartbeat (every 2 s, on its watch
+  /// connection to the rendezvous store) stops for this long is reported lost to every rank,
+  /// frozen or not (s). Env: TESSERA_HEARTBEAT_TIMEOUT (default 15).
+  double heartbeat_timeout_s = 15;
   /// Options with the environment applied.
   static Options from_env();
 };

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace tessera {
@@ -12,12 +13,21 @@ namespace tessera {
 namespace fs = std::filesystem;
 
 /// An output folder written atomically: files go into a hidden temporary sibling
-/// (`.<name>.tmp-<pid>`); `commit()` renames it onto `final_path` (replacing an existing
-/// folder only if `overwrite`). If the object is destroyed without commit (an exception was
-/// thrown), the temporary folder is removed, so nothing half-written is left behind.
+/// (`.<name>.tmp-<host>-<pid>`); `commit()` syncs every file and folder in it to disk and renames
+/// it onto `final_path`. Replacing an existing folder (only if `overwrite`) is one atomic
+/// exchange (renameat2 RENAME_EXCHANGE), so readers see the old output or the new one, never
+/// neither; the old one is removed after (file systems without the exchange get two renames).
+/// If the object is destroyed without commit (an exception was thrown), the temporary folder is
+/// removed, so nothing half-written is left behind; temporary folders of earlier runs on this
+/// host whose process is gone (kill -9, a crash) are removed by the constructor.
 class AtomicDir {
  public:
-  AtomicDir(fs::path final_path, bool overwrite);
+  /// Which entries an existing output folder may hold for --overwrite to replace it: called
+  /// with each entry's name and whether it is a folder. Anything else is someone else's data.
+  using Replaceable = std::function<bool(const std::string& name, bool is_dir)>;
+  /// Throws ValueError when `final_path` exists and `overwrite` is false, or when it is not a
+  /// folder or holds an entry `replaceable` refuses (none given: only an empty folder).
+  AtomicDir(fs::path final_path, bool overwrite, const Replaceable& replaceable = nullptr);
   ~AtomicDir();
   AtomicDir(const AtomicDir&) = delete;
   AtomicDir& operator=(const AtomicDir&) = delete;
@@ -25,6 +35,8 @@ class AtomicDir {
   const fs::path& path() const { return tmp_; }
   const fs::path& final_path() const { return final_; }
   void commit();
+  /// Throws ValueError naming the first entry of `dir` that `replaceable` refuses.
+  static void check_replaceable(const fs::path& dir, const Replaceable& replaceable);
 
  private:
   fs::path final_, tmp_;

@@ -21,7 +21,9 @@ void set_num_threads(int n);
 template <typename F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
   const int64_t n = end - begin;
-  if (n <= 0) return;
+  if (n <= 0) {
+    return;
+  }
   grain = std::max<int64_t>(grain, 1);
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / grain));
   if (chunks == 1) {
@@ -39,13 +41,18 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
       errors[c] = std::current_exception();
     }
   };
-  for (int64_t c = 1; c < chunks; ++c)
+  for (int64_t c = 1; c < chunks; ++c) {
     threads.emplace_back(run, c);
+  }
   run(0);
-  for (auto& t : threads)
+  for (auto& t : threads) {
     t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  }
+  for (auto& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
 }
 
 }  // namespace tessera

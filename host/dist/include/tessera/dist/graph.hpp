@@ -24,8 +24,11 @@ struct GraphState;
 
 /// Options of DistGraph.
 struct DistGraphOptions {
-  /// Check every file of this rank's partition against the config's CRC32 (reads them all).
-  bool verify_checksums = false;
+  /// Check every file of this rank's partition against the size and CRC-32 the config lists
+  /// (a corrupt file is a ValueError naming it). On by default; its cost is a CRC pass over
+  /// data that loading reads anyway (docs/partition-format.md). Stored IDs are range-checked
+  /// whatever this says.
+  bool verify_checksums = true;
 };
 
 /// One rank's view of a partitioned graph. Rank r loads partition r (memory-mapped), so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A graph prepared once for neighbor sampling. Every sampling entry point (sample_neighbors,
 // NeighborSampler and the loaders over it, Python, `tessera bench sample`) samples through one,
 // so they all take the same path; where its arrays live picks the twin that samples it.

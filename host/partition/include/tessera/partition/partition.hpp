@@ -31,6 +31,10 @@ enum class NodeOrder { kOriginal, kDegree };
 NodeOrder parse_node_order(const std::string& s);
 const char* node_order_name(NodeOrder o);
 
+/// The largest METIS imbalance tolerance PartitionOptions::ufactor accepts (in 1/1000: a part may
+/// hold 101 times its share).
+constexpr int kMaxUfactor = 100000;
+
 /// Options of a partitioning run.
 struct PartitionOptions {
   int64_t num_parts = 1;
@@ -53,7 +57,8 @@ struct PartitionOptions {
   /// METIS: its RNG seed (-1: METIS's default, which is what Debian's gpmetis uses).
   /// random: the shuffle seed (-1 means 0).
   int64_t seed = -1;
-  /// METIS load-imbalance tolerance in 1/1000 (-1: METIS's default, 30 for k-way).
+  /// METIS load-imbalance tolerance in 1/1000 (-1: METIS's default, 30 for k-way); otherwise in
+  /// [1, kMaxUfactor] (assign_parts refuses other values).
   int ufactor = -1;
   /// METIS: park the CSC's indices and edge IDs in a temporary file beside the output folder while
   /// METIS runs (it reads only its own 32-bit copy of the adjacency), so the peak is lower by
@@ -113,6 +118,11 @@ int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
 /// vector (ncon = 1, node count) when nothing is balanced.
 std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& opts,
                                      std::vector<std::string>* names);
+
+/// Throws ValueError naming the option (as `tessera partition` spells it) when an option of
+/// `opts` is out of range: parts, halo hops, ufactor, seed. assign_parts calls it; callers may
+/// call it before reading a graph to fail fast.
+void check_partition_options(const PartitionOptions& opts);
 
 /// Seeded random assignment with balanced sizes (sizes differ by at most 1). Deterministic
 /// across platforms (own shuffle, no std distributions).
