@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GPU training path (host/dist device_sampling / device_loader): device placement of a
+// The GPU training path (host/distributed device_sampling / device_loader): device placement of a
 // DistGraph, its GPU sampler, and the device node loader whose batches reach Python as torch CUDA
 // tensors over DLPack without a copy. A batch's tensors keep its C++ memory alive; when the last
 // one goes, the memory returns to the loader's stream after the consumer stream's queued work.

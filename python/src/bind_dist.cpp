@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The distributed runtime (host/dist over transport/): Runtime, DistTensor, DistGraph,
+// The distributed runtime (host/distributed over transport/): Runtime, DistTensor, DistGraph,
 // node_split / edge_split, distributed sampling, the distributed node and edge loaders,
 // update_all, and the launcher. Every call that may wait on other ranks releases the GIL, so a
 // rank's Python threads keep running while it waits and the transport's handler thread never needs

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Shared fixtures of the host/dist tests: a per-process scratch folder, cached partitionings of
-// the datasets in data/, and the job environment of forked ranks.
+// Shared fixtures of the host/distributed tests: a per-process scratch folder, cached partitionings
+// of the datasets in data/, and the job environment of forked ranks.
 #pragma once
 
 #include <unistd.h>

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// host/dist against the unpartitioned graph: sampling and DistTensor reads through a partitioned
-// DistGraph (1, 2 and 4 ranks; local, ucx over tcp and shared memory) equal ops::sample_neighbors
-// / NeighborSampler and the dataset's arrays after mapping IDs through orig_nid / orig_eid, for
-// the same keys. Plus concurrent writers, idempotent creation, node_split, and faults (a killed
-// rank, a config of another partitioning). Every multi-rank case forks real processes.
+// host/distributed against the unpartitioned graph: sampling and DistTensor reads through a
+// partitioned DistGraph (1, 2 and 4 ranks; local, ucx over tcp and shared memory) equal
+// ops::sample_neighbors / NeighborSampler and the dataset's arrays after mapping IDs through
+// orig_nid / orig_eid, for the same keys. Plus concurrent writers, idempotent creation, node_split,
+// and faults (a killed rank, a config of another partitioning). Every multi-rank case forks real
+// processes.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// host/dist sparse optimizers and DistTensor save/load, in real forked ranks (1 rank on the
+// host/distributed sparse optimizers and DistTensor save/load, in real forked ranks (1 rank on the
 // local transport; 2 and 4 ranks over ucx/tcp): a distributed SparseAdagrad / SparseAdam step
 // equals a single-process reference computed here on plain arrays (bit for bit: the reference
 // sums in the documented order), repeated IDs are summed, ranks may bring no IDs, bad IDs and
