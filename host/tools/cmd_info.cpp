@@ -4,8 +4,8 @@
 #include "commands.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/runtime.hpp"
-#include "tessera/train/train.hpp"
 #include "tessera/transport/transport.hpp"
+#include "train_exec.hpp"
 
 namespace tessera::tools {
 
@@ -15,9 +15,10 @@ void register_info(CLI::App& app) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("threads: {}\n", num_threads());
     fmt::print("cuda: {}\n", cuda::describe());
-    fmt::print("train: {}\n", train::torch_compiled()
-                                  ? "libtorch trainer (tessera train)"
-                                  : "not compiled (-DTESSERA_WITH_TORCH=ON builds it)");
+    const auto trainer = train_executable();
+    fmt::print("train: {}\n",
+               !trainer.empty() ? "libtorch trainer (tessera train: " + trainer.string() + ")"
+                                : std::string("not compiled (-DTESSERA_WITH_TORCH=ON builds it)"));
     for (const auto& b : transport::list_backends())
       fmt::print("transport {}: {}\n", b.name,
                  b.available ? std::string("available") : "unavailable: " + b.reason);

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "cli_main.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <new>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::tools {
+
+int run_cli(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tessera::Error& e) {
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr,
+               "tessera: error: out of memory: the input needs more memory than this machine "
+               "could give (std::bad_alloc); try a smaller input\n");
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::tools
