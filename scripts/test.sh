@@ -50,7 +50,7 @@ stage "running ctest"
 san="$build-asan"
 stage "building the sanitizer build $san (address,undefined)"
 cmake -S . -B "$san" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=OFF \
-  -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCHMARKS=OFF -DTESSERA_BUILD_PYTHON=OFF \
+  -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCHMARKS=ON -DTESSERA_BUILD_PYTHON=OFF \
   >"$san.configure.log" 2>&1 || { cat "$san.configure.log"; exit 1; }
 if [ $full_sanitize = 1 ]; then
   cmake --build "$san" -j"$jobs"
