@@ -239,7 +239,9 @@ void run_copy_case(const CopyCase& c, uint64_t seed) {
                              out.data(), &first_bad, &hits);
     }
   }
-  EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
+  if (!want.empty()) {  // memcmp of null pointers is undefined even for 0 bytes
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), want.size()), 0);
+  }
   EXPECT_EQ(reinterpret_cast<const unsigned char*>(out.data())[want.size()], 0xcd)
       << "wrote past the batch";
   EXPECT_EQ(first_bad, want_bad < 0 ? ~0ull : static_cast<unsigned long long>(want_bad));
