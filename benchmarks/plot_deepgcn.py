@@ -17,8 +17,11 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from tessera.utils import atomic_write_json, pyplot  # noqa: E402
+try:
+    from tessera.utils import atomic_write_json, pyplot
+except ImportError:  # running from a source tree without `pip install .`
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    from tessera.utils import atomic_write_json, pyplot
 
 
 def curves(run: dict):

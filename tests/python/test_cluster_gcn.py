@@ -256,8 +256,8 @@ def test_plot_deepgcn_on_committed_results(tmp_path):
     import sys
 
     found = glob.glob(os.path.join(REPO, "benchmarks", "results", "deepgcn", "*.p[0-9].json"))
-    latest = max(f.rsplit("-p", 1)[0] for f in found)  # the newest run of the three counts
-    runs = sorted(f for f in found if f.rsplit("-p", 1)[0] == latest)
+    latest = max(f.rsplit(".p", 1)[0] for f in found)  # the newest run of the three counts
+    runs = sorted(f for f in found if f.rsplit(".p", 1)[0] == latest)
     assert len(runs) == 3
     script = os.path.join(REPO, "benchmarks", "plot_deepgcn.py")
     out = tmp_path / "d"

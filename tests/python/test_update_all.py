@@ -21,7 +21,14 @@ SCRIPT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dist_scri
 spec = importlib.util.spec_from_file_location("ua_script", os.path.join(SCRIPT_DIR,
                                                                         "update_all.py"))
 ua = importlib.util.module_from_spec(spec)
+# The script hides torch from its own ranks (sys.modules["torch"] = None); imported here for its
+# helpers, it must not hide torch from every test collected after this module.
+_torch_entry = sys.modules.get("torch", False)
 spec.loader.exec_module(ua)
+if _torch_entry is False:
+    sys.modules.pop("torch", None)
+else:
+    sys.modules["torch"] = _torch_entry
 
 
 def reference(p, edges, message: str, reduce: str):
