@@ -23,7 +23,7 @@
 #include <mutex>
 #include <vector>
 
-#include "sha256.hpp"
+#include "random.hpp"
 #include "socket_util.hpp"
 #include "store_wire.hpp"
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "random.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::transport::detail::wire {
@@ -23,21 +24,21 @@ Challenge make_challenge() {
   return c;
 }
 
-Digest hello_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h) {
-  const Span parts[] = {{kHelloLabel, sizeof kHelloLabel - 1},
-                        {server_nonce, kNonce},
-                        {h.nonce, kNonce},
-                        {&h.role, 1},
-                        {&h.rank, sizeof h.rank},
-                        {&h.world, sizeof h.world}};
+Sha256Digest hello_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h) {
+  const ByteSpan parts[] = {{kHelloLabel, sizeof kHelloLabel - 1},
+                            {server_nonce, kNonce},
+                            {h.nonce, kNonce},
+                            {&h.role, 1},
+                            {&h.rank, sizeof h.rank},
+                            {&h.world, sizeof h.world}};
   return hmac_sha256(token.data(), token.size(), parts, std::size(parts));
 }
 
-Digest accept_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h) {
-  const Span parts[] = {{kAcceptLabel, sizeof kAcceptLabel - 1},
-                        {h.nonce, kNonce},
-                        {server_nonce, kNonce},
-                        {&h.rank, sizeof h.rank}};
+Sha256Digest accept_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h) {
+  const ByteSpan parts[] = {{kAcceptLabel, sizeof kAcceptLabel - 1},
+                            {h.nonce, kNonce},
+                            {server_nonce, kNonce},
+                            {&h.rank, sizeof h.rank}};
   return hmac_sha256(token.data(), token.size(), parts, std::size(parts));
 }
 
@@ -51,7 +52,7 @@ Hello make_hello(const Challenge& c, const std::string& token, int rank, uint32_
   h.rank = rank;
   h.world = world;
   random_bytes(h.nonce, sizeof h.nonce);
-  const Digest mac = hello_mac(token, c.nonce, h);
+  const Sha256Digest mac = hello_mac(token, c.nonce, h);
   std::memcpy(h.mac, mac.data(), mac.size());
   return h;
 }
@@ -63,7 +64,7 @@ Accept make_accept(uint8_t status, const std::string& token, const uint8_t* serv
   a.version = kVersion;
   a.status = status;
   if (status == kAccepted) {
-    const Digest mac = accept_mac(token, server_nonce, h);
+    const Sha256Digest mac = accept_mac(token, server_nonce, h);
     std::memcpy(a.mac, mac.data(), mac.size());
   }
   return a;
@@ -93,8 +94,8 @@ size_t ServerHandshake::feed(const uint8_t* data, size_t n) {
   } else if (before < 6 && got_ >= 6 && hello_.op != kHello) {
     refuse(kMalformed, fmt::format("expected a hello, got operation {}", hello_.op));
   } else if (got_ == sizeof(Hello)) {
-    const Digest want = hello_mac(*token_, challenge_.nonce, hello_);
-    Digest have;
+    const Sha256Digest want = hello_mac(*token_, challenge_.nonce, hello_);
+    Sha256Digest have;
     std::memcpy(have.data(), hello_.mac, have.size());
     if (digest_equal(want, have)) {
       state_ = State::kAuthenticated;
@@ -142,8 +143,8 @@ void check_accept(const Accept& a, const std::string& token, const Challenge& c,
   TESSERA_EXPECTS(a.status == kAccepted, IOError,
                   "the rendezvous store at {} refused rank {} as malformed (status {})", where,
                   rank, a.status);
-  const Digest want = accept_mac(token, c.nonce, h);
-  Digest have;
+  const Sha256Digest want = accept_mac(token, c.nonce, h);
+  Sha256Digest have;
   std::memcpy(have.data(), a.mac, have.size());
   TESSERA_EXPECTS(digest_equal(want, have), IOError,
                   "the rendezvous store at {} did not prove that it knows the job token (another "

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sha256.hpp"
+#include "tessera/core/sha256.hpp"
 
 namespace tessera::transport::detail::wire {
 
@@ -87,9 +87,9 @@ Challenge make_challenge();
 Hello make_hello(const Challenge& c, const std::string& token, int rank, uint32_t world,
                  uint8_t role);
 /// The MAC a hello must carry.
-Digest hello_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h);
+Sha256Digest hello_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h);
 /// The server's proof in an Accept for hello `h`.
-Digest accept_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h);
+Sha256Digest accept_mac(const std::string& token, const uint8_t* server_nonce, const Hello& h);
 Accept make_accept(uint8_t status, const std::string& token, const uint8_t* server_nonce,
                    const Hello& h);
 

@@ -26,6 +26,7 @@
 
 #include "support.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/sha256.hpp"
 
 namespace tessera::train::detail {
 
@@ -228,7 +229,7 @@ std::string Model::digest() const {
     h.update(name);
     h.update(c.data_ptr(), c.numel() * c.element_size());
   }
-  return h.hex().substr(0, 16);
+  return to_hex(h.finish()).substr(0, 16);
 }
 
 // --- Adam ------------------------------------------------------------------------------------

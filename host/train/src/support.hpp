@@ -19,24 +19,6 @@
 
 namespace tessera::train::detail {
 
-/// SHA-256 (FIPS 180-4), for the parameter and batch digests train_sage.py prints
-/// (hashlib.sha256(...).hexdigest()[:16]).
-class Sha256 {
- public:
-  Sha256();
-  void update(const void* data, size_t n);
-  void update(const std::string& s) { update(s.data(), s.size()); }
-  /// The hex digest (64 characters); the object must not be updated afterwards.
-  std::string hex();
-
- private:
-  void block(const uint8_t* p);
-  uint32_t h_[8];
-  uint8_t buf_[64];
-  size_t fill_ = 0;
-  uint64_t bytes_ = 0;
-};
-
 /// Digest of a batch as tests/python/test_cpp_trainer.py computes it from Python's loader: the
 /// seeds, then per block (input layer first) num_dst, src_nodes, src, dst and eids as int64
 /// little-endian bytes; the first 16 hex digits of their SHA-256.

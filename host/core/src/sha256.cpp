@@ -1,15 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "sha256.hpp"
-
-#include <sys/random.h>
+#include "tessera/core/sha256.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
-#include "tessera/core/error.hpp"
-
-namespace tessera::transport::detail {
+namespace tessera {
 
 namespace {
 
@@ -96,7 +91,7 @@ void Sha256::update(const void* data, size_t n) {
   }
 }
 
-Digest Sha256::finish() {
+Sha256Digest Sha256::finish() {
   const uint64_t bits = total_ * 8;
   const uint8_t one = 0x80, zero = 0;
   update(&one, 1);
@@ -108,7 +103,7 @@ Digest Sha256::finish() {
     len[i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
   }
   update(len, 8);
-  Digest out;
+  Sha256Digest out;
   for (int i = 0; i < 8; ++i) {
     for (int k = 0; k < 4; ++k) {
       out[4 * i + k] = static_cast<uint8_t>(h_[i] >> (24 - 8 * k));
@@ -117,12 +112,12 @@ Digest Sha256::finish() {
   return out;
 }
 
-Digest hmac_sha256(const void* key, size_t key_len, const Span* parts, size_t n_parts) {
+Sha256Digest hmac_sha256(const void* key, size_t key_len, const ByteSpan* parts, size_t n_parts) {
   uint8_t k[64] = {0};
   if (key_len > sizeof k) {
     Sha256 s;
     s.update(key, key_len);
-    const Digest d = s.finish();
+    const Sha256Digest d = s.finish();
     std::memcpy(k, d.data(), d.size());
   } else if (key_len > 0) {
     std::memcpy(k, key, key_len);
@@ -137,14 +132,25 @@ Digest hmac_sha256(const void* key, size_t key_len, const Span* parts, size_t n_
   for (size_t i = 0; i < n_parts; ++i) {
     inner.update(parts[i].data, parts[i].size);
   }
-  const Digest ih = inner.finish();
+  const Sha256Digest ih = inner.finish();
   Sha256 outer;
   outer.update(opad, sizeof opad);
   outer.update(ih.data(), ih.size());
   return outer.finish();
 }
 
-bool digest_equal(const Digest& a, const Digest& b) {
+std::string to_hex(const Sha256Digest& d) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  s.reserve(2 * d.size());
+  for (uint8_t b : d) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+bool digest_equal(const Sha256Digest& a, const Sha256Digest& b) {
   unsigned diff = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff |= static_cast<unsigned>(a[i] ^ b[i]);
@@ -152,17 +158,4 @@ bool digest_equal(const Digest& a, const Digest& b) {
   return diff == 0;
 }
 
-void random_bytes(void* out, size_t n) {
-  auto* p = static_cast<uint8_t*>(out);
-  while (n > 0) {
-    const ssize_t k = ::getrandom(p, n, 0);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    TESSERA_EXPECTS(k > 0, IOError, "getrandom failed: {}", std::strerror(errno));
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-}  // namespace tessera::transport::detail
+}  // namespace tessera
