@@ -148,6 +148,7 @@ transport::Bytes serve_write(RuntimeState& st, int from, transport::ByteView pay
     scatter_device_rows(*s, rel.data(), static_cast<int64_t>(n), rows);
     return {};
   }
+  const RowWrites bracket(*s);
   for (uint64_t i = 0; i < n; ++i) {
     std::memcpy(s->data + static_cast<size_t>(rel[i]) * rb, rows + i * rb, rb);
     if (s->stamps != nullptr) {

@@ -94,6 +94,11 @@ struct TensorStore {
   /// region after the rows, at byte offset stamps_offset(hi - lo); a peer's get checks the rows
   /// it copied against the stamps it copied with them.
   uint64_t* stamps = nullptr;
+  /// One-sided tensors: a sequence count of the writes into this rank's rows, in the registered
+  /// region after the stamps (seq_offset(hi - lo)): odd while a write changes rows (see
+  /// RowWrites). A peer whose gets of rows saw the same even count before and after knows no
+  /// write overlapped them and skips the stamp check.
+  std::atomic<uint64_t>* write_seq = nullptr;
   Runtime* rt = nullptr;
   std::weak_ptr<void> handle;  // the per-rank Ref shared by every handle of this tensor
   /// Pinned host staging of device transfers (rows to or from the GPU), grown on demand and
@@ -239,6 +244,33 @@ uint64_t row_stamp(const uint8_t* p, size_t n);
 inline size_t stamps_offset(int64_t rows, size_t row_bytes) {
   return (static_cast<size_t>(rows) * row_bytes + 7) / 8 * 8;
 }
+/// Byte offset of the write sequence count, after the stamps of `rows` rows.
+inline size_t seq_offset(int64_t rows, size_t row_bytes) {
+  return stamps_offset(rows, row_bytes) + static_cast<size_t>(rows) * 8;
+}
+
+/// Brackets a change of this rank's rows for peers' one-sided readers (a sequence lock: the
+/// count is odd while rows change). Held under rows_mu exclusively; no-op without one-sided
+/// reads.
+class RowWrites {
+ public:
+  explicit RowWrites(const TensorStore& s) : seq_(s.write_seq) {
+    if (seq_ != nullptr) {
+      seq_->fetch_add(1, std::memory_order_acq_rel);  // odd: the rows below may change
+    }
+  }
+  ~RowWrites() {
+    if (seq_ != nullptr) {
+      seq_->fetch_add(1, std::memory_order_acq_rel);  // even: they are whole again
+    }
+  }
+  RowWrites(const RowWrites&) = delete;
+  RowWrites& operator=(const RowWrites&) = delete;
+
+ private:
+  std::atomic<uint64_t>* seq_;
+};
+
 /// Re-stamps local rows [rel_begin, rel_end) (relative to s.lo); no-op without stamps. The
 /// caller holds rows_mu exclusively or knows nobody writes these rows.
 void restamp(const TensorStore& s, int64_t rel_begin, int64_t rel_end);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "state.hpp"
@@ -187,19 +189,42 @@ void request_rows(const TensorStore& s, int p, const int64_t* ids, const std::ve
   }
 }
 
-// Rows at positions `pos` of `ids` from owner p by one-sided gets of the rows and their stamps.
-// A row whose bytes do not match the stamp copied with it was being written during the copy
-// (or was changed through local_data()): it is copied again, and after kGetAttempts failures
-// read by a repair request, which the owner answers under its row lock.
+// Rows at positions `pos` of `ids` from owner p by one-sided gets. The owner's write count is
+// copied before and after the rows (each get completes before the next starts): the same even
+// count means no write overlapped the copy, and the rows are whole. Otherwise every row is
+// checked against its stamp, copied after it; a row whose bytes do not match was being written
+// during the copy (or was changed through local_data()): it is copied again with its stamp, and
+// after kGetAttempts failures read by a repair request, which the owner answers under its lock.
 void get_rows(const TensorStore& s, int p, const int64_t* ids, const std::vector<int64_t>& pos,
               uint8_t* out) {
   const size_t rb = s.row_bytes;
   auto& t = *s.rt->state().t;
   const int64_t plo = s.policy.offsets[p];
-  const uint64_t soff = stamps_offset(s.policy.offsets[p + 1] - plo, rb);
-  std::vector<int64_t> todo = pos, bad;
-  std::vector<uint64_t> got;
+  const int64_t prows = s.policy.offsets[p + 1] - plo;
+  const uint64_t soff = stamps_offset(prows, rb);
+  const uint64_t qoff = seq_offset(prows, rb);
   std::vector<transport::GetRange> ranges, stamp_ranges;
+  for (int64_t i : pos) {
+    add_range(ranges, static_cast<uint64_t>(ids[i] - plo) * rb, out + i * rb, rb);
+  }
+  uint64_t before = 1, after = 0;
+  t.get(*s.remotes[p], qoff, &before, sizeof before);
+  t.get(*s.remotes[p], ranges.data(), ranges.size());
+  t.get(*s.remotes[p], qoff, &after, sizeof after);
+  if (before == after && before % 2 == 0) {
+    return;
+  }
+  std::vector<int64_t> todo, bad;
+  std::vector<uint64_t> got(pos.size(), 0);
+  for (size_t k = 0; k < pos.size(); ++k) {
+    add_range(stamp_ranges, soff + static_cast<uint64_t>(ids[pos[k]] - plo) * 8, &got[k], 8);
+  }
+  t.get(*s.remotes[p], stamp_ranges.data(), stamp_ranges.size());
+  for (size_t k = 0; k < pos.size(); ++k) {
+    if (row_stamp(out + pos[k] * rb, rb) != got[k]) {
+      todo.push_back(pos[k]);
+    }
+  }
   for (int attempt = 0; attempt < kGetAttempts && !todo.empty(); ++attempt) {
     got.assign(todo.size(), 0);
     ranges.clear();
@@ -454,11 +479,17 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     if (s->machine_rows != nullptr) {
       s->data = machine.base + static_cast<size_t>(s->lo - machine.lo) * s->row_bytes;
     } else if (s->one_sided) {
-      // The rows, then one stamp per row (peers check their one-sided copies against it).
+      // The rows, one stamp per row (peers check their one-sided copies against it), then the
+      // count of writes (peers skip the check when no write overlapped their copy).
       const size_t soff = detail::stamps_offset(s->hi - s->lo, s->row_bytes);
-      s->region = t.allocate_memory(soff + static_cast<size_t>(s->hi - s->lo) * 8);
+      const size_t qoff = detail::seq_offset(s->hi - s->lo, s->row_bytes);
+      s->region = t.allocate_memory(qoff + sizeof(uint64_t));
       s->data = static_cast<uint8_t*>(s->region->data());
       s->stamps = reinterpret_cast<uint64_t*>(s->data + soff);
+      static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                        std::atomic<uint64_t>::is_always_lock_free,
+                    "peers read the write count as 8 plain bytes");
+      s->write_seq = new (s->data + qoff) std::atomic<uint64_t>(0);
     } else {
       // Zeroed on every core (the first touch of gigabytes of fresh pages is what costs).
       s->heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
@@ -540,6 +571,7 @@ void DistTensor::local_rows_changed(int64_t begin, int64_t end) {
                   "[{}, {})",
                   s_->name, begin, end, s_->lo, s_->hi);
   std::unique_lock<std::shared_mutex> lk(s_->rows_mu);
+  const detail::RowWrites bracket(*s_);
   detail::restamp(*s_, begin - s_->lo, end - s_->lo);
 }
 
@@ -633,6 +665,7 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
       detail::scatter_device_rows(s, local_rel.data(), static_cast<int64_t>(local_rel.size()),
                                   local_rows.data());
     } else {
+      const detail::RowWrites bracket(s);
       for (int64_t i : local_pos) {
         const int64_t rel = ids[i] - s.lo;
         std::memcpy(s.data + rel * rb, rows + i * rb, rb);
