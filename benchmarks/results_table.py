@@ -659,19 +659,19 @@ def train_cpp_section(runs):
                 return v["ms_per_step"] - v["parts_ms_per_step"].get("forward_backward", 0)
 
             bp, bc, op, oc = best(py), best(cpp), outside(py), outside(cpp)
-            rows.append([x["dataset"], x["ranks"], secs(bp, " ms"),
+            rows.append([x["dataset"], d.get("device", "cpu"), x["ranks"], secs(bp, " ms"),
                          secs(bc, " ms"), ratio(bc / bp if bp and bc else None),
                          secs(op, " ms"), secs(oc, " ms"),
                          ratio(oc / op if op and oc else None), r.link()])
-    body = table(["dataset", "ranks", "Python ms/step", "C++ ms/step", "C++ / Python",
+    body = table(["dataset", "device", "ranks", "Python ms/step", "C++ ms/step", "C++ / Python",
                   "Python outside fwd+bwd", "C++ outside fwd+bwd", "C++ / Python outside",
                   "run"], rows)
     intro = """
 `benchmarks/train_cpp_vs_python.py`: `tessera train` (C++, libtorch) against
-`python/examples/train_sage.py` on the same partitions, presets and seed in the same run, one
-thread per rank on the CPU (the same losses and test metrics); the best of the repeats, and the
-part of a step outside the model's forward and backward (the target: C++ at most half of
-Python's).
+`python/examples/train_sage.py` on the same partitions, presets and seed in the same run (on the
+CPU one thread per rank: the same losses and test metrics; on the GPU with `--device cuda`, as
+`scripts/gpu-check examples` runs it); the best of the repeats, and the part of a step outside
+the model's forward and backward (the target: C++ at most half of Python's).
 """
     return section("C++ trainer against the Python example", intro, body, rs)
 
