@@ -127,6 +127,10 @@ void spmm_impl(const void*, const void*, IndexType, int64_t, int64_t, int64_t, c
                int64_t, float*, Reduce, bool, StreamHandle) {
   require_cuda("spmm");
 }
+void aggregate_rows_impl(const int64_t*, const int64_t*, const float*, int64_t, const float*,
+                         int64_t, float*, RowReduce, StreamHandle) {
+  require_cuda("aggregate_rows");
+}
 FeatureCache::FeatureCache(const void*, int64_t, int64_t, const int64_t*, int64_t, const int64_t*,
                            StreamHandle) {
   require_cuda("FeatureCache");

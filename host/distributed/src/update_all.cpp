@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Distributed update_all: the plan (columns of the rank's aggregation matrix, remote sources),
-// one exchange of remote rows, then the local SpMM (CPU twin or cuSPARSE) or the weighted / max
-// CPU loop over the rank's owned rows.
+// one exchange of remote rows, then the local SpMM (CPU twin or cuSPARSE) or, for weighted
+// messages and max, the row aggregation (aggregate_rows_cpu or its CUDA twin) over the rank's
+// owned rows.
 #include "tessera/dist/update_all.hpp"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
+#include "tessera/cuda/aggregate_rows.hpp"
+#include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/ops/spmm.hpp"
@@ -20,64 +23,37 @@ namespace {
 
 std::atomic<int64_t> g_calls{0};
 
-const char* message_name(Message m) {
-  return m == Message::kCopySrc ? "copy_src" : "u_mul_e";
+cuda::RowReduce row_reduce(Aggregate a) {
+  return a == Aggregate::kMax    ? cuda::RowReduce::kMax
+         : a == Aggregate::kMean ? cuda::RowReduce::kMean
+                                 : cuda::RowReduce::kSum;
 }
 
-const char* aggregate_name(Aggregate a) {
-  switch (a) {
-    case Aggregate::kSum:
-      return "sum";
-    case Aggregate::kMean:
-      return "mean";
-    case Aggregate::kMax:
-      return "max";
+// The weight of every entry of the rank's aggregation matrix (w of its local edge), or an empty
+// vector without weights.
+std::vector<float> entry_weights(const float* w, const std::vector<int64_t>& edge_local) {
+  std::vector<float> vals;
+  if (w != nullptr) {
+    vals.resize(edge_local.size());
+    for (size_t e = 0; e < edge_local.size(); ++e) {
+      vals[e] = w[edge_local[e]];
+    }
   }
-  return "?";
+  return vals;
 }
 
-// out[r] = reduce over row r's entries e of (w ? w[edge(e)] : 1) * B[col(e)], in storage order
-// with float32 accumulation (the CPU twin's order: the same sums for sum and mean unweighted).
+// out[r] = reduce over row r's entries e of (w ? w[e] : 1) * B[col(e)], in storage order with
+// float32 accumulation (aggregate_rows_cpu, the CPU twin of the device path; for unweighted
+// sum and mean the same sums as the SpMM's CPU twin).
 void aggregate_cpu(const std::vector<int64_t>& indptr, const std::vector<int64_t>& cols,
-                   const std::vector<int64_t>& edge_local, const float* w, const float* B,
-                   int64_t F, Aggregate reduce, float* C) {
+                   const std::vector<float>& vals, const float* B, int64_t F, Aggregate reduce,
+                   float* C) {
   const auto rows = static_cast<int64_t>(indptr.size()) - 1;
+  const float* w = vals.empty() ? nullptr : vals.data();
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(F, 1)),
                [&](int64_t lo, int64_t hi, int64_t) {
-                 std::vector<float> acc(static_cast<size_t>(F));
-                 for (int64_t r = lo; r < hi; ++r) {
-                   const int64_t e0 = indptr[r], e1 = indptr[r + 1];
-                   float* out = C + (r * F);
-                   if (e0 == e1) {
-                     std::fill(out, out + F, 0.0f);
-                     continue;
-                   }
-                   const bool is_max = reduce == Aggregate::kMax;
-                   std::fill(acc.begin(), acc.end(),
-                             is_max ? -std::numeric_limits<float>::infinity() : 0.0f);
-                   for (int64_t e = e0; e < e1; ++e) {
-                     const float* row = B + (cols[e] * F);
-                     const float we = w != nullptr ? w[edge_local[e]] : 1.0f;
-                     if (is_max) {
-                       for (int64_t f = 0; f < F; ++f) {
-                         acc[f] = std::max(acc[f], we * row[f]);
-                       }
-                     } else if (w != nullptr) {
-                       for (int64_t f = 0; f < F; ++f) {
-                         acc[f] += we * row[f];
-                       }
-                     } else {
-                       for (int64_t f = 0; f < F; ++f) {
-                         acc[f] += row[f];
-                       }
-                     }
-                   }
-                   const float scale =
-                       reduce == Aggregate::kMean ? 1.0f / static_cast<float>(e1 - e0) : 1.0f;
-                   for (int64_t f = 0; f < F; ++f) {
-                     out[f] = is_max ? acc[f] : acc[f] * scale;
-                   }
-                 }
+                 cuda::aggregate_rows_cpu(indptr.data(), cols.data(), w, B, F, row_reduce(reduce),
+                                          lo, hi, C);
                });
 }
 
@@ -188,11 +164,6 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
                     "{}: edge_weight is given but message is 'copy_src' (use 'u_mul_e')", op);
   }
   const bool device = x.placement() == Placement::kDevice;
-  TESSERA_EXPECTS(!device || (opts.message == Message::kCopySrc && opts.reduce != Aggregate::kMax),
-                  ValueError,
-                  "{}: device-placed features '{}' support message 'copy_src' with reduce 'sum' "
-                  "or 'mean' (cuSPARSE), not '{}' with '{}'",
-                  op, x.name(), message_name(opts.message), aggregate_name(opts.reduce));
 
   const auto rb = static_cast<int64_t>(x.row_bytes());
   const int64_t F = rb / 4;
@@ -224,7 +195,7 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
       const ops::MatrixRef c{C, DType::kFloat32, owned_, F, ops::Memory::kHost};
       ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum);
     } else if (owned_ > 0) {
-      aggregate_cpu(indptr_, cols_, edge_local_, w, B.data(), F, opts.reduce, C);
+      aggregate_cpu(indptr_, cols_, entry_weights(w, edge_local_), B.data(), F, opts.reduce, C);
     }
     g.runtime()->barrier();  // every rank's rows are in place before anyone reads them
     return out;
@@ -260,13 +231,28 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
                                   static_cast<int64_t>(cols_.size()), ops::Memory::kDevice);
     a.num_rows = owned_;
     a.num_cols = ncols;
-    const ops::MatrixRef b{B.data(), DType::kFloat32, ncols, F, ops::Memory::kDevice};
-    const ops::MatrixRef c{out.local_device_data(), DType::kFloat32, owned_, F,
-                           ops::Memory::kDevice};
-    ops::ExecOptions eo;
-    eo.stream = st;
-    ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum,
-              false, eo);
+    if (opts.message == Message::kCopySrc && opts.reduce != Aggregate::kMax) {
+      const ops::MatrixRef b{B.data(), DType::kFloat32, ncols, F, ops::Memory::kDevice};
+      const ops::MatrixRef c{out.local_device_data(), DType::kFloat32, owned_, F,
+                             ops::Memory::kDevice};
+      ops::ExecOptions eo;
+      eo.stream = st;
+      ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum,
+                false, eo);
+    } else {
+      // Weighted messages or max: the row aggregation kernel (the CPU path's twin).
+      const std::vector<float> vals = entry_weights(w, edge_local_);
+      cuda::DeviceBuffer d_vals(std::max<size_t>(vals.size(), 1) * sizeof(float));
+      if (!vals.empty()) {
+        cuda::copy_async(d_vals.data(), vals.data(), vals.size() * sizeof(float), st);
+      }
+      cuda::aggregate_rows_impl(
+          static_cast<const int64_t*>(d_indptr.data()), static_cast<const int64_t*>(d_cols.data()),
+          vals.empty() ? nullptr : static_cast<const float*>(d_vals.data()), owned_,
+          static_cast<const float*>(B.data()), F, static_cast<float*>(out.local_device_data()),
+          row_reduce(opts.reduce), st);
+      stream.synchronize();  // the weights' buffers are freed at the end of this scope
+    }
     stream.synchronize();  // the pattern's buffers are freed at the end of this scope
   }
   stream.synchronize();

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "tessera/core/philox.hpp"
+#include "tessera/cuda/aggregate_rows.hpp"
 #include "tessera/cuda/gather_plan.hpp"
 #include "tessera/cuda/graph_view.hpp"
 #include "tessera/cuda/memory.hpp"
@@ -70,6 +71,14 @@ enum class Reduce : uint8_t { kSum, kMean };
 void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int64_t num_rows,
                int64_t num_cols, int64_t nnz, const float* B, int64_t feat, float* C, Reduce reduce,
                bool transpose, StreamHandle stream);
+
+/// C (num_rows x feat) = aggregate_rows_cpu's aggregation on the GPU, the same bits: for every
+/// row r, the sum, mean or max over its entries e (storage order) of (w ? w[e] : 1) *
+/// B[cols[e]]; zeros for a row without entries. `indptr` (num_rows + 1), `cols` and `w` (one
+/// per entry, or null), B and C in device memory, row-major; asynchronous on `stream`.
+void aggregate_rows_impl(const int64_t* indptr, const int64_t* cols, const float* w,
+                         int64_t num_rows, const float* B, int64_t feat, float* C, RowReduce reduce,
+                         StreamHandle stream);
 
 /// A GPU cache of hot feature rows in front of a (typically pinned, UVA) source matrix.
 /// Owns the cached rows and the slot map in device memory.

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+// update_all's weighted and max aggregations on the GPU: a warp per row, its lanes over the
+// feature columns (coalesced reads of B's rows), each element computed by aggregate_element,
+// the per-element form of the CPU twin aggregate_rows_cpu (the same bits).
+#include <cstdint>
+
+#include "tessera/cuda/aggregate_rows.hpp"
+#include "tessera/cuda/check.cuh"
+#include "tessera/cuda/kernels.hpp"
+
+namespace tessera::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__global__ void aggregate_rows_kernel(const int64_t* __restrict__ indptr,
+                                      const int64_t* __restrict__ cols, const float* __restrict__ w,
+                                      int64_t num_rows, const float* __restrict__ B, int64_t feat,
+                                      RowReduce reduce, float* __restrict__ C) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < num_rows;
+       r += warps) {
+    for (int64_t f = lane; f < feat; f += 32) {
+      C[r * feat + f] = aggregate_element(indptr, cols, w, B, feat, r, f, reduce);
+    }
+  }
+}
+
+}  // namespace
+
+void aggregate_rows_impl(const int64_t* indptr, const int64_t* cols, const float* w,
+                         int64_t num_rows, const float* B, int64_t feat, float* C, RowReduce reduce,
+                         StreamHandle stream) {
+  if (num_rows == 0 || feat == 0) return;
+  const int64_t blocks = (num_rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const unsigned grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+  TESSERA_KERNEL_CALL(aggregate_rows_kernel, grid, dim3(32, kWarpsPerBlock), 0,
+                      static_cast<cudaStream_t>(stream), indptr, cols, w, num_rows, B, feat, reduce,
+                      C);
+}
+
+}  // namespace tessera::cuda
