@@ -66,8 +66,9 @@ JobSpec ucx_job(int world, double deadline_s) {
 }
 
 // Rank `frozen` stops itself after the first barrier; every other rank's next barrier must fail
-// naming it within the liveness deadline, and then kills it (the harness would only at its own
-// deadline).
+// naming it within the liveness deadline. Once every other rank has, one of them kills it (the
+// harness would only at its own deadline): killed earlier, its sockets would close and a slower
+// rank would learn of it from the transport instead of its heartbeat.
 std::vector<RankResult> run_with_frozen_rank(JobSpec s, int frozen, const fs::path& dir) {
   return run_ranks(s, [&](int r) {
     auto t = transport::create_transport();
@@ -85,7 +86,13 @@ std::vector<RankResult> run_with_frozen_rank(JobSpec s, int frozen, const fs::pa
     } catch (const transport::PeerLostError& e) {
       what = fmt::format("lost rank {} after {:.1f} s: {}", e.peer(), since(t0), e.what());
     }
+    write_file(dir / fmt::format("done.{}", r), what);
     if (r == (frozen + 1) % s.world && wait_for_file(dir / "frozen.pid", 5)) {
+      for (int p = 0; p < s.world; ++p) {
+        if (p != frozen) {
+          wait_for_file(dir / fmt::format("done.{}", p), 60);
+        }
+      }
       ::kill(std::stoi(read_file(dir / "frozen.pid")), SIGKILL);
     }
     return what;
