@@ -25,13 +25,20 @@ inline float checked_weight(const float* w, int64_t k) {
   return x;
 }
 
+// ThreadSanitizer instruments the ifunc resolver that target_clones generates, and the dynamic
+// loader runs it before TSan is set up (the binary crashes at load): one version under TSan.
+#if defined(__SANITIZE_THREAD__)
+#define TESSERA_TARGET_CLONES(...)
+#else
+#define TESSERA_TARGET_CLONES(...) __attribute__((target_clones(__VA_ARGS__)))
+#endif
+
 // Floyd's algorithm for k <= 64 without data-dependent branches (the picks of a row are few
 // and random, so branchy duplicate checks and insertion sorts mispredict): a pick equal to an
 // earlier one becomes j (any earlier pick is < j), then each pick goes to its rank among the
 // k distinct picks. Vectorized for the CPU at hand (target_clones).
-__attribute__((target_clones("avx512f", "avx2", "default"))) void floyd_small(const uint64_t* rnd,
-                                                                              int64_t d, int64_t k,
-                                                                              int64_t* out) {
+TESSERA_TARGET_CLONES("avx512f", "avx2", "default")
+void floyd_small(const uint64_t* rnd, int64_t d, int64_t k, int64_t* out) {
   int64_t v[64];
   for (int64_t t = 0; t < k; ++t) {
     const int64_t j = d - k + t;
