@@ -123,6 +123,29 @@ void reference(const Graph& g, Message msg, Aggregate red, std::vector<double>& 
   }
 }
 
+// The options of one (message, reduce) case; `w` serves u_mul_e.
+dist::UpdateAllOptions options(Message msg, Aggregate red, const DistTensor& w) {
+  dist::UpdateAllOptions o;
+  o.message = msg;
+  o.reduce = red;
+  if (msg == Message::kUMulE) {
+    o.edge_weight = &w;
+  }
+  return o;
+}
+
+// The edge weights weight(original edge ID) as a host DistTensor over the edge policy.
+DistTensor edge_weights(const std::shared_ptr<Runtime>& rt, const std::string& name,
+                        const DistGraph& g, const std::vector<int64_t>& orig_eid) {
+  return DistTensor(rt, name, {g.num_edges()}, DType::kFloat32, PartPolicy::edge(g.book()),
+                    [&](int64_t b, int64_t e, void* dst) {
+                      auto* p = static_cast<float*>(dst);
+                      for (int64_t k = b; k < e; ++k) {
+                        p[k - b] = weight(orig_eid[k]);
+                      }
+                    });
+}
+
 std::string body(const Case& c, const fs::path& cfg_path) {
   auto rt = Runtime::create();
   const PartitionConfig cfg = load_partition_config(cfg_path);
@@ -141,13 +164,7 @@ std::string body(const Case& c, const fs::path& cfg_path) {
                    }
                  }
                });
-  DistTensor w(rt, "w", {g.num_edges()}, DType::kFloat32, PartPolicy::edge(g.book()),
-               [&](int64_t b, int64_t e, void* dst) {
-                 auto* p = static_cast<float*>(dst);
-                 for (int64_t k = b; k < e; ++k) {
-                   p[k - b] = weight(orig_eid[k]);
-                 }
-               });
+  const DistTensor w = edge_weights(rt, "w", g, orig_eid);
   const dist::UpdateAllPlan plan(g);
   const auto [lo, hi] = g.local_node_range();
   RANK_CHECK(plan.num_owned() == hi - lo, "owned rows");
@@ -159,13 +176,7 @@ std::string body(const Case& c, const fs::path& cfg_path) {
   for (const Message msg : {Message::kCopySrc, Message::kUMulE}) {
     for (const Aggregate red : {Aggregate::kSum, Aggregate::kMean, Aggregate::kMax}) {
       reference(ds.graph, msg, red, ref, bound);
-      dist::UpdateAllOptions o;
-      o.message = msg;
-      o.reduce = red;
-      if (msg == Message::kUMulE) {
-        o.edge_weight = &w;
-      }
-      const DistTensor out = plan.run(x, o);
+      const DistTensor out = plan.run(x, options(msg, red, w));
       RANK_CHECK(out.shape() == x.shape() && out.policy() == x.policy(), "result shape/policy");
       const auto* got = static_cast<const float*>(out.local_data());
       for (int64_t v = lo; v < hi; ++v) {
@@ -270,13 +281,7 @@ void device_case(int world) {
           }
         },
         false, dist::Placement::kDevice);
-    DistTensor w(rt, "wd", {g.num_edges()}, DType::kFloat32, PartPolicy::edge(g.book()),
-                 [&](int64_t b, int64_t e, void* dst) {
-                   auto* p = static_cast<float*>(dst);
-                   for (int64_t k = b; k < e; ++k) {
-                     p[k - b] = weight(orig_eid[k]);
-                   }
-                 });
+    const DistTensor w = edge_weights(rt, "wd", g, orig_eid);
     const auto [lo, hi] = g.local_node_range();
     std::vector<int64_t> ids(static_cast<size_t>(hi - lo));
     for (int64_t v = lo; v < hi; ++v) {
@@ -286,13 +291,7 @@ void device_case(int world) {
     for (const Message msg : {Message::kCopySrc, Message::kUMulE}) {
       for (const Aggregate red : {Aggregate::kSum, Aggregate::kMean, Aggregate::kMax}) {
         reference(ds.graph, msg, red, ref, bound);
-        dist::UpdateAllOptions o;
-        o.message = msg;
-        o.reduce = red;
-        if (msg == Message::kUMulE) {
-          o.edge_weight = &w;
-        }
-        const DistTensor out = dist::update_all(g, x, o);
+        const DistTensor out = dist::update_all(g, x, options(msg, red, w));
         RANK_CHECK(out.placement() == dist::Placement::kDevice, "result placement");
         const Array got = out.read(ids);
         for (int64_t v = lo; v < hi; ++v) {
