@@ -28,12 +28,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -324,6 +328,86 @@ Batch cpu_batch(ops::NodeMiniBatch&& mb, const Features& f, const std::vector<in
   b.sample_seconds = owner->stats.sample_seconds + owner->stats.compact_seconds;
   return b;
 }
+
+/// The CPU path's batches made ahead on a thread of their own: the loader's next batch with its
+/// features gathered and normalized and its labels (cpu_batch), as train_sage.py's loader
+/// gathers `prefetch_node_feats`, so the training thread waits only when this thread is behind.
+/// One per epoch, after the loader's start_epoch; `depth` batches at most are ready at once.
+class CpuBatchPipe {
+ public:
+  CpuBatchPipe(dist::DistNodeDataLoader& loader, const Features& f,
+               const std::vector<int64_t>& labels, int64_t steps, int64_t depth, int64_t digests)
+      : loader_(loader), depth_(std::max<int64_t>(1, depth)) {
+    th_ = std::thread([this, &f, &labels, steps, digests] {
+      try {
+        for (int64_t step = 0; step < steps; ++step) {
+          ops::NodeMiniBatch mb;
+          if (!loader_.next(mb)) {
+            TESSERA_EXPECTS(stopping(), ValueError, "the loader ended after {} of {} batches", step,
+                            steps);
+            break;
+          }
+          Batch b = cpu_batch(std::move(mb), f, labels, step < digests);
+          std::unique_lock<std::mutex> lk(mu_);
+          cv_.wait(lk, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < depth_; });
+          if (stop_) {
+            break;
+          }
+          ready_.push_back(std::move(b));
+          cv_.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        error_ = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lk(mu_);
+      done_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~CpuBatchPipe() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    loader_.stop();  // a next() waiting for a batch returns
+    th_.join();
+  }
+  CpuBatchPipe(const CpuBatchPipe&) = delete;
+  CpuBatchPipe& operator=(const CpuBatchPipe&) = delete;
+
+  /// The next batch in order; rethrows what stopped the thread.
+  Batch next() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return !ready_.empty() || done_; });
+    if (ready_.empty()) {
+      if (error_) {
+        std::rethrow_exception(error_);
+      }
+      TESSERA_FAIL(ValueError, "the loader ended before the epoch's last batch");
+    }
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  bool stopping() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return stop_;
+  }
+
+  dist::DistNodeDataLoader& loader_;
+  const int64_t depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  bool stop_ = false, done_ = false;
+  std::exception_ptr error_;
+  std::thread th_;
+};
 
 #ifdef TESSERA_WITH_CUDA
 cuda::StreamHandle current_stream(const at::Device& d) {
@@ -1025,6 +1109,10 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
       loader->start_epoch(epoch);
     }
     const int64_t steps = num_batches();
+    std::optional<CpuBatchPipe> pipe;
+    if (loader) {
+      pipe.emplace(*loader, feats, data.labels, steps, o.prefetch, o.batch_digests);
+    }
     detail::ProgressBar bar(steps, fmt::format("split {} epoch {:3d}", split, epoch),
                             !o.quiet && job.rank == 0);
     double loss_sum = 0;
@@ -1051,10 +1139,8 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
         b = gpu_batch(std::move(mb), feats, data.label_type, job.device, want_digest);
       }
 #endif
-      if (loader) {
-        ops::NodeMiniBatch mb;
-        TESSERA_ASSERT(loader->next(mb), "the loader ended after {} of {} batches", step, steps);
-        b = cpu_batch(std::move(mb), feats, data.labels, want_digest);
+      if (pipe) {
+        b = pipe->next();
       }
       clock.add_host("wait", now_seconds() - w0);
       busy_sample += b.sample_seconds;
