@@ -791,6 +791,7 @@ class UcxRemote final : public RemoteMemory {
     std::lock_guard<std::mutex> lk(t_->worker_mu_);
     ucp_rkey_destroy(rkey_);
   }
+  const uint8_t* mapped() const override { return mapped_; }
   UcxTransport* t_;
   uint64_t address_;
   ucp_rkey_h rkey_;

@@ -127,6 +127,10 @@ class RemoteMemory {
   virtual ~RemoteMemory() = default;
   int owner() const { return owner_; }
   size_t size() const { return size_; }
+  /// The region mapped into this process (a same-node peer's memory that the transport placed
+  /// in shared memory), or null: then only get() reads it. Loads and copies through it see the
+  /// owner's writes as they happen, as get() does; ordering them is the reader's business.
+  virtual const uint8_t* mapped() const { return nullptr; }
 
  protected:
   RemoteMemory(int owner, size_t size) : owner_(owner), size_(size) {}
