@@ -315,34 +315,42 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
     }
   }
   try {
-    const bool gets = s.one_sided && rb >= s.min_get_bytes;
-    std::vector<int> owners;
+    // Gets for rows of at least min_get_bytes, and for any row of an owner whose region is
+    // mapped here (a get is then a copy, cheaper than the owner's server at every size);
+    // requests for the rest.
+    std::vector<int> get_owners, request_owners;
     for (int p = 0; p < world; ++p) {
-      if (p != me && !pos[p].empty()) {
-        owners.push_back(p);
+      if (p == me || pos[p].empty()) {
+        continue;
       }
+      const bool get = s.one_sided && (rb >= s.min_get_bytes || s.remotes[p]->mapped() != nullptr);
+      (get ? get_owners : request_owners).push_back(p);
     }
-    if (gets && owners.size() == 1) {
-      get_rows(s, owners[0], ids, pos[owners[0]], out);
-      return;
+    std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
+    for (int p : request_owners) {
+      Writer w;
+      w.put<uint64_t>(s.id);
+      w.put<uint64_t>(pos[p].size());
+      for (int64_t i : pos[p]) {
+        w.put<int64_t>(ids[i]);
+      }
+      pending[p] = t.request_async(p, kMsgRead, transport::ByteView(w.buf));
     }
-    if (gets) {
+    if (!get_owners.empty()) {
       // Owners in parallel: each get waits for its own flush.
-      std::vector<std::exception_ptr> errs(owners.size());
+      std::vector<std::exception_ptr> errs(get_owners.size());
       std::vector<std::thread> th;
-      for (size_t k = 1; k < owners.size(); ++k) {
+      for (size_t k = 1; k < get_owners.size(); ++k) {
         th.emplace_back([&, k] {
           try {
-            get_rows(s, owners[k], ids, pos[owners[k]], out);
+            get_rows(s, get_owners[k], ids, pos[get_owners[k]], out);
           } catch (...) {
             errs[k] = std::current_exception();
           }
         });
       }
       try {
-        if (!owners.empty()) {
-          get_rows(s, owners[0], ids, pos[owners[0]], out);
-        }
+        get_rows(s, get_owners[0], ids, pos[get_owners[0]], out);
       } catch (...) {
         errs[0] = std::current_exception();
       }
@@ -354,19 +362,8 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
           std::rethrow_exception(e);
         }
       }
-      return;
     }
-    std::vector<transport::PendingResponse> pending(static_cast<size_t>(world));
-    for (int p : owners) {
-      Writer w;
-      w.put<uint64_t>(s.id);
-      w.put<uint64_t>(pos[p].size());
-      for (int64_t i : pos[p]) {
-        w.put<int64_t>(ids[i]);
-      }
-      pending[p] = t.request_async(p, kMsgRead, transport::ByteView(w.buf));
-    }
-    for (int p : owners) {
+    for (int p : request_owners) {
       transport::Bytes b = pending[p].wait();
       TESSERA_EXPECTS(b.size() == pos[p].size() * rb, ValueError,
                       "DistTensor '{}': rank {} answered {} bytes for {} rows of {} bytes", s.name,
