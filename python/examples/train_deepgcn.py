@@ -68,7 +68,7 @@ import tessera.distributed as dist
 from tessera.cluster import ClusterGCNLoader, ClusterGCNSampler
 from tessera.metrics import accuracy, roc_auc
 from tessera.nn import DeepGCN
-from tessera.utils import Progress, atomic_write_json, log, pick_device
+from tessera.utils import Progress, atomic_write_json, commit_id, log, pick_device
 
 
 def lr_scale(rule: str, world: int) -> float:
@@ -77,19 +77,6 @@ def lr_scale(rule: str, world: int) -> float:
     if rule == "linear":
         return float(world)
     return 1.0
-
-
-def commit_id() -> str:
-    if os.environ.get("TESSERA_COMMIT"):
-        return os.environ["TESSERA_COMMIT"]
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 class WholeGraph:
@@ -352,7 +339,7 @@ def main(argv=None) -> int:
         f"{tests.mean():.2f} +- {tests.std():.2f} over {len(tests)} split(s)")
     if args.results:
         atomic_write_json({"dataset": args.dataset, "ranks": world, "mode": mode,
-                           "commit": commit_id(), "device": str(device),
+                           "commit": commit_id(__file__), "device": str(device),
                            "torch_threads": torch.get_num_threads(), "metric": metric,
                            "val_mean": float(vals.mean()), "test_mean": float(tests.mean()),
                            "test_std": float(tests.std()), "splits": results,

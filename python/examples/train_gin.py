@@ -43,7 +43,7 @@ from torch import nn
 import tessera.distributed as dist
 from tessera.graphs import DistributedGraphSampler, GraphDataLoader, read_graph_dataset
 from tessera.nn import GINConv, readout_nodes
-from tessera.utils import atomic_write_json, log, per_rank_batch, pick_device
+from tessera.utils import atomic_write_json, commit_id, log, per_rank_batch, pick_device
 
 
 class GIN(nn.Module):
@@ -75,20 +75,6 @@ class GIN(nn.Module):
             out = out + self.dropout(head(readout_nodes(h, batch.graph_ids, batch.num_graphs,
                                                         self.readout)))
         return out
-
-
-def commit_id() -> str:
-    """The repository commit (TESSERA_COMMIT when set: a copy of the tree without git)."""
-    if os.environ.get("TESSERA_COMMIT"):
-        return os.environ["TESSERA_COMMIT"]
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def average_buffers(model, world: int) -> None:
@@ -218,7 +204,7 @@ def main(argv=None) -> int:
         args = dict(vars(a), dataset=os.path.relpath(a.dataset))  # no machine-specific path
         atomic_write_json({"dataset": os.path.basename(os.path.normpath(a.dataset)),
                            "ranks": world, "device": str(device), "grad_sync": mode,
-                           "commit": commit_id(), "command": " ".join(sys.argv),
+                           "commit": commit_id(__file__), "command": " ".join(sys.argv),
                            "torch_threads": torch.get_num_threads(),
                            "args": args, "per_rank_batch": batch,
                            "train_graphs": len(train_ids), "test_graphs": len(test_ids),

@@ -46,7 +46,6 @@ import math
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,24 +64,13 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import hits_at_k, roc_auc  # noqa: F401 (tests use them from here)
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, atomic_write_json, log, per_rank_batch, pick_device, pyplot
+from tessera.utils import (Progress, atomic_write_json, commit_id, log,
+                           per_rank_batch, pick_device, pyplot)
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 # --- small utilities -------------------------------------------------------------------------
-def commit_id() -> str:
-    """HEAD of the repository, with +dirty when tracked files are modified."""
-    try:
-        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return f"{head}+dirty" if head and dirty else head
-
-
 # --- metrics ---------------------------------------------------------------------------------
 def metrics(pos: np.ndarray, neg: np.ndarray, k: int) -> dict:
     return {"roc_auc": roc_auc(pos, neg), f"hits@{k}": hits_at_k(pos, neg, k)}
@@ -473,7 +461,7 @@ def run(args, workdir: str, device: torch.device) -> int:
             "example": "python/examples/train_link.py",
             "task": "link prediction on held-out edges",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "commit": commit_id(),
+            "commit": commit_id(__file__, dirty=True, missing=""),
             "machine": {"host": platform.node(), "cpus": os.cpu_count(),
                         "platform": platform.platform(), "torch": torch.__version__,
                         "tessera": f"{tessera.__version__} "

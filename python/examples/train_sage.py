@@ -65,7 +65,7 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, log, per_rank_batch, pick_device, pyplot
+from tessera.utils import Progress, commit_id, log, per_rank_batch, pick_device, pyplot
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -476,20 +476,6 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             "inference_seconds": inference_s, "grad_sync": sync, **state}
 
 
-def commit_id() -> str:
-    """The repository commit (TESSERA_COMMIT when set: a copy of the tree without git)."""
-    if os.environ.get("TESSERA_COMMIT"):
-        return os.environ["TESSERA_COMMIT"]
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              timeout=10).stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def read_partition_files(config: str, part: int) -> float:
     """Seconds to read every file of partition ``part`` once with plain reads: the floor of
     loading it."""
@@ -736,7 +722,7 @@ def main(argv=None) -> int:
         plot_time(results, os.path.splitext(plot_path)[0] + "-time.png", copy_gbps)
         with open(args.results, "w") as f:
             json.dump({"dataset": args.dataset, "parts": args.parts, "ranks": world,
-                       "commit": commit_id(),
+                       "commit": commit_id(__file__),
                        "device": str(device),
                        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda"
                        else None,

@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -47,7 +46,7 @@ import torch.nn.functional as F
 
 import tessera.distributed as dist
 from tessera import vrgcn
-from tessera.utils import Progress, atomic_write_json, log, pick_device, pyplot
+from tessera.utils import Progress, atomic_write_json, commit_id, log, pick_device, pyplot
 
 
 def prepare_partitions(args, name: str, parts: int) -> str:
@@ -138,15 +137,6 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device,
             "test": best["test"], "val": best["val"], "best_epoch": best["epoch"],
             "sampled_edges_per_epoch": edges, "history_edges_per_epoch": hist_edges,
             "seconds": seconds, "history": history}
-
-
-def commit_id() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def plot(results: dict, path: str) -> None:
@@ -276,7 +266,7 @@ def main(argv=None) -> int:
     if args.results and tessera.get_rank() == 0:
         results = {"dataset": name, "ranks": world, "layers": args.layers, "metric": args.metric,
                    "epochs": args.epochs, "batch_size": args.batch_size, "seeds": args.seeds,
-                   "commit": commit_id(),
+                   "commit": commit_id(__file__),
                    "machine": args.machine, "device": str(device),
                    "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                    "args": vars(args), "runs": runs}

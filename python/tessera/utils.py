@@ -10,7 +10,7 @@ import time
 from . import _runtime
 
 __all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch", "local_rank",
-           "pick_device"]
+           "pick_device", "commit_id"]
 
 
 def log(*a) -> None:
@@ -121,3 +121,26 @@ def pick_device(choice: str = "auto"):
         torch.cuda.set_device(dev)
         return dev
     raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, got {choice!r}")
+
+
+def commit_id(where: str, dirty: bool = False, missing: str = "unknown") -> str:
+    """The commit a script's results record: ``TESSERA_COMMIT`` when set (a copy of the tree
+    whose git metadata may not match), else ``git rev-parse --short HEAD`` run in the folder of
+    ``where`` (a script's ``__file__``), with ``+dirty`` when ``dirty`` and tracked files are
+    modified; ``missing`` when git cannot tell."""
+    if os.environ.get("TESSERA_COMMIT"):
+        return os.environ["TESSERA_COMMIT"]
+    import subprocess
+
+    folder = os.path.dirname(os.path.abspath(where))
+    try:
+        head = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        changed = dirty and subprocess.run(
+            ["git", "-C", folder, "status", "--porcelain", "-uno"], capture_output=True,
+            text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return missing
+    if not head:
+        return missing
+    return f"{head}+dirty" if changed else head

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "fuzz_target.hpp"
+#include "loopback.hpp"
 #include "store_wire.hpp"
 #include "tessera/transport/rendezvous.hpp"
 
@@ -29,18 +30,7 @@ namespace wire = tessera::transport::detail::wire;
 
 const std::string kToken = "fuzz-token-0123456789abcdef";
 
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using tessera::test::connect_to;
 
 // Reads exactly n bytes within 2 s; false otherwise.
 bool read_n(int fd, void* p, size_t n) {

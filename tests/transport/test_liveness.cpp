@@ -19,6 +19,7 @@
 #include <iostream>
 #include <thread>
 
+#include "loopback.hpp"
 #include "multiprocess.hpp"
 #include "tessera/transport/transport.hpp"
 #include "tessera_test.hpp"
@@ -150,19 +151,6 @@ int64_t rss_bytes() {
     }
   }
   return -1;
-}
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // 2000 connections of five kinds: closed at once, HTTP junk, a header announcing a 1 TiB value,
