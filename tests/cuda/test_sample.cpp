@@ -535,10 +535,9 @@ TEST_P(OneHopViewTwin, MatchesCpuBitForBit) {
   const std::vector<float> w = sample_test_weights(g);
   const std::vector<int64_t> seeds = sample_test_seeds();
   ops::SampleOptions o = sample_test_options(fanout, replace, dir_in);
-  const ops::SampledEdges cpu =
-      ops::sample_neighbors(ops::SamplingGraph::as_stored(
-                                g, weighted ? ops::Span<const float>(w) : ops::Span<const float>()),
-                            seeds, o);
+  const ops::SamplingGraph sg = ops::SamplingGraph::as_stored(
+      g, weighted ? ops::Span<const float>(w) : ops::Span<const float>());
+  const ops::SampledEdges cpu = ops::sample_neighbors(sg, seeds, o);
   cuda::Stream stream;
   ops::DeviceGraphOptions go;
   go.split_arrays = false;
@@ -551,8 +550,8 @@ TEST_P(OneHopViewTwin, MatchesCpuBitForBit) {
   expect_same_edges(
       cuda::sample_neighbors_impl(dg.view(), sp, n, fanout, replace, dir_in, o.key, stream.get()),
       cpu, stream.get());
-  // One seed (the hub).
-  const ops::SampledEdges cpu1 = ops::sample_neighbors(g, std::vector<int64_t>{7}, o);
+  // One seed (the hub), weighted when the graph is.
+  const ops::SampledEdges cpu1 = ops::sample_neighbors(sg, std::vector<int64_t>{7}, o);
   expect_same_edges(
       cuda::sample_neighbors_impl(dg.view(), sp, 1, fanout, replace, dir_in, o.key, stream.get()),
       cpu1, stream.get());
