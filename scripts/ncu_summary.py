@@ -30,8 +30,9 @@ BYTES_SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "
 
 
 def short_name(name):
-    """tessera::cuda::detail::(anon)::sample_group_kernel<true>(HopArgs, ...) -> sample_group_kernel<true>."""
-    name = name.replace("(anonymous namespace)::", "")
+    """tessera::<unnamed>::sample_group_kernel<0>(tessera::HopArgs, ...) -> sample_group_kernel<0>."""
+    # An anonymous namespace reads "(anonymous namespace)" (c++filt) or "<unnamed>" (ncu 2025).
+    name = name.replace("(anonymous namespace)::", "").replace("<unnamed>::", "")
     name = re.sub(r"^void ", "", re.sub(r"\(.*", "", name))
     base = name.split("<", 1)
     head = base[0].split("::")[-1].strip()
