@@ -247,10 +247,11 @@ INSTANTIATE_TEST_SUITE_P(Datasets, DistUpdateAll, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.label(); });
 
 // Device-placed features (CUDA builds with a GPU; every case skips elsewhere): every message and
-// reduce against the whole-graph reference (cuSPARSE for copy_src sum / mean, the row
-// aggregation kernel for u_mul_e and max), at 1 rank (local) and 2 ranks over ucx tcp with the
-// NCCL exchange when every rank has a GPU of its own (else the owners' servers). The checks
-// run inside the ranks so the test process never initializes CUDA before a fork.
+// reduce, one plan run after another, against the whole-graph reference (cuSPARSE for copy_src
+// sum / mean, the row aggregation kernel for u_mul_e and max), at 1 rank (local) and 2 ranks
+// over ucx tcp with the NCCL exchange when every rank has a GPU of its own (else the owners'
+// servers). The checks run inside the ranks so the test process never initializes CUDA before
+// a fork.
 void device_case(int world) {
   const fs::path cfg = cached_partitions("update-all-test", "cora", world, "metis", 1);
   auto res = run_ranks(job(world, world == 1 ? "" : "tcp", 240), [&](int rank) -> std::string {
@@ -288,10 +289,13 @@ void device_case(int world) {
       ids[v - lo] = v;
     }
     std::vector<double> ref, bound;
+    // One plan for every case: the first run uploads the pattern (and stages the remote rows),
+    // the later ones reuse both.
+    const dist::UpdateAllPlan plan(g);
     for (const Message msg : {Message::kCopySrc, Message::kUMulE}) {
       for (const Aggregate red : {Aggregate::kSum, Aggregate::kMean, Aggregate::kMax}) {
         reference(ds.graph, msg, red, ref, bound);
-        const DistTensor out = dist::update_all(g, x, options(msg, red, w));
+        const DistTensor out = plan.run(x, options(msg, red, w));
         RANK_CHECK(out.placement() == dist::Placement::kDevice, "result placement");
         const Array got = out.read(ids);
         for (int64_t v = lo; v < hi; ++v) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
@@ -82,7 +83,14 @@ Aggregate parse_aggregate(const std::string& s) {
   throw ValueError(fmt::format("update_all: reduce '{}' is not one of 'sum', 'mean', 'max'", s));
 }
 
-UpdateAllPlan::UpdateAllPlan(const DistGraph& g) : g_(&g) {
+struct UpdateAllPlan::DeviceState {
+  std::mutex mu;
+  cuda::DeviceBuffer indptr, cols;  ///< indptr_ and cols_, uploaded once
+  cuda::DeviceBuffer rows;          ///< [owned; remote] rows when there are remote rows
+};
+
+UpdateAllPlan::UpdateAllPlan(const DistGraph& g)
+    : device_(std::make_shared<DeviceState>()), g_(&g) {
   const LocalPartition& lp = g.local_partition();
   const auto [lo, hi] = g.local_node_range();
   const int64_t edge_lo = g.local_edge_range().first;
@@ -201,38 +209,56 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
     return out;
   }
 
-  // Device rows: B on the device, remote rows over the device transport (or the owners'
-  // servers), then cuSPARSE into the result's device rows.
+  // Device rows: the owned rows of x read in place when no row is remote, else [owned; remote]
+  // staged (remote rows over the device transport, or the owners' servers without one); then
+  // cuSPARSE, or the row aggregation kernel, into the result's device rows. The pattern is in
+  // device memory from the plan's first device run on.
   cuda::Stream stream;
   const cuda::StreamHandle st = stream.get();
-  cuda::DeviceBuffer B(static_cast<size_t>(std::max<int64_t>(ncols * rb, 4)));
-  auto* b_remote = static_cast<char*>(B.data()) + (owned_ * rb);
+  DeviceState& d = *device_;
+  const std::lock_guard<std::mutex> lock(d.mu);
+  const void* B = x.local_device_data();
+  char* b_remote = nullptr;
+  if (!remote_.empty()) {
+    const auto need = static_cast<size_t>(ncols * rb);
+    if (d.rows.size() < need) {
+      d.rows = cuda::DeviceBuffer();  // the old staging first: both may not fit at once
+      d.rows = cuda::DeviceBuffer(need);
+    }
+    B = d.rows.data();
+    b_remote = static_cast<char*>(d.rows.data()) + (owned_ * rb);
+    if (owned_ > 0) {
+      cuda::copy_async(d.rows.data(), x.local_device_data(), static_cast<size_t>(owned_ * rb), st);
+    }
+  }
   if (g.runtime()->has_device_transport()) {
     x.read_collective_into_device(remote, b_remote, st);
   } else if (!remote_.empty()) {
     x.read_into_device(remote, b_remote, st);
   }
-  if (owned_ > 0) {
-    cuda::copy_async(B.data(), x.local_device_data(), static_cast<size_t>(owned_ * rb), st);
-  }
   DistTensor out(g.runtime(), name, x.shape(), DType::kFloat32, x.policy(), nullptr, false,
                  Placement::kDevice);
   if (owned_ > 0) {
-    cuda::DeviceBuffer d_indptr(indptr_.size() * sizeof(int64_t));
-    cuda::DeviceBuffer d_cols(std::max<size_t>(cols_.size(), 1) * sizeof(int64_t));
-    cuda::copy_async(d_indptr.data(), indptr_.data(), indptr_.size() * sizeof(int64_t), st);
-    if (!cols_.empty()) {
-      cuda::copy_async(d_cols.data(), cols_.data(), cols_.size() * sizeof(int64_t), st);
+    if (d.indptr.size() == 0) {
+      cuda::DeviceBuffer ip(indptr_.size() * sizeof(int64_t));
+      cuda::DeviceBuffer cols(std::max<size_t>(cols_.size(), 1) * sizeof(int64_t));
+      cuda::copy_async(ip.data(), indptr_.data(), indptr_.size() * sizeof(int64_t), st);
+      if (!cols_.empty()) {
+        cuda::copy_async(cols.data(), cols_.data(), cols_.size() * sizeof(int64_t), st);
+      }
+      stream.synchronize();  // kept only once complete: a failed upload is retried next run
+      d.indptr = std::move(ip);
+      d.cols = std::move(cols);
     }
+    const auto* d_indptr = static_cast<const int64_t*>(d.indptr.data());
+    const auto* d_cols = static_cast<const int64_t*>(d.cols.data());
     ops::CsrRef a;
-    a.indptr = ops::IndexRef::of(static_cast<const int64_t*>(d_indptr.data()), owned_ + 1,
-                                 ops::Memory::kDevice);
-    a.indices = ops::IndexRef::of(static_cast<const int64_t*>(d_cols.data()),
-                                  static_cast<int64_t>(cols_.size()), ops::Memory::kDevice);
+    a.indptr = ops::IndexRef::of(d_indptr, owned_ + 1, ops::Memory::kDevice);
+    a.indices = ops::IndexRef::of(d_cols, static_cast<int64_t>(cols_.size()), ops::Memory::kDevice);
     a.num_rows = owned_;
     a.num_cols = ncols;
     if (opts.message == Message::kCopySrc && opts.reduce != Aggregate::kMax) {
-      const ops::MatrixRef b{B.data(), DType::kFloat32, ncols, F, ops::Memory::kDevice};
+      const ops::MatrixRef b{const_cast<void*>(B), DType::kFloat32, ncols, F, ops::Memory::kDevice};
       const ops::MatrixRef c{out.local_device_data(), DType::kFloat32, owned_, F,
                              ops::Memory::kDevice};
       ops::ExecOptions eo;
@@ -240,22 +266,21 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
       ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum,
                 false, eo);
     } else {
-      // Weighted messages or max: the row aggregation kernel (the CPU path's twin).
+      // Weighted messages or max: the row aggregation kernel (the CPU path's twin). The weights
+      // are x's edge tensor's current values, copied every run.
       const std::vector<float> vals = entry_weights(w, edge_local_);
       cuda::DeviceBuffer d_vals(std::max<size_t>(vals.size(), 1) * sizeof(float));
       if (!vals.empty()) {
         cuda::copy_async(d_vals.data(), vals.data(), vals.size() * sizeof(float), st);
       }
       cuda::aggregate_rows_impl(
-          static_cast<const int64_t*>(d_indptr.data()), static_cast<const int64_t*>(d_cols.data()),
-          vals.empty() ? nullptr : static_cast<const float*>(d_vals.data()), owned_,
-          static_cast<const float*>(B.data()), F, static_cast<float*>(out.local_device_data()),
+          d_indptr, d_cols, vals.empty() ? nullptr : static_cast<const float*>(d_vals.data()),
+          owned_, static_cast<const float*>(B), F, static_cast<float*>(out.local_device_data()),
           row_reduce(opts.reduce), st);
-      stream.synchronize();  // the weights' buffers are freed at the end of this scope
+      stream.synchronize();  // the weights' buffer is freed at the end of this scope
     }
-    stream.synchronize();  // the pattern's buffers are freed at the end of this scope
   }
-  stream.synchronize();
+  stream.synchronize();  // the staging is reused by the next run
   g.runtime()->barrier();
   return out;
 }

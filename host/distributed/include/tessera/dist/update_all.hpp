@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,9 @@ class UpdateAllPlan {
   /// host transport; for Placement::kDevice, read_collective_into_device over the attached
   /// device transport, e.g. nccl, or read_into_device through the owners' servers without
   /// one). sum and mean run ops::spmm (CPU twin, or cuSPARSE for device rows); u_mul_e and max
-  /// run the CPU loop of the same order (host rows only). Ends with a barrier: when it returns
-  /// on any rank, every rank's rows of the result are in place and any rank may read them.
+  /// run the row aggregation (aggregate_rows_cpu, or its CUDA twin for device rows). Ends with a
+  /// barrier: when it returns on any rank, every rank's rows of the result are in place and any
+  /// rank may read them.
   DistTensor run(const DistTensor& x, const UpdateAllOptions& opts = {}) const;
 
   int64_t num_owned() const { return owned_; }
@@ -64,6 +66,11 @@ class UpdateAllPlan {
   const std::vector<int64_t>& cols() const { return cols_; }
 
  private:
+  /// The matrix pattern in device memory and the staging of [owned; remote] rows, made by the
+  /// first run on device rows and kept for the next (a run re-uploading the pattern spent 5x
+  /// the SpMM on rmat:21,25); shared by copies of the plan, one run on it at a time.
+  struct DeviceState;
+  std::shared_ptr<DeviceState> device_;
   const DistGraph* g_;
   int64_t owned_ = 0;
   std::vector<int64_t> indptr_;      ///< [owned + 1]
