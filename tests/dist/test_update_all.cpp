@@ -248,10 +248,10 @@ INSTANTIATE_TEST_SUITE_P(Datasets, DistUpdateAll, ::testing::ValuesIn(cases()),
 
 // Device-placed features (CUDA builds with a GPU; every case skips elsewhere): every message and
 // reduce, one plan run after another, against the whole-graph reference (cuSPARSE for copy_src
-// sum / mean, the row aggregation kernel for u_mul_e and max), at 1 rank (local) and 2 ranks
-// over ucx tcp with the NCCL exchange when every rank has a GPU of its own (else the owners'
-// servers). The checks run inside the ranks so the test process never initializes CUDA before
-// a fork.
+// sum / mean, the row aggregation kernel for u_mul_e and max), at 1 rank (local, the exchange
+// over NCCL) and 2 ranks over ucx tcp with the NCCL exchange when every rank has a GPU of its own
+// (else the owners' servers). The checks run inside the ranks so the test process never initializes
+// CUDA before a fork.
 void device_case(int world) {
   const fs::path cfg = cached_partitions("update-all-test", "cora", world, "metis", 1);
   auto res = run_ranks(job(world, world == 1 ? "" : "tcp", 240), [&](int rank) -> std::string {
@@ -261,7 +261,9 @@ void device_case(int world) {
     }
     cuda::set_device(rank % n);
     auto rt = Runtime::create();
-    if (world > 1 && n >= world) {
+    // NCCL carries the exchange at one rank (a world of one on one GPU) and where every rank
+    // has a GPU of its own; ranks sharing a GPU read through the owners' servers.
+    if (world == 1 || n >= world) {
       rt->attach_device_transport("nccl");
     }
     const PartitionConfig pc = load_partition_config(cfg);
