@@ -694,10 +694,12 @@ def train_cpp_section(runs):
 `python/examples/train_sage.py` on the same partitions, presets and seed in the same run (on the
 CPU one thread per rank: the same losses and test metrics; on the GPU with `--device cuda`, as
 `scripts/gpu-check examples` runs it); the best of the repeats, and the part of a step outside
-the model's forward and backward (the target: C++ at most half of Python's). One difference
-weighs against C++ there: train_sage.py normalizes the input features inside its forward
-(counted as forward and backward), `tessera train` on its batch thread, ahead of the step (counted
-as waiting whenever that thread is behind, as at each epoch's first batch: Cora's epochs have 3).
+the model's forward and backward (the target: C++ at most half of Python's). train_sage.py
+normalizes the input features and casts the labels inside its forward (counted as forward and
+backward). On the GPU `tessera train` does the same in its forward segment; the H200 run of
+bca9e34 predates that and counted them as C++'s waiting. On the CPU it normalizes on its batch
+thread, ahead of the step (counted as waiting whenever that thread is behind, as at each epoch's
+first batch: Cora's epochs have 3).
 """
     return section("C++ trainer against the Python example", intro, body, rs)
 

@@ -301,6 +301,9 @@ struct Batch {
   at::Tensor x, y;
   double sample_seconds = 0, gather_seconds = 0;
   std::string digest;  // with --batch-digests
+  /// x not yet normalized and y not yet int64 (GPU batches): the step does both inside its
+  /// forward segment, where train_sage.py does them, so the time splits compare like for like.
+  bool prepare_in_step = false;
 };
 
 /// A CPU batch of DistNodeDataLoader: blocks viewed in place, features read through the
@@ -464,9 +467,9 @@ Batch gpu_batch(dist::DeviceMiniBatch&& mb, const Features& f, at::ScalarType la
   }
   const int64_t n_in = owner->num_input_nodes(),
                 n_seeds = static_cast<int64_t>(owner->seeds.size());
-  b.x = f.normalize(
-      device_view(owner->node_rows.at(0)->data(), {n_in, f.dim()}, f.dtype(), d, owner));
-  b.y = device_view(owner->label_rows.at(0)->data(), {n_seeds}, label_type, d, owner).to(at::kLong);
+  b.x = device_view(owner->node_rows.at(0)->data(), {n_in, f.dim()}, f.dtype(), d, owner);
+  b.y = device_view(owner->label_rows.at(0)->data(), {n_seeds}, label_type, d, owner);
+  b.prepare_in_step = true;
   return b;
 }
 #endif
@@ -1150,6 +1153,10 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
       }
 
       const StepClock::Mark f0 = clock.mark();
+      if (b.prepare_in_step) {
+        b.x = feats.normalize(b.x);
+        b.y = b.y.to(at::kLong);
+      }
       opt.zero_grad();
       const at::Tensor logits = model.forward(b.blocks, b.x, /*train=*/true);
       at::Tensor loss = at::cross_entropy_loss(logits, b.y);
