@@ -14,6 +14,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/cuda/aggregate_rows.hpp"
+#include "tessera/cuda/device.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/dist/runtime.hpp"
@@ -85,6 +86,7 @@ Aggregate parse_aggregate(const std::string& s) {
 
 struct UpdateAllPlan::DeviceState {
   std::mutex mu;
+  int device = -1;                  ///< where the buffers live (the first device run's device)
   cuda::DeviceBuffer indptr, cols;  ///< indptr_ and cols_, uploaded once
   cuda::DeviceBuffer rows;          ///< [owned; remote] rows when there are remote rows
 };
@@ -217,6 +219,12 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
   const cuda::StreamHandle st = stream.get();
   DeviceState& d = *device_;
   const std::lock_guard<std::mutex> lock(d.mu);
+  const int dev = cuda::current_device();
+  TESSERA_EXPECTS(d.device < 0 || d.device == dev, ValueError,
+                  "{}: this plan's device buffers are on GPU {} but the current device is {} "
+                  "(make a plan per device)",
+                  op, d.device, dev);
+  d.device = dev;
   const void* B = x.local_device_data();
   char* b_remote = nullptr;
   if (!remote_.empty()) {
