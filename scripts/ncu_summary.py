@@ -12,6 +12,7 @@ as a share of the peak (weighted by duration), plus grid size and registers per 
 import argparse
 import csv
 import json
+import os
 import re
 import sys
 
@@ -69,6 +70,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv")
     ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                    help="recorded in the JSON (commit, machine, command: what the results "
+                         "table expects of a result); repeatable")
     a = ap.parse_args()
     header, units, rows = read_rows(a.csv)
     tscale = TIME_SCALE.get(units.get(METRICS["time"], "ns"), 1e-3)
@@ -105,8 +109,16 @@ def main():
               f"{k['achieved_occupancy_pct']:>6.1f} {k['theoretical_occupancy_pct']:>7.1f} "
               f"{k['dram_throughput_pct']:>7.1f} {','.join(map(str, k['registers'])):>5}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"source": a.csv, "launches": len(rows), "kernels": out}, f, indent=2)
+        meta = {}
+        for kv in a.meta:
+            key, sep, value = kv.partition("=")
+            if not sep or not key:
+                sys.exit(f"ncu_summary: --meta {kv!r} is not KEY=VALUE")
+            meta[key] = value
+        with open(a.json + ".tmp", "w") as f:
+            json.dump({**meta, "source": a.csv, "launches": len(rows), "kernels": out}, f,
+                      indent=2)
+        os.replace(a.json + ".tmp", a.json)
         print(f"wrote {a.json}")
 
 

@@ -29,10 +29,12 @@ def test_short_names_drop_namespaces_and_arguments():
 
 def test_summary_of_a_real_report(tmp_path):
     out = tmp_path / "ncu.json"
-    r = subprocess.run([sys.executable, str(SCRIPT), str(CSV), "--json", str(out)],
+    r = subprocess.run([sys.executable, str(SCRIPT), str(CSV), "--json", str(out), "--meta",
+                        "commit=abc1234", "--meta", "machine=NVIDIA-H200"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     d = json.loads(out.read_text())
+    assert d["commit"] == "abc1234" and d["machine"] == "NVIDIA-H200"
     kernels = {k["kernel"]: k for k in d["kernels"]}
     assert d["launches"] == 48 == sum(k["launches"] for k in d["kernels"])
     assert set(kernels) == {"sample_group_kernel<0>", "number_kernel", "mark_kernel",
@@ -40,6 +42,13 @@ def test_summary_of_a_real_report(tmp_path):
     for k in kernels.values():
         assert k["time_us"] > 0
         assert 0 < k["achieved_occupancy_pct"] <= k["theoretical_occupancy_pct"] <= 100
+
+
+def test_bad_meta_is_refused(tmp_path):
+    r = subprocess.run([sys.executable, str(SCRIPT), str(CSV), "--json", str(tmp_path / "x.json"),
+                        "--meta", "commit"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "KEY=VALUE" in r.stderr
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_a_file_without_a_table_is_named(tmp_path):
