@@ -31,27 +31,27 @@ cuda::RowReduce row_reduce(Aggregate a) {
                                  : cuda::RowReduce::kSum;
 }
 
-// The weight of every entry of the rank's aggregation matrix (w of its local edge), or an empty
-// vector without weights.
-std::vector<float> entry_weights(const float* w, const std::vector<int64_t>& edge_local) {
-  std::vector<float> vals;
-  if (w != nullptr) {
-    vals.resize(edge_local.size());
-    for (size_t e = 0; e < edge_local.size(); ++e) {
-      vals[e] = w[edge_local[e]];
-    }
+// The weights of the rank's aggregation matrix's entries (w of each entry's local edge): w itself
+// when the entries are the local edges in order (what `tessera partition` writes), else gathered
+// into `scratch`; null without weights.
+const float* entry_weights(const float* w, const std::vector<int64_t>& edge_local, bool in_order,
+                           std::vector<float>& scratch) {
+  if (w == nullptr || in_order) {
+    return w;
   }
-  return vals;
+  scratch.resize(edge_local.size());
+  for (size_t e = 0; e < edge_local.size(); ++e) {
+    scratch[e] = w[edge_local[e]];
+  }
+  return scratch.data();
 }
 
 // out[r] = reduce over row r's entries e of (w ? w[e] : 1) * B[col(e)], in storage order with
 // float32 accumulation (aggregate_rows_cpu, the CPU twin of the device path; for unweighted
 // sum and mean the same sums as the SpMM's CPU twin).
 void aggregate_cpu(const std::vector<int64_t>& indptr, const std::vector<int64_t>& cols,
-                   const std::vector<float>& vals, const float* B, int64_t F, Aggregate reduce,
-                   float* C) {
+                   const float* w, const float* B, int64_t F, Aggregate reduce, float* C) {
   const auto rows = static_cast<int64_t>(indptr.size()) - 1;
-  const float* w = vals.empty() ? nullptr : vals.data();
   parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(F, 1)),
                [&](int64_t lo, int64_t hi, int64_t) {
                  cuda::aggregate_rows_cpu(indptr.data(), cols.data(), w, B, F, row_reduce(reduce),
@@ -118,6 +118,7 @@ UpdateAllPlan::UpdateAllPlan(const DistGraph& g)
     const int64_t u = local_ids ? nid[ind[k]] : ind[k];
     global[e] = u;
     edge_local_[e] = eid[k] - edge_lo;
+    edges_in_order_ = edges_in_order_ && edge_local_[e] == e;
   }
   for (int64_t e = 0; e < nnz; ++e) {
     if (global[e] < lo || global[e] >= hi) {
@@ -205,7 +206,9 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
       const ops::MatrixRef c{C, DType::kFloat32, owned_, F, ops::Memory::kHost};
       ops::spmm(a, b, c, opts.reduce == Aggregate::kMean ? ops::Reduce::kMean : ops::Reduce::kSum);
     } else if (owned_ > 0) {
-      aggregate_cpu(indptr_, cols_, entry_weights(w, edge_local_), B.data(), F, opts.reduce, C);
+      std::vector<float> scratch;
+      aggregate_cpu(indptr_, cols_, entry_weights(w, edge_local_, edges_in_order_, scratch),
+                    B.data(), F, opts.reduce, C);
     }
     g.runtime()->barrier();  // every rank's rows are in place before anyone reads them
     return out;
@@ -246,6 +249,10 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
   }
   DistTensor out(g.runtime(), name, x.shape(), DType::kFloat32, x.policy(), nullptr, false,
                  Placement::kDevice);
+  // u_mul_e's weights (gathered on the host when not in entry order, then uploaded), kept until
+  // the stream is done with them.
+  std::vector<float> scratch;
+  cuda::DeviceBuffer d_vals;
   if (owned_ > 0) {
     if (d.indptr.size() == 0) {
       cuda::DeviceBuffer ip(indptr_.size() * sizeof(int64_t));
@@ -275,20 +282,21 @@ DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts)
                 false, eo);
     } else {
       // Weighted messages or max: the row aggregation kernel (the CPU path's twin). The weights
-      // are x's edge tensor's current values, copied every run.
-      const std::vector<float> vals = entry_weights(w, edge_local_);
-      cuda::DeviceBuffer d_vals(std::max<size_t>(vals.size(), 1) * sizeof(float));
-      if (!vals.empty()) {
-        cuda::copy_async(d_vals.data(), vals.data(), vals.size() * sizeof(float), st);
+      // are the edge tensor's current host values, uploaded every run.
+      const float* vals = entry_weights(w, edge_local_, edges_in_order_, scratch);
+      if (vals != nullptr) {
+        d_vals = cuda::DeviceBuffer(std::max<size_t>(cols_.size(), 1) * sizeof(float));
+        if (!cols_.empty()) {
+          cuda::copy_async(d_vals.data(), vals, cols_.size() * sizeof(float), st);
+        }
       }
       cuda::aggregate_rows_impl(
-          d_indptr, d_cols, vals.empty() ? nullptr : static_cast<const float*>(d_vals.data()),
+          d_indptr, d_cols, vals == nullptr ? nullptr : static_cast<const float*>(d_vals.data()),
           owned_, static_cast<const float*>(B), F, static_cast<float*>(out.local_device_data()),
           row_reduce(opts.reduce), st);
-      stream.synchronize();  // the weights' buffer is freed at the end of this scope
     }
   }
-  stream.synchronize();  // the staging is reused by the next run
+  stream.synchronize();  // the staging is reused by the next run; the weights' upload is freed
   g.runtime()->barrier();
   return out;
 }

@@ -76,6 +76,7 @@ class UpdateAllPlan {
   std::vector<int64_t> indptr_;      ///< [owned + 1]
   std::vector<int64_t> cols_;        ///< column position of every inner edge
   std::vector<int64_t> edge_local_;  ///< every inner edge's ID minus the rank's edge range start
+  bool edges_in_order_ = true;       ///< edge_local_[e] == e: weights index by entry directly
   std::vector<int64_t> remote_;
 };
 
