@@ -28,16 +28,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -52,6 +48,7 @@
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
 #include "tessera/graph/npy.hpp"
+#include "tessera/ops/loader.hpp"
 #include "tessera/train/train.hpp"
 
 #ifdef TESSERA_WITH_CUDA
@@ -340,76 +337,31 @@ class CpuBatchPipe {
  public:
   CpuBatchPipe(dist::DistNodeDataLoader& loader, const Features& f,
                const std::vector<int64_t>& labels, int64_t steps, int64_t depth, int64_t digests)
-      : loader_(loader), depth_(std::max<int64_t>(1, depth)) {
-    th_ = std::thread([this, &f, &labels, steps, digests] {
-      try {
-        for (int64_t step = 0; step < steps; ++step) {
-          ops::NodeMiniBatch mb;
-          if (!loader_.next(mb)) {
-            TESSERA_EXPECTS(stopping(), ValueError, "the loader ended after {} of {} batches", step,
-                            steps);
-            break;
-          }
-          Batch b = cpu_batch(std::move(mb), f, labels, step < digests);
-          std::unique_lock<std::mutex> lk(mu_);
-          cv_.wait(lk, [&] { return stop_ || static_cast<int64_t>(ready_.size()) < depth_; });
-          if (stop_) {
-            break;
-          }
-          ready_.push_back(std::move(b));
-          cv_.notify_all();
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lk(mu_);
-        error_ = std::current_exception();
-      }
-      std::lock_guard<std::mutex> lk(mu_);
-      done_ = true;
-      cv_.notify_all();
-    });
-  }
+      : loader_(loader),
+        pipe_(steps, 1, static_cast<int>(std::max<int64_t>(1, depth)),
+              [this, &f, &labels, steps, digests](int64_t step, int) {
+                ops::NodeMiniBatch mb;
+                TESSERA_EXPECTS(loader_.next(mb), ValueError,
+                                "the loader ended after {} of {} batches", step, steps);
+                return cpu_batch(std::move(mb), f, labels, step < digests);
+              }) {}
   ~CpuBatchPipe() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
-      cv_.notify_all();
-    }
-    loader_.stop();  // a next() waiting for a batch returns
-    th_.join();
+    pipe_.cancel();
+    loader_.stop();  // a next() waiting for a batch returns; pipe_'s destructor then joins
   }
   CpuBatchPipe(const CpuBatchPipe&) = delete;
   CpuBatchPipe& operator=(const CpuBatchPipe&) = delete;
 
   /// The next batch in order; rethrows what stopped the thread.
   Batch next() {
-    std::unique_lock<std::mutex> lk(mu_);
-    cv_.wait(lk, [&] { return !ready_.empty() || done_; });
-    if (ready_.empty()) {
-      if (error_) {
-        std::rethrow_exception(error_);
-      }
-      TESSERA_FAIL(ValueError, "the loader ended before the epoch's last batch");
-    }
-    Batch b = std::move(ready_.front());
-    ready_.pop_front();
-    cv_.notify_all();
+    Batch b;
+    TESSERA_EXPECTS(pipe_.next(b), ValueError, "the loader ended before the epoch's last batch");
     return b;
   }
 
  private:
-  bool stopping() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return stop_;
-  }
-
   dist::DistNodeDataLoader& loader_;
-  const int64_t depth_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Batch> ready_;
-  bool stop_ = false, done_ = false;
-  std::exception_ptr error_;
-  std::thread th_;
+  ops::detail::OrderedPrefetcher<Batch> pipe_;  // one worker: the loader is read in order
 };
 
 #ifdef TESSERA_WITH_CUDA
