@@ -50,6 +50,7 @@ import math
 import os
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -277,6 +278,55 @@ class StepClock:
         return out
 
 
+class StepProfiler:
+    """``--profile``: torch.profiler over steps 20-49 of one epoch (from its middle step, and
+    fewer, if the epoch is shorter); writes the operator table sorted by GPU time, the GPU's busy share of the window
+    and the Chrome trace."""
+
+    FIRST, STEPS = 20, 30
+
+    def __init__(self, path: Optional[str], epoch: int, device: torch.device):
+        self.path, self.epoch, self.device = path, epoch, device
+        self.prof, self.t0, self.steps = None, 0.0, 0
+
+    def at_step(self, epoch: int, step: int, steps: int):
+        if self.path is None or epoch != self.epoch or self.steps >= self.STEPS:
+            return None
+        if self.prof is None and step >= min(self.FIRST, steps // 2):
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if self.device.type == "cuda":
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+                torch.cuda.synchronize(self.device)
+            self.prof = torch.profiler.profile(activities=acts)
+            self.prof.__enter__()
+            self.t0 = time.perf_counter()
+        if self.prof is not None:
+            self.steps += 1
+            return self.prof
+        return None
+
+    def finish(self) -> None:
+        if self.prof is None or self.path is None:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        wall = time.perf_counter() - self.t0
+        self.prof.__exit__(None, None, None)
+        avg = self.prof.key_averages()
+        by = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
+        gpu_us = sum(getattr(e, "self_device_time_total", 0.0) for e in avg)
+        head = (f"{self.steps} steps in {wall * 1e3:.1f} ms of wall time "
+                f"({wall * 1e3 / max(self.steps, 1):.2f} ms/step); GPU kernels "
+                f"{gpu_us / 1e3:.1f} ms ({gpu_us / 1e4 / max(wall, 1e-9):.0f}% of the wall)\n")
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        with open(self.path, "w") as f:
+            f.write(head)
+            f.write(avg.table(sort_by=by, row_limit=60, max_name_column_width=60))
+        self.prof.export_chrome_trace(self.path + ".trace.json")
+        log(f"[profile] {head.strip()}; table {self.path}")
+        self.prof, self.path = None, None
+
+
 def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str,
                 device: torch.device) -> dict:
     book = g.get_partition_book()
@@ -348,6 +398,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}")
 
     clock = StepClock(device)
+    profiler = StepProfiler(args.profile if tessera.get_rank() == 0 else None,
+                            1 if args.epochs > 1 else 0, device)
     log_every = max(1, args.log_every)
     last_eval = None  # (epoch, logits, seconds) of the latest evaluation
     while state["epoch"] < args.epochs:
@@ -362,6 +414,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         count, loader_busy, shown = 0, [0.0, 0.0], float("nan")
         digests = []
         for step in range(steps):
+            profiler.at_step(epoch, step, steps)
             w0 = time.perf_counter()
             batches = [next(it, None) for it in iters]  # the trainers of one synchronous step
             clock.add("wait", w0, time.perf_counter())
@@ -403,6 +456,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             if step % log_every == 0 or step == steps - 1:
                 shown = float(loss.detach())  # the only host read of the loss: every log_every steps
             bar.update(shown)
+        profiler.finish()
         bar.close()
         for it in iters:  # finish the generators so every loader advances to the next epoch
             for _ in it:
@@ -627,6 +681,13 @@ def parse_args(argv=None):
     p.add_argument("--plot", default=None, help="loss-curve PNG (default out/<name>-loss.png)")
     p.add_argument("--results", default=None, help="write the results as JSON here")
     p.add_argument("--quiet", action="store_true", help="one line per split, no progress bar")
+    p.add_argument("--profile", default=None, metavar="PATH",
+                   help="profile steps 20-49 of the second epoch (the first if only one) with "
+                        "torch.profiler: the operator table (by GPU time) to PATH, the trace "
+                        "to PATH.trace.json")
+    p.add_argument("--matmul-precision", default="highest", choices=["highest", "high"],
+                   help="float32 matmuls: 'high' lets them use TF32 tensor cores on a GPU "
+                        "(torch.set_float32_matmul_precision)")
     p.add_argument("--batch-digests", type=int, default=0, metavar="K",
                    help="record digests of the first K batches of every epoch in the results "
                         "(to compare the batches with tessera train's)")
@@ -656,6 +717,7 @@ def main(argv=None) -> int:
     args.fanouts = [int(f) for f in str(args.fanouts).split(",")]
     if args.threads:
         torch.set_num_threads(args.threads)
+    torch.set_float32_matmul_precision(args.matmul_precision)
 
     try:
         device = pick_device(args.device)
