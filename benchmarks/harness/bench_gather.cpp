@@ -166,7 +166,9 @@ std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const
       out.back().share = sorted_ms > 0 ? sort_ms / sorted_ms : 0;
     } else {
       probe("1 row per group", cuda::GatherOrder::kAsGiven, 1, false);
+      probe("2 rows per group", cuda::GatherOrder::kAsGiven, 2, false);
       probe("4 rows per group", cuda::GatherOrder::kAsGiven, 4, false);
+      probe("8 rows per group", cuda::GatherOrder::kAsGiven, 8, false);
     }
   }
   return out;

@@ -128,12 +128,14 @@ double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int
                        GatherOrder order, int rows_per_group, bool sort_only, int iters,
                        uint64_t seed) {
   require_cuda("gather probe");
-  TESSERA_EXPECTS(row_bytes > 0 && n > 0 && src_rows > 0 && iters > 0 &&
-                      (rows_per_group == 0 || rows_per_group == 1 || rows_per_group == 4),
-                  ValueError,
-                  "gather probe: need rows, row bytes, batch and iterations > 0 and 0, 1 or 4 "
-                  "rows per group (got {}, {}, {}, {}, {})",
-                  src_rows, row_bytes, n, iters, rows_per_group);
+  TESSERA_EXPECTS(
+      row_bytes > 0 && n > 0 && src_rows > 0 && iters > 0 &&
+          (rows_per_group == 0 || rows_per_group == 1 || rows_per_group == 2 ||
+           rows_per_group == 4 || rows_per_group == 8),
+      ValueError,
+      "gather probe: need rows, row bytes, batch and iterations > 0 and 0, 1, 2, 4 or 8 "
+      "rows per group (got {}, {}, {}, {}, {})",
+      src_rows, row_bytes, n, iters, rows_per_group);
   Stream stream;
   std::vector<int64_t> h_idx(static_cast<size_t>(n));
   std::mt19937_64 rng(seed);

@@ -135,7 +135,12 @@ void launch_gather_r(const GatherLaunch& g, const I* idx, const I* pos, const ga
 template <typename I, typename V>
 void launch_gather_v(const GatherLaunch& g, const I* idx, const I* pos, const gather::Plan& p,
                      StreamHandle stream) {
-  if (p.rows_per_group == 4)
+  // 2 and 8 rows per group (diagnostic probes) only for 16-byte vectors; other widths take 4.
+  if constexpr (std::is_same_v<V, uint4>) {
+    if (p.rows_per_group == 8) return launch_gather_r<I, V, 8>(g, idx, pos, p, stream);
+    if (p.rows_per_group == 2) return launch_gather_r<I, V, 2>(g, idx, pos, p, stream);
+  }
+  if (p.rows_per_group >= 2)
     launch_gather_r<I, V, 4>(g, idx, pos, p, stream);
   else
     launch_gather_r<I, V, 1>(g, idx, pos, p, stream);

@@ -28,9 +28,9 @@ struct GatherLaunch {
   unsigned long long* counters = nullptr;
 };
 
-/// gather_rows_impl / gather_rows_cached_impl over `g`; for diagnostics, `rows_per_group` (1 or
-/// 4; 0: the plan's choice) forces the rows per thread group, and `sort_only` enqueues only what
-/// the sorted path does before its gather (the keys and their sort; nothing when not sorting).
+/// gather_rows_impl / gather_rows_cached_impl over `g`; for diagnostics, `rows_per_group` (1, 2,
+/// 4 or 8; 0: the plan's choice) forces the rows per thread group, and `sort_only` enqueues only
+/// what the sorted path does before its gather (the keys and their sort; nothing when not sorting).
 void gather_dispatch(const GatherLaunch& g, int64_t row_bytes, const void* idx, IndexType idx_type,
                      GatherOrder order, StreamHandle stream, int rows_per_group = 0,
                      bool sort_only = false);

@@ -88,13 +88,14 @@ struct Plan {
   int vec_bytes = 1;       ///< bytes per vector access (16, 8, 4, 2, 1)
   int64_t vpr = 0;         ///< vectors per row
   int log2_tpr = 0;        ///< log2 of the threads of a group (power of two >= vpr, <= a block)
-  int rows_per_group = 1;  ///< rows a group copies per iteration (1 or 4)
+  int rows_per_group = 1;  ///< rows a group copies per iteration (1 or 4; 2 or 8 for probes)
   int grid_mult = 4;       ///< the grid is at most this many resident grids (grid-stride)
   bool sorted = false;     ///< the indices are sorted first (a gather only)
 };
 
 /// The plan of a gather of n rows of `row_bytes` (> 0): `address_bits` as vector_bytes takes
-/// it; `rows_per_group` 0 chooses (4 up to kGroupRowsMaxBytes, else 1), 1 or 4 forces.
+/// it; `rows_per_group` 0 chooses (4 up to kGroupRowsMaxBytes, else 1), 1, 2, 4 or 8 forces
+/// (2 and 8 run only with 16-byte vectors; other widths take 4).
 TESSERA_HD inline Plan plan(int64_t row_bytes, int64_t n, uint64_t address_bits,
                             bool src_in_host_memory, GatherOrder order, int rows_per_group = 0) {
   Plan p;
@@ -104,7 +105,7 @@ TESSERA_HD inline Plan plan(int64_t row_bytes, int64_t n, uint64_t address_bits,
     ++p.log2_tpr;
   }
   p.rows_per_group = rows_per_group > 0 ? rows_per_group : row_bytes <= kGroupRowsMaxBytes ? 4 : 1;
-  p.grid_mult = p.rows_per_group == 4 ? 1 : 4;
+  p.grid_mult = p.rows_per_group >= 2 ? 1 : 4;
   p.sorted = order == GatherOrder::kSorted ||
              (order == GatherOrder::kAuto && sort_pays(src_in_host_memory, row_bytes, n));
   return p;

@@ -248,7 +248,7 @@ double row_read_rate(const GraphView& g, const int64_t* d_visits, const VisitSeg
 /// A diagnostic run of the library's gather (`tessera bench gather --probe`): median
 /// milliseconds (`iters` runs after a warm-up, L2 flushed before each) of gathering `n` random
 /// rows (int64 indices, fixed `seed`) of `row_bytes` from `src` (device memory or UVA) into
-/// device memory in `order`, with `rows_per_group` (1 or 4; 0: the library's choice) rows per
+/// device memory in `order`, with `rows_per_group` (1, 2, 4 or 8; 0: the library's choice) rows per
 /// thread group; with `sort_only`, of the sorted path's keys and radix sort alone.
 /// Synchronizes (it is a benchmark).
 double probe_gather_ms(const void* src, int64_t src_rows, int64_t row_bytes, int64_t n,
