@@ -50,6 +50,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -280,8 +281,8 @@ class StepClock:
 
 class StepProfiler:
     """``--profile``: torch.profiler over steps 20-49 of one epoch (from its middle step, and
-    fewer, if the epoch is shorter); writes the operator table sorted by GPU time, the GPU's busy share of the window
-    and the Chrome trace."""
+    fewer, if the epoch is shorter); writes the operator table sorted by GPU time, the GPU's
+    busy share of the window (all streams, the loader's too) and the Chrome trace."""
 
     FIRST, STEPS = 20, 30
 
@@ -290,7 +291,10 @@ class StepProfiler:
         self.prof, self.t0, self.steps = None, 0.0, 0
 
     def at_step(self, epoch: int, step: int, steps: int):
-        if self.path is None or epoch != self.epoch or self.steps >= self.STEPS:
+        if self.path is None or epoch != self.epoch:
+            return None
+        if self.steps >= self.STEPS:  # the window's steps are done
+            self.finish()
             return None
         if self.prof is None and step >= min(self.FIRST, steps // 2):
             acts = [torch.profiler.ProfilerActivity.CPU]
@@ -298,7 +302,9 @@ class StepProfiler:
                 acts.append(torch.profiler.ProfilerActivity.CUDA)
                 torch.cuda.synchronize(self.device)
             self.prof = torch.profiler.profile(activities=acts)
-            self.prof.__enter__()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.prof.__enter__()
             self.t0 = time.perf_counter()
         if self.prof is not None:
             self.steps += 1
@@ -311,8 +317,10 @@ class StepProfiler:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         wall = time.perf_counter() - self.t0
-        self.prof.__exit__(None, None, None)
-        avg = self.prof.key_averages()
+        with warnings.catch_warnings():  # torch warns that it clears events between "cycles"
+            warnings.simplefilter("ignore")
+            self.prof.__exit__(None, None, None)
+            avg = self.prof.key_averages()
         by = "self_cuda_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         gpu_us = sum(getattr(e, "self_device_time_total", 0.0) for e in avg)
         head = (f"{self.steps} steps in {wall * 1e3:.1f} ms of wall time "
