@@ -20,6 +20,7 @@
 #include "tessera/ops/loader.hpp"
 #include "tessera/ops/sample.hpp"
 #include "tessera/ops/sampler.hpp"
+#include "tessera/ops/spmm.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/partition/partition.hpp"
 
@@ -86,6 +87,49 @@ void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const 
   } else {
     scatter_rows(d, i, t, opts);
   }
+}
+
+// spmm over buffers of any device: C = op(A) * B for the CSR pattern (indptr, indices) of
+// indptr.size - 1 rows and `num_cols` columns. Shapes here; dtypes, index values (when host
+// readable) and memory kinds by the op's one validator (host/ops spmm.cpp).
+void spmm_op(const BufferInfo& indptr, const BufferInfo& indices, int64_t num_cols,
+             const BufferInfo& b, const BufferInfo& c, const std::string& reduce, bool transpose,
+             uintptr_t stream) {
+  const char* op = "spmm";
+  const OpDevice dev = common_device(op, {&indptr, &indices, &b, &c});
+  TESSERA_EXPECTS(reduce == "sum" || reduce == "mean", ValueError,
+                  "spmm: reduce must be 'sum' or 'mean', got '{}'", reduce);
+  TESSERA_EXPECTS(indptr.shape.size() == 1 && indptr.shape[0] >= 1, ValueError,
+                  "spmm: indptr must be 1-D with at least one entry, got shape {}",
+                  shape_string(indptr.shape));
+  TESSERA_EXPECTS(indices.shape.size() == 1, ValueError, "spmm: indices must be 1-D, got shape {}",
+                  shape_string(indices.shape));
+  TESSERA_EXPECTS(indptr.dtype == indices.dtype &&
+                      (indptr.dtype == DType::kInt64 || indptr.dtype == DType::kInt32),
+                  TypeError,
+                  "spmm: indptr and indices must both be int32 or both int64, got {} and {}",
+                  dtype_name(indptr.dtype), dtype_name(indices.dtype));
+  TESSERA_EXPECTS(num_cols >= 0, ValueError, "spmm: num_cols is negative ({})", num_cols);
+  for (const BufferInfo* m : {&b, &c}) {
+    TESSERA_EXPECTS(m->shape.size() == 2, ValueError, "spmm: {} must be 2-D, got shape {}", m->name,
+                    shape_string(m->shape));
+  }
+  const Memory mem = dev.cuda ? Memory::kDevice : Memory::kHost;
+  CsrRef a;
+  a.indptr = IndexRef{indptr.data, indptr.dtype, indptr.shape[0], mem};
+  a.indices = IndexRef{indices.data, indices.dtype, indices.shape[0], mem};
+  a.num_rows = indptr.shape[0] - 1;
+  a.num_cols = num_cols;
+  const MatrixRef bm{b.data, b.dtype, b.shape[0], b.shape[1], mem};
+  const MatrixRef cm{c.data, c.dtype, c.shape[0], c.shape[1], mem};
+  ExecOptions opts;
+  opts.stream = reinterpret_cast<cuda::StreamHandle>(stream);  // NOLINT(performance-no-int-to-ptr)
+  if (dev.cuda) {
+    cuda::require_cuda(op);
+  }
+  nb::gil_scoped_release nogil;
+  cuda::DeviceGuard guard(dev.cuda ? dev.device : -1);
+  spmm(a, bm, cm, reduce == "mean" ? Reduce::kMean : Reduce::kSum, transpose, opts);
 }
 
 // Weights given by edge ID (a 1-D float32 or float64 array with one entry per edge ID of
@@ -324,6 +368,26 @@ void bind_ops(nb::module_& m) {
       "dst[idx[i]] = src[i] (src [n, ...], idx int32/int64 [n], dst [R, ...] of src's dtype), "
       "in place; devices, streams and errors as gather_rows. With repeated indices the CPU "
       "twin keeps the last row and the CUDA twin an unspecified one. Returns `dst`.");
+
+  m.def(
+      "spmm",
+      [](const DeviceArray& indptr, const DeviceArray& indices, int64_t num_cols,
+         const DeviceArray& b, nb::object c, const std::string& reduce, bool transpose,
+         uintptr_t stream) -> nb::object {
+        const BufferInfo p = buffer_info(indptr, "spmm", "indptr");
+        const BufferInfo i = buffer_info(indices, "spmm", "indices");
+        const BufferInfo bi = buffer_info(b, "spmm", "B");
+        const BufferInfo ci = buffer_info(writable_buffer(c, "spmm", "C"), "spmm", "C");
+        spmm_op(p, i, num_cols, bi, ci, reduce, transpose, stream);
+        return c;
+      },
+      nb::arg("indptr"), nb::arg("indices"), nb::arg("num_cols"), nb::arg("B"), nb::arg("C"),
+      nb::arg("reduce") = "sum", nb::arg("transpose") = false, nb::arg("stream") = 0,
+      "C = op(A) B in place for the CSR pattern A (indptr [R + 1], indices [nnz], both int32 or "
+      "both int64) of R rows and num_cols columns whose values are 1 ('sum') or 1 / the row's "
+      "degree ('mean'); op(A) = A^T with transpose (the backward of the forward aggregation). "
+      "B and C float32, 2-D, C-contiguous. All on the CPU: the CPU twin (deterministic); all on "
+      "one CUDA device: cuSPARSE on `stream`. Returns C.");
 
   nb::class_<ClusterGcnSampler>(m, "ClusterGcnSampler",
                                 "Cluster-GCN batches: parts shuffled per epoch by (seed, epoch, "

@@ -58,6 +58,11 @@ class Block:
 
     __slots__ = ("_b", "_cache")
 
+    #: The edges are grouped by destination, destinations in ascending order (``dst`` never
+    #: decreases): every sampler of Tessera builds its blocks so (tessera.nn aggregates such
+    #: blocks as CSR products).
+    dst_sorted = True
+
     def __init__(self, block: "_C.Block"):
         self._b = block
         self._cache = {}
@@ -181,6 +186,9 @@ class DeviceBlock:
 
     __slots__ = ("num_src", "num_dst", "_n_edges", "src", "dst", "srcnodes", "eids", "srcdata",
                  "dstdata", "edata", "_deg")
+
+    #: As Block's: edges grouped by destination in ascending order.
+    dst_sorted = True
 
     def __init__(self, parts: dict, device):
         def t(x):

@@ -2,9 +2,12 @@
 """GNN layers in plain PyTorch over Tessera's blocks (DGL's ``dgl.nn.SAGEConv``)."""
 from __future__ import annotations
 
+import os
 from typing import Optional, Sequence
 
+from . import _C
 from ._tensor import require_torch
+from .ops import spmm
 
 torch = require_torch("tessera.nn")
 from torch import nn  # noqa: E402
@@ -26,15 +29,42 @@ def block_edges(block):
     raise TypeError(f"expected a block, got {type(block).__name__}")
 
 
+class _SortedMean(torch.autograd.Function):
+    """Mean aggregation over edges grouped by destination (dst non-decreasing) as one sparse x
+    dense product each way (tessera.ops.spmm: cuSPARSE on a GPU): no per-edge message tensor,
+    no atomics forward, the degrees read from the CSR offsets."""
+
+    @staticmethod
+    def forward(ctx, h_src, src, indptr):
+        out = spmm(indptr, src, h_src.shape[0], h_src.contiguous(), reduce="mean")
+        ctx.save_for_backward(src, indptr)
+        ctx.num_src = h_src.shape[0]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        src, indptr = ctx.saved_tensors
+        g = spmm(indptr, src, ctx.num_src, grad.contiguous(), reduce="mean", transpose=True)
+        return g, None, None
+
+
 def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor",
-                   num_dst: int) -> "torch.Tensor":
+                   num_dst: int, dst_sorted: bool = False) -> "torch.Tensor":
     """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
 
-    index_add_ on the CPU adds in edge order, so the result is deterministic. Nothing here
-    waits for the GPU (the degrees are counted by a scatter, not by bincount, which reads its
-    size back to the host)."""
+    With ``dst_sorted`` (the edges grouped by destination in ascending order, as Tessera's
+    blocks are) a float32 matrix on a GPU is aggregated by two sparse x dense products (one
+    forward, one backward) through cuSPARSE. Otherwise, and on the CPU, by index_select and
+    index_add_; index_add_ on the CPU adds in edge order, so the result is deterministic.
+    Nothing here waits for the GPU (the degrees are counted by a scatter or read from the CSR
+    offsets, not by bincount, which reads its size back to the host)."""
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
+    if (dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32 and h_src.dim() == 2
+            and _C.cuda_compiled and os.environ.get("TESSERA_MEAN_AGGREGATE") != "index"):
+        indptr = torch.searchsorted(dst.contiguous(),
+                                    torch.arange(num_dst + 1, device=dst.device))
+        return _SortedMean.apply(h_src, src.contiguous(), indptr)
     out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
     out.index_add_(0, dst, h_src.index_select(0, src))
     deg = h_src.new_zeros(num_dst).index_add_(0, dst, h_src.new_ones(dst.shape[0]))
@@ -82,10 +112,11 @@ class SAGEConv(nn.Module):
             raise ValueError(f"SAGEConv: {h_src.shape[0]} source features for a block with "
                              f"{num_src} source nodes")
         h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
+        ordered = bool(getattr(block, "dst_sorted", False))
         if self.in_feats > self.out_feats:
-            h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst)
+            h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered)
         else:
-            h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst))
+            h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst, ordered))
         rst = self.fc_self(h_dst) + h_neigh
         if self.bias is not None:
             rst = rst + self.bias

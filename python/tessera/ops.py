@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Row gather and scatter of feature matrices on the CPU or a CUDA device, in place.
+"""Row gather and scatter of feature matrices, and sparse x dense products (message passing),
+on the CPU or a CUDA device, in place.
 
 ``gather_rows(src, idx)`` is ``src[idx]`` and ``scatter_rows(src, idx, dst)`` is
 ``dst[idx] = src`` for rows of any width and dtype with int32 or int64 indices, run by
@@ -23,7 +24,7 @@ from typing import Optional
 from . import _C
 from ._tensor import HAVE_TORCH, cuda_stream_of, torch
 
-__all__ = ["gather_rows", "scatter_rows"]
+__all__ = ["gather_rows", "scatter_rows", "spmm"]
 
 
 def _plain(x):
@@ -78,3 +79,39 @@ def scatter_rows(src, idx, dst, *, check_indices: bool = True,
     last row and the CUDA twin an unspecified one. Returns ``dst``."""
     _run(_C.scatter_rows, (_plain(src), _index(idx), _plain(dst)), dst, stream, check_indices)
     return dst
+
+
+def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
+         transpose: bool = False, stream: Optional[int] = None):
+    """``out = op(A) @ B`` for the CSR pattern A (``indptr`` [R + 1], ``indices`` [nnz], both
+    int32 or both int64) of R rows and ``num_cols`` columns whose values are 1 (``reduce="sum"``)
+    or 1 / the row's degree (``"mean"``; a row without entries gives zeros). ``op(A)`` is A, or
+    A^T with ``transpose`` (the gradient of the forward aggregation w.r.t. B). ``B`` is float32
+    [num_cols, F] ([R, F] transposed); ``out`` float32 [R, F] ([num_cols, F] transposed),
+    C-contiguous, allocated on ``B``'s device when not given. On the CPU the CPU twin
+    (deterministic for any thread count); on a CUDA device cuSPARSE on the stream as
+    ``gather_rows``'s (its transpose adds with atomics: the order of the sums may differ run to
+    run). Returns ``out``."""
+    B = _plain(B)
+    out_rows = int(num_cols) if transpose else int(indptr.shape[0]) - 1
+    if out is None:
+        if HAVE_TORCH and isinstance(B, torch.Tensor):
+            out = torch.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype, device=B.device)
+        else:
+            import numpy as np
+
+            out = np.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype)
+    dev = B.device if HAVE_TORCH and isinstance(B, torch.Tensor) else None
+    args = (_plain(indptr), _plain(indices), int(num_cols), B, _plain(out), reduce,
+            bool(transpose))
+    if dev is not None and dev.type == "cuda":
+        # Per training step and layer: skip the device switch when it is already current.
+        s = cuda_stream_of(dev) if stream is None else int(stream)
+        if dev.index is None or dev.index == torch.cuda.current_device():
+            _C.spmm(*args, s)
+        else:
+            with torch.cuda.device(dev):
+                _C.spmm(*args, s)
+    else:
+        _C.spmm(*args, 0 if stream is None else int(stream))
+    return out

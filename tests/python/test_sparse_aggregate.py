@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tessera.ops.spmm (CSR x dense, sum or mean, and its transpose) and the mean aggregation of
+tessera.nn built on it for blocks whose edges are grouped by destination."""
+import numpy as np
+import pytest
+import torch
+
+from conftest import needs_cuda_build, tessera
+from tessera.nn import SAGEConv, _SortedMean, mean_aggregate
+from tessera.ops import spmm
+
+
+def random_csr(rows, cols, nnz, seed, dtype=np.int64):
+    """A CSR pattern with some empty rows (dst sorted), as (indptr, indices, dst)."""
+    rng = np.random.default_rng(seed)
+    dst = np.sort(rng.integers(0, rows, nnz))
+    dst = dst[dst % 5 != 2]  # rows 2, 7, ... have no entries
+    indices = rng.integers(0, cols, dst.shape[0]).astype(dtype)
+    indptr = np.searchsorted(dst, np.arange(rows + 1)).astype(dtype)
+    return indptr, indices, dst
+
+
+def dense_of(indptr, indices, rows, cols, reduce):
+    a = np.zeros((rows, cols), dtype=np.float64)
+    for r in range(rows):
+        lo, hi = int(indptr[r]), int(indptr[r + 1])
+        for e in range(lo, hi):
+            a[r, indices[e]] += 1.0 / (hi - lo) if reduce == "mean" else 1.0
+    return a
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_spmm_equals_the_dense_product(reduce, transpose, dtype):
+    rows, cols, feat = 40, 30, 9
+    indptr, indices, _ = random_csr(rows, cols, 200, seed=1, dtype=dtype)
+    a = dense_of(indptr, indices, rows, cols, reduce)
+    b = np.random.default_rng(2).standard_normal((rows if transpose else cols, feat)) \
+        .astype(np.float32)
+    out = spmm(indptr, indices, cols, b, reduce=reduce, transpose=transpose)
+    want = (a.T if transpose else a) @ b.astype(np.float64)
+    assert out.shape == want.shape and out.dtype == np.float32
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    # torch tensors in, torch tensor out; the same bits as NumPy (one CPU twin).
+    t = spmm(torch.from_numpy(indptr), torch.from_numpy(indices), cols, torch.from_numpy(b),
+             reduce=reduce, transpose=transpose)
+    assert isinstance(t, torch.Tensor) and np.array_equal(t.numpy(), out)
+
+
+def test_spmm_rejects_bad_operands():
+    indptr, indices, _ = random_csr(10, 8, 30, seed=3)
+    b = np.ones((8, 4), dtype=np.float32)
+    with pytest.raises(TypeError, match="both be int32 or both int64"):
+        spmm(indptr, indices.astype(np.int32), 8, b)
+    with pytest.raises(IndexError, match="outside"):
+        spmm(indptr, indices, 3, b[:3])
+    with pytest.raises(ValueError, match="reduce"):
+        spmm(indptr, indices, 8, b, reduce="max")
+    with pytest.raises(ValueError, match="B has 7 rows"):
+        spmm(indptr, indices, 8, b[:7])
+    with pytest.raises(TypeError, match="float32"):
+        spmm(indptr, indices, 8, b.astype(np.float64))
+    with pytest.raises(ValueError, match="indptr"):
+        spmm(indptr[::-1].copy(), indices, 8, b)
+
+
+def test_sorted_mean_gives_the_index_path_values_and_gradients():
+    """The autograd function the GPU path runs, here over the CPU twin: forward and the
+    gradient w.r.t. the source features equal index_select + index_add_'s."""
+    torch.manual_seed(0)
+    num_src, num_dst, feat = 60, 25, 6
+    indptr, src, dst = (torch.from_numpy(x) for x in random_csr(num_dst, num_src, 150, seed=4))
+    h = torch.randn(num_src, feat, dtype=torch.float32, requires_grad=True)
+    ref = mean_aggregate(h, src, dst, num_dst)
+    out = _SortedMean.apply(h, src, indptr)
+    torch.testing.assert_close(out, ref)
+    assert torch.all(out[2] == 0)  # a destination without edges
+    g = torch.randn(num_dst, feat)
+    (want,) = torch.autograd.grad(ref, h, g)
+    (got,) = torch.autograd.grad(out, h, g)
+    torch.testing.assert_close(got, want)
+
+
+def test_tessera_blocks_are_grouped_by_destination(cora, cora_one):
+    """The contract tessera.nn relies on (Block.dst_sorted): every sampler's blocks list each
+    destination's edges together, destinations in ascending order."""
+    def check(blocks):
+        for b in blocks:
+            assert b.dst_sorted
+            d = torch.as_tensor(b.dst)
+            assert bool((d[1:] >= d[:-1]).all())
+
+    seeds = np.random.default_rng(0).permutation(cora.num_nodes)[:300]
+    for fanouts in ([10, 25], [15, 10, 5], [-1, 5]):
+        for replace in (False, True):
+            check(tessera.NeighborSampler(fanouts, replace=replace)
+                  .sample_blocks(cora, seeds, seed=5)[2])
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    dl = tessera.DistNodeDataLoader(g, seeds, tessera.NeighborSampler([5, 10]), batch_size=64)
+    for _, _, blocks in dl:
+        check(blocks)
+    el = tessera.EdgeDataLoader(g, np.arange(0, g.num_edges(), 9), tessera.NeighborSampler([5, 5]),
+                                batch_size=128, exclude="self",
+                                negative_sampler=tessera.dataloading.negative_sampler.Uniform(1))
+    for *_, blocks in el:
+        check(blocks)
+
+
+@needs_cuda_build
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_spmm_on_cuda_equals_the_cpu_twin(reduce, transpose):
+    rows, cols, feat = 3000, 2000, 100
+    indptr, indices, _ = random_csr(rows, cols, 40000, seed=6)
+    b = np.random.default_rng(7).standard_normal((rows if transpose else cols, feat)) \
+        .astype(np.float32)
+    want = spmm(indptr, indices, cols, b, reduce=reduce, transpose=transpose)
+    dev = torch.device("cuda")
+    got = spmm(torch.from_numpy(indptr).to(dev), torch.from_numpy(indices).to(dev), cols,
+               torch.from_numpy(b).to(dev), reduce=reduce, transpose=transpose)
+    assert got.device.type == "cuda"
+    torch.testing.assert_close(got.cpu(), torch.from_numpy(want), rtol=1e-5, atol=1e-5)
+
+
+@needs_cuda_build
+def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
+    """SAGEConv over the GPU loader's blocks: the CSR products (the default on a GPU) give the
+    index_select + index_add_ path's outputs and gradients up to float32 summation order."""
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    g.place_on_device(["label", "feat"])
+    dev = torch.device("cuda")
+    dl = tessera.DistNodeDataLoader(g, np.arange(512), tessera.NeighborSampler(
+        [10, 25], device="cuda", prefetch_node_feats=["feat"]), batch_size=256)
+    torch.manual_seed(1)
+    conv = conv2 = None
+    n = 0
+    for _, _, blocks in dl:
+        x = blocks[0].srcdata["feat"].float()
+        assert x.is_cuda and blocks[0].dst_sorted
+        if conv is None:
+            conv, conv2 = SAGEConv(x.shape[1], 16).to(dev), SAGEConv(16, 7).to(dev)
+        runs = []
+        for mode in ("csr", "index"):
+            monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", mode)
+            conv.zero_grad()
+            h = conv(blocks[0], x)
+            h.retain_grad()
+            out = conv2(blocks[1], h)
+            out.square().sum().backward()
+            runs.append((out.detach(), h.grad.detach(), conv.fc_neigh.weight.grad.detach()))
+        for a, b in zip(*runs):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        n += 1
+    assert n == 2
