@@ -1052,12 +1052,16 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
   StepClock clock(job.device);
   const int64_t log_every = std::max<int64_t>(1, job.log_every);
   std::optional<Inference> last_eval;
+  // The GPU loader starts an epoch's batches while the previous epoch ends (its bookkeeping,
+  // evaluation and checkpoint), so the first steps of an epoch do not wait for them.
+  int64_t started_epoch = -1;
   while (state.epoch < h.epochs) {
     const int64_t epoch = state.epoch;
     const double t0 = now_seconds();
 #ifdef TESSERA_WITH_CUDA
-    if (dloader) {
+    if (dloader && started_epoch != epoch) {
       dloader->start_epoch(epoch);
+      started_epoch = epoch;
     }
 #endif
     if (loader) {
@@ -1141,6 +1145,13 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
       bar.update(shown);
     }
     bar.close();
+#ifdef TESSERA_WITH_CUDA
+    const bool stops_here = o.stop_after && epoch + 1 >= *o.stop_after;
+    if (dloader && epoch + 1 < h.epochs && !stops_here) {
+      dloader->start_epoch(epoch + 1);  // the batches of an epoch depend only on (seed, epoch)
+      started_epoch = epoch + 1;
+    }
+#endif
     const double op_seconds = o.op_time ? OpTimer::take() : kNaN;
     op_timer.reset();
     std::map<std::string, double> split_s = clock.totals();
