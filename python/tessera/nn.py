@@ -52,16 +52,22 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
                    num_dst: int, dst_sorted: bool = False) -> "torch.Tensor":
     """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
 
-    With ``dst_sorted`` (the edges grouped by destination in ascending order, as Tessera's
-    blocks are) a float32 matrix on a GPU is aggregated by two sparse x dense products (one
-    forward, one backward) through cuSPARSE. Otherwise, and on the CPU, by index_select and
-    index_add_; index_add_ on the CPU adds in edge order, so the result is deterministic.
-    Nothing here waits for the GPU (the degrees are counted by a scatter or read from the CSR
-    offsets, not by bincount, which reads its size back to the host)."""
+    By index_select and index_add_; index_add_ on the CPU adds in edge order, so the result is
+    deterministic. With ``dst_sorted`` (the edges grouped by destination in ascending order,
+    as Tessera's blocks are), a float32 matrix on a GPU and autograd off (inference), by one
+    sparse x dense product through cuSPARSE instead: a third of the time of layer-wise
+    inference over a products-sized graph on an H200, where training steps, bound by the
+    host's launches, ran slower with it (``tessera.ops.spmm`` costs more host time than the
+    two kernels it replaces). ``TESSERA_MEAN_AGGREGATE=csr`` takes the products for training
+    too (the backward is the transposed product), ``=index`` never. Nothing here waits for the
+    GPU (the degrees are counted by a scatter or read from the CSR offsets, not by bincount,
+    which reads its size back to the host)."""
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
+    mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
     if (dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32 and h_src.dim() == 2
-            and _C.cuda_compiled and os.environ.get("TESSERA_MEAN_AGGREGATE") != "index"):
+            and _C.cuda_compiled
+            and (mode == "csr" or (mode == "auto" and not torch.is_grad_enabled()))):
         indptr = torch.searchsorted(dst.contiguous(),
                                     torch.arange(num_dst + 1, device=dst.device))
         return _SortedMean.apply(h_src, src.contiguous(), indptr)

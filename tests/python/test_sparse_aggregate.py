@@ -125,8 +125,9 @@ def test_spmm_on_cuda_equals_the_cpu_twin(reduce, transpose):
 
 @needs_cuda_build
 def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
-    """SAGEConv over the GPU loader's blocks: the CSR products (the default on a GPU) give the
-    index_select + index_add_ path's outputs and gradients up to float32 summation order."""
+    """SAGEConv over the GPU loader's blocks: the CSR products (TESSERA_MEAN_AGGREGATE=csr)
+    give the index_select + index_add_ path's outputs and gradients up to float32 summation
+    order."""
     g = tessera.DistGraph("cora", part_config=cora_one)
     g.place_on_device(["label", "feat"])
     dev = torch.device("cuda")
