@@ -1052,9 +1052,11 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
   StepClock clock(job.device);
   const int64_t log_every = std::max<int64_t>(1, job.log_every);
   std::optional<Inference> last_eval;
+#ifdef TESSERA_WITH_CUDA
   // The GPU loader starts an epoch's batches while the previous epoch ends (its bookkeeping,
   // evaluation and checkpoint), so the first steps of an epoch do not wait for them.
   int64_t started_epoch = -1;
+#endif
   while (state.epoch < h.epochs) {
     const int64_t epoch = state.epoch;
     const double t0 = now_seconds();
