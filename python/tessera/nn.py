@@ -65,6 +65,8 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
     mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
+    if mode not in ("auto", "csr", "index"):
+        raise ValueError(f"TESSERA_MEAN_AGGREGATE must be auto, csr or index, got {mode!r}")
     if (dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32 and h_src.dim() == 2
             and _C.cuda_compiled
             and (mode == "csr" or (mode == "auto" and not torch.is_grad_enabled()))):

@@ -82,6 +82,14 @@ def test_sorted_mean_gives_the_index_path_values_and_gradients():
     torch.testing.assert_close(got, want)
 
 
+def test_mean_aggregate_names_a_bad_mode(monkeypatch):
+    monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", "cusparse")
+    h = torch.ones(3, 2)
+    idx = torch.tensor([0, 1, 2])
+    with pytest.raises(ValueError, match="TESSERA_MEAN_AGGREGATE must be auto, csr or index"):
+        mean_aggregate(h, idx, idx, 3)
+
+
 def test_tessera_blocks_are_grouped_by_destination(cora, cora_one):
     """The contract tessera.nn relies on (Block.dst_sorted): every sampler's blocks list each
     destination's edges together, destinations in ascending order."""
