@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "row_order.hpp"
 #include "shm.hpp"
 #include "state.hpp"
 #include "tessera/core/error.hpp"
@@ -409,8 +410,8 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   sg.csc.indices.resize(static_cast<size_t>(edge_hi - edge_lo));
   sg.csc.eids.resize(static_cast<size_t>(edge_hi - edge_lo));
   // Each row in the unpartitioned graph's storage order: (original source, original edge ID),
-  // rows in parallel, each sorted by a packed 64-bit key (the source's original ID above the
-  // row-local position) when the IDs fit, ties (multi-edges) then put in edge-ID order. Only
+  // rows in parallel, each ordered by detail::order_row (radix-sorted when long, else by a
+  // packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID order). Only
   // per-thread buffers: loading touches as little fresh memory as it can.
   int pos_bits = 1;
   int64_t max_deg = 0;
@@ -424,7 +425,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     ++id_bits;
   const bool pack = id_bits + pos_bits <= 63;
   parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-    std::vector<uint64_t> keys;
+    detail::RowOrderScratch scratch;
     std::vector<int64_t> order, orig, now;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
@@ -443,28 +444,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
         }
       }
       if (!sorted) {
-        auto before = [&](int64_t x, int64_t y) {
-          return orig[x] != orig[y] ? orig[x] < orig[y] : oeid[b + x] < oeid[b + y];
-        };
-        if (pack) {
-          keys.resize(static_cast<size_t>(d));
-          for (int64_t t = 0; t < d; ++t) {
-            keys[t] = (static_cast<uint64_t>(orig[t]) << pos_bits) | static_cast<uint64_t>(t);
-          }
-          std::sort(keys.begin(), keys.end());
-          const uint64_t mask = (uint64_t{1} << pos_bits) - 1;
-          for (int64_t t = 0; t < d; ++t)
-            order[t] = static_cast<int64_t>(keys[t] & mask);
-          for (int64_t t = 0; t < d;) {  // runs of one source (multi-edges): by edge ID
-            int64_t u = t + 1;
-            while (u < d && orig[order[u]] == orig[order[t]])
-              ++u;
-            if (u - t > 1) std::sort(order.begin() + t, order.begin() + u, before);
-            t = u;
-          }
-        } else {
-          std::sort(order.begin(), order.end(), before);
-        }
+        detail::order_row(
+            orig.data(), d, id_bits, pos_bits, pack,
+            [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch, order.data());
       }
       int64_t q = sg.csc.indptr[onid[i]];
       for (int64_t t : order) {
