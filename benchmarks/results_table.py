@@ -747,6 +747,12 @@ of `rmat:21,25`, next to the local SpMM (the CPU twin) on the same rows in the s
               "local_spmm_median_seconds", "ratio_update_all_vs_local_spmm",
               "max_remote_rows_per_rank", "plan_seconds"]),
     ("full-graph", full_graph_section),
+    generic_section("Partition load", "load-partition", """
+`benchmarks/load_partition.py CONFIG`: one rank reads every file of partition 0 (the floor of
+loading it, in the same process just before) and then constructs the `DistGraph`, in a fresh
+process per repeat; medians of the repeats. The target is a load no longer than the file reads.
+""", columns=["graph", "num_nodes", "num_edges", "repeats", "files_median_seconds",
+              "load_median_seconds", "ratio_load_vs_files"]),
     ("deepgcn", deepgcn_section),
     ("vrgcn", vrgcn_section),
     ("trainer_memory", trainer_memory_section),

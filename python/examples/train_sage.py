@@ -67,7 +67,8 @@ import torch.nn.functional as F
 import tessera.distributed as dist
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import Progress, commit_id, log, per_rank_batch, pick_device, pyplot
+from tessera.utils import (Progress, commit_id, log, per_rank_batch, pick_device, pyplot,
+                           read_partition_files)
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -536,20 +537,6 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         + f"; inference over all nodes {inference_s:.2f}s; gradients: {sync}")
     return {"stopped": False, "final_test": final_test, "digest": digest,
             "inference_seconds": inference_s, "grad_sync": sync, **state}
-
-
-def read_partition_files(config: str, part: int) -> float:
-    """Seconds to read every file of partition ``part`` once with plain reads: the floor of
-    loading it."""
-    with open(config) as f:
-        c = json.load(f)
-    folder = os.path.join(os.path.dirname(os.path.abspath(config)), c["partitions"][part]["dir"])
-    t0 = time.time()
-    for name in c["partitions"][part]["files"]:
-        with open(os.path.join(folder, name), "rb", buffering=0) as fh:
-            while fh.read(64 << 20):
-                pass
-    return time.time() - t0
 
 
 def copy_bandwidth_gbps(device: torch.device):

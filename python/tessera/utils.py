@@ -10,7 +10,7 @@ import time
 from . import _runtime
 
 __all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch", "local_rank",
-           "pick_device", "commit_id"]
+           "pick_device", "commit_id", "read_partition_files"]
 
 
 def log(*a) -> None:
@@ -144,3 +144,18 @@ def commit_id(where: str, dirty: bool = False, missing: str = "unknown") -> str:
     if not head:
         return missing
     return f"{head}+dirty" if changed else head
+
+
+def read_partition_files(config: str, part: int) -> float:
+    """Seconds to read every file of partition ``part`` of the partitioning ``config`` once
+    with plain reads: the floor of loading it (what ``train_sage.py`` and
+    ``benchmarks/load_partition.py`` put next to the load time)."""
+    with open(config) as f:
+        c = json.load(f)
+    folder = os.path.join(os.path.dirname(os.path.abspath(config)), c["partitions"][part]["dir"])
+    t0 = time.time()
+    for name in c["partitions"][part]["files"]:
+        with open(os.path.join(folder, name), "rb", buffering=0) as fh:
+            while fh.read(64 << 20):
+                pass
+    return time.time() - t0
