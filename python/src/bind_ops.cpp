@@ -47,6 +47,24 @@ nb::object field_view(nb::handle self, std::vector<T> Block::*field) {
   return view_numpy(v.data(), v.size(), self);
 }
 
+// Runs `op_fn(opts)` where an op over buffers of device `dev` runs: the stream handed over from
+// Python as an integer (torch's Stream.cuda_stream), the GIL released, the operands' device
+// current. A CUDA op in a build without CUDA is NotCompiledError, without a device ValueError,
+// before anything touches the (device) pointers.
+template <typename F>
+void run_buffers_op(const char* op, const OpDevice& dev, uintptr_t stream, F&& op_fn,
+                    bool check_indices = true) {
+  ExecOptions opts;
+  opts.stream = reinterpret_cast<cuda::StreamHandle>(stream);  // NOLINT(performance-no-int-to-ptr)
+  opts.check_indices = check_indices;
+  if (dev.cuda) {
+    cuda::require_cuda(op);
+  }
+  nb::gil_scoped_release nogil;
+  cuda::DeviceGuard guard(dev.cuda ? dev.device : -1);  // kernels run on the operands' device
+  op_fn(opts);
+}
+
 enum class RowsOp { kGather, kScatter };
 
 // gather_rows / scatter_rows over buffers of any device: `table` is the indexed matrix (src of
@@ -71,22 +89,16 @@ void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const 
   const MatrixRef t{table.data, table.dtype, table.shape[0], table.row_elems(), mem};
   const MatrixRef d{dense.data, dense.dtype, dense.shape[0], dense.row_elems(), mem};
   const IndexRef i{idx.data, idx.dtype, idx.shape[0], mem};
-  ExecOptions opts;
-  // A cudaStream_t handed over from Python as an integer (torch's Stream.cuda_stream).
-  opts.stream = reinterpret_cast<cuda::StreamHandle>(stream);  // NOLINT(performance-no-int-to-ptr)
-  opts.check_indices = check_indices;
-  if (dev.cuda) {
-    // NotCompiledError in a build without CUDA, ValueError without a device: before anything
-    // touches the (device) pointers.
-    cuda::require_cuda(op);
-  }
-  nb::gil_scoped_release nogil;
-  cuda::DeviceGuard guard(dev.cuda ? dev.device : -1);  // kernels run on the operands' device
-  if (kind == RowsOp::kGather) {
-    gather_rows(t, i, d, opts);
-  } else {
-    scatter_rows(d, i, t, opts);
-  }
+  run_buffers_op(
+      op, dev, stream,
+      [&](const ExecOptions& opts) {
+        if (kind == RowsOp::kGather) {
+          gather_rows(t, i, d, opts);
+        } else {
+          scatter_rows(d, i, t, opts);
+        }
+      },
+      check_indices);
 }
 
 // spmm over buffers of any device: C = op(A) * B for the CSR pattern (indptr, indices) of
@@ -122,14 +134,9 @@ void spmm_op(const BufferInfo& indptr, const BufferInfo& indices, int64_t num_co
   a.num_cols = num_cols;
   const MatrixRef bm{b.data, b.dtype, b.shape[0], b.shape[1], mem};
   const MatrixRef cm{c.data, c.dtype, c.shape[0], c.shape[1], mem};
-  ExecOptions opts;
-  opts.stream = reinterpret_cast<cuda::StreamHandle>(stream);  // NOLINT(performance-no-int-to-ptr)
-  if (dev.cuda) {
-    cuda::require_cuda(op);
-  }
-  nb::gil_scoped_release nogil;
-  cuda::DeviceGuard guard(dev.cuda ? dev.device : -1);
-  spmm(a, bm, cm, reduce == "mean" ? Reduce::kMean : Reduce::kSum, transpose, opts);
+  run_buffers_op(op, dev, stream, [&](const ExecOptions& opts) {
+    spmm(a, bm, cm, reduce == "mean" ? Reduce::kMean : Reduce::kSum, transpose, opts);
+  });
 }
 
 // Weights given by edge ID (a 1-D float32 or float64 array with one entry per edge ID of

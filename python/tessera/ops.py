@@ -45,15 +45,20 @@ def _index(idx):
     return _plain(idx)
 
 
-def _run(fn, args, device_tensor, stream: Optional[int], check_indices: bool):
+def _run(fn, args, device_tensor, stream: Optional[int], *after):
+    """fn(*args, stream, *after) on the device of ``device_tensor``: torch's current stream of
+    that CUDA device unless ``stream`` is given (0, the legacy default stream, otherwise)."""
     dev = device_tensor.device if HAVE_TORCH and isinstance(device_tensor, torch.Tensor) \
         else None
     if dev is not None and dev.type == "cuda":
-        # torch exports a CUDA tensor only while its device is the current one.
+        s = cuda_stream_of(dev) if stream is None else int(stream)
+        # torch exports a CUDA tensor only while its device is the current one; switching costs
+        # host time on every call (spmm runs per layer and step), so only when it is not.
+        if dev.index is None or dev.index == torch.cuda.current_device():
+            return fn(*args, s, *after)
         with torch.cuda.device(dev):
-            s = cuda_stream_of(dev) if stream is None else int(stream)
-            return fn(*args, s, check_indices)
-    return fn(*args, 0 if stream is None else int(stream), check_indices)
+            return fn(*args, s, *after)
+    return fn(*args, 0 if stream is None else int(stream), *after)
 
 
 def gather_rows(src, idx, out=None, *, check_indices: bool = True,
@@ -101,17 +106,6 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
             import numpy as np
 
             out = np.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype)
-    dev = B.device if HAVE_TORCH and isinstance(B, torch.Tensor) else None
-    args = (_plain(indptr), _plain(indices), int(num_cols), B, _plain(out), reduce,
-            bool(transpose))
-    if dev is not None and dev.type == "cuda":
-        # Per training step and layer: skip the device switch when it is already current.
-        s = cuda_stream_of(dev) if stream is None else int(stream)
-        if dev.index is None or dev.index == torch.cuda.current_device():
-            _C.spmm(*args, s)
-        else:
-            with torch.cuda.device(dev):
-                _C.spmm(*args, s)
-    else:
-        _C.spmm(*args, 0 if stream is None else int(stream))
+    _run(_C.spmm, (_plain(indptr), _plain(indices), int(num_cols), B, _plain(out), reduce,
+                   bool(transpose)), B, stream)
     return out
