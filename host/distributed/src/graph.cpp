@@ -374,10 +374,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     return {u, remote_orig[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()]};
   };
   auto src_new = [&](int64_t k) {
-    const int64_t u = indices[k];
-    if (!g.config.local_indices) return u;  // checked above
-    if (u < 0 || u >= num_local) bad_id("indices.npy", k, u, num_local);
-    return ids[static_cast<size_t>(u)].now;
+    return g.config.local_indices ? src_ids(k).now : indices[k];  // (checked above otherwise)
   };
   auto& sg = *g.sg;
   sg.lo = nlo + row_lo;
