@@ -5,14 +5,16 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, tessera
+
+# The tessera this suite imports (installed, or a source tree with its built module).
+PKG_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(tessera.__file__)))
 
 
 def test_load_partition_bench_reports_load_and_file_reads(cora_one, tmp_path):
     out = tmp_path / "load-partition"
     env = dict(os.environ, TESSERA_COMMIT="abc1234",
-               PYTHONPATH=os.pathsep.join([os.path.join(REPO, "python"),
-                                           os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([PKG_ROOT, os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "load_partition.py"),
                         cora_one, "--repeat", "2", "--machine-name", "test", "--out", str(out)],
                        capture_output=True, text=True, env=env, timeout=300)
