@@ -124,12 +124,15 @@ void gather_rows_cached_impl(const void*, int64_t, int64_t, const void*, const i
   require_cuda("gather_rows_cached");
 }
 void spmm_impl(const void*, const void*, IndexType, int64_t, int64_t, int64_t, const float*,
-               int64_t, float*, Reduce, bool, StreamHandle) {
+               int64_t, float*, Reduce, bool, StreamHandle, SpmmEngine) {
   require_cuda("spmm");
 }
 void aggregate_rows_impl(const int64_t*, const int64_t*, const float*, int64_t, const float*,
                          int64_t, float*, RowReduce, StreamHandle) {
   require_cuda("aggregate_rows");
+}
+void csr_offsets_impl(const int64_t*, int64_t, int64_t, int64_t*, StreamHandle) {
+  require_cuda("csr_offsets");
 }
 FeatureCache::FeatureCache(const void*, int64_t, int64_t, const int64_t*, int64_t, const int64_t*,
                            StreamHandle) {

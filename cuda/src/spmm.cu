@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// SpMM through cuSPARSE (CSR x dense, row-major, float32), sum or mean aggregation, and the
-// transpose for the backward pass. The edge values (1 or 1/deg(row)) are built by a small
-// kernel into scratch from the caching allocator.
+// SpMM (CSR x dense, row-major, float32), sum or mean aggregation, and the transpose for the
+// backward pass: through cuSPARSE, whose edge values (1 or 1/deg(row)) a small kernel builds
+// into scratch from the caching allocator, or through Tessera's row kernels (SpmmEngine).
 #include <cusparse.h>
 
 #include <cstdint>
@@ -49,6 +49,112 @@ __global__ void spmm_transpose_kernel(const I* __restrict__ indptr, const I* __r
   }
 }
 
+// --- the row engine (SpmmEngine::kRows) -----------------------------------------------------
+// A warp per row of A, blockDim (32, kRowWarps); lane l holds columns f0 + l + 32 k (k < K) of
+// B in registers, so a row's entries are walked once per 32 K columns.
+constexpr int kRowWarps = 8;
+
+// 1 / deg(row) for mean, 1 for sum, 0 for a row without entries: the CPU twin's row weight.
+__device__ inline float row_scale(int64_t deg, bool mean) {
+  if (deg == 0) return 0.0f;
+  return mean ? 1.0f / static_cast<float>(deg) : 1.0f;
+}
+
+// C[r] = scale(r) * sum of B[indices[e]] over row r's entries in storage order, rounded as the
+// CPU twin rounds (no fused multiply-add): the same bits.
+template <typename I, int K>
+__global__ void rows_forward_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
+                                    int64_t num_rows, const float* __restrict__ B, int64_t feat,
+                                    bool mean, float* __restrict__ C) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < num_rows;
+       r += warps) {
+    const int64_t e0 = static_cast<int64_t>(indptr[r]), e1 = static_cast<int64_t>(indptr[r + 1]);
+    const float w = row_scale(e1 - e0, mean);
+    for (int64_t f0 = 0; f0 < feat; f0 += 32 * K) {
+      float acc[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        acc[k] = 0.0f;
+      for (int64_t e = e0; e < e1; ++e) {
+        const float* row = B + static_cast<int64_t>(indices[e]) * feat;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const int64_t f = f0 + lane + 32 * k;
+          if (f < feat) acc[k] = __fadd_rn(acc[k], __ldg(row + f));
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t f = f0 + lane + 32 * k;
+        if (f < feat) C[r * feat + f] = __fmul_rn(acc[k], w);
+      }
+    }
+  }
+}
+
+// C[indices[e]] += scale(r) * B[r] for every entry e of row r (C zeroed first): atomics, so the
+// order of the sums may differ run to run (as cuSPARSE's transpose).
+template <typename I, int K>
+__global__ void rows_transpose_kernel(const I* __restrict__ indptr, const I* __restrict__ indices,
+                                      int64_t num_rows, const float* __restrict__ B, int64_t feat,
+                                      bool mean, float* __restrict__ C) {
+  const int lane = static_cast<int>(threadIdx.x);
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.y;
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.y) + threadIdx.y; r < num_rows;
+       r += warps) {
+    const int64_t e0 = static_cast<int64_t>(indptr[r]), e1 = static_cast<int64_t>(indptr[r + 1]);
+    if (e0 == e1) continue;
+    const float w = row_scale(e1 - e0, mean);
+    for (int64_t f0 = 0; f0 < feat; f0 += 32 * K) {
+      float g[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int64_t f = f0 + lane + 32 * k;
+        g[k] = f < feat ? __fmul_rn(w, B[r * feat + f]) : 0.0f;
+      }
+      for (int64_t e = e0; e < e1; ++e) {
+        float* out = C + static_cast<int64_t>(indices[e]) * feat;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          const int64_t f = f0 + lane + 32 * k;
+          if (f < feat) atomicAdd(out + f, g[k]);
+        }
+      }
+    }
+  }
+}
+
+template <typename I, int K>
+void launch_rows_k(const I* indptr, const I* indices, int64_t num_rows, const float* B,
+                   int64_t feat, bool mean, bool transpose, float* C, cudaStream_t s) {
+  const int64_t blocks = (num_rows + kRowWarps - 1) / kRowWarps;
+  const auto grid = static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : int64_t{1} << 20);
+  const dim3 block(32, kRowWarps);
+  if (transpose)
+    TESSERA_KERNEL_CALL((rows_transpose_kernel<I, K>), grid, block, 0, s, indptr, indices,
+                        num_rows, B, feat, mean, C);
+  else
+    TESSERA_KERNEL_CALL((rows_forward_kernel<I, K>), grid, block, 0, s, indptr, indices, num_rows,
+                        B, feat, mean, C);
+}
+
+// Registers per lane: the fewest of 1, 2, 4, 8 columns covering the row (wider rows in chunks
+// of 256 columns).
+template <typename I>
+void launch_rows(const I* indptr, const I* indices, int64_t num_rows, const float* B, int64_t feat,
+                 bool mean, bool transpose, float* C, cudaStream_t s) {
+  if (feat <= 32)
+    launch_rows_k<I, 1>(indptr, indices, num_rows, B, feat, mean, transpose, C, s);
+  else if (feat <= 64)
+    launch_rows_k<I, 2>(indptr, indices, num_rows, B, feat, mean, transpose, C, s);
+  else if (feat <= 128)
+    launch_rows_k<I, 4>(indptr, indices, num_rows, B, feat, mean, transpose, C, s);
+  else
+    launch_rows_k<I, 8>(indptr, indices, num_rows, B, feat, mean, transpose, C, s);
+}
+
 // One cuSPARSE handle per thread (handles are not thread-safe); destroyed at thread exit.
 struct Handle {
   cusparseHandle_t h = nullptr;
@@ -82,7 +188,7 @@ struct DnDescr {
 
 void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int64_t num_rows,
                int64_t num_cols, int64_t nnz, const float* B, int64_t feat, float* C, Reduce reduce,
-               bool transpose, StreamHandle stream) {
+               bool transpose, StreamHandle stream, SpmmEngine engine) {
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t out_rows = transpose ? num_cols : num_rows;
   const int64_t in_rows = transpose ? num_rows : num_cols;
@@ -92,12 +198,22 @@ void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int6
     memset_async(C, 0, static_cast<size_t>(out_rows * feat) * sizeof(float), s);
     return;
   }
+  const bool mean = reduce == Reduce::kMean;
+  if (engine == SpmmEngine::kRows) {
+    if (transpose) memset_async(C, 0, static_cast<size_t>(out_rows * feat) * sizeof(float), s);
+    if (idx_type == IndexType::kInt32)
+      launch_rows(static_cast<const int32_t*>(indptr), static_cast<const int32_t*>(indices),
+                  num_rows, B, feat, mean, transpose, C, s);
+    else
+      launch_rows(static_cast<const int64_t*>(indptr), static_cast<const int64_t*>(indices),
+                  num_rows, B, feat, mean, transpose, C, s);
+    return;
+  }
   CachingAllocator& alloc = scratch_allocator();
   ScratchBuffer values(alloc, static_cast<size_t>(nnz) * sizeof(float), stream);
   const int threads = 256;
   const int64_t blocks = (num_rows + threads - 1) / threads;
   const unsigned grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
-  const bool mean = reduce == Reduce::kMean;
   auto* vals = static_cast<float*>(values.data());
   cusparseIndexType_t it;
   if (idx_type == IndexType::kInt32) {

@@ -37,9 +37,11 @@ host gradient sync; PyTorch's CUDA scatter-add is not deterministic.
 
 ``--results FILE`` writes per-epoch figures: the epoch time split into waiting for the loader,
 forward + backward, gradient all-reduce, optimizer and the rest, the loader's own sampling and
-gathering time (overlapped with training), the partition's load time against the time to read
-its files, and on a GPU the device-to-device copy bandwidth measured in the same run; a second
-plot (``<plot>-time.png``) draws the split.
+gathering time (overlapped with training), the training thread's host time to issue forward +
+backward (``host_forward_backward``: close to the GPU-timed forward + backward when the host,
+not the GPU, bounds the step), the partition's load time against the time to read its files,
+and on a GPU the device-to-device copy bandwidth measured in the same run; a second plot
+(``<plot>-time.png``) draws the split.
 """
 from __future__ import annotations
 
@@ -420,7 +422,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         bar = Progress(steps, f"split {split} epoch {epoch:3d}",
                        enabled=not args.quiet and tessera.get_rank() == 0)
         loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        count, loader_busy, shown = 0, [0.0, 0.0], float("nan")
+        count, loader_busy, shown, host_fb = 0, [0.0, 0.0], float("nan"), 0.0
         digests = []
         for step in range(steps):
             profiler.at_step(epoch, step, steps)
@@ -437,7 +439,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 if stats is not None:
                     loader_busy[0] += stats[0]
                     loader_busy[1] += stats[1]
-            f0 = clock.mark()
+            f0, h0 = clock.mark(), time.perf_counter()
             opt.zero_grad(set_to_none=True)
             losses = []
             for batch in batches:
@@ -450,6 +452,7 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
             loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
             loss.backward()
             f1 = clock.mark()
+            host_fb += time.perf_counter() - h0
             clock.add("forward_backward", f0, f1)
             if sync == "host":
                 a0 = time.perf_counter()
@@ -491,7 +494,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
         state["history"].append({"epoch": epoch, "loss": train_loss, "val": val,
                                  "seconds": epoch_s, "eval_seconds": eval_s, "steps": count,
                                  "split": split_s, "loader_sampling": loader_busy[0],
-                                 "loader_gathering": loader_busy[1]})
+                                 "loader_gathering": loader_busy[1],
+                                 "host_forward_backward": host_fb})
         if args.batch_digests:  # every rank's, by global batch index
             state["history"][-1]["batch_digests"] = sorted(
                 sum(dist.all_gather_object(digests), []), key=lambda d: int(d.split(":")[0]))

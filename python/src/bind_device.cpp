@@ -175,10 +175,13 @@ void bind_device(nb::module_& m) {
             out["dst"] = device_i64(d.dst_ptr(), d.num_edges, b.device, self);
             out["src_nodes"] = device_i64(d.src_nodes_ptr(), d.num_src, b.device, self);
             out["eids"] = device_i64(d.eids_ptr(), d.num_edges, b.device, self);
+            if (l < b.indptr.size())
+              out["indptr"] = device_i64(b.indptr[l]->data(), d.num_dst + 1, b.device, self);
             return out;
           },
           nb::arg("layer"),
-          "Block `layer` (input layer first): counts and CUDA int64 tensors (None when empty).")
+          "Block `layer` (input layer first): counts and CUDA int64 tensors (None when empty), "
+          "with `indptr`, the CSR offsets of the destination nodes (num_dst + 1).")
       .def(
           "node_rows",
           [](nb::pointer_and_handle<DeviceMiniBatch> ph, size_t i, int64_t row_bytes) {

@@ -182,10 +182,12 @@ class DeviceBlock:
     """A block whose arrays are CUDA tensors sharing the memory of a device batch (the GPU
     loader's; see ``NodeDataLoader``): the interface of ``Block``. ``srcdata`` / ``dstdata``
     hold the prefetched node data and labels (DGL's ``prefetch_node_feats`` /
-    ``prefetch_labels``) next to ``NID``."""
+    ``prefetch_labels``) next to ``NID``. ``indptr`` (int64, ``num_dst + 1``) holds the CSR
+    offsets of the destination nodes' edges when the loader made them on its stream (the GPU
+    loader does), else None."""
 
     __slots__ = ("num_src", "num_dst", "_n_edges", "src", "dst", "srcnodes", "eids", "srcdata",
-                 "dstdata", "edata", "_deg")
+                 "dstdata", "edata", "_deg", "indptr")
 
     #: As Block's: edges grouped by destination in ascending order.
     dst_sorted = True
@@ -202,6 +204,7 @@ class DeviceBlock:
         self.dstdata = {NID: self.srcnodes[: self.num_dst]}
         self.edata = {EID: self.eids}
         self._deg = None
+        self.indptr = parts.get("indptr")
 
     @property
     def dstnodes(self):
@@ -243,6 +246,7 @@ class DeviceBlock:
         out.dstdata = {k: v.to(device) for k, v in self.dstdata.items()}
         out.edata = {k: v.to(device) for k, v in self.edata.items()}
         out._deg = None
+        out.indptr = None if self.indptr is None else self.indptr.to(device)
         return out
 
     def __repr__(self) -> str:

@@ -31,48 +31,57 @@ def block_edges(block):
 
 class _SortedMean(torch.autograd.Function):
     """Mean aggregation over edges grouped by destination (dst non-decreasing) as one sparse x
-    dense product each way (tessera.ops.spmm: cuSPARSE on a GPU): no per-edge message tensor,
-    no atomics forward, the degrees read from the CSR offsets."""
+    dense product each way (tessera.ops.spmm, by ``engine``): no per-edge message tensor, no
+    atomics forward, the degrees read from the CSR offsets."""
 
     @staticmethod
-    def forward(ctx, h_src, src, indptr):
-        out = spmm(indptr, src, h_src.shape[0], h_src.contiguous(), reduce="mean")
+    def forward(ctx, h_src, src, indptr, engine):
+        out = spmm(indptr, src, h_src.shape[0], h_src.contiguous(), reduce="mean", engine=engine)
         ctx.save_for_backward(src, indptr)
-        ctx.num_src = h_src.shape[0]
+        ctx.num_src, ctx.engine = h_src.shape[0], engine
         return out
 
     @staticmethod
     def backward(ctx, grad):
         src, indptr = ctx.saved_tensors
-        g = spmm(indptr, src, ctx.num_src, grad.contiguous(), reduce="mean", transpose=True)
-        return g, None, None
+        g = spmm(indptr, src, ctx.num_src, grad.contiguous(), reduce="mean", transpose=True,
+                 engine=ctx.engine)
+        return g, None, None, None
+
+
+#: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs on a GPU (see there).
+_MEAN_MODES = ("auto", "rows", "csr", "index")
 
 
 def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor",
-                   num_dst: int, dst_sorted: bool = False) -> "torch.Tensor":
+                   num_dst: int, dst_sorted: bool = False,
+                   indptr: Optional["torch.Tensor"] = None) -> "torch.Tensor":
     """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
 
-    By index_select and index_add_; index_add_ on the CPU adds in edge order, so the result is
-    deterministic. With ``dst_sorted`` (the edges grouped by destination in ascending order,
-    as Tessera's blocks are), a float32 matrix on a GPU and autograd off (inference), by one
-    sparse x dense product through cuSPARSE instead: a third of the time of layer-wise
-    inference over a products-sized graph on an H200, where training steps, bound by the
-    host's launches, ran slower with it (``tessera.ops.spmm`` costs more host time than the
-    two kernels it replaces). ``TESSERA_MEAN_AGGREGATE=csr`` takes the products for training
-    too (the backward is the transposed product), ``=index`` never. Nothing here waits for the
-    GPU (the degrees are counted by a scatter or read from the CSR offsets, not by bincount,
-    which reads its size back to the host)."""
+    By index_select and index_add_ (on the CPU index_add_ adds in edge order, so the result is
+    deterministic), or, with ``dst_sorted`` (the edges grouped by destination in ascending
+    order, as Tessera's blocks are), a float32 matrix on a GPU, as one sparse x dense product
+    each way over the block's CSR offsets (``tessera.ops.spmm``): no message tensor per edge
+    and no atomics forward. ``TESSERA_MEAN_AGGREGATE`` picks the way on a GPU: ``rows``
+    (Tessera's row kernels: two launches a pass, no scratch; the default), ``csr`` (cuSPARSE,
+    whose descriptors and workspace cost more host time per call than the small blocks of a
+    training step can repay), ``index`` (index_select + index_add_). Nothing here waits for
+    the GPU (the degrees come from the offsets or a scatter, not from bincount, which reads
+    its size back to the host). ``indptr``: those offsets when the caller has them (a GPU
+    loader's block carries them), else they are searched for."""
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
     mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
-    if mode not in ("auto", "csr", "index"):
-        raise ValueError(f"TESSERA_MEAN_AGGREGATE must be auto, csr or index, got {mode!r}")
-    if (dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32 and h_src.dim() == 2
-            and _C.cuda_compiled
-            and (mode == "csr" or (mode == "auto" and not torch.is_grad_enabled()))):
-        indptr = torch.searchsorted(dst.contiguous(),
-                                    torch.arange(num_dst + 1, device=dst.device))
-        return _SortedMean.apply(h_src, src.contiguous(), indptr)
+    if mode not in _MEAN_MODES:
+        raise ValueError(f"TESSERA_MEAN_AGGREGATE must be one of {', '.join(_MEAN_MODES)}, "
+                         f"got {mode!r}")
+    if (mode != "index" and dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32
+            and h_src.dim() == 2 and _C.cuda_compiled):
+        if indptr is None:
+            indptr = torch.searchsorted(dst.contiguous(),
+                                        torch.arange(num_dst + 1, device=dst.device))
+        return _SortedMean.apply(h_src, src.contiguous(), indptr,
+                                 "cusparse" if mode == "csr" else "rows")
     out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
     out.index_add_(0, dst, h_src.index_select(0, src))
     deg = h_src.new_zeros(num_dst).index_add_(0, dst, h_src.new_ones(dst.shape[0]))
@@ -121,10 +130,11 @@ class SAGEConv(nn.Module):
                              f"{num_src} source nodes")
         h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
         ordered = bool(getattr(block, "dst_sorted", False))
+        indptr = getattr(block, "indptr", None) if ordered else None
         if self.in_feats > self.out_feats:
-            h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered)
+            h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered, indptr)
         else:
-            h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst, ordered))
+            h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst, ordered, indptr))
         rst = self.fc_self(h_dst) + h_neigh
         if self.bias is not None:
             rst = rst + self.bias

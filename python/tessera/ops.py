@@ -87,16 +87,18 @@ def scatter_rows(src, idx, dst, *, check_indices: bool = True,
 
 
 def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
-         transpose: bool = False, stream: Optional[int] = None):
+         transpose: bool = False, stream: Optional[int] = None, engine: str = "cusparse"):
     """``out = op(A) @ B`` for the CSR pattern A (``indptr`` [R + 1], ``indices`` [nnz], both
     int32 or both int64) of R rows and ``num_cols`` columns whose values are 1 (``reduce="sum"``)
     or 1 / the row's degree (``"mean"``; a row without entries gives zeros). ``op(A)`` is A, or
     A^T with ``transpose`` (the gradient of the forward aggregation w.r.t. B). ``B`` is float32
     [num_cols, F] ([R, F] transposed); ``out`` float32 [R, F] ([num_cols, F] transposed),
     C-contiguous, allocated on ``B``'s device when not given. On the CPU the CPU twin
-    (deterministic for any thread count); on a CUDA device cuSPARSE on the stream as
-    ``gather_rows``'s (its transpose adds with atomics: the order of the sums may differ run to
-    run). Returns ``out``."""
+    (deterministic for any thread count); on a CUDA device, on the stream as ``gather_rows``'s,
+    cuSPARSE (``engine="cusparse"``: fastest on large patterns) or Tessera's row kernels
+    (``"rows"``: a warp per row, two launches and no scratch per call, for the small per-step
+    blocks of training; the forward gives the CPU twin's bits). Either transpose adds with
+    atomics: the order of its sums may differ run to run. Returns ``out``."""
     B = _plain(B)
     out_rows = int(num_cols) if transpose else int(indptr.shape[0]) - 1
     if out is None:
@@ -107,5 +109,5 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
 
             out = np.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype)
     _run(_C.spmm, (_plain(indptr), _plain(indices), int(num_cols), B, _plain(out), reduce,
-                   bool(transpose)), B, stream)
+                   bool(transpose)), B, stream, engine)
     return out

@@ -3,9 +3,12 @@
 // or none} x sizes (0 rows, degree-0 rows, hubs, wide rows). test_twins_cpu: the CPU twin
 // aggregate_rows_cpu against a float64 reference within the float32 summation bound (max:
 // exactly) and bit for bit against aggregate_element, the per-element form the kernel runs.
-// test_twins_cuda: the kernel against the CPU twin, bit for bit.
+// test_twins_cuda: the kernel against the CPU twin, bit for bit. And the CSR offsets of a sorted
+// row list (csr_offsets.hpp) the GPU loader gives every block: the CPU twin against counting,
+// the kernel against the CPU twin.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "tessera/cuda/aggregate_rows.hpp"
+#include "tessera/cuda/csr_offsets.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "twin_support.hpp"
 
@@ -145,6 +149,47 @@ INSTANTIATE_TEST_SUITE_P(
                                          AggCase{37, 50, 9, 7}, AggCase{500, 300, 40, 100},
                                          AggCase{64, 1000, 20, 257})),
     agg_name);
+
+class CsrOffsetsTwin : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(CsrOffsetsTwin, MatchesCounting) {
+  const auto [num_rows, m] = GetParam();
+  TESSERA_SKIP_WITHOUT_DEVICE(kBackend);
+  // Sorted rows with gaps (rows without entries), runs and the last row used or not.
+  std::mt19937_64 rng(static_cast<uint64_t>(num_rows * 131 + m));
+  std::vector<int64_t> rows(static_cast<size_t>(m));
+  for (int64_t& r : rows) {
+    r = num_rows > 0 ? static_cast<int64_t>(rng() % static_cast<uint64_t>(num_rows)) : 0;
+  }
+  std::sort(rows.begin(), rows.end());
+  std::vector<int64_t> want(static_cast<size_t>(num_rows + 1), 0);
+  for (int64_t r : rows) {
+    ++want[static_cast<size_t>(r + 1)];
+  }
+  for (int64_t v = 0; v < num_rows; ++v) {
+    want[static_cast<size_t>(v + 1)] += want[static_cast<size_t>(v)];
+  }
+  std::vector<int64_t> got(want.size(), -1);
+  if (kBackend == Backend::kCpu) {
+    cuda::csr_offsets_cpu(rows.data(), m, num_rows, got.data());
+    EXPECT_EQ(got, want);
+    return;
+  }
+  const DeviceCopy d_rows(rows.data(), rows.size() * 8, 0, false);
+  const DeviceCopy d_out(got.data(), got.size() * 8, 0, false);
+  cuda::csr_offsets_impl(static_cast<const int64_t*>(d_rows.data()), m, num_rows,
+                         static_cast<int64_t*>(d_out.data()), nullptr);
+  const auto bytes = d_out.download();
+  std::memcpy(got.data(), bytes.data(), bytes.size());
+  EXPECT_EQ(got, want);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, CsrOffsetsTwin,
+                         ::testing::Values(std::make_tuple(int64_t{0}, int64_t{0}),
+                                           std::make_tuple(int64_t{1}, int64_t{0}),
+                                           std::make_tuple(int64_t{5}, int64_t{1}),
+                                           std::make_tuple(int64_t{100}, int64_t{1500}),
+                                           std::make_tuple(int64_t{70000}, int64_t{900000})));
 
 }  // namespace
 }  // namespace tessera::test

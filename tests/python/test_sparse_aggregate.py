@@ -61,6 +61,8 @@ def test_spmm_rejects_bad_operands():
         spmm(indptr, indices, 8, b[:7])
     with pytest.raises(TypeError, match="float32"):
         spmm(indptr, indices, 8, b.astype(np.float64))
+    with pytest.raises(ValueError, match="engine must be 'cusparse' or 'rows', got 'dense'"):
+        spmm(indptr, indices, 8, b, engine="dense")
     with pytest.raises(ValueError, match="indptr"):
         spmm(indptr[::-1].copy(), indices, 8, b)
 
@@ -73,7 +75,7 @@ def test_sorted_mean_gives_the_index_path_values_and_gradients():
     indptr, src, dst = (torch.from_numpy(x) for x in random_csr(num_dst, num_src, 150, seed=4))
     h = torch.randn(num_src, feat, dtype=torch.float32, requires_grad=True)
     ref = mean_aggregate(h, src, dst, num_dst)
-    out = _SortedMean.apply(h, src, indptr)
+    out = _SortedMean.apply(h, src, indptr, "rows")
     torch.testing.assert_close(out, ref)
     assert torch.all(out[2] == 0)  # a destination without edges
     g = torch.randn(num_dst, feat)
@@ -83,10 +85,10 @@ def test_sorted_mean_gives_the_index_path_values_and_gradients():
 
 
 def test_mean_aggregate_names_a_bad_mode(monkeypatch):
-    monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", "cusparse")
+    monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", "cusparse")  # the engine's name, not a mode
     h = torch.ones(3, 2)
     idx = torch.tensor([0, 1, 2])
-    with pytest.raises(ValueError, match="TESSERA_MEAN_AGGREGATE must be auto, csr or index"):
+    with pytest.raises(ValueError, match="TESSERA_MEAN_AGGREGATE must be one of auto, rows, csr, index"):
         mean_aggregate(h, idx, idx, 3)
 
 
@@ -118,24 +120,31 @@ def test_tessera_blocks_are_grouped_by_destination(cora, cora_one):
 @needs_cuda_build
 @pytest.mark.parametrize("reduce", ["sum", "mean"])
 @pytest.mark.parametrize("transpose", [False, True])
-def test_spmm_on_cuda_equals_the_cpu_twin(reduce, transpose):
-    rows, cols, feat = 3000, 2000, 100
-    indptr, indices, _ = random_csr(rows, cols, 40000, seed=6)
+@pytest.mark.parametrize("engine", ["cusparse", "rows"])
+@pytest.mark.parametrize("feat,dtype", [(100, np.int64), (7, np.int32), (300, np.int64)])
+def test_spmm_on_cuda_equals_the_cpu_twin(reduce, transpose, engine, feat, dtype):
+    """Both engines against the CPU twin, over feature widths that take one, four and eight
+    columns per lane (300: two chunks of 256); the row engine's forward to the bit."""
+    rows, cols = 3000, 2000
+    indptr, indices, _ = random_csr(rows, cols, 40000, seed=6, dtype=dtype)
     b = np.random.default_rng(7).standard_normal((rows if transpose else cols, feat)) \
         .astype(np.float32)
     want = spmm(indptr, indices, cols, b, reduce=reduce, transpose=transpose)
     dev = torch.device("cuda")
     got = spmm(torch.from_numpy(indptr).to(dev), torch.from_numpy(indices).to(dev), cols,
-               torch.from_numpy(b).to(dev), reduce=reduce, transpose=transpose)
+               torch.from_numpy(b).to(dev), reduce=reduce, transpose=transpose, engine=engine)
     assert got.device.type == "cuda"
-    torch.testing.assert_close(got.cpu(), torch.from_numpy(want), rtol=1e-5, atol=1e-5)
+    if engine == "rows" and not transpose:
+        assert np.array_equal(got.cpu().numpy(), want)
+    else:
+        torch.testing.assert_close(got.cpu(), torch.from_numpy(want), rtol=1e-5, atol=1e-5)
 
 
 @needs_cuda_build
 def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
-    """SAGEConv over the GPU loader's blocks: the CSR products (TESSERA_MEAN_AGGREGATE=csr)
-    give the index_select + index_add_ path's outputs and gradients up to float32 summation
-    order."""
+    """SAGEConv over the GPU loader's blocks: the CSR products of either engine
+    (TESSERA_MEAN_AGGREGATE=rows, csr) give the index_select + index_add_ path's outputs and
+    gradients up to float32 summation order."""
     g = tessera.DistGraph("cora", part_config=cora_one)
     g.place_on_device(["label", "feat"])
     dev = torch.device("cuda")
@@ -147,10 +156,13 @@ def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
     for _, _, blocks in dl:
         x = blocks[0].srcdata["feat"].float()
         assert x.is_cuda and blocks[0].dst_sorted
+        for b in blocks:  # the loader's CSR offsets: what a search over dst gives
+            want = torch.searchsorted(b.dst, torch.arange(b.num_dst + 1, device=dev))
+            assert b.indptr is not None and torch.equal(b.indptr, want)
         if conv is None:
             conv, conv2 = SAGEConv(x.shape[1], 16).to(dev), SAGEConv(16, 7).to(dev)
         runs = []
-        for mode in ("csr", "index"):
+        for mode in ("rows", "csr", "index"):
             monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", mode)
             conv.zero_grad()
             h = conv(blocks[0], x)
@@ -158,7 +170,8 @@ def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
             out = conv2(blocks[1], h)
             out.square().sum().backward()
             runs.append((out.detach(), h.grad.detach(), conv.fc_neigh.weight.grad.detach()))
-        for a, b in zip(*runs):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        for other in runs[1:]:
+            for a, b in zip(runs[0], other):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
         n += 1
     assert n == 2

@@ -107,6 +107,12 @@ DeviceMiniBatch DistDeviceNodeLoader::sample_batch(int64_t epoch, int64_t b, int
   DistDeviceSampler::Result r = sampler_.sample_blocks(
       mb.seeds, d_seeds, ops::make_rng_key(opts_.seed, epoch, mb.index, 0), stream);
   mb.blocks = std::move(r.blocks);
+  for (const cuda::DeviceBlock& blk : mb.blocks.blocks) {
+    auto& out = mb.indptr.emplace_back(std::make_unique<cuda::ScratchBuffer>(
+        alloc, static_cast<size_t>(blk.num_dst + 1) * 8, stream));
+    cuda::csr_offsets_impl(blk.dst_ptr(), blk.num_edges, blk.num_dst,
+                           static_cast<int64_t*>(out->data()), stream);
+  }
   const double t1 = now_seconds();
   const int64_t ni = mb.num_input_nodes();
   const int64_t* d_input = ni > 0 ? mb.blocks.blocks.front().src_nodes_ptr() : nullptr;

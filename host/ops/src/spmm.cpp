@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SpMM: the validator, the CPU twin (float32 accumulation in storage order) and dispatch to
-// cuSPARSE.
+// the CUDA twin (cuSPARSE or Tessera's row kernels).
 #include "tessera/ops/spmm.hpp"
 
 #include <algorithm>
@@ -147,7 +147,7 @@ void validate_spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, bool
 }
 
 void spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce, bool transpose,
-          const ExecOptions& opts) {
+          const ExecOptions& opts, SpmmEngine engine) {
   validate_spmm(a, b, c, transpose);
   if (on_gpu(a, b, c)) {
     cuda::require_cuda("spmm");
@@ -155,7 +155,7 @@ void spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce
         a.indptr.data, a.indices.data,
         a.indptr.dtype == DType::kInt32 ? cuda::IndexType::kInt32 : cuda::IndexType::kInt64,
         a.num_rows, a.num_cols, a.nnz(), static_cast<const float*>(b.data), b.cols,
-        static_cast<float*>(c.data), reduce, transpose, opts.stream);
+        static_cast<float*>(c.data), reduce, transpose, opts.stream, engine);
     return;
   }
   if (c.rows == 0 || c.cols == 0) return;

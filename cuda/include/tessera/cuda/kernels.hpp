@@ -62,7 +62,14 @@ void gather_rows_cached_impl(const void* src, int64_t src_rows, int64_t row_byte
 /// Aggregation of an SpMM.
 enum class Reduce : uint8_t { kSum, kMean };
 
-/// C = op(A) * B through cuSPARSE, float32. A is a num_rows x num_cols CSR pattern (indptr of
+/// Who runs an SpMM on the GPU. kCusparse: cuSPARSE (descriptors, a workspace and the edge
+/// values built per call: fastest on large patterns). kRows: Tessera's row kernels (a warp per
+/// row of A, lanes over the columns of B, forward in storage order then times 1 / degree, the
+/// CPU twin's bits; the transpose adds with atomics): two launches and no scratch, for the
+/// per-step blocks of mini-batch training, where the host's time per call is the bound.
+enum class SpmmEngine : uint8_t { kCusparse, kRows };
+
+/// C = op(A) * B through cuSPARSE or Tessera's row kernels (`engine`), float32. A is a num_rows x num_cols CSR pattern (indptr of
 /// num_rows + 1 and indices of nnz entries, both `idx_type`, in device memory) whose values
 /// are 1 (kSum) or 1 / deg(row) (kMean; a row of degree 0 yields zeros). Without `transpose`,
 /// B is num_cols x feat and C num_rows x feat; with it, op(A) = A^T, B is num_rows x feat and
@@ -70,7 +77,7 @@ enum class Reduce : uint8_t { kSum, kMean };
 /// Scratch (edge values, cuSPARSE workspace) comes from scratch_allocator() on `stream`.
 void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int64_t num_rows,
                int64_t num_cols, int64_t nnz, const float* B, int64_t feat, float* C, Reduce reduce,
-               bool transpose, StreamHandle stream);
+               bool transpose, StreamHandle stream, SpmmEngine engine = SpmmEngine::kCusparse);
 
 /// C (num_rows x feat) = aggregate_rows_cpu's aggregation on the GPU, the same bits: for every
 /// row r, the sum, mean or max over its entries e (storage order) of (w ? w[e] : 1) *
@@ -79,6 +86,11 @@ void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int6
 void aggregate_rows_impl(const int64_t* indptr, const int64_t* cols, const float* w,
                          int64_t num_rows, const float* B, int64_t feat, float* C, RowReduce reduce,
                          StreamHandle stream);
+
+/// indptr[0 .. num_rows] = csr_offsets_cpu's offsets of the non-decreasing rows[0, m) (device
+/// memory, int64), asynchronous on `stream`: one thread per offset (csr_offsets.hpp).
+void csr_offsets_impl(const int64_t* rows, int64_t m, int64_t num_rows, int64_t* indptr,
+                      StreamHandle stream);
 
 /// A GPU cache of hot feature rows in front of a (typically pinned, UVA) source matrix.
 /// Owns the cached rows and the slot map in device memory.

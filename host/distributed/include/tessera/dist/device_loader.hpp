@@ -31,6 +31,9 @@ struct DeviceMiniBatch {
   std::vector<int64_t> seeds;  ///< host copy of the output nodes
   std::unique_ptr<cuda::ScratchBuffer> d_seeds;
   ops::DeviceBlocks blocks;  ///< input layer first; blocks.front().src_nodes are the input nodes
+  /// Per block: the CSR offsets of its destination nodes (num_dst + 1 int64; block edges are
+  /// grouped by destination), made on the loader stream so the training step needs no search.
+  std::vector<std::unique_ptr<cuda::ScratchBuffer>> indptr;
   /// Per prefetched node-data tensor (the loader's node_data order): rows of the input nodes,
   /// num_input_nodes() x row_bytes.
   std::vector<std::unique_ptr<cuda::ScratchBuffer>> node_rows;

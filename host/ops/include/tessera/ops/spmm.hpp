@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Sparse x dense products for message passing: sum or mean aggregation over a CSR pattern, and
-// the transpose for the backward pass. Validated once, then the CPU twin or the cuSPARSE twin
-// (tessera::cuda::spmm_impl) by where the data lives.
+// the transpose for the backward pass. Validated once, then the CPU twin or the CUDA twin
+// (tessera::cuda::spmm_impl: cuSPARSE or Tessera's row kernels) by where the data lives.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,8 @@ namespace tessera::ops {
 
 /// Aggregation of an SpMM: kSum (edge value 1) or kMean (edge value 1 / degree of its row).
 using Reduce = cuda::Reduce;
+/// Who runs the CUDA twin: cuSPARSE, or Tessera's row kernels (cuda::SpmmEngine).
+using SpmmEngine = cuda::SpmmEngine;
 
 /// A num_rows x num_cols sparse pattern in CSR form: row r holds columns
 /// indices[indptr[r] .. indptr[r+1]). Tessera's CSC graph (row v lists the sources of v's
@@ -40,10 +42,12 @@ void validate_spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, bool
 /// C = op(A) * B with op(A) = A (forward aggregation: C[r] = sum or mean of B over row r's
 /// columns; a row with no entries gives zeros) or A^T when `transpose` (backward: the gradient
 /// w.r.t. B of the forward aggregation, so mean scales each row r's contribution by 1/deg(r)).
-/// The CUDA twin runs when any operand is in device memory and matches the CPU twin up to
-/// float32 summation order (cuSPARSE's order is not the CPU's; the transpose uses atomics and
-/// may differ run to run). The CPU twin is deterministic for any thread count.
+/// The CUDA twin runs when any operand is in device memory, by `engine`, and matches the CPU
+/// twin up to float32 summation order (cuSPARSE's order is not the CPU's; the row engine's
+/// forward is the CPU twin's bits; either transpose uses atomics and may differ run to run).
+/// The CPU twin is deterministic for any thread count.
 void spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce,
-          bool transpose = false, const ExecOptions& opts = {});
+          bool transpose = false, const ExecOptions& opts = {},
+          SpmmEngine engine = SpmmEngine::kCusparse);
 
 }  // namespace tessera::ops
