@@ -84,5 +84,10 @@ def on_device_of(result, like):
 
 def cuda_stream_of(device) -> int:
     """torch's current CUDA stream on ``device`` as the integer (cudaStream_t) the bindings
-    take, so Tessera's kernels are ordered with the caller's torch work on that stream."""
+    take, so Tessera's kernels are ordered with the caller's torch work on that stream. Read
+    raw where torch offers it (no Stream object per call: ops run per layer and step)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        index = torch.device(device).index
+        return int(raw(torch.cuda.current_device() if index is None else index))
     return int(torch.cuda.current_stream(device).cuda_stream)

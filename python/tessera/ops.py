@@ -24,6 +24,9 @@ from typing import Optional
 from . import _C
 from ._tensor import HAVE_TORCH, cuda_stream_of, torch
 
+if HAVE_TORCH:
+    import torch.utils.dlpack  # noqa: F401  (to_dlpack, by _export)
+
 __all__ = ["gather_rows", "scatter_rows", "spmm"]
 
 
@@ -45,9 +48,21 @@ def _index(idx):
     return _plain(idx)
 
 
+def _export(x):
+    """A torch tensor as a DLPack capsule (torch.utils.dlpack.to_dlpack, no copy); anything
+    else as it is. The capsule skips ``Tensor.__dlpack__``'s Python-level stream handshake,
+    which costs more host time than a training step's small ops take on the GPU: the ops are
+    enqueued on the caller's current stream anyway, so nothing needs ordering."""
+    if HAVE_TORCH and isinstance(x, torch.Tensor):
+        return torch.utils.dlpack.to_dlpack(x.detach())
+    return x
+
+
 def _run(fn, args, device_tensor, stream: Optional[int], *after):
     """fn(*args, stream, *after) on the device of ``device_tensor``: torch's current stream of
-    that CUDA device unless ``stream`` is given (0, the legacy default stream, otherwise)."""
+    that CUDA device unless ``stream`` is given (0, the legacy default stream, otherwise).
+    Torch tensors among ``args`` cross as DLPack capsules (_export)."""
+    args = tuple(_export(a) for a in args)
     dev = device_tensor.device if HAVE_TORCH and isinstance(device_tensor, torch.Tensor) \
         else None
     if dev is not None and dev.type == "cuda":
