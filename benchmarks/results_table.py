@@ -486,7 +486,9 @@ def train_gpu_section(runs):
 `python/examples/train_sage.py --device cuda` (scripts/gpu-check, phase `train`): GraphSAGE
 with every step on the GPU (docs/gpu-training.md). `products` is the products-like R-MAT graph
 the phase generates (`tessera generate rmat --scale 21 --edge-factor 25 --feat-dim 100
---num-classes 47`) trained as in its `args` (3 layers, hidden 256, [15,10,5], batch 1024); Cora and Tolokers use the presets of `train_sage.py`, and Cora also
+--num-classes 47`) trained as in its `args` (3 layers, hidden 256, [15,10,5], batch 1024);
+`products-cpp` is the same training by `tessera train` (C++ on libtorch, the same loader and
+batches). Cora and Tolokers use the presets of `train_sage.py`, and Cora also
 runs on 2 ranks sharing the GPU. The test metric is accuracy (%) or ROC-AUC (×100) at the best
 validation epoch; *load* is loading and placing the partition, next to reading its files.
 """

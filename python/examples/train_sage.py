@@ -449,7 +449,9 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 y = blocks[-1].dstdata["label"].reshape(-1).to(device, torch.int64)
                 logits = model(blocks, feats.of_batch(input_nodes, blocks))
                 losses.append(F.cross_entropy(logits, y))
-            loss = torch.stack(losses).mean()  # = the all-reduced mean of the trainers' grads
+            # The mean over the trainers of one step = the all-reduced mean of their gradients
+            # (one trainer: its loss itself, two launches fewer each way).
+            loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
             loss.backward()
             f1 = clock.mark()
             host_fb += time.perf_counter() - h0
