@@ -63,9 +63,11 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     order, as Tessera's blocks are), a float32 matrix on a GPU, as one sparse x dense product
     each way over the block's CSR offsets (``tessera.ops.spmm``): no message tensor per edge
     and no atomics forward. ``TESSERA_MEAN_AGGREGATE`` picks the way on a GPU: ``rows``
-    (Tessera's row kernels: two launches a pass, no scratch; the default), ``csr`` (cuSPARSE,
-    whose descriptors and workspace cost more host time per call than the small blocks of a
-    training step can repay), ``index`` (index_select + index_add_). Nothing here waits for
+    (Tessera's row kernels: a warp per destination, two launches a pass, no scratch), ``csr``
+    (cuSPARSE: balanced over hub rows, but its descriptors and workspace cost more host time
+    per call than the small blocks of a training step repay), ``index`` (index_select +
+    index_add_), or ``auto`` (the default: rows with autograd on, csr without, i.e. for
+    inference's full neighborhoods, where one warp would walk a hub's row). Nothing here waits for
     the GPU (the degrees come from the offsets or a scatter, not from bincount, which reads
     its size back to the host). ``indptr``: those offsets when the caller has them (a GPU
     loader's block carries them), else they are searched for."""
@@ -80,6 +82,8 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
         if indptr is None:
             indptr = torch.searchsorted(dst.contiguous(),
                                         torch.arange(num_dst + 1, device=dst.device))
+        if mode == "auto":  # rows in training steps, cuSPARSE for inference's large blocks
+            mode = "rows" if torch.is_grad_enabled() else "csr"
         return _SortedMean.apply(h_src, src.contiguous(), indptr,
                                  "cusparse" if mode == "csr" else "rows")
     out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))

@@ -21,6 +21,9 @@ namespace tessera::train::detail {
 struct TBlock {
   at::Tensor src, dst;
   int64_t num_src = 0, num_dst = 0;
+  /// The CSR offsets of the destinations' edges (num_dst + 1, int64), when the batch has them
+  /// (the GPU loader's): SAGE's mean aggregation on a GPU then runs Tessera's row kernels.
+  at::Tensor indptr = {};
 };
 
 /// A stack of SAGEConv or GCN layers with ReLU, optional layer norm and dropout between them

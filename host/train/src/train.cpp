@@ -383,6 +383,13 @@ at::Tensor device_view(const void* p, const std::vector<int64_t>& shape, at::Sca
       const_cast<void*>(p), shape, [owner](void*) {}, at::TensorOptions().dtype(type).device(d));
 }
 
+/// Block l's CSR offsets of its destinations, made by the loader; undefined when it made none.
+at::Tensor device_indptr(const dist::DeviceMiniBatch& mb, size_t l, const at::Device& d,
+                         const std::shared_ptr<dist::DeviceMiniBatch>& owner) {
+  if (l >= mb.indptr.size()) return {};
+  return device_view(mb.indptr[l]->data(), {mb.blocks.blocks[l].num_dst + 1}, at::kLong, d, owner);
+}
+
 /// A GPU batch of DistDeviceNodeLoader: every array stays where the loader made it. Its memory
 /// returns to the loader after the work queued on torch's current stream (release_after) once
 /// the last tensor viewing it is gone.
@@ -395,10 +402,11 @@ Batch gpu_batch(dist::DeviceMiniBatch&& mb, const Features& f, at::ScalarType la
   b.sample_seconds = owner->sample_seconds;
   b.gather_seconds = owner->gather_seconds;
   std::vector<ops::Block> host;
-  for (const cuda::DeviceBlock& blk : owner->blocks.blocks) {
+  for (size_t l = 0; l < owner->blocks.blocks.size(); ++l) {
+    const cuda::DeviceBlock& blk = owner->blocks.blocks[l];
     TBlock t{device_view(blk.src_ptr(), {blk.num_edges}, at::kLong, d, owner),
              device_view(blk.dst_ptr(), {blk.num_edges}, at::kLong, d, owner), blk.num_src,
-             blk.num_dst};
+             blk.num_dst, device_indptr(*owner, l, d, owner)};
     if (digest) {
       ops::Block h;
       h.num_dst = blk.num_dst;
@@ -731,7 +739,7 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
         const cuda::DeviceBlock& blk = owner->blocks.blocks.at(0);
         TBlock b{device_view(blk.src_ptr(), {blk.num_edges}, at::kLong, job.device, owner),
                  device_view(blk.dst_ptr(), {blk.num_edges}, at::kLong, job.device, owner),
-                 blk.num_src, blk.num_dst};
+                 blk.num_src, blk.num_dst, device_indptr(*owner, 0, job.device, owner)};
         const int64_t n_in = owner->num_input_nodes();
         at::Tensor x;
         if (i == 0) {
