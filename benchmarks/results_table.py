@@ -448,6 +448,10 @@ cache-resident buffer).
     return section("Distributed gather", intro, body, rs)
 
 
+#: The epoch split of train_sage.py's StepClock (and tessera train's), in the order of a step.
+SPLIT_ORDER = ("wait", "forward_backward", "all_reduce", "optimizer", "other")
+
+
 def train_gpu_section(runs):
     rs = select(runs, "train-", exclude=("train-cpu-", "train-cpp"))
     rows, split_rows = [], []
@@ -466,7 +470,9 @@ def train_gpu_section(runs):
                      f"{secs(load.get('seconds'))} ({secs(load.get('files_seconds'))})",
                      gbps(d.get("copy_bound_gbps")), sp.get("grad_sync", DASH), r.link()])
         if later:
-            keys = list(hist[1]["split"])
+            # One column order for every run (tessera train writes its split keys sorted).
+            keys = [k for k in SPLIT_ORDER if k in hist[1]["split"]] + sorted(
+                k for k in hist[1]["split"] if k not in SPLIT_ORDER)
             mean = {k: statistics.fmean(h["split"][k] for h in hist[1:]) for k in keys}
             split_rows.append([r.bench] + [secs(mean[k]) for k in keys] + [
                 secs(statistics.fmean(h.get("loader_sampling", 0) for h in hist[1:])),
