@@ -133,8 +133,8 @@ void launch_rows_k(const I* indptr, const I* indices, int64_t num_rows, const fl
   const auto grid = static_cast<unsigned>(blocks < (int64_t{1} << 20) ? blocks : int64_t{1} << 20);
   const dim3 block(32, kRowWarps);
   if (transpose)
-    TESSERA_KERNEL_CALL((rows_transpose_kernel<I, K>), grid, block, 0, s, indptr, indices,
-                        num_rows, B, feat, mean, C);
+    TESSERA_KERNEL_CALL((rows_transpose_kernel<I, K>), grid, block, 0, s, indptr, indices, num_rows,
+                        B, feat, mean, C);
   else
     TESSERA_KERNEL_CALL((rows_forward_kernel<I, K>), grid, block, 0, s, indptr, indices, num_rows,
                         B, feat, mean, C);

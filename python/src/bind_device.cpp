@@ -175,8 +175,9 @@ void bind_device(nb::module_& m) {
             out["dst"] = device_i64(d.dst_ptr(), d.num_edges, b.device, self);
             out["src_nodes"] = device_i64(d.src_nodes_ptr(), d.num_src, b.device, self);
             out["eids"] = device_i64(d.eids_ptr(), d.num_edges, b.device, self);
-            if (l < b.indptr.size())
+            if (l < b.indptr.size()) {
               out["indptr"] = device_i64(b.indptr[l]->data(), d.num_dst + 1, b.device, self);
+            }
             return out;
           },
           nb::arg("layer"),

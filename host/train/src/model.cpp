@@ -64,19 +64,16 @@ at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num
   const int64_t out_rows = transpose ? num_src : indptr.size(0) - 1;
   at::Tensor c = at::empty({out_rows, b.size(1)}, b.options());
   const int64_t num_dst = indptr.size(0) - 1;
-  ops::CsrRef a{ops::IndexRef{indptr.data_ptr<int64_t>(), DType::kInt64, num_dst + 1,
-                              ops::Memory::kDevice},
-                ops::IndexRef{src.data_ptr<int64_t>(), DType::kInt64, src.size(0),
-                              ops::Memory::kDevice},
-                num_dst, num_src};
+  ops::CsrRef a{
+      ops::IndexRef{indptr.data_ptr<int64_t>(), DType::kInt64, num_dst + 1, ops::Memory::kDevice},
+      ops::IndexRef{src.data_ptr<int64_t>(), DType::kInt64, src.size(0), ops::Memory::kDevice},
+      num_dst, num_src};
   ops::ExecOptions eo;
   eo.stream = c10::cuda::getCurrentCUDAStream(b.device().index()).stream();
-  ops::spmm(a,
-            ops::MatrixRef{b.data_ptr(), DType::kFloat32, b.size(0), b.size(1),
-                           ops::Memory::kDevice},
-            ops::MatrixRef{c.data_ptr(), DType::kFloat32, c.size(0), c.size(1),
-                           ops::Memory::kDevice},
-            ops::Reduce::kMean, transpose, eo, engine);
+  ops::spmm(
+      a, ops::MatrixRef{b.data_ptr(), DType::kFloat32, b.size(0), b.size(1), ops::Memory::kDevice},
+      ops::MatrixRef{c.data_ptr(), DType::kFloat32, c.size(0), c.size(1), ops::Memory::kDevice},
+      ops::Reduce::kMean, transpose, eo, engine);
   return c;
 }
 

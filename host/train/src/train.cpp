@@ -386,7 +386,9 @@ at::Tensor device_view(const void* p, const std::vector<int64_t>& shape, at::Sca
 /// Block l's CSR offsets of its destinations, made by the loader; undefined when it made none.
 at::Tensor device_indptr(const dist::DeviceMiniBatch& mb, size_t l, const at::Device& d,
                          const std::shared_ptr<dist::DeviceMiniBatch>& owner) {
-  if (l >= mb.indptr.size()) return {};
+  if (l >= mb.indptr.size()) {
+    return {};
+  }
   return device_view(mb.indptr[l]->data(), {mb.blocks.blocks[l].num_dst + 1}, at::kLong, d, owner);
 }
 

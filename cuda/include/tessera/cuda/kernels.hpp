@@ -69,12 +69,13 @@ enum class Reduce : uint8_t { kSum, kMean };
 /// per-step blocks of mini-batch training, where the host's time per call is the bound.
 enum class SpmmEngine : uint8_t { kCusparse, kRows };
 
-/// C = op(A) * B through cuSPARSE or Tessera's row kernels (`engine`), float32. A is a num_rows x num_cols CSR pattern (indptr of
-/// num_rows + 1 and indices of nnz entries, both `idx_type`, in device memory) whose values
-/// are 1 (kSum) or 1 / deg(row) (kMean; a row of degree 0 yields zeros). Without `transpose`,
-/// B is num_cols x feat and C num_rows x feat; with it, op(A) = A^T, B is num_rows x feat and
-/// C num_cols x feat (the backward of the forward aggregation). Row-major, device memory.
-/// Scratch (edge values, cuSPARSE workspace) comes from scratch_allocator() on `stream`.
+/// C = op(A) * B through cuSPARSE or Tessera's row kernels (`engine`), float32. A is a num_rows x
+/// num_cols CSR pattern (indptr of num_rows + 1 and indices of nnz entries, both `idx_type`, in
+/// device memory) whose values are 1 (kSum) or 1 / deg(row) (kMean; a row of degree 0 yields
+/// zeros). Without `transpose`, B is num_cols x feat and C num_rows x feat; with it, op(A) = A^T, B
+/// is num_rows x feat and C num_cols x feat (the backward of the forward aggregation). Row-major,
+/// device memory. Scratch (edge values, cuSPARSE workspace) comes from scratch_allocator() on
+/// `stream`.
 void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int64_t num_rows,
                int64_t num_cols, int64_t nnz, const float* B, int64_t feat, float* C, Reduce reduce,
                bool transpose, StreamHandle stream, SpmmEngine engine = SpmmEngine::kCusparse);
