@@ -84,6 +84,17 @@ void parallel_copy(void* dst, const void* src, size_t bytes) {
 }
 
 // Copies rows [b, e) of the owner's local array `a` (local row 0 = global row `lo`).
+// Runs the graph's edge-table builder once (see the constructor), from whichever accessor
+// needs the tables first.
+void ensure_edge_tables(detail::GraphState& g) {
+  std::call_once(g.edge_tables_once, [&g] {
+    if (g.build_edge_tables) {
+      g.build_edge_tables();
+      g.build_edge_tables = nullptr;  // releases what it held
+    }
+  });
+}
+
 InitFn copy_rows(const Array& a, int64_t lo, const std::string& what) {
   return [a, lo, what](int64_t b, int64_t e, void* dst) {
     TESSERA_EXPECTS(a.rows() >= e - lo, ValueError, "{}: {} rows stored, {} needed", what, a.rows(),
@@ -373,9 +384,6 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     }
     return {u, remote_orig[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()]};
   };
-  auto src_new = [&](int64_t k) {
-    return g.config.local_indices ? src_ids(k).now : indices[k];  // (checked above otherwise)
-  };
   auto& sg = *g.sg;
   sg.lo = nlo + row_lo;
   sg.hi = nlo + row_hi;
@@ -458,65 +466,92 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
   // Written straight into the tensors' rows (no staging copies): by position when the stored
   // edges are in edge-ID order (what `tessera partition` writes), else scattered by edge ID.
-  std::vector<int64_t> row_of;  // out of order: the stored position of each edge ID
-  if (!in_order) {
-    row_of.assign(static_cast<size_t>(m), -1);
-    for (int64_t k = 0; k < m; ++k) {
-      const int64_t r = eid[k] - elo;
-      TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
-                      "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
-                      "range [{}, {}) or listed twice",
-                      graph_name, mach, k, eid[k], elo, ehi);
-      row_of[r] = k;
+  // Creating them is collective: with several ranks now, at the same point on every rank; a
+  // job of one rank builds them on first use (ensure_edge_tables), so one that never looks an
+  // edge up (node classification) neither spends the time (about 40% of loading a products-like
+  // partition) nor holds the memory (24 bytes an edge).
+  const MachineRows oeid_rows = machine_rows(elo, ehi), ends_rows = machine_rows(elo, ehi);
+  const bool local_ids = g.config.local_indices, stored_in_order = in_order.load();
+  g.build_edge_tables = [&g, rt, prefix, epol, elo, ehi, m, ni, row_lo, row_hi, num_local,
+                         local_ids, stored_in_order, indptr, indices, nid, eid, oeid, oeid_rows,
+                         ends_rows, graph_name, mach] {
+    const bool in_order = stored_in_order;
+    // The new ID of the source of stored edge k (checked: a corrupt file is an error).
+    auto src_new = [&](int64_t k) {
+      const int64_t u = indices[k];
+      if (!local_ids) {
+        return u;  // checked when the sampling structure was built
+      }
+      TESSERA_EXPECTS(u >= 0 && u < num_local, ValueError,
+                      "DistGraph '{}': partition {}'s indices.npy holds {} at position {}, "
+                      "outside [0, {}) (a corrupt partition file; `tessera validate` checks "
+                      "every file)",
+                      graph_name, mach, u, k, num_local);
+      return nid[u];
+    };
+    std::vector<int64_t> row_of;  // out of order: the stored position of each edge ID
+    if (!in_order) {
+      row_of.assign(static_cast<size_t>(m), -1);
+      for (int64_t k = 0; k < m; ++k) {
+        const int64_t r = eid[k] - elo;
+        TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
+                        "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
+                        "range [{}, {}) or listed twice",
+                        graph_name, mach, k, eid[k], elo, ehi);
+        row_of[r] = k;
+      }
     }
-  }
-  std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
-  if (!in_order) {
-    for (int64_t i = 0; i < ni; ++i) {
-      for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k)
-        dst_of[k] = nid[i];
+    std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
+    if (!in_order) {
+      for (int64_t i = 0; i < ni; ++i) {
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k)
+          dst_of[k] = nid[i];
+      }
     }
-  }
-  auto stored = [&](int64_t r) { return in_order ? r : row_of[r]; };
-  g.orig_eid = DistTensor(
-      rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges}, DType::kInt64, epol,
-      [&](int64_t b, int64_t e, void* dst) {
-        auto* out = static_cast<int64_t*>(dst);
-        if (in_order) {
-          parallel_copy(out, oeid + (b - elo), static_cast<size_t>(e - b) * 8);
-          return;
-        }
-        parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
-          for (int64_t r = r0; r < r1; ++r)
-            out[r - b] = oeid[stored(r - elo)];
-        });
-      },
-      true, Placement::kHost, machine_rows(elo, ehi));
-  g.edge_endpoints = DistTensor(
-      rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2}, DType::kInt64, epol,
-      [&](int64_t b, int64_t e, void* dst) {
-        auto* out = static_cast<int64_t*>(dst);
-        if (in_order) {                   // row by row: the destination is the row's node
-          const int64_t first = b - elo;  // this rank's first stored edge (edge_lo)
-          parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-            for (int64_t i = i0; i < i1; ++i) {
-              for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
-                out[2 * (k - first)] = src_new(k);
-                out[2 * (k - first) + 1] = nid[i];
+    auto stored = [&](int64_t r) { return in_order ? r : row_of[r]; };
+    g.orig_eid = DistTensor(
+        rt, fmt::format("{}:orig_eid", prefix), {g.config.num_edges}, DType::kInt64, epol,
+        [&](int64_t b, int64_t e, void* dst) {
+          auto* out = static_cast<int64_t*>(dst);
+          if (in_order) {
+            parallel_copy(out, oeid + (b - elo), static_cast<size_t>(e - b) * 8);
+            return;
+          }
+          parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
+            for (int64_t r = r0; r < r1; ++r)
+              out[r - b] = oeid[stored(r - elo)];
+          });
+        },
+        true, Placement::kHost, oeid_rows);
+    g.edge_endpoints = DistTensor(
+        rt, fmt::format("{}:edge:_endpoints", prefix), {g.config.num_edges, 2}, DType::kInt64, epol,
+        [&](int64_t b, int64_t e, void* dst) {
+          auto* out = static_cast<int64_t*>(dst);
+          if (in_order) {                   // row by row: the destination is the row's node
+            const int64_t first = b - elo;  // this rank's first stored edge (edge_lo)
+            parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+              for (int64_t i = i0; i < i1; ++i) {
+                for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
+                  out[2 * (k - first)] = src_new(k);
+                  out[2 * (k - first) + 1] = nid[i];
+                }
               }
+            });
+            return;
+          }
+          parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
+            for (int64_t r = r0; r < r1; ++r) {
+              const int64_t k = stored(r - elo);
+              out[2 * (r - b)] = src_new(k);
+              out[2 * (r - b) + 1] = dst_of[k];
             }
           });
-          return;
-        }
-        parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
-          for (int64_t r = r0; r < r1; ++r) {
-            const int64_t k = stored(r - elo);
-            out[2 * (r - b)] = src_new(k);
-            out[2 * (r - b) + 1] = dst_of[k];
-          }
-        });
-      },
-      true, Placement::kHost, machine_rows(elo, ehi));
+        },
+        true, Placement::kHost, ends_rows);
+  };
+  if (world > 1) {
+    ensure_edge_tables(g);
+  }
   // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
   g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", prefix), {n}, DType::kInt64,
                          PartPolicy::even(n, world), nullptr, true);
@@ -616,9 +651,11 @@ const DistTensor& DistGraph::orig_nid() const {
   return st_->orig_nid;
 }
 const DistTensor& DistGraph::orig_eid() const {
+  ensure_edge_tables(*st_);
   return st_->orig_eid;
 }
 const DistTensor& DistGraph::edge_endpoints() const {
+  ensure_edge_tables(*st_);
   return st_->edge_endpoints;
 }
 const DistTensor& DistGraph::new_nid() const {

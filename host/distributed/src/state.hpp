@@ -156,7 +156,11 @@ struct GraphState {
   DistTensor orig_nid;
   DistTensor orig_eid;        // int64 [E], edge policy
   DistTensor edge_endpoints;  // int64 [E, 2] (src, dst) new node IDs, edge policy
-  DistTensor new_nid;         // int64 [N] by ORIGINAL node ID, even policy
+  /// Creates orig_eid and edge_endpoints (collective): run by the constructor with several
+  /// ranks, on first use of either with one (graph.cpp, ensure_edge_tables).
+  std::function<void()> build_edge_tables;
+  std::once_flag edge_tables_once;
+  DistTensor new_nid;  // int64 [N] by ORIGINAL node ID, even policy
   std::shared_ptr<SampleGraph> sg = std::make_shared<SampleGraph>();
   /// Sampling structures placed on a GPU (device_sampling.cpp), shared by the samplers of this
   /// graph with the same device, placement and weights while any of them lives.
