@@ -412,8 +412,12 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
   }
   std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
-  sg.csc.indices.resize(static_cast<size_t>(edge_hi - edge_lo));
-  sg.csc.eids.resize(static_cast<size_t>(edge_hi - edge_lo));
+  // Two zero-filled arrays of 8 bytes an edge (a vector fills on one thread): side by side.
+  parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
+    for (int64_t a = a0; a < a1; ++a) {
+      (a == 0 ? sg.csc.indices : sg.csc.eids).resize(static_cast<size_t>(edge_hi - edge_lo));
+    }
+  });
   // Each row in the unpartitioned graph's storage order: (original source, original edge ID),
   // rows in parallel, each ordered by detail::order_row (radix-sorted when long, else by a
   // packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID order). Only
