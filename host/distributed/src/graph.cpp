@@ -508,8 +508,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
     if (!in_order) {
       for (int64_t i = 0; i < ni; ++i) {
-        for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k)
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k) {
           dst_of[k] = nid[i];
+        }
       }
     }
     auto stored = [&](int64_t r) { return in_order ? r : row_of[r]; };
@@ -522,8 +523,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
             return;
           }
           parallel_for(b, e, 1 << 16, [&](int64_t r0, int64_t r1, int64_t) {
-            for (int64_t r = r0; r < r1; ++r)
+            for (int64_t r = r0; r < r1; ++r) {
               out[r - b] = oeid[stored(r - elo)];
+            }
           });
         },
         true, Placement::kHost, oeid_rows);
