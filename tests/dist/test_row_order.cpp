@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // detail::order_row (host/distributed/src/row_order.hpp), the order DistGraph's loading gives
 // each stored row in its sampling structure: every path (radix sort of long rows, packed keys,
-// plain comparison sort) against a plain sort by (original source, edge ID), with multi-edges.
+// radix sort of 32-bit keys, plain comparison sort) against a plain sort by (original source,
+// edge ID), with multi-edges.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,11 +59,14 @@ TEST_P(RowOrder, EqualsAPlainSortBySourceThenEdgeId) {
 INSTANTIATE_TEST_SUITE_P(
     Rows, RowOrder,
     ::testing::Values(Case{0, 10, true}, Case{1, 10, true}, Case{2, 2, true}, Case{7, 3, false},
-                      Case{300, 1 << 21, true}, Case{300, 40, false},
-                      Case{kRadixRowMin - 1, 1 << 21, true}, Case{kRadixRowMin, 1 << 21, true},
-                      Case{kRadixRowMin, 50, true}, Case{kRadixRowMin + 1, 1 << 21, false},
-                      Case{5000, 1 << 30, true}, Case{5000, 100, false},
-                      Case{100000, 1 << 21, true}, Case{100000, 1 << 23, false}),
+                      Case{kKeyRadixRowMin - 1, 1 << 21, true},
+                      Case{kKeyRadixRowMin, 1 << 21, true}, Case{200, 1 << 23, true},
+                      Case{200, 30, true}, Case{300, 1 << 24, true}, Case{300, 1 << 21, true},
+                      Case{300, 40, false}, Case{kRadixRowMin - 1, 1 << 21, true},
+                      Case{kRadixRowMin, 1 << 21, true}, Case{kRadixRowMin, 50, true},
+                      Case{kRadixRowMin + 1, 1 << 21, false}, Case{5000, 1 << 30, true},
+                      Case{5000, 100, false}, Case{100000, 1 << 21, true},
+                      Case{100000, 1 << 23, false}),
     [](const ::testing::TestParamInfo<Case>& info) {
       return "d" + std::to_string(info.param.degree) + "_n" + std::to_string(info.param.num_nodes) +
              (info.param.pack ? "_packed" : "_plain");
