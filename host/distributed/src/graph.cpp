@@ -476,9 +476,24 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   // partition) nor holds the memory (24 bytes an edge).
   const MachineRows oeid_rows = machine_rows(elo, ehi), ends_rows = machine_rows(elo, ehi);
   const bool local_ids = g.config.local_indices, stored_in_order = in_order.load();
+  // Stored out of edge-ID order (not what `tessera partition` writes): the stored position of
+  // each edge ID, which checks every ID here, at load, also when the lookups come later.
+  auto rows_of_eid = std::make_shared<std::vector<int64_t>>();
+  if (!stored_in_order) {
+    std::vector<int64_t>& row_of = *rows_of_eid;
+    row_of.assign(static_cast<size_t>(m), -1);
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t r = eid[k] - elo;
+      TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
+                      "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
+                      "range [{}, {}) or listed twice",
+                      graph_name, mach, k, eid[k], elo, ehi);
+      row_of[r] = k;
+    }
+  }
   g.build_edge_tables = [&g, rt, prefix, epol, elo, ehi, m, ni, row_lo, row_hi, num_local,
                          local_ids, stored_in_order, indptr, indices, nid, eid, oeid, oeid_rows,
-                         ends_rows, graph_name, mach] {
+                         ends_rows, rows_of_eid, graph_name, mach] {
     const bool in_order = stored_in_order;
     // The new ID of the source of stored edge k (checked: a corrupt file is an error).
     auto src_new = [&](int64_t k) {
@@ -493,18 +508,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                       graph_name, mach, u, k, num_local);
       return nid[u];
     };
-    std::vector<int64_t> row_of;  // out of order: the stored position of each edge ID
-    if (!in_order) {
-      row_of.assign(static_cast<size_t>(m), -1);
-      for (int64_t k = 0; k < m; ++k) {
-        const int64_t r = eid[k] - elo;
-        TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
-                        "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
-                        "range [{}, {}) or listed twice",
-                        graph_name, mach, k, eid[k], elo, ehi);
-        row_of[r] = k;
-      }
-    }
+    const std::vector<int64_t>& row_of = *rows_of_eid;
     std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
     if (!in_order) {
       for (int64_t i = 0; i < ni; ++i) {
