@@ -491,9 +491,9 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       row_of[r] = k;
     }
   }
-  g.build_edge_tables = [&g, rt, prefix, epol, elo, ehi, m, ni, row_lo, row_hi, num_local,
-                         local_ids, stored_in_order, indptr, indices, nid, eid, oeid, oeid_rows,
-                         ends_rows, rows_of_eid, graph_name, mach] {
+  g.build_edge_tables = [&g, rt, prefix, epol, elo, m, ni, row_lo, row_hi, num_local, local_ids,
+                         stored_in_order, indptr, indices, nid, oeid, oeid_rows, ends_rows,
+                         rows_of_eid, graph_name, mach] {
     const bool in_order = stored_in_order;
     // The new ID of the source of stored edge k (checked: a corrupt file is an error).
     auto src_new = [&](int64_t k) {
