@@ -8,22 +8,14 @@
 
 #include <cstdint>
 
-#include "tessera/core/philox.hpp"  // TESSERA_HD
+#include "tessera/core/philox.hpp"       // TESSERA_HD
+#include "tessera/cuda/sample_rows.hpp"  // lower_bound_position
 
 namespace tessera::cuda {
 
-/// The first position in rows[0, m) (non-decreasing) whose value is >= v: a binary search.
-TESSERA_HD inline int64_t csr_offset(const int64_t* rows, int64_t m, int64_t v) {
-  int64_t lo = 0, hi = m;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (rows[mid] < v) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo;
+/// The first position in sorted[0, m) (non-decreasing) whose value is >= v.
+TESSERA_HD inline int64_t csr_offset(const int64_t* sorted, int64_t m, int64_t v) {
+  return rows::lower_bound_position(sorted, m, v);
 }
 
 /// The CPU twin: indptr[0 .. num_rows] of rows[0, m).
