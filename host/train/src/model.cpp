@@ -61,9 +61,8 @@ at::Tensor param(const std::vector<int64_t>& shape) {
 at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num_src,
                     const at::Tensor& h, bool transpose, ops::SpmmEngine engine) {
   const at::Tensor b = h.contiguous();
-  const int64_t out_rows = transpose ? num_src : indptr.size(0) - 1;
-  at::Tensor c = at::empty({out_rows, b.size(1)}, b.options());
   const int64_t num_dst = indptr.size(0) - 1;
+  at::Tensor c = at::empty({transpose ? num_src : num_dst, b.size(1)}, b.options());
   ops::CsrRef a{
       ops::IndexRef{indptr.data_ptr<int64_t>(), DType::kInt64, num_dst + 1, ops::Memory::kDevice},
       ops::IndexRef{src.data_ptr<int64_t>(), DType::kInt64, src.size(0), ops::Memory::kDevice},
