@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -21,12 +22,14 @@
 #include <thread>
 
 #include "dist_fixtures.hpp"
+#include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
 #include "tessera/dist/tensor.hpp"
 #include "tessera/graph/dataset.hpp"
+#include "tessera/graph/npy.hpp"
 #include "tessera/ops/sampler.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/partition/partition.hpp"
@@ -56,11 +59,89 @@ fs::path partitions(const std::string& name, int parts, const std::string& metho
   return cached_partitions("dist-test", name, parts, method, halo);
 }
 
+/// The partitioning `cfg` (halo_hops <= 1: no halo edges) rewritten as format version 1 stored
+/// it: each row sorted by (stored source, original edge ID) instead of the unpartitioned graph's
+/// order, its original edge IDs and edge data moved along, edge IDs still the positions. The
+/// loader must put every row back into the original order (sampling equals the standalone
+/// sampler's only if it does).
+fs::path as_format_v1(const fs::path& cfg) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  const fs::path out = cfg.parent_path().string() + "-v1";
+  fs::path ncfg = out / cfg.filename();
+  if (fs::exists(ncfg)) {
+    return ncfg;
+  }
+  fs::remove_all(out);
+  fs::copy(cfg.parent_path(), out, fs::copy_options::recursive);
+  nlohmann::json j;
+  {
+    std::ifstream in(ncfg);
+    in >> j;
+  }
+  const PartitionConfig c = load_partition_config(ncfg);
+  int64_t rows_changed = 0;
+  for (int64_t p = 0; p < c.num_parts; ++p) {
+    const fs::path dir = out / c.parts[p].dir;
+    const Array indptr = read_npy(dir / "indptr.npy");
+    Array indices = read_npy(dir / "indices.npy"), oeid = read_npy(dir / "orig_eid.npy");
+    const auto* q = indptr.data<int64_t>();
+    const int64_t nl = indptr.rows() - 1;
+    std::vector<std::string> files{"indices.npy", "orig_eid.npy"};
+    std::vector<Array> edge_data;
+    for (const auto& s : c.edata) {
+      files.push_back(s.file);
+      edge_data.push_back(read_npy(dir / s.file));
+    }
+    auto* idx = indices.mut_data<int64_t>();
+    auto* oe = oeid.mut_data<int64_t>();
+    for (int64_t i = 0; i < nl; ++i) {
+      const int64_t b = q[i], d = q[i + 1] - b;
+      std::vector<int64_t> perm(static_cast<size_t>(d));
+      std::iota(perm.begin(), perm.end(), int64_t{0});
+      std::sort(perm.begin(), perm.end(), [&](int64_t x, int64_t y) {
+        return std::pair(idx[b + x], oe[b + x]) < std::pair(idx[b + y], oe[b + y]);
+      });
+      if (std::is_sorted(perm.begin(), perm.end())) {
+        continue;
+      }
+      ++rows_changed;
+      auto apply = [&](uint8_t* base, size_t rb) {
+        std::vector<uint8_t> row(static_cast<size_t>(d) * rb);
+        for (int64_t t = 0; t < d; ++t) {
+          std::memcpy(row.data() + t * rb, base + (b + perm[t]) * rb, rb);
+        }
+        std::memcpy(base + b * rb, row.data(), row.size());
+      };
+      apply(reinterpret_cast<uint8_t*>(idx), 8);
+      apply(reinterpret_cast<uint8_t*>(oe), 8);
+      for (Array& a : edge_data) {
+        apply(static_cast<uint8_t*>(a.raw_mut()), a.row_bytes());
+      }
+    }
+    write_npy(dir / "indices.npy", indices);
+    write_npy(dir / "orig_eid.npy", oeid);
+    for (size_t f = 0; f < edge_data.size(); ++f) {
+      write_npy(dir / c.edata[f].file, edge_data[f]);
+    }
+    for (const auto& name : files) {
+      auto& f = j["partitions"][p]["files"][name];
+      f["bytes"] = fs::file_size(dir / name);
+      f["crc32"] = crc32_hex(file_crc32(dir / name));
+    }
+  }
+  EXPECT_GT(rows_changed, 0) << "no row of " << cfg << " differs in version 1's order";
+  j["format_version"] = 1;
+  std::ofstream(ncfg) << j.dump(1);
+  return ncfg;
+}
+
 struct Case {
   std::string dataset;
   int parts;
   std::string tls;      // "" = local (one rank)
-  std::string variant;  // "", "halo0" (no halo: remote sources), "requests" (no one-sided gets)
+  std::string variant;  // "", "halo0" (no halo: remote sources), "requests" (no one-sided
+                        // gets), "v1" (rows stored in format version 1's order)
   std::string label() const {
     std::string t = tls.empty() ? "local" : (tls == "tcp" ? "tcp" : "shm");
     return dataset + "_" + std::to_string(parts) + "_" + t + (variant.empty() ? "" : "_" + variant);
@@ -270,7 +351,10 @@ TEST_P(DistEqualsStandalone, SamplingAndReads) {
   if (c.parts > 1) {
     TESSERA_SKIP_WITHOUT_UCX();
   }
-  const fs::path cfg = partitions(c.dataset, c.parts, "metis", c.variant == "halo0" ? 0 : 1);
+  fs::path cfg = partitions(c.dataset, c.parts, "metis", c.variant == "halo0" ? 0 : 1);
+  if (c.variant == "v1") {
+    cfg = as_format_v1(cfg);
+  }
   JobSpec s = job(c.parts, c.tls, 90);
   if (c.variant == "requests") s.env["TESSERA_DIST_GET"] = "0";
   auto res = run_ranks(s, [&](int) { return equality_body(c, cfg); });
@@ -289,6 +373,8 @@ std::vector<Case> equality_cases() {
   v.push_back({"citeseer", 4, "tcp", ""});
   v.push_back({"cora", 2, "tcp", "halo0"});
   v.push_back({"cora", 4, "tcp", "requests"});
+  v.push_back({"cora", 1, "", "v1"});
+  v.push_back({"citeseer", 2, shm_tls(), "v1"});
   return v;
 }
 

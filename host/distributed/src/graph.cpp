@@ -342,8 +342,11 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
   // indexed by original node ID (the Philox key of a node is its original ID).
   // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
+  // Format version 2 stores every row in that order already (`tessera validate` checks it):
+  // its rows are renamed and placed, never sorted, and need no original IDs of their sources.
+  const bool stored_in_sampling_order = g.config.format_version >= 2;
   std::vector<int64_t> remote, remote_orig;
-  if (!g.config.local_indices) {
+  if (!g.config.local_indices && !stored_in_sampling_order) {
     for (int64_t k = edge_lo; k < edge_hi; ++k) {
       const int64_t u = indices[k];
       if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
@@ -361,7 +364,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     int64_t now, orig;
   };
   std::vector<Ids> ids;
-  if (g.config.local_indices) {
+  if (g.config.local_indices && !stored_in_sampling_order) {
     ids.resize(static_cast<size_t>(num_local));
     parallel_for(0, num_local, 1 << 16, [&](int64_t u0, int64_t u1, int64_t) {
       for (int64_t u = u0; u < u1; ++u) {
@@ -418,53 +421,74 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       (a == 0 ? sg.csc.indices : sg.csc.eids).resize(static_cast<size_t>(edge_hi - edge_lo));
     }
   });
-  // Each row in the unpartitioned graph's storage order: (original source, original edge ID),
-  // rows in parallel, each ordered by detail::order_row (radix-sorted when long, else by a
-  // packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID order). Only
-  // per-thread buffers: loading touches as little fresh memory as it can.
-  int pos_bits = 1;
-  int64_t max_deg = 0;
-  for (int64_t i = row_lo; i < row_hi; ++i) {
-    max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
-  }
-  while ((int64_t{1} << pos_bits) < max_deg)
-    ++pos_bits;
-  int id_bits = 1;
-  while ((int64_t{1} << id_bits) < n)
-    ++id_bits;
-  const bool pack = id_bits + pos_bits <= 63;
-  parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-    detail::RowOrderScratch scratch;
-    std::vector<int64_t> order, orig, now;
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
-      orig.resize(static_cast<size_t>(d));
-      now.resize(static_cast<size_t>(d));
-      order.resize(static_cast<size_t>(d));
-      bool sorted = true;
-      for (int64_t t = 0; t < d; ++t) {
-        const Ids src = src_ids(b + t);  // checks the stored ID
-        now[t] = src.now;
-        orig[t] = src.orig;
-        order[t] = t;
-        if (t > 0 &&
-            (orig[t - 1] > orig[t] || (orig[t - 1] == orig[t] && oeid[b + t - 1] > oeid[b + t]))) {
-          sorted = false;
+  // Each row in the unpartitioned graph's storage order: (original source, original edge ID).
+  // Version 2 rows are in it as stored: renamed and placed, rows in parallel.
+  if (stored_in_sampling_order) {
+    const bool local_ids = g.config.local_indices, stored_in_order = in_order.load();
+    parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t q = sg.csc.indptr[onid[i]];
+        for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k, ++q) {
+          const int64_t u = indices[k];
+          if (local_ids ? u < 0 || u >= num_local : u < 0 || u >= n) {
+            bad_id("indices.npy", k, u, local_ids ? num_local : n);
+          }
+          sg.csc.indices[q] = local_ids ? nid[u] : u;
+          sg.csc.eids[q] = stored_in_order ? elo + k : eid[k];
         }
       }
-      if (!sorted) {
-        detail::order_row(
-            orig.data(), d, id_bits, pos_bits, pack,
-            [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch, order.data());
-      }
-      int64_t q = sg.csc.indptr[onid[i]];
-      for (int64_t t : order) {
-        sg.csc.indices[q] = now[t];
-        sg.csc.eids[q] = eid[b + t];
-        ++q;
-      }
+    });
+  } else {
+    // Version 1 rows, in parallel, each ordered by detail::order_row (radix-sorted when long,
+    // else by a packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID
+    // order). Only per-thread buffers: loading touches as little fresh memory as it can.
+    int pos_bits = 1;
+    int64_t max_deg = 0;
+    for (int64_t i = row_lo; i < row_hi; ++i) {
+      max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
     }
-  });
+    while ((int64_t{1} << pos_bits) < max_deg) {
+      ++pos_bits;
+    }
+    int id_bits = 1;
+    while ((int64_t{1} << id_bits) < n) {
+      ++id_bits;
+    }
+    const bool pack = id_bits + pos_bits <= 63;
+    parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+      detail::RowOrderScratch scratch;
+      std::vector<int64_t> order, orig, now;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
+        orig.resize(static_cast<size_t>(d));
+        now.resize(static_cast<size_t>(d));
+        order.resize(static_cast<size_t>(d));
+        bool sorted = true;
+        for (int64_t t = 0; t < d; ++t) {
+          const Ids src = src_ids(b + t);  // checks the stored ID
+          now[t] = src.now;
+          orig[t] = src.orig;
+          order[t] = t;
+          if (t > 0 && (orig[t - 1] > orig[t] ||
+                        (orig[t - 1] == orig[t] && oeid[b + t - 1] > oeid[b + t]))) {
+            sorted = false;
+          }
+        }
+        if (!sorted) {
+          detail::order_row(
+              orig.data(), d, id_bits, pos_bits, pack,
+              [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch,
+              order.data());
+        }
+        int64_t q = sg.csc.indptr[onid[i]];
+        for (int64_t t : order) {
+          sg.csc.indices[q] = now[t];
+          sg.csc.eids[q] = eid[b + t];
+          ++q;
+        }
+      }
+    });
+  }
 
   // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.

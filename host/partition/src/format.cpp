@@ -259,9 +259,10 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
   const json& j = c.json;
   TESSERA_EXPECTS(j.is_object(), ValueError, "{}: expected a JSON object", file);
   c.format_version = static_cast<int>(f.integer(j, "format_version"));
-  TESSERA_EXPECTS(c.format_version == kPartitionFormatVersion, ValueError,
-                  "{}: format_version {} is not supported (this build reads {})", file,
-                  c.format_version, kPartitionFormatVersion);
+  TESSERA_EXPECTS(
+      c.format_version >= kPartitionFormatVersionMin && c.format_version <= kPartitionFormatVersion,
+      ValueError, "{}: format_version {} is not supported (this build reads {} to {})", file,
+      c.format_version, kPartitionFormatVersionMin, kPartitionFormatVersion);
   c.graph_name = f.string(j, "graph_name");
   c.num_nodes = f.integer(j, "num_nodes");
   c.num_edges = f.integer(j, "num_edges");

@@ -10,9 +10,11 @@ namespace tessera {
 
 namespace {
 
-// r.csc for the original order (r.new_nid / r.orig_nid already set).
-void relabel_rows_in_original_order(const Graph& csc, const Assignment& a, Relabelled& r) {
-  const int64_t n = csc.num_nodes, P = a.num_parts;
+// r.csc from r.new_nid / r.orig_nid: row nv is the input's row orig_nid[nv] with its sources
+// renamed, entries in the input's order, (original source, original edge ID); new edge IDs are
+// positions, so they follow that order too. Nothing is sorted.
+void relabel_rows(const Graph& csc, Relabelled& r) {
+  const int64_t n = csc.num_nodes;
   Graph& g = r.csc;
   g.num_nodes = n;
   g.indptr.assign(static_cast<size_t>(n) + 1, 0);
@@ -22,47 +24,13 @@ void relabel_rows_in_original_order(const Graph& csc, const Assignment& a, Relab
   const int64_t m = g.indptr[n];
   g.indices.resize(static_cast<size_t>(m));
   g.eids.resize(static_cast<size_t>(m));
-  // Rows of csc are sorted by (old source, edge ID) and new IDs increase with old IDs within
-  // each partition, so a stable bucketing of a row by the source's partition
-  // sorts it by (new source, edge ID): O(degree + P) instead of a comparison sort when P is small.
-  constexpr int64_t kMaxBucketParts = 64;
   parallel_for(0, n, 1024, [&](int64_t lo, int64_t hi, int64_t) {
-    std::vector<std::pair<int64_t, int64_t>> row;
-    int64_t cnt[kMaxBucketParts + 1];
     for (int64_t nv = lo; nv < hi; ++nv) {
       const int64_t ov = r.orig_nid[nv];
-      const int64_t b = csc.indptr[ov], e = csc.indptr[ov + 1];
       int64_t w = g.indptr[nv];
-      bool bucket = P <= kMaxBucketParts && e - b > 1;
-      for (int64_t k = b + 1; k < e && bucket; ++k) {
-        bucket = csc.indices[k - 1] < csc.indices[k] ||
-                 (csc.indices[k - 1] == csc.indices[k] && csc.eid(k - 1) < csc.eid(k));
-      }
-      if (bucket) {
-        std::fill(cnt, cnt + P + 1, 0);
-        for (int64_t k = b; k < e; ++k) {
-          ++cnt[a.part[csc.indices[k]] + 1];
-        }
-        for (int64_t q = 0; q < P; ++q) {
-          cnt[q + 1] += cnt[q];
-        }
-        for (int64_t k = b; k < e; ++k) {
-          const int64_t u = csc.indices[k];
-          const int64_t at = w + cnt[a.part[u]]++;
-          g.indices[at] = r.new_nid[u];
-          g.eids[at] = csc.eid(k);
-        }
-        continue;
-      }
-      row.clear();
-      for (int64_t k = b; k < e; ++k) {
-        row.emplace_back(r.new_nid[csc.indices[k]], csc.eid(k));
-      }
-      std::sort(row.begin(), row.end());
-      for (const auto& [s, e2] : row) {
-        g.indices[w] = s;
-        g.eids[w] = e2;
-        ++w;
+      for (int64_t k = csc.indptr[ov]; k < csc.indptr[ov + 1]; ++k, ++w) {
+        g.indices[w] = r.new_nid[csc.indices[k]];
+        g.eids[w] = csc.eid(k);
       }
     }
   });
@@ -107,13 +75,7 @@ Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order) {
       r.new_nid[r.orig_nid[nv]] = nv;
     }
   }
-  if (order == NodeOrder::kDegree) {
-    // New IDs no longer follow old ones within a partition, so no bucketing shortcut: every
-    // row is re-sorted, as permute_nodes does for any renumbering.
-    r.csc = permute_nodes(csc, r.new_nid);
-  } else {
-    relabel_rows_in_original_order(csc, a, r);
-  }
+  relabel_rows(csc, r);
   r.edge_offsets.resize(static_cast<size_t>(P) + 1);
   for (int64_t p = 0; p <= P; ++p) {
     r.edge_offsets[p] = r.csc.indptr[r.node_offsets[p]];
@@ -232,27 +194,17 @@ LocalGraph build_local(const Relabelled& r, int64_t p, int halo_hops) {
         L.inner_edge[j] = inner;
         ++j;
       };
-      if (!local_ids) {
-        for (int64_t k = gb; k < ge; ++k) {
-          put(k, g.indices[k]);
-        }
-      } else {
-        // Global rows are sorted by (source, edge ID) and the local ID is increasing within
-        // the inner range and within the halo list, so putting inner sources before halo
-        // sources (stably) sorts the row by (local source, edge ID) without a comparison sort.
-        for (int64_t k = gb; k < ge; ++k) {
-          const int64_t u = g.indices[k];
-          if (u >= s && u < e) {
-            put(k, u - s);
-          }
-        }
-        for (int64_t k = gb; k < ge; ++k) {
-          const int64_t u = g.indices[k];
-          if (u < s || u >= e) {
-            const int64_t lid = halo_local[u];
-            TESSERA_ASSERT(lid >= 0, "source {} of partition {} is not local", u, p);
-            put(k, lid);
-          }
+      // In the global row's order, (original source, original edge ID): the sampling order.
+      for (int64_t k = gb; k < ge; ++k) {
+        const int64_t u = g.indices[k];
+        if (!local_ids) {
+          put(k, u);
+        } else if (u >= s && u < e) {
+          put(k, u - s);
+        } else {
+          const int64_t lid = halo_local[u];
+          TESSERA_ASSERT(lid >= 0, "source {} of partition {} is not local", u, p);
+          put(k, lid);
         }
       }
       TESSERA_ASSERT(j == b + deg, "row {}: {} entries, expected {}", i, j - b, deg);

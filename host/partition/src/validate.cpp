@@ -251,24 +251,67 @@ bool check_indptr(const PartView& v, Reporter& R) {
   return R.count() == v.before;
 }
 
-// Sources in range, and rows sorted by (source, edge ID) as the format promises.
+// Sources in range, and each row in the order its format version promises: version 2, the
+// unpartitioned graph's order, (original source, original edge ID), with new edge IDs
+// increasing along it; version 1, (stored source, edge ID). The original ID of a global source
+// (local_indices false) is known only once every partition is read: check_row_order_globally.
 void check_indices(const PartitionConfig& c, const PartView& v, Reporter& R) {
   const int64_t bound = c.local_indices ? v.nl : c.num_nodes;
   for (int64_t k = 0; k < v.ml; ++k) {
     if (v.indices[k] < 0 || v.indices[k] >= bound) {
       R.add("partition {}: {}/indices.npy[{}] = {} outside [0, {})", v.p, v.pd, k, v.indices[k],
             bound);
-      break;
+      return;
     }
   }
+  const bool v1 = c.format_version < 2;
   for (int64_t i = 0; i < v.nl && R.count() == v.before; ++i) {
     for (int64_t k = v.indptr[i] + 1; k < v.indptr[i + 1]; ++k) {
-      if (v.indices[k - 1] > v.indices[k] ||
-          (v.indices[k - 1] == v.indices[k] && v.eid[k - 1] >= v.eid[k])) {
-        R.add("partition {}: {}/indices.npy row {} is not sorted by (source, edge ID) at {}", v.p,
-              v.pd, i, k);
+      if (v1) {
+        if (v.indices[k - 1] > v.indices[k] ||
+            (v.indices[k - 1] == v.indices[k] && v.eid[k - 1] >= v.eid[k])) {
+          R.add("partition {}: {}/indices.npy row {} is not sorted by (source, edge ID) at {}", v.p,
+                v.pd, i, k);
+          break;
+        }
+        continue;
+      }
+      if (v.eid[k - 1] >= v.eid[k]) {
+        R.add("partition {}: {}/eid.npy row {} does not increase at {}", v.p, v.pd, i, k);
         break;
       }
+      if (!c.local_indices) {
+        continue;
+      }
+      const int64_t a = v.onid[v.indices[k - 1]], b = v.onid[v.indices[k]];
+      if (a > b || (a == b && v.oeid[k - 1] >= v.oeid[k])) {
+        R.add(
+            "partition {}: {} row {} is not in the original order (original source, original "
+            "edge ID) at {}: ({}, {}) before ({}, {})",
+            v.p, v.pd, i, k, a, v.oeid[k - 1], b, v.oeid[k]);
+        break;
+      }
+    }
+  }
+}
+
+// Format version 2 without local IDs: each row of inner edges, read in edge-ID order (which
+// check_indices found to be the stored order), in the original order.
+void check_row_order_globally(const PartitionConfig& c, const Whole& W, Reporter& R) {
+  if (c.format_version < 2 || c.local_indices) {
+    return;
+  }
+  for (int64_t g = 1; g < c.num_edges; ++g) {
+    if (W.e_dst[g] != W.e_dst[g - 1]) {
+      continue;
+    }
+    const int64_t a = W.old_of_new[W.e_src[g - 1]], b = W.old_of_new[W.e_src[g]];
+    if (a > b || (a == b && W.e_orig[g - 1] >= W.e_orig[g])) {
+      R.add(
+          "edges {} and {} (into node {}) are not in the original order (original source, "
+          "original edge ID): ({}, {}) before ({}, {})",
+          g - 1, g, W.e_dst[g], a, W.e_orig[g - 1], b, W.e_orig[g]);
+      return;
     }
   }
 }
@@ -739,6 +782,7 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
   }
   if (all_ok && R.count() == 0) {
     check_halo_copies(c, W, R);
+    check_row_order_globally(c, W, R);
     check_halo_is_k_hop(c, W, R);
     if (original != nullptr) {
       check_endpoints_against_dataset(c, *original, W, R);

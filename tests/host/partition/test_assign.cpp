@@ -174,8 +174,8 @@ TEST(Relabel, ContiguousRangesStableOrder) {
   // In-edges per partition: 1 has 2 (0->1, 2->1), 6 has 1 (5->6) -> 3; 4 (3->4), 7 (6->7) -> 2;
   // 0 (7->0) -> 1.
   EXPECT_EQ(r.edge_offsets, (std::vector<int64_t>{0, 3, 5, 6}));
-  // New edge 0 and 1 are the in-edges of new node 0 (old 1), sorted by new source:
-  // 0 -> 5 (new), 2 -> 6 (new).
+  // New edge 0 and 1 are the in-edges of new node 0 (old 1), in the input's order (original
+  // source, then edge ID): 0 -> 5 (new), 2 -> 6 (new).
   EXPECT_EQ(r.csc.indices[0], 5);
   EXPECT_EQ(r.csc.indices[1], 6);
   EXPECT_EQ(r.csc.eids[0], 0);  // input edge 0 -> 1
@@ -200,21 +200,27 @@ TEST(Relabel, DegreeOrderWithinEachPartition) {
   for (const Relabelled* x : {&orig, &r}) {
     for (int64_t v = 0; v < 8; ++v)
       EXPECT_EQ(x->orig_nid[x->new_nid[v]], v);
-    // Every edge under its new names, rows sorted by (new source, edge ID).
+    // Every edge under its new names, each row in the input's order: (original source, edge
+    // ID), the order sampling draws from, whatever the new IDs.
     validate_graph(x->csc, "relabelled");
     for (int64_t nv = 0; nv < 8; ++nv) {
       const int64_t ov = x->orig_nid[nv];
       ASSERT_EQ(x->csc.degree(nv), ds.graph.degree(ov));
-      std::vector<std::pair<int64_t, int64_t>> want;
-      for (int64_t k = ds.graph.indptr[ov]; k < ds.graph.indptr[ov + 1]; ++k)
-        want.emplace_back(x->new_nid[ds.graph.indices[k]], ds.graph.eid(k));
-      std::sort(want.begin(), want.end());
       for (int64_t i = 0; i < x->csc.degree(nv); ++i) {
-        EXPECT_EQ(x->csc.indices[x->csc.indptr[nv] + i], want[i].first);
-        EXPECT_EQ(x->csc.eids[x->csc.indptr[nv] + i], want[i].second);
+        const int64_t k = ds.graph.indptr[ov] + i, q = x->csc.indptr[nv] + i;
+        EXPECT_EQ(x->orig_nid[x->csc.indices[q]], ds.graph.indices[k]);
+        EXPECT_EQ(x->csc.eids[q], ds.graph.eid(k));
+        if (i > 0) {
+          EXPECT_LT(x->orig_nid[x->csc.indices[q - 1]], x->orig_nid[x->csc.indices[q]]);
+        }
       }
     }
   }
+  // Node 1's in-edges come from 0, 2 and 3; by degree 3 is numbered before 0 (new 1 and 3),
+  // so the row is not sorted by new source: new sources 3, 7, 1 (original 0, 2, 3).
+  EXPECT_EQ(r.csc.indices[0], 3);
+  EXPECT_EQ(r.csc.indices[1], 7);
+  EXPECT_EQ(r.csc.indices[2], 1);
   EXPECT_EQ(parse_node_order("degree"), NodeOrder::kDegree);
   TESSERA_EXPECT_THROW_MSG(parse_node_order("rcmk"), ValueError,
                            "unknown node order 'rcmk' (expected original or degree)");
@@ -248,6 +254,24 @@ TEST(BuildLocal, HaloOfAChainByHand) {
   EXPECT_EQ(l2.orig_eid, (std::vector<int64_t>{2, 3, 4, 1}));
   // Partition 0 has no in-neighbors outside itself.
   EXPECT_EQ(build_local(r, 0, 2).nid, (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST(BuildLocal, RowsKeepTheOriginalOrderAcrossInnerAndHaloSources) {
+  // Node 4's in-edges come from 2 (a halo node of partition 1) and 3 (owned): in the original
+  // order 2 comes first, although its local ID (3) is above 3's (0).
+  const Dataset ds = make_dataset(6, {{3, 4}, {2, 4}, {4, 5}});
+  Assignment a;
+  a.num_parts = 2;
+  a.part = {0, 0, 0, 1, 1, 1};
+  const Relabelled r = relabel(ds.graph, a);
+  const LocalGraph l = build_local(r, 1, 1);
+  EXPECT_EQ(l.nid, (std::vector<int64_t>{3, 4, 5, 2}));
+  EXPECT_EQ(l.indptr, (std::vector<int64_t>{0, 0, 2, 3, 3}));
+  EXPECT_EQ(l.indices, (std::vector<int64_t>{3, 0, 1}));
+  EXPECT_EQ(l.orig_eid, (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(l.eid, (std::vector<int64_t>{0, 1, 2}));
+  // Without halo the global IDs, the same order.
+  EXPECT_EQ(build_local(r, 1, 0).indices, (std::vector<int64_t>{2, 3, 4}));
 }
 
 }  // namespace

@@ -267,7 +267,31 @@ TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {
     poke<int64_t>(f, 0, a.data<int64_t>()[1]);
     poke<int64_t>(f, 1, a.data<int64_t>()[0]);
   });
-  EXPECT_NE(unsorted.find("not sorted by (source, edge ID)"), std::string::npos) << unsorted;
+  EXPECT_NE(unsorted.find("not in the original order (original source, original edge ID)"),
+            std::string::npos)
+      << unsorted;
+  // The same without halo (sources stored as global IDs): the order is checked once every
+  // partition's original IDs are known. Swapping two sources (with their original edge IDs)
+  // keeps every edge's endpoints consistent, so only the order check can object.
+  {
+    PartitionOptions po;
+    po.halo_hops = 0;
+    write(ds, tmp / "out0", 3, true, po);
+    const fs::path cfg = tmp / "out0" / "g.json";
+    for (const char* file : {"indices.npy", "orig_eid.npy", "edge_weight.npy"}) {
+      const fs::path f = tmp / "out0" / "part2" / file;
+      Array a = read_npy(f);
+      auto* rows = static_cast<uint8_t*>(a.raw_mut());
+      std::swap_ranges(rows, rows + a.row_bytes(), rows + a.row_bytes());
+      write_npy(f, a);
+      reseal(cfg, 2, file);
+    }
+    const ValidationReport r = validate_partitions(cfg, &ds);
+    EXPECT_NE(all_errors(r).find("are not in the original order (original source, original "
+                                 "edge ID)"),
+              std::string::npos)
+        << all_errors(r);
+  }
   // A halo node dropped from the list (nid entry of a halo node changed to an owned node).
   const std::string halo =
       errors_after(1, "inner_edge.npy", [](const fs::path& f) { poke<uint8_t>(f, 0, 0); });

@@ -16,8 +16,12 @@
 
 namespace tessera {
 
-/// Version written to and expected in "format_version".
-inline constexpr int kPartitionFormatVersion = 1;
+/// Version written in "format_version". Version 2 stores each row in the unpartitioned graph's
+/// order, (original source ID, original edge ID), and numbers edges in that order; version 1
+/// (still read) stored rows by (stored source ID, new edge ID).
+inline constexpr int kPartitionFormatVersion = 2;
+/// Oldest version read.
+inline constexpr int kPartitionFormatVersionMin = 1;
 
 /// One file of a partition folder as the config lists it.
 struct PartFile {

@@ -146,8 +146,10 @@ struct Relabelled {
   std::vector<int64_t> edge_offsets;  ///< size P + 1
   std::vector<int64_t> orig_nid;      ///< new node ID -> original node ID
   std::vector<int64_t> new_nid;       ///< original node ID -> new node ID
-  /// CSC over new node IDs; rows sorted by (new source, original edge ID); `eids` holds the
-  /// original edge IDs (the Dataset's CSC edge space), i.e. orig_eid by new edge ID.
+  /// CSC over new node IDs; each row keeps the input's order, (original source, original edge
+  /// ID), the order sampling draws from (so, unlike Graph's rule, not sorted by the new source
+  /// IDs it holds); `eids` holds the original edge IDs (the Dataset's CSC edge space), i.e.
+  /// orig_eid by new edge ID.
   Graph csc;
 };
 Relabelled relabel(const Graph& csc, const Assignment& a, NodeOrder order = NodeOrder::kOriginal);
