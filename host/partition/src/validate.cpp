@@ -252,9 +252,10 @@ bool check_indptr(const PartView& v, Reporter& R) {
 }
 
 // Sources in range, and each row in the order its format version promises: version 2, the
-// unpartitioned graph's order, (original source, original edge ID), with new edge IDs
-// increasing along it; version 1, (stored source, edge ID). The original ID of a global source
-// (local_indices false) is known only once every partition is read: check_row_order_globally.
+// unpartitioned graph's order, (original source, original edge ID), with consecutive new edge
+// IDs along it (edge IDs are positions in that order); version 1, (stored source, edge ID). The
+// original ID of a global source (local_indices false) is known only once every partition is read:
+// check_row_order_globally.
 void check_indices(const PartitionConfig& c, const PartView& v, Reporter& R) {
   const int64_t bound = c.local_indices ? v.nl : c.num_nodes;
   for (int64_t k = 0; k < v.ml; ++k) {
@@ -276,8 +277,9 @@ void check_indices(const PartitionConfig& c, const PartView& v, Reporter& R) {
         }
         continue;
       }
-      if (v.eid[k - 1] >= v.eid[k]) {
-        R.add("partition {}: {}/eid.npy row {} does not increase at {}", v.p, v.pd, i, k);
+      if (v.eid[k] != v.eid[k - 1] + 1) {
+        R.add("partition {}: {}/eid.npy row {} is not consecutive at {} ({} after {})", v.p, v.pd,
+              i, k, v.eid[k], v.eid[k - 1]);
         break;
       }
       if (!c.local_indices) {
@@ -296,7 +298,8 @@ void check_indices(const PartitionConfig& c, const PartView& v, Reporter& R) {
 }
 
 // Format version 2 without local IDs: each row of inner edges, read in edge-ID order (which
-// check_indices found to be the stored order), in the original order.
+// check_indices found to be the stored order: consecutive IDs along each row), in the original
+// order.
 void check_row_order_globally(const PartitionConfig& c, const Whole& W, Reporter& R) {
   if (c.format_version < 2 || c.local_indices) {
     return;

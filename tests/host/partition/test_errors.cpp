@@ -292,6 +292,36 @@ TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {
               std::string::npos)
         << all_errors(r);
   }
+  // Rows whose edge IDs interleave: row A's last two entries swapped, and A's last edge ID
+  // traded with the first of the next row B, so that each row's IDs still increase and no two
+  // consecutive IDs of one row are out of order; only "consecutive IDs in a row" catches it.
+  {
+    PartitionOptions po;
+    po.halo_hops = 0;
+    write(ds, tmp / "out1", 3, true, po);
+    const fs::path cfg = tmp / "out1" / "g.json", dir = tmp / "out1" / "part2";
+    const Array indptr = read_npy(dir / "indptr.npy");
+    Array indices = read_npy(dir / "indices.npy"), oeid = read_npy(dir / "orig_eid.npy"),
+          eid = read_npy(dir / "eid.npy");
+    const int64_t* q = indptr.data<int64_t>();
+    int64_t a = 0;
+    while (a + 2 < indptr.rows() && (q[a + 1] - q[a] < 2 || q[a + 2] == q[a + 1])) {
+      ++a;
+    }
+    ASSERT_LT(a + 2, indptr.rows()) << "no row of two entries followed by a non-empty row";
+    const int64_t last = q[a + 1] - 1;  // A's last entry; B's first is last + 1
+    std::swap(indices.mut_data<int64_t>()[last - 1], indices.mut_data<int64_t>()[last]);
+    std::swap(oeid.mut_data<int64_t>()[last - 1], oeid.mut_data<int64_t>()[last]);
+    std::swap(eid.mut_data<int64_t>()[last], eid.mut_data<int64_t>()[last + 1]);
+    for (const auto& [file, arr] : {std::pair<const char*, const Array*>{"indices.npy", &indices},
+                                    {"orig_eid.npy", &oeid},
+                                    {"eid.npy", &eid}}) {
+      write_npy(dir / file, *arr);
+      reseal(cfg, 2, file);
+    }
+    const ValidationReport r = validate_partitions(cfg, nullptr);
+    EXPECT_NE(all_errors(r).find("is not consecutive"), std::string::npos) << all_errors(r);
+  }
   // A halo node dropped from the list (nid entry of a halo node changed to an owned node).
   const std::string halo =
       errors_after(1, "inner_edge.npy", [](const fs::path& f) { poke<uint8_t>(f, 0, 0); });
