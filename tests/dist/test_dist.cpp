@@ -141,7 +141,7 @@ struct Case {
   int parts;
   std::string tls;      // "" = local (one rank)
   std::string variant;  // "", "halo0" (no halo: remote sources), "requests" (no one-sided
-                        // gets), "v1" (rows stored in format version 1's order)
+                        // gets), "v1" / "v1halo0" (rows stored in format version 1's order)
   std::string label() const {
     std::string t = tls.empty() ? "local" : (tls == "tcp" ? "tcp" : "shm");
     return dataset + "_" + std::to_string(parts) + "_" + t + (variant.empty() ? "" : "_" + variant);
@@ -351,8 +351,9 @@ TEST_P(DistEqualsStandalone, SamplingAndReads) {
   if (c.parts > 1) {
     TESSERA_SKIP_WITHOUT_UCX();
   }
-  fs::path cfg = partitions(c.dataset, c.parts, "metis", c.variant == "halo0" ? 0 : 1);
-  if (c.variant == "v1") {
+  const bool halo0 = c.variant == "halo0" || c.variant == "v1halo0";
+  fs::path cfg = partitions(c.dataset, c.parts, "metis", halo0 ? 0 : 1);
+  if (c.variant.rfind("v1", 0) == 0) {
     cfg = as_format_v1(cfg);
   }
   JobSpec s = job(c.parts, c.tls, 90);
@@ -375,6 +376,7 @@ std::vector<Case> equality_cases() {
   v.push_back({"cora", 4, "tcp", "requests"});
   v.push_back({"cora", 1, "", "v1"});
   v.push_back({"citeseer", 2, shm_tls(), "v1"});
+  v.push_back({"cora", 2, "tcp", "v1halo0"});
   return v;
 }
 
