@@ -575,7 +575,10 @@ class DistGraph:
         """CSC over global (relabelled) IDs from the partitions' inner nodes' in-edges.
 
         The relabelled graph stores edge ``e`` at position ``e`` of its CSC, so placing every
-        inner edge at its global edge ID rebuilds it exactly, neighbor order included."""
+        inner edge at its global edge ID rebuilds it. A version 2 partitioning stores each row
+        in the original graph's order, not by the relabelled source: such rows are sorted by
+        (source, edge ID), the order a Graph promises (METIS clustering and the samplers rely
+        on it), and the edge IDs travel with them."""
         n, e = int(self.config["num_nodes"]), int(self.config["num_edges"])
         local_indices = bool(self.config.get("local_indices", True))
         deg = np.zeros(n, dtype=np.int64)
@@ -593,6 +596,10 @@ class DistGraph:
         if (indices < 0).any():
             raise ValueError(f"{self._config_path}: the partitions' inner edges do not cover "
                              f"edge IDs [0, {e})")
+        row = np.repeat(np.arange(n, dtype=np.int64), deg)
+        if e > 1 and ((indices[1:] < indices[:-1]) & (row[1:] == row[:-1])).any():
+            eids = np.lexsort((np.arange(e, dtype=np.int64), indices, row))
+            return _C.Graph(indptr, indices[eids], eids)
         return _C.Graph(indptr, indices)
 
     # --- DGL's interface -------------------------------------------------------------------

@@ -80,8 +80,11 @@ def _update_all_simulated(g: DistGraph, x: DistTensor, message: str, reduce: str
     src = np.asarray(graph.indices, dtype=np.int64)
     feats = x.gather(np.arange(n, dtype=np.int64)).reshape(n, -1)
     msgs = feats[src]
-    if w is not None:  # CSC position e holds edge e in the relabelled graph
-        wv = w.gather(np.arange(g.num_edges(), dtype=np.int64)).reshape(-1).astype(np.float32)
+    if w is not None:  # the edge ID of each CSC position (sorted rows carry them as eids)
+        eids = np.asarray(graph.eids, dtype=np.int64)
+        if eids.size == 0:
+            eids = np.arange(g.num_edges(), dtype=np.int64)
+        wv = w.gather(eids).reshape(-1).astype(np.float32)
         if wv.size != src.size:
             raise ValueError(f"update_all: edge_weight {w.name!r} must have one float32 per "
                              f"edge ({src.size}), got {wv.size}")

@@ -163,6 +163,32 @@ def test_random_method_and_no_halo(tmp_path):
     assert g.local_graph.num_edges == 10556
 
 
+def test_assembled_graph_keeps_the_graph_row_order(tmp_path):
+    # A version 2 partitioning stores rows in the original graph's order; the whole graph a
+    # simulated DistGraph assembles from it sorts them by (source, edge ID), as every Graph is
+    # (METIS clustering merges rows on that rule), and keeps each edge's ID.
+    config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
+                                     node_order="degree")
+    g = tessera.DistGraph("cora", part_config=config)
+    lg = g.local_graph
+    ip, ind, eids = (np.asarray(x) for x in (lg.indptr, lg.indices, lg.eids))
+    assert len(eids) == len(ind) == 10556, "rows needed sorting: the edge IDs travel"
+    row = np.repeat(np.arange(lg.num_nodes), np.diff(ip))
+    assert np.array_equal(np.lexsort((eids, ind, row)), np.arange(len(ind)))
+    assert np.array_equal(np.sort(eids), np.arange(len(ind)))
+    # Edge e joins the endpoints its partition stores for it.
+    src_of = np.empty(len(ind), dtype=np.int64)
+    dst_of = np.empty(len(ind), dtype=np.int64)
+    for p in range(3):
+        lp = g.local_partition(p)
+        k = int(lp.num_inner_nodes)
+        lip, nid = np.asarray(lp.indptr), np.asarray(lp.nid)
+        e = np.asarray(lp.eid)[: lip[k]]
+        src_of[e] = nid[np.asarray(lp.indices)[: lip[k]]]
+        dst_of[e] = np.repeat(nid[:k], np.diff(lip[: k + 1]))
+    assert np.array_equal(src_of[eids], ind) and np.array_equal(dst_of[eids], row)
+
+
 def test_degree_node_order(tmp_path, cora):
     orig_nids, _ = tessera.partition_graph(CORA, "cora", 2, tmp_path, symmetrize=True,
                                            node_order="degree", return_mapping=True)

@@ -105,9 +105,11 @@ def test_edge_loader_with_negatives(cora_parts, cora):
         assert pos.num_nodes() == blocks[-1].num_dst_nodes()
         ps, pd = (np.asarray(x) for x in pos.edges())
         seeds = np.asarray(blocks[-1].dstnodes)
-        ip = np.asarray(g.local_graph.indptr)
+        lg = g.local_graph
+        ip, ind, ge = np.asarray(lg.indptr), np.asarray(lg.indices), np.asarray(lg.eids)
         for e, s, d in zip(np.asarray(pos.eids), seeds[ps], seeds[pd]):
-            assert ip[d] <= e < ip[d + 1] and g.local_graph.indices[e] == s
+            at = ip[d] + np.nonzero(ge[ip[d]:ip[d + 1]] == e)[0] if len(ge) else [e]
+            assert len(at) == 1 and ip[d] <= at[0] < ip[d + 1] and ind[at[0]] == s
         n += pos.num_edges()
     assert n == len(eids)
 
