@@ -251,6 +251,12 @@ bool check_indptr(const PartView& v, Reporter& R) {
   return R.count() == v.before;
 }
 
+// Whether (original source a, original edge ID ea) may not precede (b, eb) in a version 2 row:
+// the sampling order, with a repeated pair (a multi-edge) ordered by its edge IDs.
+bool out_of_original_order(int64_t a, int64_t ea, int64_t b, int64_t eb) {
+  return a > b || (a == b && ea >= eb);
+}
+
 // Sources in range, and each row in the order its format version promises: version 2, the
 // unpartitioned graph's order, (original source, original edge ID), with consecutive new edge
 // IDs along it (edge IDs are positions in that order); version 1, (stored source, edge ID). The
@@ -286,7 +292,7 @@ void check_indices(const PartitionConfig& c, const PartView& v, Reporter& R) {
         continue;
       }
       const int64_t a = v.onid[v.indices[k - 1]], b = v.onid[v.indices[k]];
-      if (a > b || (a == b && v.oeid[k - 1] >= v.oeid[k])) {
+      if (out_of_original_order(a, v.oeid[k - 1], b, v.oeid[k])) {
         R.add(
             "partition {}: {} row {} is not in the original order (original source, original "
             "edge ID) at {}: ({}, {}) before ({}, {})",
@@ -309,7 +315,7 @@ void check_row_order_globally(const PartitionConfig& c, const Whole& W, Reporter
       continue;
     }
     const int64_t a = W.old_of_new[W.e_src[g - 1]], b = W.old_of_new[W.e_src[g]];
-    if (a > b || (a == b && W.e_orig[g - 1] >= W.e_orig[g])) {
+    if (out_of_original_order(a, W.e_orig[g - 1], b, W.e_orig[g])) {
       R.add(
           "edges {} and {} (into node {}) are not in the original order (original source, "
           "original edge ID): ({}, {}) before ({}, {})",
