@@ -95,6 +95,19 @@ void ensure_edge_tables(detail::GraphState& g) {
   });
 }
 
+// The global new ID of the source of stored edge k: indices.npy holds local IDs, which nid.npy
+// names, or without halo (local_ids false) new IDs themselves. An ID outside [0, bound) is a
+// corrupt file: an error naming it, not a crash.
+int64_t stored_source(const int64_t* indices, const int64_t* nid, bool local_ids, int64_t bound,
+                      int64_t k, const std::string& graph, int64_t part) {
+  const int64_t u = indices[k];
+  TESSERA_EXPECTS(u >= 0 && u < bound, ValueError,
+                  "DistGraph '{}': partition {}'s indices.npy holds {} at position {}, outside "
+                  "[0, {}) (a corrupt partition file; `tessera validate` checks every file)",
+                  graph, part, u, k, bound);
+  return local_ids ? nid[u] : u;
+}
+
 InitFn copy_rows(const Array& a, int64_t lo, const std::string& what) {
   return [a, lo, what](int64_t b, int64_t e, void* dst) {
     TESSERA_EXPECTS(a.rows() >= e - lo, ValueError, "{}: {} rows stored, {} needed", what, a.rows(),
@@ -429,11 +442,8 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       for (int64_t i = i0; i < i1; ++i) {
         int64_t q = sg.csc.indptr[onid[i]];
         for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k, ++q) {
-          const int64_t u = indices[k];
-          if (local_ids ? u < 0 || u >= num_local : u < 0 || u >= n) {
-            bad_id("indices.npy", k, u, local_ids ? num_local : n);
-          }
-          sg.csc.indices[q] = local_ids ? nid[u] : u;
+          sg.csc.indices[q] = stored_source(indices, nid, local_ids, local_ids ? num_local : n, k,
+                                            graph_name, mach);
           sg.csc.eids[q] = stored_in_order ? elo + k : eid[k];
         }
       }
@@ -515,22 +525,13 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       row_of[r] = k;
     }
   }
-  g.build_edge_tables = [&g, rt, prefix, epol, elo, m, ni, row_lo, row_hi, num_local, local_ids,
+  g.build_edge_tables = [&g, rt, prefix, epol, elo, m, ni, row_lo, row_hi, num_local, n, local_ids,
                          stored_in_order, indptr, indices, nid, oeid, oeid_rows, ends_rows,
                          rows_of_eid, graph_name, mach] {
     const bool in_order = stored_in_order;
     // The new ID of the source of stored edge k (checked: a corrupt file is an error).
     auto src_new = [&](int64_t k) {
-      const int64_t u = indices[k];
-      if (!local_ids) {
-        return u;  // checked when the sampling structure was built
-      }
-      TESSERA_EXPECTS(u >= 0 && u < num_local, ValueError,
-                      "DistGraph '{}': partition {}'s indices.npy holds {} at position {}, "
-                      "outside [0, {}) (a corrupt partition file; `tessera validate` checks "
-                      "every file)",
-                      graph_name, mach, u, k, num_local);
-      return nid[u];
+      return stored_source(indices, nid, local_ids, local_ids ? num_local : n, k, graph_name, mach);
     };
     const std::vector<int64_t>& row_of = *rows_of_eid;
     std::vector<int64_t> dst_of(static_cast<size_t>(in_order ? 0 : m));  // stored edge -> dst
