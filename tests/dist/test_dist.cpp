@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "dist_fixtures.hpp"
+#include "state.hpp"  // private: the sampling structure a DeviceGraph places
 #include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/dist/graph.hpp"
@@ -326,9 +327,18 @@ std::string equality_body(const Case& c, const fs::path& cfg_path) {
     r.fanout = fanout;
     r.replace = replace;
     r.key = o.key;
-    check_edges(dist::sample_neighbors(g, any, o),
-                ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r), m,
+    const auto ref = ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r);
+    check_edges(dist::sample_neighbors(g, any, o), ref, m,
                 fmt::format("sample_neighbors fanout {} replace {}", fanout, replace));
+    if (world == 1) {
+      // What a DeviceGraph places (the rows indexed by original ID) samples the same.
+      ops::SampledEdges c =
+          ops::sample_neighbors(g.state().sg->orig_csc(), map_ids(any, m.orig_nid), r);
+      for (auto& d : c.dst) {
+        d = m.new_nid[d];
+      }
+      check_edges(c, ref, m, fmt::format("orig_csc fanout {} replace {}", fanout, replace));
+    }
   }
   // Errors name the argument.
   bool threw = false;
@@ -479,10 +489,21 @@ std::string weighted_body(const fs::path& cfg_path) {
     const auto d = dist::sample_neighbors(g, any, o);
     const auto what =
         fmt::format("weighted sample_neighbors fanout {} replace {}", fanout, replace);
-    check_edges(d,
-                ops::sample_neighbors(ops::SamplingGraph::as_stored(ds.graph, w),
-                                      map_ids(any, m.orig_nid), r),
-                m, what);
+    const auto ref = ops::sample_neighbors(ops::SamplingGraph::as_stored(ds.graph, w),
+                                           map_ids(any, m.orig_nid), r);
+    check_edges(d, ref, m, what);
+    if (world == 1) {
+      // What a DeviceGraph places: the rows indexed by original ID, with their weights.
+      const dist::detail::SampleGraph& sg = *g.state().sg;
+      const Graph csc = sg.orig_csc();
+      const std::vector<float> cw = dist::detail::orig_csc_weights(sg, "w", csc);
+      ops::SampledEdges c = ops::sample_neighbors(ops::SamplingGraph::as_stored(csc, cw),
+                                                  map_ids(any, m.orig_nid), r);
+      for (auto& v : c.dst) {
+        v = m.new_nid[v];
+      }
+      check_edges(c, ref, m, "orig_csc " + what);
+    }
     for (int64_t e : d.eid)
       RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
     edges_checked += d.size();

@@ -34,7 +34,8 @@ def test_validator_catches_a_corrupted_partition(cora_parts, tmp_path):
 
 
 @pytest.mark.parametrize("file,value", [("indices.npy", 10**9), ("indices.npy", -3),
-                                        ("indptr.npy", -1), ("eid.npy", 10**9)])
+                                        ("indptr.npy", -1), ("eid.npy", 10**9),
+                                        ("nid.npy", 10**9), ("nid.npy", -1)])
 def test_loading_a_corrupted_partition_is_an_error_naming_the_file(cora_one, tmp_path, file,
                                                                     value):
     """A bad ID in a partition file is a ValueError naming the file, never a crash, also when

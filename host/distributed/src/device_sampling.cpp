@@ -20,8 +20,7 @@ namespace {
 // This rank's sampling structure on one GPU, shared by the samplers that place it alike.
 struct Placed {
   int device = -1;
-  std::shared_ptr<const detail::EdgeWeights> weights;
-  std::unique_ptr<ops::DeviceGraph> graph;  // detail::SampleGraph::csc, placed
+  std::unique_ptr<ops::DeviceGraph> graph;  // detail::SampleGraph::orig_csc(), placed
   cuda::DeviceBuffer inner_orig;            // original ID of owned node lo + i
   ~Placed() {
     if (device >= 0) {
@@ -95,13 +94,19 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
   }
   auto p = std::make_shared<Placed>();
   p->device = im.device;
-  ops::Span<const float> w;
+  // The rows indexed by original ID (the device kernels key a row by its index), built for the
+  // placement to copy and then freed.
+  const Graph csc = sg.orig_csc();
+  std::vector<float> w;
   if (!weights_name_.empty()) {
-    p->weights = detail::edge_weights(sg, weights_name_);  // validated; ValueError naming it
-    w = ops::Span<const float>(p->weights->w.data(), static_cast<int64_t>(p->weights->w.size()));
+    w = detail::orig_csc_weights(sg, weights_name_, csc);  // validated; ValueError naming it
   }
   cuda::Stream stream;
-  p->graph = std::make_unique<ops::DeviceGraph>(sg.csc, structure, w, stream.get());
+  p->graph = std::make_unique<ops::DeviceGraph>(
+      csc, structure,
+      w.empty() ? ops::Span<const float>()
+                : ops::Span<const float>(w.data(), static_cast<int64_t>(w.size())),
+      stream.get());
   const size_t ni = sg.inner_orig.size();
   p->inner_orig = cuda::DeviceBuffer(std::max<size_t>(ni * 8, 8));
   if (ni) cuda::copy_async(p->inner_orig.data(), sg.inner_orig.data(), ni * 8, stream.get());
@@ -263,8 +268,8 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
   }
   out.gpu_budget_bytes = gpu_budget_bytes;
   const auto& sg = *g.state().sg;
-  const int64_t m = static_cast<int64_t>(sg.csc.indices.size());
-  const int64_t structure_bytes = (sg.csc.num_nodes + 1) * 8 + m * 16 + (weighted ? m * 12 : 0) +
+  const int64_t m = sg.arrays.num_edges;
+  const int64_t structure_bytes = (sg.num_nodes + 1) * 8 + m * 16 + (weighted ? m * 12 : 0) +
                                   static_cast<int64_t>(sg.inner_orig.size()) * 8;
   std::vector<cuda::ArraySpec> specs;
   specs.push_back({"structure", structure_bytes, 0, true, true});

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <numeric>
 
 #include <unistd.h>
@@ -352,11 +353,11 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                           DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true,
                           Placement::kHost, machine_rows(nlo, nhi));
 
-  // The sampling structure: this rank's rows in the unpartitioned graph's storage order,
-  // indexed by original node ID (the Philox key of a node is its original ID).
+  // The sampling structure: this rank's rows, each in the unpartitioned graph's storage order,
+  // keyed by original node ID (the Philox key of a node is its original ID).
   // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
   // Format version 2 stores every row in that order already (`tessera validate` checks it):
-  // its rows are renamed and placed, never sorted, and need no original IDs of their sources.
+  // its rows are sampled where they are stored, and need no original IDs of their sources.
   const bool stored_in_sampling_order = g.config.format_version >= 2;
   std::vector<int64_t> remote, remote_orig;
   if (!g.config.local_indices && !stored_in_sampling_order) {
@@ -403,6 +404,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   auto& sg = *g.sg;
   sg.lo = nlo + row_lo;
   sg.hi = nlo + row_hi;
+  sg.num_nodes = n;
   sg.inner_orig.assign(onid + row_lo, onid + row_hi);
   sg.graph_name = graph_name;
   sg.elo = elo + edge_lo;
@@ -419,39 +421,60 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
                  static_cast<size_t>(edge_lo) * a.row_bytes();
     sg.edata[name] = Array::wrap(a.dtype(), shape, rows, keep, false);
   }
-  sg.csc.num_nodes = n;
-  sg.csc.indptr.assign(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = 0; i < ni; ++i) {
     if (onid[i] < 0 || onid[i] >= n) bad_id("orig_nid.npy", i, onid[i], n);
   }
-  for (int64_t i = row_lo; i < row_hi; ++i) {
-    sg.csc.indptr[onid[i] + 1] = indptr[i + 1] - indptr[i];
+  const int64_t my_rows = row_hi - row_lo, my_edges = edge_hi - edge_lo;
+  sg.indptr.resize(static_cast<size_t>(my_rows) + 1);
+  for (int64_t r = 0; r <= my_rows; ++r) {
+    sg.indptr[r] = indptr[row_lo + r] - edge_lo;
   }
-  std::partial_sum(sg.csc.indptr.begin(), sg.csc.indptr.end(), sg.csc.indptr.begin());
-  // Two zero-filled arrays of 8 bytes an edge (a vector fills on one thread): side by side.
-  parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
-    for (int64_t a = a0; a < a1; ++a) {
-      (a == 0 ? sg.csc.indices : sg.csc.eids).resize(static_cast<size_t>(edge_hi - edge_lo));
-    }
-  });
-  // Each row in the unpartitioned graph's storage order: (original source, original edge ID).
-  // Version 2 rows are in it as stored: renamed and placed, rows in parallel.
   if (stored_in_sampling_order) {
-    const bool local_ids = g.config.local_indices, stored_in_order = in_order.load();
-    parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-      for (int64_t i = i0; i < i1; ++i) {
-        int64_t q = sg.csc.indptr[onid[i]];
-        for (int64_t k = indptr[i]; k < indptr[i + 1]; ++k, ++q) {
-          sg.csc.indices[q] = stored_source(indices, nid, local_ids, local_ids ? num_local : n, k,
-                                            graph_name, mach);
-          sg.csc.eids[q] = stored_in_order ? elo + k : eid[k];
+    // Version 2 stores each row in the unpartitioned graph's order (`tessera validate` checks
+    // it): the mapped files are sampled in place. Every stored source is range-checked here, in
+    // parallel (a corrupt file is an error naming it, not a crash), and so is the new ID that
+    // nid.npy gives each local ID.
+    const int64_t bound = g.config.local_indices ? num_local : n;
+    std::atomic<int64_t> first_bad{std::numeric_limits<int64_t>::max()};
+    parallel_for(edge_lo, edge_hi, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+      for (int64_t k = k0; k < k1; ++k) {
+        if (static_cast<uint64_t>(indices[k]) >= static_cast<uint64_t>(bound)) {
+          int64_t cur = first_bad.load(std::memory_order_relaxed);
+          while (k < cur && !first_bad.compare_exchange_weak(cur, k)) {
+          }
+          return;
         }
       }
     });
+    if (const int64_t k = first_bad.load(); k < edge_hi) {
+      bad_id("indices.npy", k, indices[k], bound);
+    }
+    if (g.config.local_indices) {
+      for (int64_t u = 0; u < num_local; ++u) {
+        if (nid[u] < 0 || nid[u] >= n) {
+          bad_id("nid.npy", u, nid[u], n);
+        }
+      }
+      sg.nid_file = g.part.nid;
+      sg.local_nid = nid;
+      sg.num_local = num_local;
+    }
+    sg.indices = g.part.indices;
+    sg.eids = g.part.eid;
+    sg.arrays.indices = indices + edge_lo;
+    sg.arrays.eids = eid + edge_lo;
   } else {
     // Version 1 rows, in parallel, each ordered by detail::order_row (radix-sorted when long,
     // else by a packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID
-    // order). Only per-thread buffers: loading touches as little fresh memory as it can.
+    // order) into copies. Only per-thread buffers beside them: loading touches as little fresh
+    // memory as it can. Two arrays of 8 bytes an edge (a vector fills on one thread): filled
+    // side by side.
+    std::vector<int64_t> now_of, eid_of;
+    parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
+      for (int64_t a = a0; a < a1; ++a) {
+        (a == 0 ? now_of : eid_of).resize(static_cast<size_t>(my_edges));
+      }
+    });
     int pos_bits = 1;
     int64_t max_deg = 0;
     for (int64_t i = row_lo; i < row_hi; ++i) {
@@ -490,15 +513,24 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
               [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch,
               order.data());
         }
-        int64_t q = sg.csc.indptr[onid[i]];
+        int64_t q = b - edge_lo;
         for (int64_t t : order) {
-          sg.csc.indices[q] = now[t];
-          sg.csc.eids[q] = eid[b + t];
+          now_of[q] = now[t];
+          eid_of[q] = eid[b + t];
           ++q;
         }
       }
     });
+    sg.indices = Array::from_vector(std::move(now_of));
+    sg.eids = Array::from_vector(std::move(eid_of));
+    sg.arrays.indices = sg.indices.data<int64_t>();
+    sg.arrays.eids = sg.eids.data<int64_t>();
   }
+  sg.arrays.num_nodes = my_rows;
+  sg.arrays.num_edges = my_edges;
+  sg.arrays.indptr = sg.indptr.data();
+  sg.arrays.row_keys = sg.inner_orig.data();
+  sg.rows = std::make_unique<ops::SamplingGraph>(sg.arrays, ops::SamplingGraphOptions::as_stored());
 
   // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
   // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.

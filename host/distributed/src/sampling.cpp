@@ -3,21 +3,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <unordered_map>
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
 
 namespace tessera::dist {
 
 namespace detail {
 
-std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name) {
-  std::lock_guard<std::mutex> lk(sg.weights_mu);
-  auto hit = sg.weights.find(name);
-  if (hit != sg.weights.end()) {
-    return hit->second;
-  }
+namespace {
+
+// The edge data `name` as one weight for each of `m` stored edges whose global new edge IDs are
+// `eids` (validated: ValueError naming the feature when it is absent, not float32 / float64,
+// not one value per edge of this rank, or a weight is negative or not finite).
+std::vector<float> weights_in_order(const SampleGraph& sg, const std::string& name,
+                                    const int64_t* eids, int64_t m) {
   auto it = sg.edata.find(name);
   if (it == sg.edata.end()) {
     std::string names;
@@ -30,38 +33,87 @@ std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std
                  sg.graph_name, name, names.empty() ? "none" : names);
   }
   const Array& a = it->second;
-  const int64_t m = static_cast<int64_t>(sg.csc.indices.size());
+  const int64_t mine = sg.arrays.num_edges;
   TESSERA_EXPECTS(a.dtype() == DType::kFloat32 || a.dtype() == DType::kFloat64, TypeError,
                   "sample_neighbors: edge data '{}' of DistGraph '{}' must be float32 or float64 "
                   "to be used as weights, got {}",
                   name, sg.graph_name, dtype_name(a.dtype()));
-  TESSERA_EXPECTS((a.ndim() == 1 || (a.ndim() == 2 && a.dim(1) == 1)) && a.rows() == m, ValueError,
+  TESSERA_EXPECTS((a.ndim() == 1 || (a.ndim() == 2 && a.dim(1) == 1)) && a.rows() == mine,
+                  ValueError,
                   "sample_neighbors: edge data '{}' of DistGraph '{}' has shape {} on this rank, "
                   "expected one weight per edge ([{}] or [{}, 1])",
-                  name, sg.graph_name, a.shape_str(), m, m);
-  // Storage position q holds edge eids[q]: its weight is row eids[q] - elo of the feature.
-  auto ew = std::make_shared<EdgeWeights>();
-  ew->w.resize(static_cast<size_t>(m));
+                  name, sg.graph_name, a.shape_str(), mine, mine);
+  // Stored edge q is edge eids[q]: its weight is row eids[q] - elo of the feature.
+  std::vector<float> w(static_cast<size_t>(m));
   for (int64_t q = 0; q < m; ++q) {
-    const int64_t e = sg.csc.eids[q], r = e - sg.elo;
-    TESSERA_ASSERT(r >= 0 && r < m, "edge {} outside this rank's edge range", e);
+    const int64_t e = eids[q], r = e - sg.elo;
+    TESSERA_ASSERT(r >= 0 && r < mine, "edge {} outside this rank's edge range", e);
     const double x = a.dtype() == DType::kFloat32 ? a.data<float>()[r] : a.data<double>()[r];
     TESSERA_EXPECTS(std::isfinite(x) && x >= 0, ValueError,
                     "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
                     "'{}' is negative or not finite",
                     x, e, name, sg.graph_name);
-    ew->w[q] = static_cast<float>(x);
-    TESSERA_EXPECTS(std::isfinite(ew->w[q]), ValueError,
+    w[q] = static_cast<float>(x);
+    TESSERA_EXPECTS(std::isfinite(w[q]), ValueError,
                     "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
                     "'{}' overflows float32",
                     x, e, name, sg.graph_name);
   }
+  return w;
+}
+
+}  // namespace
+
+std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name) {
+  std::lock_guard<std::mutex> lk(sg.weights_mu);
+  auto hit = sg.weights.find(name);
+  if (hit != sg.weights.end()) {
+    return hit->second;
+  }
+  auto ew = std::make_shared<EdgeWeights>();
+  ew->w = weights_in_order(sg, name, sg.arrays.eids, sg.arrays.num_edges);
   ops::SamplingGraphOptions prep;  // the prefix sums; the rows are read as stored
   prep.weights = ew->w;
   prep.interleave = false;
-  ew->graph = std::make_unique<ops::SamplingGraph>(sg.csc, prep);
+  ew->graph = std::make_unique<ops::SamplingGraph>(sg.arrays, prep);
   sg.weights.emplace(name, ew);
   return ew;
+}
+
+std::vector<float> orig_csc_weights(const SampleGraph& sg, const std::string& name,
+                                    const Graph& csc) {
+  return weights_in_order(sg, name, csc.eids.data(), csc.num_edges());
+}
+
+Graph SampleGraph::orig_csc() const {
+  Graph c;
+  c.num_nodes = num_nodes;
+  c.indptr.assign(static_cast<size_t>(num_nodes) + 1, 0);
+  const int64_t rows = arrays.num_nodes, m = arrays.num_edges;
+  for (int64_t r = 0; r < rows; ++r) {
+    c.indptr[inner_orig[r] + 1] = arrays.indptr[r + 1] - arrays.indptr[r];
+  }
+  std::partial_sum(c.indptr.begin(), c.indptr.end(), c.indptr.begin());
+  TESSERA_EXPECTS(c.indptr.back() == m, ValueError,
+                  "DistGraph '{}': orig_nid.npy names a node twice among this rank's nodes "
+                  "(a corrupt partition file; `tessera validate` checks every file)",
+                  graph_name);
+  // Two arrays of 8 bytes an edge (a vector fills on one thread): filled side by side.
+  parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
+    for (int64_t a = a0; a < a1; ++a) {
+      (a == 0 ? c.indices : c.eids).resize(static_cast<size_t>(m));
+    }
+  });
+  parallel_for(0, rows, 1024, [&](int64_t r0, int64_t r1, int64_t) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t q = c.indptr[inner_orig[r]];
+      for (int64_t k = arrays.indptr[r]; k < arrays.indptr[r + 1]; ++k, ++q) {
+        c.indices[q] = neighbor(k);
+        c.eids[q] = arrays.eid(k);
+      }
+    }
+  });
+  return c;
 }
 
 UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, int from, int me) {
@@ -123,18 +175,30 @@ OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
 OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
                          bool replace, const EdgeWeights* weights, const RngKey& key, int from,
                          int me) {
-  // The sample of a node depends only on (key, node): sample each distinct seed once.
-  UniqueSeeds u = unique_seeds(sg, ids, n, from, me);
-  u.dst_is_orig = true;  // ops::sample_neighbors writes the seeds it was given: original IDs
+  // The sample of a node depends only on (key, node): sample each distinct seed once, by its
+  // row (new ID - lo; the row's key is the node's original ID).
+  const UniqueSeeds u = unique_seeds(sg, ids, n, from, me);
+  std::vector<int64_t> rows(u.ids.size());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    rows[j] = u.ids[j] - sg.lo;
+  }
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
   o.key = key;
   o.num_threads = 1;
-  // Weighted: csc with its weights in storage order (as the unpartitioned graph's weights of
-  // these rows), prepared once; else csc as stored.
-  const ops::SampledEdges e = weights ? ops::sample_neighbors(*weights->graph, u.orig, o)
-                                      : ops::sample_neighbors(sg.csc, u.orig, o);
+  // Weighted: the rows with their weights in storage order (as the unpartitioned graph's
+  // weights of these rows), prepared once; else the rows as stored.
+  ops::SampledEdges e = ops::sample_neighbors(weights ? *weights->graph : *sg.rows, rows, o);
+  // Rows back to new IDs; local neighbor IDs (a halo partition sampled in place) renamed.
+  for (auto& d : e.dst) {
+    d += sg.lo;
+  }
+  if (sg.local_nid) {
+    for (auto& s : e.src) {
+      s = sg.local_nid[s];
+    }
+  }
   return expand_unique(u, e.dst, e.src, e.eid);
 }
 

@@ -107,21 +107,35 @@ struct TensorStore {
   mutable cuda::PinnedBuffer staging;
 };
 
-/// One edge feature as sampling weights of this rank's rows, in SampleGraph::csc storage order.
+/// One edge feature as sampling weights of this rank's rows, in SampleGraph::rows storage order.
 struct EdgeWeights {
   std::vector<float> w;
-  /// SampleGraph::csc with `w`, prepared once for weighted sampling (per-row prefix sums).
+  /// SampleGraph::rows' arrays with `w`, prepared once for weighted sampling (per-row prefix
+  /// sums).
   std::unique_ptr<ops::SamplingGraph> graph;
 };
 
 /// What the owner needs to sample the nodes it owns.
 struct SampleGraph {
-  /// CSC indexed by ORIGINAL node ID (rows of nodes this rank does not own are empty): row
-  /// order = (original source, original edge ID) as in the unpartitioned graph; indices hold
-  /// global new source IDs, eids global new edge IDs.
-  Graph csc;
+  /// This rank's rows [lo, hi) in new-ID order, row v - lo for node v, each row in the
+  /// unpartitioned graph's storage order (original source, original edge ID) and keyed by the
+  /// node's original ID (row_keys = inner_orig): a node's sample is the whole graph's sample of
+  /// it. indptr is this object's (from 0); indices and eids are the partition's memory-mapped
+  /// files when it stores its rows in that order (format version 2: nothing copied), else copies
+  /// sorted at load (version 1). eids are global new edge IDs.
+  ops::GraphArrays arrays;
+  std::vector<int64_t> indptr;
+  Array indices, eids;  // what arrays.indices / arrays.eids point into (kept alive here)
+  /// Stored neighbor IDs that are local IDs (a version-2 partition with halo): nid.npy names the
+  /// new ID of each (local_nid, num_local entries); null when they are new IDs already.
+  Array nid_file;
+  const int64_t* local_nid = nullptr;
+  int64_t num_local = 0;
+  /// `arrays` as stored, for uniform sampling.
+  std::unique_ptr<ops::SamplingGraph> rows;
   std::vector<int64_t> inner_orig;  // original ID of owned node (new ID - lo)
   int64_t lo = 0, hi = 0;
+  int64_t num_nodes = 0;  // the whole graph's
   /// Weighted sampling: this rank's edge data (row r = new edge ID elo + r; shared with the
   /// partition's memory-mapped files), and the weights built from it on first use, by name.
   std::string graph_name;
@@ -129,12 +143,25 @@ struct SampleGraph {
   std::map<std::string, Array> edata;
   mutable std::mutex weights_mu;
   mutable std::map<std::string, std::shared_ptr<const EdgeWeights>> weights;
+
+  /// The new ID of the neighbor at stored position k of `arrays` (its local ID renamed).
+  int64_t neighbor(int64_t k) const {
+    const int64_t u = arrays.indices[k];
+    return local_nid ? local_nid[u] : u;
+  }
+  /// The rows as a CSC indexed by original node ID (the rows of other ranks' nodes empty), each
+  /// row in the same order, with new neighbor IDs: what a DeviceGraph places. Built anew by
+  /// each call (16 bytes an edge, 8 a node of the whole graph), for the placement to copy.
+  Graph orig_csc() const;
 };
 
 /// The weights named `name` on `sg` (built and validated on first use; ValueError naming the
 /// feature when it is absent, not float32 / float64, not one value per edge, or a weight is
 /// negative or not finite). Thread-safe.
 std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name);
+/// The weights named `name` in the storage order of `csc` (sg.orig_csc()), validated the same way.
+std::vector<float> orig_csc_weights(const SampleGraph& sg, const std::string& name,
+                                    const Graph& csc);
 
 struct GraphState {
   std::shared_ptr<Runtime> rt;
@@ -335,7 +362,7 @@ UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, i
 /// in order, with dst = u.dst_key(j)).
 OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
                           const std::vector<int64_t>& src, const std::vector<int64_t>& eid);
-/// Samples seeds this rank owns on the CPU (ops::sample_neighbors on sg.csc, keyed by original
+/// Samples seeds this rank owns on the CPU (ops::sample_neighbors on sg.rows, keyed by original
 /// ID).
 OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
                          bool replace, const EdgeWeights* weights, const RngKey& key, int from,

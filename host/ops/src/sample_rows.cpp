@@ -297,7 +297,7 @@ void RowSampler::row(int64_t v, SampledEdges& out, RowScratch& s) const {
   }
   auto at = [&](int64_t i) { return cand ? cand[i] : b + i; };
   const int64_t fan = o.fanout;
-  const uint64_t node = static_cast<uint64_t>(v);
+  const uint64_t node = node_of(v);
   if (d == 0 || fan == 0) {
     return;
   }

@@ -43,6 +43,7 @@ struct RowSampler {
   const int64_t* indptr;
   const int64_t* indices;
   const int64_t* eids;     // null: identity
+  const int64_t* keys;     // null: row v draws as node v (GraphArrays::row_keys)
   const float* w;          // null: uniform
   const int64_t* pairs;    // null, or (neighbor, edge ID) interleaved in storage order
   const uint64_t* packed;  // null, or edge ID << 32 | neighbor in storage order (before pairs)
@@ -50,9 +51,10 @@ struct RowSampler {
 
   RowSampler(const SamplingGraph& graph, const SampleOptions& opts)
       : o(opts),
-        indptr(graph.graph().indptr.data()),
-        indices(graph.graph().indices.data()),
-        eids(graph.graph().eids.empty() ? nullptr : graph.graph().eids.data()),
+        indptr(graph.arrays().indptr),
+        indices(graph.arrays().indices),
+        eids(graph.arrays().eids),
+        keys(graph.arrays().row_keys),
         w(graph.weights().empty() ? nullptr : graph.weights().data()),
         pairs(graph.adjacency_pairs().empty() ? nullptr : graph.adjacency_pairs().data()),
         packed(graph.adjacency_packed().empty() ? nullptr : graph.adjacency_packed().data()),
@@ -60,6 +62,8 @@ struct RowSampler {
                    ? nullptr
                    : graph.weight_prefix().data()) {}
 
+  // The Philox node of row v.
+  uint64_t node_of(int64_t v) const { return static_cast<uint64_t>(keys ? keys[v] : v); }
   int64_t eid(int64_t k) const {
     return packed  ? static_cast<int64_t>(packed[k] >> 32)
            : pairs ? pairs[2 * k + 1]
@@ -161,7 +165,7 @@ struct RowSampler {
           continue;
         }
         uint32_t c1, c2;
-        philox_ctr_words(o.key, static_cast<uint64_t>(v), c1, c2);
+        philox_ctr_words(o.key, node_of(v), c1, c2);
         for (int64_t t = 0; t < fan; ++t, ++nr) {
           s.dr[nr] = static_cast<uint32_t>(t);
           s.c1[nr] = c1;

@@ -20,9 +20,9 @@ namespace tessera::ops {
 namespace {
 
 // weight_prefix_sums of weights already checked.
-std::vector<double> prefix_sums(const Graph& graph, Span<const float> weights) {
-  std::vector<double> out(static_cast<size_t>(graph.num_edges()));
-  const int64_t* indptr = graph.indptr.data();
+std::vector<double> prefix_sums(const GraphArrays& graph, Span<const float> weights) {
+  std::vector<double> out(static_cast<size_t>(graph.num_edges));
+  const int64_t* indptr = graph.indptr;
   parallel_for(0, graph.num_nodes, 1 << 14, [&](int64_t lo, int64_t hi, int64_t) {
     for (int64_t v = lo; v < hi; ++v) {
       double total = 0;  // the same sequential sum as the per-row path
@@ -36,6 +36,13 @@ std::vector<double> prefix_sums(const Graph& graph, Span<const float> weights) {
 }
 
 }  // namespace
+
+GraphArrays::GraphArrays(const Graph& g)
+    : num_nodes(g.num_nodes),
+      num_edges(g.num_edges()),
+      indptr(g.indptr.data()),
+      indices(g.indices.data()),
+      eids(g.eids.empty() ? nullptr : g.eids.data()) {}
 
 struct SamplingGraph::Pool {
   std::mutex mu;
@@ -52,14 +59,69 @@ SamplingGraphOptions SamplingGraphOptions::as_stored(Span<const float> weights) 
   return o;
 }
 
+namespace {
+
+// A Graph's structure, checked before its arrays are borrowed: indptr of num_nodes + 1 entries,
+// and one edge ID per edge when it has them.
+const Graph& checked_graph(const Graph& g) {
+  TESSERA_EXPECTS(static_cast<int64_t>(g.indptr.size()) == g.num_nodes + 1, ValueError,
+                  "SamplingGraph: graph indptr has {} entries for {} nodes", g.indptr.size(),
+                  g.num_nodes);
+  TESSERA_EXPECTS(g.eids.empty() || g.eids.size() == g.indices.size(), ValueError,
+                  "SamplingGraph: graph has {} edge IDs for {} edges", g.eids.size(),
+                  g.indices.size());
+  return g;
+}
+
+}  // namespace
+
 SamplingGraph::SamplingGraph(const Graph& graph, SamplingGraphOptions opts)
-    : graph_(&graph), opts_(opts), device_(opts.device), weights_(opts.weights) {
+    : graph_(&checked_graph(graph)),
+      arrays_(graph),
+      opts_(opts),
+      device_(opts.device),
+      weights_(opts.weights) {
+  prepare();
+}
+
+SamplingGraph::SamplingGraph(const GraphArrays& arrays, SamplingGraphOptions opts)
+    : arrays_(arrays), opts_(opts), device_(opts.device), weights_(opts.weights) {
+  TESSERA_EXPECTS(device_ == Device::kCpu, ValueError,
+                  "SamplingGraph: borrowed arrays are sampled on the CPU (a DeviceGraph places a "
+                  "Graph)");
+  TESSERA_EXPECTS(arrays.num_nodes >= 0 && arrays.num_edges >= 0 && arrays.indptr != nullptr &&
+                      (arrays.num_edges == 0 || arrays.indices != nullptr),
+                  ValueError, "SamplingGraph: borrowed arrays of {} rows and {} edges lack {}",
+                  arrays.num_nodes, arrays.num_edges,
+                  arrays.indptr == nullptr ? "indptr" : "indices");
+  TESSERA_EXPECTS(arrays.indptr[0] == 0 && arrays.indptr[arrays.num_nodes] == arrays.num_edges,
+                  ValueError,
+                  "SamplingGraph: borrowed indptr runs from {} to {}, expected 0 to {} edges",
+                  arrays.indptr[0], arrays.indptr[arrays.num_nodes], arrays.num_edges);
+  if (arrays.row_keys != nullptr) {
+    std::atomic<int64_t> bad{-1};
+    parallel_for(0, arrays.num_nodes, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
+      for (int64_t v = lo; v < hi; ++v) {
+        if (static_cast<uint64_t>(arrays.row_keys[v]) >= (uint64_t{1} << 48)) {
+          bad.store(v, std::memory_order_relaxed);
+        }
+      }
+    });
+    TESSERA_EXPECTS(bad.load() < 0, ValueError,
+                    "SamplingGraph: row {}'s key {} is outside the 2^48 node IDs of the Philox key "
+                    "layout",
+                    bad.load(), bad.load() < 0 ? 0 : arrays.row_keys[bad.load()]);
+  }
   prepare();
 }
 
 SamplingGraph::SamplingGraph(const Graph& graph, std::vector<float> weights,
                              SamplingGraphOptions opts)
-    : graph_(&graph), opts_(opts), device_(opts.device), owned_weights_(std::move(weights)) {
+    : graph_(&checked_graph(graph)),
+      arrays_(graph),
+      opts_(opts),
+      device_(opts.device),
+      owned_weights_(std::move(weights)) {
   TESSERA_EXPECTS(opts.weights.empty(), ValueError,
                   "SamplingGraph: weights given twice (as a vector and in the options)");
   weights_ = owned_weights_;
@@ -75,25 +137,28 @@ SamplingGraph::~SamplingGraph() = default;
 SamplingGraph::SamplingGraph(SamplingGraph&&) noexcept = default;
 SamplingGraph& SamplingGraph::operator=(SamplingGraph&&) noexcept = default;
 
+const Graph& SamplingGraph::graph() const {
+  TESSERA_EXPECTS(graph_ != nullptr, ValueError,
+                  "SamplingGraph: built over borrowed arrays, it has no Graph (use arrays())");
+  return *graph_;
+}
+
 void SamplingGraph::prepare() {
-  const Graph& g = *graph_;
-  TESSERA_EXPECTS(static_cast<int64_t>(g.indptr.size()) == g.num_nodes + 1, ValueError,
-                  "SamplingGraph: graph indptr has {} entries for {} nodes", g.indptr.size(),
-                  g.num_nodes);
+  const GraphArrays& g = arrays_;
   TESSERA_EXPECTS(g.num_nodes < (int64_t{1} << 48), ValueError,
                   "SamplingGraph: {} nodes exceed the 2^48 node IDs of the Philox key layout",
                   g.num_nodes);
-  TESSERA_EXPECTS(weights_.empty() || weights_.size() == g.num_edges(), ValueError,
+  TESSERA_EXPECTS(weights_.empty() || weights_.size() == g.num_edges, ValueError,
                   "SamplingGraph: {} weights for a graph with {} edges (one per edge, in storage "
                   "order)",
-                  weights_.size(), g.num_edges());
+                  weights_.size(), g.num_edges);
   weighted_ = !weights_.empty();
   pool_ = std::make_unique<Pool>();
   pool_->num_nodes = g.num_nodes;
   if (device_ == Device::kCuda) {  // DeviceGraph checks every weight (NotCompiledError first)
     DeviceGraphOptions go;
     go.split_arrays = false;  // the samplers read the interleaved adjacency only
-    device_graph_ = std::make_unique<DeviceGraph>(g, opts_.placement, weights_, nullptr, go);
+    device_graph_ = std::make_unique<DeviceGraph>(*graph_, opts_.placement, weights_, nullptr, go);
     weights_checked_ = weighted_;
     return;
   }
@@ -104,7 +169,7 @@ void SamplingGraph::prepare() {
       prefix_ = prefix_sums(g, weights_);
     }
   }
-  if (opts_.interleave && g.num_edges() > 0) {
+  if (opts_.interleave && g.num_edges > 0) {
     if (opts_.packed) {
       packed_ = try_pack_adjacency(g);
     }
@@ -150,8 +215,8 @@ SamplingGraph::WorkspaceLease SamplingGraph::lend_workspace() const {
   return WorkspaceLease(pool_.get(), std::move(ws));
 }
 
-std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid) {
-  const int64_t m = graph.num_edges();
+std::vector<float> weights_in_storage_order(const GraphArrays& graph, Span<const float> by_eid) {
+  const int64_t m = graph.num_edges;
   TESSERA_EXPECTS(m == 0 || by_eid.size() > 0, ValueError,
                   "weights_in_storage_order: no weights for a graph with {} edges", m);
   std::vector<float> out(static_cast<size_t>(m));
@@ -164,15 +229,15 @@ std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float
   return out;
 }
 
-std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> weights) {
+std::vector<double> weight_prefix_sums(const GraphArrays& graph, Span<const float> weights) {
   validate_weights(graph, weights, "weight_prefix_sums");
   return prefix_sums(graph, weights);
 }
 
-void validate_weights(const Graph& graph, Span<const float> weights, const char* what) {
-  TESSERA_EXPECTS(weights.size() == graph.num_edges(), ValueError,
+void validate_weights(const GraphArrays& graph, Span<const float> weights, const char* what) {
+  TESSERA_EXPECTS(weights.size() == graph.num_edges, ValueError,
                   "{}: {} weights for a graph with {} edges (one per edge, in storage order)", what,
-                  weights.size(), graph.num_edges());
+                  weights.size(), graph.num_edges);
   for (int64_t k = 0; k < weights.size(); ++k) {
     const float w = weights[k];
     TESSERA_EXPECTS(std::isfinite(w) && w >= 0, ValueError,
@@ -180,8 +245,8 @@ void validate_weights(const Graph& graph, Span<const float> weights, const char*
   }
 }
 
-std::vector<int64_t> interleave_adjacency(const Graph& graph) {
-  const int64_t m = graph.num_edges();
+std::vector<int64_t> interleave_adjacency(const GraphArrays& graph) {
+  const int64_t m = graph.num_edges;
   std::vector<int64_t> pairs;
   pairs.reserve(static_cast<size_t>(2 * m));
   detail::advise_huge_range(pairs.data(),
@@ -194,28 +259,28 @@ std::vector<int64_t> interleave_adjacency(const Graph& graph) {
   return pairs;
 }
 
-bool can_pack_adjacency(const Graph& graph) {
+bool can_pack_adjacency(const GraphArrays& graph) {
   constexpr uint64_t kLimit = uint64_t{1} << 32;
   if (static_cast<uint64_t>(graph.num_nodes) > kLimit) {
     return false;
   }
-  if (graph.eids.empty()) {
-    return static_cast<uint64_t>(graph.num_edges()) <= kLimit;
+  if (graph.eids == nullptr) {
+    return static_cast<uint64_t>(graph.num_edges) <= kLimit;
   }
-  for (int64_t e : graph.eids) {
-    if (static_cast<uint64_t>(e) >= kLimit) {
+  for (int64_t k = 0; k < graph.num_edges; ++k) {
+    if (static_cast<uint64_t>(graph.eids[k]) >= kLimit) {
       return false;  // also rejects e < 0
     }
   }
   return true;
 }
 
-std::vector<uint64_t> try_pack_adjacency(const Graph& graph) {
+std::vector<uint64_t> try_pack_adjacency(const GraphArrays& graph) {
   constexpr uint64_t kLimit = uint64_t{1} << 32;
   if (static_cast<uint64_t>(graph.num_nodes) > kLimit) {
     return {};
   }
-  const int64_t m = graph.num_edges();
+  const int64_t m = graph.num_edges;
   std::vector<uint64_t> packed;
   packed.reserve(static_cast<size_t>(m));
   detail::advise_huge_range(packed.data(),
@@ -239,12 +304,12 @@ std::vector<uint64_t> try_pack_adjacency(const Graph& graph) {
   return packed;
 }
 
-std::vector<uint64_t> pack_adjacency(const Graph& graph) {
+std::vector<uint64_t> pack_adjacency(const GraphArrays& graph) {
   std::vector<uint64_t> packed = try_pack_adjacency(graph);
-  TESSERA_EXPECTS(static_cast<int64_t>(packed.size()) == graph.num_edges(), ValueError,
+  TESSERA_EXPECTS(static_cast<int64_t>(packed.size()) == graph.num_edges, ValueError,
                   "pack_adjacency: the graph has {} nodes and {} edges; a node or edge ID does not "
                   "fit in 32 bits (use interleave_adjacency)",
-                  graph.num_nodes, graph.num_edges());
+                  graph.num_nodes, graph.num_edges);
   return packed;
 }
 

@@ -11,6 +11,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/ops/sample.hpp"
+#include "tessera/ops/sampler.hpp"
 
 namespace tessera::ops {
 namespace {
@@ -389,6 +390,94 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
                         layouts.second);
     }
   }
+}
+
+// Some nodes' rows under row numbers of their own (as a DistGraph samples its partition files in
+// place): a row keyed by its node samples exactly what the whole graph samples for that node, in
+// every mode, prepared or as stored; the edges carry the row numbers.
+TEST(SamplingGraphArrays, RowKeysSampleRowsAsTheWholeGraphSamplesTheirNodes) {
+  const Graph& g = test::real_dataset("tolokers").graph;
+  std::vector<int64_t> keys;  // every third node, last first
+  for (int64_t v = g.num_nodes - 1; v >= 0; v -= 3) {
+    keys.push_back(v);
+  }
+  const auto rows_n = static_cast<int64_t>(keys.size());
+  std::vector<int64_t> indptr{0}, indices, eids;
+  for (int64_t v : keys) {
+    for (int64_t k = g.indptr[v]; k < g.indptr[v + 1]; ++k) {
+      indices.push_back(g.indices[k]);
+      eids.push_back(g.eid(k));
+    }
+    indptr.push_back(static_cast<int64_t>(indices.size()));
+  }
+  GraphArrays a;
+  a.num_nodes = rows_n;
+  a.num_edges = static_cast<int64_t>(indices.size());
+  a.indptr = indptr.data();
+  a.indices = indices.data();
+  a.eids = eids.data();
+  a.row_keys = keys.data();
+  std::vector<int64_t> rows(static_cast<size_t>(rows_n));
+  std::iota(rows.begin(), rows.end(), 0);
+  const auto by_eid = std::vector<float>{0.5f, 1.0f, 2.0f, 0.0f, 3.0f};
+  const auto w_whole = weights_in_storage_order(g, by_eid);
+  const auto w_rows = weights_in_storage_order(a, by_eid);
+  for (int mode = 0; mode < 8; ++mode) {
+    const bool replace = mode & 1, weighted = mode & 2, prepared = mode & 4;
+    SamplingGraphOptions po = prepared ? SamplingGraphOptions{} : SamplingGraphOptions::as_stored();
+    po.weights = weighted ? Span<const float>(w_rows) : Span<const float>();
+    const SamplingGraph sg(a, po);
+    EXPECT_EQ(sg.num_nodes(), rows_n);
+    EXPECT_EQ(sg.adjacency_copy_bytes_per_edge(), prepared ? 8 : 0);
+    SampleOptions o;
+    o.fanout = 4;
+    o.replace = replace;
+    o.key = key_of(3, 1, 7, 2);
+    const SampledEdges want = sample_neighbors(
+        SamplingGraph::as_stored(g, weighted ? Span<const float>(w_whole) : Span<const float>()),
+        keys, o);
+    for (int threads : {1, 3}) {
+      o.num_threads = threads;
+      const SampledEdges got = sample_neighbors(sg, rows, o);
+      ASSERT_GT(got.size(), 0);
+      EXPECT_EQ(got.src, want.src) << "mode " << mode;
+      EXPECT_EQ(got.eid, want.eid) << "mode " << mode;
+      ASSERT_EQ(got.dst.size(), want.dst.size());
+      for (size_t i = 0; i < got.dst.size(); ++i) {
+        ASSERT_EQ(keys[got.dst[i]], want.dst[i]) << "edge " << i << ", mode " << mode;
+      }
+    }
+  }
+}
+
+TEST(SamplingGraphArrays, BadArraysAndUsesAreClearErrors) {
+  const std::vector<int64_t> indptr{0, 1, 2}, indices{1, 0}, keys{5, 7};
+  GraphArrays a;
+  a.num_nodes = 2;
+  a.num_edges = 2;
+  a.indptr = indptr.data();
+  a.indices = indices.data();
+  a.row_keys = keys.data();
+  const SamplingGraph sg(a, SamplingGraphOptions::as_stored());
+  TESSERA_EXPECT_THROW_MSG(sg.graph(), ValueError, "borrowed arrays, it has no Graph");
+  TESSERA_EXPECT_THROW_MSG(NeighborSampler(sg, NeighborSamplerOptions{{2}}), ValueError,
+                           "keyed by other node IDs");
+  SamplingGraphOptions gpu = SamplingGraphOptions::as_stored();
+  gpu.device = Device::kCuda;
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph(a, gpu), ValueError, "sampled on the CPU");
+  GraphArrays short_edges = a;
+  short_edges.num_edges = 3;
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph(short_edges, SamplingGraphOptions::as_stored()),
+                           ValueError, "expected 0 to 3 edges");
+  const std::vector<int64_t> huge{5, int64_t{1} << 48};
+  GraphArrays bad_key = a;
+  bad_key.row_keys = huge.data();
+  TESSERA_EXPECT_THROW_MSG(SamplingGraph(bad_key, SamplingGraphOptions::as_stored()), ValueError,
+                           "row 1's key 281474976710656 is outside the 2^48");
+  SampleOptions o;
+  o.fanout = 1;
+  TESSERA_EXPECT_THROW_MSG(sample_neighbors(sg, std::vector<int64_t>{2}, o), IndexError,
+                           "seed node 2 at position 0 outside [0, 2)");
 }
 
 // The packed copy holds 32-bit IDs: a graph whose edge IDs do not fit is refused by name (the

@@ -17,6 +17,28 @@ namespace tessera::ops {
 class CompactWorkspace;
 class DeviceGraph;
 
+/// A compressed graph's arrays as the samplers read them, borrowed: whoever builds one keeps the
+/// arrays alive and unchanged while it is used. A Graph converts to it; a caller with arrays of
+/// its own (a DistGraph sampling its memory-mapped partition files in place) fills one in.
+struct GraphArrays {
+  int64_t num_nodes = 0;  ///< rows
+  int64_t num_edges = 0;
+  const int64_t* indptr = nullptr;   ///< num_nodes + 1 offsets, from 0 to num_edges
+  const int64_t* indices = nullptr;  ///< num_edges neighbor IDs
+  const int64_t* eids = nullptr;     ///< num_edges edge IDs, or null: the identity 0..E-1
+  /// The node whose random draws row v takes (its Philox node, docs/sampling.md), or null: node
+  /// v. A graph that stores some nodes' rows under row numbers of its own (a partition's rows,
+  /// numbered locally) names each row's node here, and so samples it exactly as the whole graph
+  /// samples that node. Sampled edges carry the row number as given, not the key.
+  const int64_t* row_keys = nullptr;
+
+  GraphArrays() = default;
+  GraphArrays(const Graph& g);  // NOLINT(google-explicit-constructor): a Graph is its arrays
+
+  int64_t eid(int64_t k) const { return eids ? eids[k] : k; }
+  int64_t row_key(int64_t v) const { return row_keys ? row_keys[v] : v; }
+};
+
 /// What a SamplingGraph prepares.
 struct SamplingGraphOptions {
   /// Edge weights in storage order (weights[k] belongs to graph.indices[k]; see
@@ -53,7 +75,8 @@ struct SamplingGraphOptions {
 /// prepared once: on the CPU an interleaved copy of the adjacency, per-row prefix sums of the
 /// weights and a pool of compaction workspaces over its nodes; on a GPU the placed DeviceGraph.
 /// Holds a reference to `graph`, which must outlive it and stay unchanged. Immutable after
-/// construction; const methods are thread-safe. Movable, not copyable.
+/// construction; const methods are thread-safe. Movable, not copyable. It may also be built over
+/// borrowed GraphArrays (CPU only, nothing copied: see that constructor).
 class SamplingGraph {
   struct Pool;
 
@@ -66,6 +89,10 @@ class SamplingGraph {
   /// The same with `weights` (storage order) kept by the SamplingGraph itself; opts.weights must
   /// be empty.
   SamplingGraph(const Graph& graph, std::vector<float> weights, SamplingGraphOptions opts = {});
+  /// Over borrowed arrays, which must outlive it and stay unchanged: the same checks (each row
+  /// key too, when given, in [0, 2^48)), then what `opts` asks for. CPU only (opts.device kCuda
+  /// is a ValueError: a DeviceGraph places a Graph). graph() is not available.
+  SamplingGraph(const GraphArrays& arrays, SamplingGraphOptions opts);
   /// sample_neighbors of a graph as stored (SamplingGraphOptions::as_stored).
   static SamplingGraph as_stored(const Graph& graph, Span<const float> weights = {});
   ~SamplingGraph();
@@ -74,9 +101,12 @@ class SamplingGraph {
   SamplingGraph(const SamplingGraph&) = delete;
   SamplingGraph& operator=(const SamplingGraph&) = delete;
 
-  const Graph& graph() const { return *graph_; }
-  int64_t num_nodes() const { return graph_->num_nodes; }
-  int64_t num_edges() const { return graph_->num_edges(); }
+  /// The Graph it was built from (ValueError when built over borrowed arrays).
+  const Graph& graph() const;
+  /// The arrays the samplers read (those of graph(), or the borrowed ones).
+  const GraphArrays& arrays() const { return arrays_; }
+  int64_t num_nodes() const { return arrays_.num_nodes; }
+  int64_t num_edges() const { return arrays_.num_edges; }
   /// Where the sampling arrays live, and so which twin samples: kCpu or kCuda.
   Device device() const { return device_; }
   const SamplingGraphOptions& options() const { return opts_; }
@@ -127,7 +157,8 @@ class SamplingGraph {
  private:
   void prepare();
 
-  const Graph* graph_;
+  const Graph* graph_ = nullptr;  // null when built over borrowed arrays
+  GraphArrays arrays_;
   SamplingGraphOptions opts_;
   Device device_ = Device::kCpu;
   bool weighted_ = false;
@@ -144,30 +175,30 @@ class SamplingGraph {
 /// Reorders per-edge-ID values into storage order: out[k] = by_eid[eid(k) mod by_eid.size()]
 /// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
 /// ValueError if by_eid is empty while the graph has edges.
-std::vector<float> weights_in_storage_order(const Graph& graph, Span<const float> by_eid);
+std::vector<float> weights_in_storage_order(const GraphArrays& graph, Span<const float> by_eid);
 
 /// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
 /// ValueError naming `what` and the first bad position.
-void validate_weights(const Graph& graph, Span<const float> weights, const char* what);
+void validate_weights(const GraphArrays& graph, Span<const float> weights, const char* what);
 
 /// Per-row inclusive prefix sums of storage-order weights, in double, summed in storage order
 /// from each row's start (exactly the sums weighted sampling forms; 8 bytes per edge).
 /// Validates every weight (validate_weights).
-std::vector<double> weight_prefix_sums(const Graph& graph, Span<const float> weights);
+std::vector<double> weight_prefix_sums(const GraphArrays& graph, Span<const float> weights);
 
 /// (indices[k], eid(k)) for every stored edge k, interleaved (16 bytes per edge).
-std::vector<int64_t> interleave_adjacency(const Graph& graph);
+std::vector<int64_t> interleave_adjacency(const GraphArrays& graph);
 
 /// Whether every neighbor ID and edge ID of `graph` is below 2^32 (pack_adjacency applies).
-bool can_pack_adjacency(const Graph& graph);
+bool can_pack_adjacency(const GraphArrays& graph);
 
 /// eid(k) << 32 | indices[k] for every stored edge k (8 bytes per edge). Throws ValueError when
 /// an ID does not fit in 32 bits (see can_pack_adjacency).
-std::vector<uint64_t> pack_adjacency(const Graph& graph);
+std::vector<uint64_t> pack_adjacency(const GraphArrays& graph);
 
 /// pack_adjacency in one pass that also checks the IDs: empty when one does not fit in 32 bits
 /// (or the graph has no edges).
-std::vector<uint64_t> try_pack_adjacency(const Graph& graph);
+std::vector<uint64_t> try_pack_adjacency(const GraphArrays& graph);
 
 /// Moves the graph's arrays into memory the kernel backs with transparent huge pages
 /// (madvise(MADV_HUGEPAGE) before first touch), which cuts TLB misses of random neighbor
