@@ -2,10 +2,9 @@
 // SpMM (CSR x dense, row-major, float32), sum or mean aggregation, and the transpose for the
 // backward pass: through cuSPARSE, whose edge values (1 or 1/deg(row)) a small kernel builds
 // into scratch from the caching allocator, or through Tessera's row kernels (SpmmEngine).
-#include <cusparse.h>
-
 #include <cstdint>
 
+#include "cusparse_lib.hpp"
 #include "tessera/cuda/check.cuh"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
@@ -158,15 +157,15 @@ void launch_rows(const I* indptr, const I* indices, int64_t num_rows, const floa
 // One cuSPARSE handle per thread (handles are not thread-safe); destroyed at thread exit.
 struct Handle {
   cusparseHandle_t h = nullptr;
-  Handle() { TESSERA_CUSPARSE_TRY(cusparseCreate(&h)); }
+  Handle() { TESSERA_CUSPARSE_TRY(detail::cusparse_lib().create(&h)); }
   ~Handle() {
-    if (h) cusparseDestroy(h);
+    if (h) detail::cusparse_lib().destroy(h);
   }
 };
 
 cusparseHandle_t handle_for(cudaStream_t s) {
   thread_local Handle handle;
-  TESSERA_CUSPARSE_TRY(cusparseSetStream(handle.h, s));
+  TESSERA_CUSPARSE_TRY(detail::cusparse_lib().set_stream(handle.h, s));
   return handle.h;
 }
 
@@ -174,13 +173,13 @@ cusparseHandle_t handle_for(cudaStream_t s) {
 struct SpDescr {
   cusparseSpMatDescr_t d = nullptr;
   ~SpDescr() {
-    if (d) cusparseDestroySpMat(d);
+    if (d) detail::cusparse_lib().destroy_sp_mat(d);
   }
 };
 struct DnDescr {
   cusparseDnMatDescr_t d = nullptr;
   ~DnDescr() {
-    if (d) cusparseDestroyDnMat(d);
+    if (d) detail::cusparse_lib().destroy_dn_mat(d);
   }
 };
 
@@ -226,23 +225,24 @@ void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int6
     it = CUSPARSE_INDEX_64I;
   }
 
+  const detail::CusparseLib& lib = detail::cusparse_lib();  // loaded on first use
   cusparseHandle_t h = handle_for(s);
   SpDescr a;
   DnDescr b, c;
-  TESSERA_CUSPARSE_TRY(cusparseCreateCsr(&a.d, num_rows, num_cols, nnz, const_cast<void*>(indptr),
-                                         const_cast<void*>(indices), vals, it, it,
-                                         CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-  TESSERA_CUSPARSE_TRY(cusparseCreateDnMat(&b.d, in_rows, feat, feat, const_cast<float*>(B),
-                                           CUDA_R_32F, CUSPARSE_ORDER_ROW));
+  TESSERA_CUSPARSE_TRY(lib.create_csr(&a.d, num_rows, num_cols, nnz, const_cast<void*>(indptr),
+                                      const_cast<void*>(indices), vals, it, it,
+                                      CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+  TESSERA_CUSPARSE_TRY(lib.create_dn_mat(&b.d, in_rows, feat, feat, const_cast<float*>(B),
+                                         CUDA_R_32F, CUSPARSE_ORDER_ROW));
   TESSERA_CUSPARSE_TRY(
-      cusparseCreateDnMat(&c.d, out_rows, feat, feat, C, CUDA_R_32F, CUSPARSE_ORDER_ROW));
+      lib.create_dn_mat(&c.d, out_rows, feat, feat, C, CUDA_R_32F, CUSPARSE_ORDER_ROW));
   const float alpha = 1.0f, beta = 0.0f;
   const cusparseOperation_t op =
       transpose ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
   const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
   size_t ws = 0;
-  const cusparseStatus_t st = cusparseSpMM_bufferSize(
-      h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, b.d, &beta, c.d, CUDA_R_32F, alg, &ws);
+  const cusparseStatus_t st = lib.spmm_buffer_size(h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+                                                   a.d, b.d, &beta, c.d, CUDA_R_32F, alg, &ws);
   if (transpose && st == CUSPARSE_STATUS_NOT_SUPPORTED) {
     // Some cuSPARSE versions refuse op(A) = A^T with row-major dense operands; the transposed
     // product is then our own kernel (atomics, as cuSPARSE's transpose).
@@ -261,8 +261,8 @@ void spmm_impl(const void* indptr, const void* indices, IndexType idx_type, int6
   }
   TESSERA_CUSPARSE_TRY(st);
   ScratchBuffer work(alloc, ws, stream);
-  TESSERA_CUSPARSE_TRY(cusparseSpMM(h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, b.d,
-                                    &beta, c.d, CUDA_R_32F, alg, work.data()));
+  TESSERA_CUSPARSE_TRY(lib.spmm(h, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, b.d, &beta,
+                                c.d, CUDA_R_32F, alg, work.data()));
   // The scratch goes back to this stream's free list; later work on `stream` that reuses it is
   // ordered after this SpMM, so no synchronization is needed.
 }

@@ -34,14 +34,3 @@
       TESSERA_CUDA_TRY(cudaPeekAtLastError());                           \
     }                                                                    \
   } while (0)
-
-/// Checks a cuSPARSE call (include <cusparse.h> first); throws tessera::Error with the call text
-/// and cuSPARSE's status name.
-#define TESSERA_CUSPARSE_TRY(call)                                                              \
-  do {                                                                                          \
-    const cusparseStatus_t tessera_st_ = (call);                                                \
-    if (tessera_st_ != CUSPARSE_STATUS_SUCCESS)                                                 \
-      throw ::tessera::Error(fmt::format("cuSPARSE call `{}` failed at {}:{}: {} ({})", #call,  \
-                                         __FILE__, __LINE__, cusparseGetErrorName(tessera_st_), \
-                                         cusparseGetErrorString(tessera_st_)));                 \
-  } while (0)
