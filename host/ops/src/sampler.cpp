@@ -37,10 +37,10 @@ NeighborSampler::NeighborSampler(std::shared_ptr<const SamplingGraph> graph,
                                  NeighborSamplerOptions opts)
     : opts_(validated(std::move(opts))), graph_(std::move(graph)) {
   TESSERA_EXPECTS(graph_ != nullptr, ValueError, "NeighborSampler: no graph given");
-  TESSERA_EXPECTS(graph_->arrays().row_keys == nullptr, ValueError,
-                  "NeighborSampler: the graph's rows are keyed by other node IDs "
-                  "(GraphArrays::row_keys), so blocks would mix its row numbers with node IDs; "
-                  "sample it one layer at a time with sample_neighbors");
+  TESSERA_EXPECTS(!graph_->borrowed(), ValueError,
+                  "NeighborSampler: the graph is built over borrowed arrays (GraphArrays), whose "
+                  "neighbor IDs need not be its row numbers, so blocks could mix the two; sample "
+                  "it one layer at a time with sample_neighbors");
   if (graph_->device() == Device::kCuda) {
     dev_sampler_ = std::make_shared<const DeviceNeighborSampler>(
         *graph_->device_graph(), opts_.fanouts, opts_.replace, opts_.dir);

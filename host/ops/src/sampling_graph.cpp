@@ -264,12 +264,12 @@ bool can_pack_adjacency(const GraphArrays& graph) {
   if (static_cast<uint64_t>(graph.num_nodes) > kLimit) {
     return false;
   }
-  if (graph.eids == nullptr) {
-    return static_cast<uint64_t>(graph.num_edges) <= kLimit;
-  }
+  // A Graph's neighbors are below num_nodes; borrowed arrays' need not be (their rows may be
+  // numbered apart from their neighbors' IDs): each is checked.
   for (int64_t k = 0; k < graph.num_edges; ++k) {
-    if (static_cast<uint64_t>(graph.eids[k]) >= kLimit) {
-      return false;  // also rejects e < 0
+    if (static_cast<uint64_t>(graph.indices[k]) >= kLimit ||
+        static_cast<uint64_t>(graph.eid(k)) >= kLimit) {
+      return false;  // also rejects IDs < 0
     }
   }
   return true;
@@ -290,9 +290,10 @@ std::vector<uint64_t> try_pack_adjacency(const GraphArrays& graph) {
   parallel_for(0, m, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
     bool ok = true;
     for (int64_t k = lo; k < hi; ++k) {
-      const auto e = static_cast<uint64_t>(graph.eid(k));  // e < 0 wraps above the limit
-      ok &= e < kLimit;
-      packed[k] = e << 32 | static_cast<uint64_t>(graph.indices[k]);
+      const auto e = static_cast<uint64_t>(graph.eid(k));  // an ID < 0 wraps above the limit
+      const auto u = static_cast<uint64_t>(graph.indices[k]);
+      ok &= e < kLimit && u < kLimit;
+      packed[k] = e << 32 | u;
     }
     if (!ok) {
       fits.store(false, std::memory_order_relaxed);

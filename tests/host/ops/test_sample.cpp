@@ -450,6 +450,28 @@ TEST(SamplingGraphArrays, RowKeysSampleRowsAsTheWholeGraphSamplesTheirNodes) {
   }
 }
 
+// Borrowed rows whose neighbor IDs do not fit in 32 bits (their rows are few): prepared, they
+// keep the 16-byte pairs, never a packed copy that would cut the IDs.
+TEST(SamplingGraphArrays, WideNeighborIdsAreNotPacked) {
+  const std::vector<int64_t> indptr{0, 2, 3}, indices{int64_t{1} << 33, 5, (int64_t{1} << 32) + 7};
+  const std::vector<int64_t> keys{11, 12};
+  GraphArrays a;
+  a.num_nodes = 2;
+  a.num_edges = 3;
+  a.indptr = indptr.data();
+  a.indices = indices.data();
+  a.row_keys = keys.data();
+  EXPECT_FALSE(can_pack_adjacency(a));
+  EXPECT_TRUE(try_pack_adjacency(a).empty());
+  const SamplingGraph prepared(a, SamplingGraphOptions{});
+  EXPECT_EQ(prepared.adjacency_copy_bytes_per_edge(), 16);
+  SampleOptions o;  // all neighbors
+  const std::vector<int64_t> rows{0, 1};
+  const SampledEdges got = sample_neighbors(prepared, rows, o);
+  EXPECT_EQ(got.src, indices);
+  expect_same(got, sample_neighbors(SamplingGraph(a, SamplingGraphOptions::as_stored()), rows, o));
+}
+
 TEST(SamplingGraphArrays, BadArraysAndUsesAreClearErrors) {
   const std::vector<int64_t> indptr{0, 1, 2}, indices{1, 0}, keys{5, 7};
   GraphArrays a;
@@ -461,7 +483,7 @@ TEST(SamplingGraphArrays, BadArraysAndUsesAreClearErrors) {
   const SamplingGraph sg(a, SamplingGraphOptions::as_stored());
   TESSERA_EXPECT_THROW_MSG(sg.graph(), ValueError, "borrowed arrays, it has no Graph");
   TESSERA_EXPECT_THROW_MSG(NeighborSampler(sg, NeighborSamplerOptions{{2}}), ValueError,
-                           "keyed by other node IDs");
+                           "built over borrowed arrays");
   SamplingGraphOptions gpu = SamplingGraphOptions::as_stored();
   gpu.device = Device::kCuda;
   TESSERA_EXPECT_THROW_MSG(SamplingGraph(a, gpu), ValueError, "sampled on the CPU");

@@ -29,7 +29,9 @@ struct GraphArrays {
   /// The node whose random draws row v takes (its Philox node, docs/sampling.md), or null: node
   /// v. A graph that stores some nodes' rows under row numbers of its own (a partition's rows,
   /// numbered locally) names each row's node here, and so samples it exactly as the whole graph
-  /// samples that node. Sampled edges carry the row number as given, not the key.
+  /// samples that node. Sampled edges carry the row number as given, not the key. Neighbor IDs
+  /// need not be row numbers (nor below num_nodes), so such arrays are sampled one layer at a
+  /// time (sample_neighbors); NeighborSampler, which compacts over rows, refuses them.
   const int64_t* row_keys = nullptr;
 
   GraphArrays() = default;
@@ -105,6 +107,8 @@ class SamplingGraph {
   const Graph& graph() const;
   /// The arrays the samplers read (those of graph(), or the borrowed ones).
   const GraphArrays& arrays() const { return arrays_; }
+  /// Whether it was built over borrowed arrays (then it has no graph()).
+  bool borrowed() const { return graph_ == nullptr; }
   int64_t num_nodes() const { return arrays_.num_nodes; }
   int64_t num_edges() const { return arrays_.num_edges; }
   /// Where the sampling arrays live, and so which twin samples: kCpu or kCuda.
