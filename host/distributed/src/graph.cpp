@@ -424,6 +424,15 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   for (int64_t i = 0; i < ni; ++i) {
     if (onid[i] < 0 || onid[i] >= n) bad_id("orig_nid.npy", i, onid[i], n);
   }
+  // The new ID that nid.npy gives each local ID (sampled sources of a halo partition are renamed
+  // through it).
+  if (g.config.local_indices) {
+    for (int64_t u = 0; u < num_local; ++u) {
+      if (nid[u] < 0 || nid[u] >= n) {
+        bad_id("nid.npy", u, nid[u], n);
+      }
+    }
+  }
   const int64_t my_rows = row_hi - row_lo, my_edges = edge_hi - edge_lo;
   sg.indptr.resize(static_cast<size_t>(my_rows) + 1);
   for (int64_t r = 0; r <= my_rows; ++r) {
@@ -432,8 +441,7 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   if (stored_in_sampling_order) {
     // Version 2 stores each row in the unpartitioned graph's order (`tessera validate` checks
     // it): the mapped files are sampled in place. Every stored source is range-checked here, in
-    // parallel (a corrupt file is an error naming it, not a crash), and so is the new ID that
-    // nid.npy gives each local ID.
+    // parallel (a corrupt file is an error naming it, not a crash).
     const int64_t bound = g.config.local_indices ? num_local : n;
     std::atomic<int64_t> first_bad{std::numeric_limits<int64_t>::max()};
     parallel_for(edge_lo, edge_hi, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
@@ -450,11 +458,6 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
       bad_id("indices.npy", k, indices[k], bound);
     }
     if (g.config.local_indices) {
-      for (int64_t u = 0; u < num_local; ++u) {
-        if (nid[u] < 0 || nid[u] >= n) {
-          bad_id("nid.npy", u, nid[u], n);
-        }
-      }
       sg.nid_file = g.part.nid;
       sg.local_nid = nid;
       sg.num_local = num_local;
