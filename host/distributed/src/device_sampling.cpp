@@ -299,9 +299,12 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
     std::vector<int64_t> hot;
     if (rec.placement == cuda::Placement::kPinnedHost && left > 0 && t.row_bytes() > 0) {
       // The hottest local rows (highest in-degree) in what the GPU budget has left.
+      // The machine's partition stores its rows from the machine's first node on: this
+      // trainer's rows start lo - (that node) rows in.
       const auto& part = g.local_partition();
       const auto [lo, hi] = t.local_range();
-      const int64_t* indptr = part.indptr.data<int64_t>();
+      const int64_t first = lo - g.machine_book().node_range(g.machine()).first;
+      const int64_t* indptr = part.indptr.data<int64_t>() + first;
       std::vector<int64_t> deg(static_cast<size_t>(hi - lo));
       for (int64_t r = 0; r < hi - lo; ++r)
         deg[r] = indptr[r + 1] - indptr[r];
