@@ -392,6 +392,18 @@ TEST(SampleNeighbors, EveryCodePathGivesTheSameSample) {
   }
 }
 
+// Rows over the vectors given (which outlive the arrays), each keyed by keys[row].
+GraphArrays borrowed(const std::vector<int64_t>& indptr, const std::vector<int64_t>& indices,
+                     const std::vector<int64_t>& keys) {
+  GraphArrays a;
+  a.num_nodes = static_cast<int64_t>(indptr.size()) - 1;
+  a.num_edges = static_cast<int64_t>(indices.size());
+  a.indptr = indptr.data();
+  a.indices = indices.data();
+  a.row_keys = keys.data();
+  return a;
+}
+
 // Some nodes' rows under row numbers of their own (as a DistGraph samples its partition files in
 // place): a row keyed by its node samples exactly what the whole graph samples for that node, in
 // every mode, prepared or as stored; the edges carry the row numbers.
@@ -410,13 +422,8 @@ TEST(SamplingGraphArrays, RowKeysSampleRowsAsTheWholeGraphSamplesTheirNodes) {
     }
     indptr.push_back(static_cast<int64_t>(indices.size()));
   }
-  GraphArrays a;
-  a.num_nodes = rows_n;
-  a.num_edges = static_cast<int64_t>(indices.size());
-  a.indptr = indptr.data();
-  a.indices = indices.data();
+  GraphArrays a = borrowed(indptr, indices, keys);
   a.eids = eids.data();
-  a.row_keys = keys.data();
   std::vector<int64_t> rows(static_cast<size_t>(rows_n));
   std::iota(rows.begin(), rows.end(), 0);
   const auto by_eid = std::vector<float>{0.5f, 1.0f, 2.0f, 0.0f, 3.0f};
@@ -455,12 +462,7 @@ TEST(SamplingGraphArrays, RowKeysSampleRowsAsTheWholeGraphSamplesTheirNodes) {
 TEST(SamplingGraphArrays, WideNeighborIdsAreNotPacked) {
   const std::vector<int64_t> indptr{0, 2, 3}, indices{int64_t{1} << 33, 5, (int64_t{1} << 32) + 7};
   const std::vector<int64_t> keys{11, 12};
-  GraphArrays a;
-  a.num_nodes = 2;
-  a.num_edges = 3;
-  a.indptr = indptr.data();
-  a.indices = indices.data();
-  a.row_keys = keys.data();
+  const GraphArrays a = borrowed(indptr, indices, keys);
   EXPECT_FALSE(can_pack_adjacency(a));
   EXPECT_TRUE(try_pack_adjacency(a).empty());
   const SamplingGraph prepared(a, SamplingGraphOptions{});
@@ -474,12 +476,7 @@ TEST(SamplingGraphArrays, WideNeighborIdsAreNotPacked) {
 
 TEST(SamplingGraphArrays, BadArraysAndUsesAreClearErrors) {
   const std::vector<int64_t> indptr{0, 1, 2}, indices{1, 0}, keys{5, 7};
-  GraphArrays a;
-  a.num_nodes = 2;
-  a.num_edges = 2;
-  a.indptr = indptr.data();
-  a.indices = indices.data();
-  a.row_keys = keys.data();
+  const GraphArrays a = borrowed(indptr, indices, keys);
   const SamplingGraph sg(a, SamplingGraphOptions::as_stored());
   TESSERA_EXPECT_THROW_MSG(sg.graph(), ValueError, "borrowed arrays, it has no Graph");
   TESSERA_EXPECT_THROW_MSG(NeighborSampler(sg, NeighborSamplerOptions{{2}}), ValueError,
