@@ -310,6 +310,8 @@ TEST(DistTensorDevice, TwoRanksUcx) {
       // Different IDs on each rank: rows of both owners, repeated, in any order.
       const auto sets = id_sets(rows, 100 + static_cast<uint64_t>(rank));
       compare_reads(h, d, sets, version, false, stream.get());
+      // Every rank has read version 0 before any rewrites a row it reads.
+      rt->barrier();
       // Every rank rewrites the rows r with r % world == rank (half of them a peer's).
       std::vector<int64_t> mine;
       for (int64_t r = rank; r < rows; r += world)
