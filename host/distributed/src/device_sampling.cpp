@@ -187,8 +187,13 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
       const ops::SampledEdges edges =
           detail::sample_neighbors_with(g_, frontier_host, so, [&](const int64_t* ids, int64_t n) {
             const detail::UniqueSeeds u = detail::unique_seeds(sg, ids, n, me, me);
+            // The device structure's rows are the seeds' original IDs.
+            std::vector<int64_t> orig(u.rows.size());
+            for (size_t j = 0; j < orig.size(); ++j) {
+              orig[j] = sg.inner_orig[static_cast<size_t>(u.rows[j])];
+            }
             const auto d_ids = upload(u.ids, stream);
-            const auto d_rows = upload(u.orig, stream);
+            const auto d_rows = upload(orig, stream);
             const cuda::DeviceSample e = hop(static_cast<const int64_t*>(d_ids->data()),
                                              static_cast<const int64_t*>(d_rows->data()),
                                              static_cast<int64_t>(u.ids.size()));
@@ -196,7 +201,7 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
             const auto src = download(e.src_ptr(), e.size, stream);
             const auto eid = download(e.eid_ptr(), e.size, stream);
             cuda::synchronize(stream);
-            return detail::expand_unique(u, dst, src, eid);
+            return detail::expand_unique(u, u.ids, dst, src, eid);
           });
       const double t1 = now_seconds();
       const auto d_src = upload(edges.src, stream);

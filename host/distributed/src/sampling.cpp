@@ -132,15 +132,16 @@ UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, i
     auto [it, fresh] = seen.emplace(v, static_cast<int64_t>(u.ids.size()));
     if (fresh) {
       u.ids.push_back(v);
-      u.orig.push_back(sg.inner_orig[v - sg.lo]);
+      u.rows.push_back(v - sg.lo);
     }
     u.slot[i] = it->second;
   }
   return u;
 }
 
-OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
-                          const std::vector<int64_t>& src, const std::vector<int64_t>& eid) {
+OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& keys,
+                          const std::vector<int64_t>& dst, const std::vector<int64_t>& src,
+                          const std::vector<int64_t>& eid) {
   // Edges come grouped by seed in order; the seeds are distinct, so dst delimits the groups.
   const int64_t nu = static_cast<int64_t>(u.ids.size());
   const auto m = static_cast<int64_t>(dst.size());
@@ -148,7 +149,7 @@ OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
   int64_t q = 0;
   for (int64_t j = 0; j < nu; ++j) {
     ubegin[j] = q;
-    while (q < m && dst[q] == u.dst_key(j)) {
+    while (q < m && dst[q] == keys[j]) {
       ++q;
     }
   }
@@ -178,10 +179,6 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   // The sample of a node depends only on (key, node): sample each distinct seed once, by its
   // row (new ID - lo; the row's key is the node's original ID).
   const UniqueSeeds u = unique_seeds(sg, ids, n, from, me);
-  std::vector<int64_t> rows(u.ids.size());
-  for (size_t j = 0; j < rows.size(); ++j) {
-    rows[j] = u.ids[j] - sg.lo;
-  }
   ops::SampleOptions o;
   o.fanout = fanout;
   o.replace = replace;
@@ -189,17 +186,14 @@ OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, i
   o.num_threads = 1;
   // Weighted: the rows with their weights in storage order (as the unpartitioned graph's
   // weights of these rows), prepared once; else the rows as stored.
-  ops::SampledEdges e = ops::sample_neighbors(weights ? *weights->graph : *sg.rows, rows, o);
-  // Rows back to new IDs; local neighbor IDs (a halo partition sampled in place) renamed.
-  for (auto& d : e.dst) {
-    d += sg.lo;
-  }
+  ops::SampledEdges e = ops::sample_neighbors(weights ? *weights->graph : *sg.rows, u.rows, o);
+  // Local neighbor IDs (a halo partition sampled in place) renamed to new IDs.
   if (sg.local_nid) {
     for (auto& s : e.src) {
       s = sg.local_nid[s];
     }
   }
-  return expand_unique(u, e.dst, e.src, e.eid);
+  return expand_unique(u, u.rows, e.dst, e.src, e.eid);
 }
 
 transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload) {

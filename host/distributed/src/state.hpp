@@ -349,19 +349,19 @@ struct OwnedSample {
 };
 
 /// The distinct seeds of a request (first-appearance order), their original IDs, and each
-/// request position's index among them. Edges sampled for them carry `dst_key(j)` as dst.
+/// request position's index among them.
 struct UniqueSeeds {
-  std::vector<int64_t> ids, orig, slot;
-  bool dst_is_orig = false;
-  int64_t dst_key(int64_t j) const { return dst_is_orig ? orig[j] : ids[j]; }
+  std::vector<int64_t> ids, rows, slot;  // rows: ids - lo, the seeds' rows in SampleGraph::arrays
 };
 
 /// Deduplicates the seeds `ids` this rank owns (IndexError naming rank `from` for another's).
 UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, int from, int me);
-/// The OwnedSample of the request from edges sampled for `u`'s distinct seeds (grouped by seed
-/// in order, with dst = u.dst_key(j)).
-OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& dst,
-                          const std::vector<int64_t>& src, const std::vector<int64_t>& eid);
+/// The OwnedSample of the request from edges sampled for `u`'s distinct seeds, grouped by seed
+/// in order, the edges of distinct seed j carrying dst == keys[j] (u.ids or u.rows: what the
+/// sampler was given).
+OwnedSample expand_unique(const UniqueSeeds& u, const std::vector<int64_t>& keys,
+                          const std::vector<int64_t>& dst, const std::vector<int64_t>& src,
+                          const std::vector<int64_t>& eid);
 /// Samples seeds this rank owns on the CPU (ops::sample_neighbors on sg.rows, keyed by original
 /// ID).
 OwnedSample sample_owned(const SampleGraph& sg, const int64_t* ids, int64_t n, int64_t fanout,
