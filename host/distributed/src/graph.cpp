@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
-#include <limits>
 #include <numeric>
 
 #include <unistd.h>
@@ -443,20 +442,13 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     // it): the mapped files are sampled in place. Every stored source is range-checked here, in
     // parallel (a corrupt file is an error naming it, not a crash).
     const int64_t bound = g.config.local_indices ? num_local : n;
-    std::atomic<int64_t> first_bad{std::numeric_limits<int64_t>::max()};
     parallel_for(edge_lo, edge_hi, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
       for (int64_t k = k0; k < k1; ++k) {
         if (static_cast<uint64_t>(indices[k]) >= static_cast<uint64_t>(bound)) {
-          int64_t cur = first_bad.load(std::memory_order_relaxed);
-          while (k < cur && !first_bad.compare_exchange_weak(cur, k)) {
-          }
-          return;
+          bad_id("indices.npy", k, indices[k], bound);  // parallel_for rethrows it here
         }
       }
     });
-    if (const int64_t k = first_bad.load(); k < edge_hi) {
-      bad_id("indices.npy", k, indices[k], bound);
-    }
     if (g.config.local_indices) {
       sg.nid_file = g.part.nid;
       sg.local_nid = nid;

@@ -99,18 +99,14 @@ SamplingGraph::SamplingGraph(const GraphArrays& arrays, SamplingGraphOptions opt
                   "SamplingGraph: borrowed indptr runs from {} to {}, expected 0 to {} edges",
                   arrays.indptr[0], arrays.indptr[arrays.num_nodes], arrays.num_edges);
   if (arrays.row_keys != nullptr) {
-    std::atomic<int64_t> bad{-1};
     parallel_for(0, arrays.num_nodes, 1 << 16, [&](int64_t lo, int64_t hi, int64_t) {
       for (int64_t v = lo; v < hi; ++v) {
-        if (static_cast<uint64_t>(arrays.row_keys[v]) >= (uint64_t{1} << 48)) {
-          bad.store(v, std::memory_order_relaxed);
-        }
+        TESSERA_EXPECTS(static_cast<uint64_t>(arrays.row_keys[v]) < (uint64_t{1} << 48), ValueError,
+                        "SamplingGraph: row {}'s key {} is outside the 2^48 node IDs of the "
+                        "Philox key layout",
+                        v, arrays.row_keys[v]);  // parallel_for rethrows it here
       }
     });
-    TESSERA_EXPECTS(bad.load() < 0, ValueError,
-                    "SamplingGraph: row {}'s key {} is outside the 2^48 node IDs of the Philox key "
-                    "layout",
-                    bad.load(), bad.load() < 0 ? 0 : arrays.row_keys[bad.load()]);
   }
   prepare();
 }
