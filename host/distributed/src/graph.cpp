@@ -452,7 +452,6 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
     if (g.config.local_indices) {
       sg.nid_file = g.part.nid;
       sg.local_nid = nid;
-      sg.num_local = num_local;
     }
     sg.indices = g.part.indices;
     sg.eids = g.part.eid;

@@ -127,10 +127,9 @@ struct SampleGraph {
   std::vector<int64_t> indptr;
   Array indices, eids;  // what arrays.indices / arrays.eids point into (kept alive here)
   /// Stored neighbor IDs that are local IDs (a version-2 partition with halo): nid.npy names the
-  /// new ID of each (local_nid, num_local entries); null when they are new IDs already.
+  /// new ID of each (local_nid, checked at load); null when they are new IDs already.
   Array nid_file;
   const int64_t* local_nid = nullptr;
-  int64_t num_local = 0;
   /// `arrays` as stored, for uniform sampling.
   std::unique_ptr<ops::SamplingGraph> rows;
   std::vector<int64_t> inner_orig;  // original ID of owned node (new ID - lo)
