@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-from . import _C
+from . import _C, _torch_ops
 from ._tensor import require_torch
 from .ops import spmm
 
@@ -67,7 +67,10 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     (cuSPARSE: balanced over hub rows, but its descriptors and workspace cost more host time
     per call than the small blocks of a training step repay), ``index`` (index_select +
     index_add_), or ``auto`` (the default: rows with autograd on, csr without, i.e. for
-    inference's full neighborhoods, where one warp would walk a hub's row). Nothing here waits for
+    inference's full neighborhoods, where one warp would walk a hub's row). On a GPU the product
+    runs as ``torch.ops.tessera.mean_aggregate`` (C++ autograd, no Python per call beyond the
+    dispatcher's; ``tessera._torch_ops``) when the package has its torch operator library, else
+    through ``tessera.ops.spmm`` (the same kernels and result). Nothing here waits for
     the GPU (the degrees come from the offsets or a scatter, not from bincount, which reads
     its size back to the host). ``indptr``: those offsets when the caller has them (a GPU
     loader's block carries them), else they are searched for."""
@@ -84,8 +87,11 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
                                         torch.arange(num_dst + 1, device=dst.device))
         if mode == "auto":  # rows in training steps, cuSPARSE for inference's large blocks
             mode = "rows" if torch.is_grad_enabled() else "csr"
-        return _SortedMean.apply(h_src, src.contiguous(), indptr,
-                                 "cusparse" if mode == "csr" else "rows")
+        engine = "cusparse" if mode == "csr" else "rows"
+        tops = _torch_ops.ops()
+        if tops is not None:  # one dispatcher call, its backward in C++ autograd
+            return tops.mean_aggregate(h_src, src, indptr, engine)
+        return _SortedMean.apply(h_src, src.contiguous(), indptr, engine)
     out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
     out.index_add_(0, dst, h_src.index_select(0, src))
     deg = h_src.new_zeros(num_dst).index_add_(0, dst, h_src.new_ones(dst.shape[0]))

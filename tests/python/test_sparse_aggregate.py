@@ -1,11 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """tessera.ops.spmm (CSR x dense, sum or mean, and its transpose) and the mean aggregation of
 tessera.nn built on it for blocks whose edges are grouped by destination."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
 
 from conftest import needs_cuda_build, tessera
+from tessera import _torch_ops
 from tessera.nn import SAGEConv, _SortedMean, mean_aggregate
 from tessera.ops import spmm
 
@@ -84,6 +89,71 @@ def test_sorted_mean_gives_the_index_path_values_and_gradients():
     torch.testing.assert_close(got, want)
 
 
+def test_the_torch_operator_library_is_built_and_loads():
+    """pip install with torch present builds libtessera_torch_ops.so for that torch."""
+    assert _torch_ops.ops() is not None, _torch_ops.why()
+    assert torch.ops.tessera.torch_version() == torch.__version__.split("+")[0]
+
+
+@pytest.mark.parametrize("num_src,num_dst,nnz,feat", [(60, 25, 150, 6), (7, 5, 0, 3),
+                                                      (40, 1, 30, 33), (1, 3, 4, 1)])
+def test_torch_op_mean_aggregate_is_the_spmm_twin_with_autograd(num_src, num_dst, nnz, feat):
+    """torch.ops.tessera.mean_aggregate on the CPU: forward the bits of spmm(mean), the gradient
+    w.r.t. h_src the bits of spmm(mean, transpose), both the index path's values; no graph
+    without grad; the same through nn.mean_aggregate's operator (src, indptr not contiguous)."""
+    ops = _torch_ops.ops()
+    assert ops is not None, _torch_ops.why()
+    torch.manual_seed(num_src)
+    indptr, src, dst = (torch.from_numpy(x) for x in random_csr(num_dst, num_src, nnz, seed=8))
+    h = torch.randn(num_src, feat, requires_grad=True)
+    out = ops.mean_aggregate(h, src, indptr)
+    assert out.shape == (num_dst, feat) and out.requires_grad
+    assert torch.equal(out, spmm(indptr, src, num_src, h.detach(), reduce="mean"))
+    torch.testing.assert_close(out, mean_aggregate(h, src, dst, num_dst))
+    g = torch.randn(num_dst, feat)
+    (got,) = torch.autograd.grad(out, h, g)
+    assert torch.equal(got, spmm(indptr, src, num_src, g, reduce="mean", transpose=True))
+    (want,) = torch.autograd.grad(mean_aggregate(h, src, dst, num_dst), h, g)
+    torch.testing.assert_close(got, want)
+    with torch.no_grad():
+        assert ops.mean_aggregate(h, src, indptr).grad_fn is None
+    strided = torch.stack([src, src], 1)[:, 0]
+    assert strided.is_contiguous() == (src.numel() < 2)
+    assert torch.equal(ops.mean_aggregate(h, strided, indptr), out)
+
+
+def test_torch_op_mean_aggregate_names_bad_operands():
+    ops = _torch_ops.ops()
+    assert ops is not None, _torch_ops.why()
+    indptr, src, _ = (torch.from_numpy(x) for x in random_csr(10, 8, 30, seed=3))
+    h = torch.ones(8, 4)
+    with pytest.raises(TypeError, match="h_src must be float32"):
+        ops.mean_aggregate(h.double(), src, indptr)
+    with pytest.raises(ValueError, match="h_src must be 2-D"):
+        ops.mean_aggregate(h[:, 0], src, indptr)
+    with pytest.raises(TypeError, match="src and indptr must be int64"):
+        ops.mean_aggregate(h, src.int(), indptr)
+    with pytest.raises(ValueError, match="at least one entry"):
+        ops.mean_aggregate(h, src, indptr[:0])
+    with pytest.raises(IndexError, match="outside"):
+        ops.mean_aggregate(h[:3], src, indptr)
+    with pytest.raises(ValueError, match="indptr"):
+        ops.mean_aggregate(h, src, indptr.flip(0))
+    with pytest.raises(ValueError, match="engine must be 'rows' or 'cusparse', got 'dense'"):
+        ops.mean_aggregate(h, src, indptr, "dense")
+    if tessera._C.cuda_compiled and torch.cuda.is_available():
+        with pytest.raises(ValueError, match="one device"):
+            ops.mean_aggregate(h.cuda(), src, indptr)
+
+
+def test_torch_ops_can_be_turned_off():
+    """TESSERA_TORCH_OPS=0: no library, the reason said, the DLPack path's results."""
+    code = ("from tessera import _torch_ops; print(_torch_ops.ops() is None, _torch_ops.why())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "TESSERA_TORCH_OPS": "0"}).stdout
+    assert out.strip() == "True disabled by TESSERA_TORCH_OPS=0"
+
+
 def test_mean_aggregate_names_a_bad_mode(monkeypatch):
     monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", "cusparse")  # the engine's name, not a mode
     h = torch.ones(3, 2)
@@ -143,11 +213,12 @@ def test_spmm_on_cuda_equals_the_cpu_twin(reduce, transpose, engine, feat, dtype
 @needs_cuda_build
 def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
     """SAGEConv over the GPU loader's blocks: the CSR products of either engine
-    (TESSERA_MEAN_AGGREGATE=rows, csr) give the index_select + index_add_ path's outputs and
-    gradients up to float32 summation order."""
+    (TESSERA_MEAN_AGGREGATE=rows, csr), by the torch operator and through tessera.ops, give the
+    index_select + index_add_ path's outputs and gradients up to float32 summation order."""
     g = tessera.DistGraph("cora", part_config=cora_one)
     g.place_on_device(["label", "feat"])
     dev = torch.device("cuda")
+    assert _torch_ops.ops() is not None, _torch_ops.why()
     dl = tessera.DistNodeDataLoader(g, np.arange(512), tessera.NeighborSampler(
         [10, 25], device="cuda", prefetch_node_feats=["feat"]), batch_size=256)
     torch.manual_seed(1)
@@ -162,14 +233,20 @@ def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
         if conv is None:
             conv, conv2 = SAGEConv(x.shape[1], 16).to(dev), SAGEConv(16, 7).to(dev)
         runs = []
-        for mode in ("rows", "csr", "index"):
+        # rows and csr by the torch operator, then through tessera.ops (DLPack), then index.
+        for mode, via_op in (("rows", True), ("csr", True), ("rows", False), ("csr", False),
+                             ("index", False)):
             monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", mode)
+            if not via_op:
+                monkeypatch.setattr(_torch_ops, "_ops", None)
             conv.zero_grad()
             h = conv(blocks[0], x)
             h.retain_grad()
             out = conv2(blocks[1], h)
             out.square().sum().backward()
             runs.append((out.detach(), h.grad.detach(), conv.fc_neigh.weight.grad.detach()))
+        # The row engine's forward by either path: one kernel, the same bits.
+        assert torch.equal(runs[0][0], runs[2][0])
         for other in runs[1:]:
             for a, b in zip(runs[0], other):
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

@@ -19,17 +19,15 @@
 #include <ATen/ops/pow.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/zeros.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/autograd/custom_function.h>
 #include <torch/utils.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "mean_aggregate.hpp"
 #include "support.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/sha256.hpp"
-#include "tessera/ops/spmm.hpp"
 
 namespace tessera::train::detail {
 
@@ -56,44 +54,6 @@ at::Tensor param(const std::vector<int64_t>& shape) {
   return at::empty(shape, at::TensorOptions().dtype(at::kFloat)).set_requires_grad(true);
 }
 
-// C = op(A) h by ops::spmm on the GPU, on torch's current stream: A the block's CSR pattern
-// (indptr over the destinations, src as the columns), mean reduction, by `engine`.
-at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num_src,
-                    const at::Tensor& h, bool transpose, ops::SpmmEngine engine) {
-  const at::Tensor b = h.contiguous();
-  const int64_t num_dst = indptr.size(0) - 1;
-  at::Tensor c = at::empty({transpose ? num_src : num_dst, b.size(1)}, b.options());
-  ops::CsrRef a{
-      ops::IndexRef{indptr.data_ptr<int64_t>(), DType::kInt64, num_dst + 1, ops::Memory::kDevice},
-      ops::IndexRef{src.data_ptr<int64_t>(), DType::kInt64, src.size(0), ops::Memory::kDevice},
-      num_dst, num_src};
-  ops::ExecOptions eo;
-  eo.stream = c10::cuda::getCurrentCUDAStream(b.device().index()).stream();
-  ops::spmm(
-      a, ops::MatrixRef{b.data_ptr(), DType::kFloat32, b.size(0), b.size(1), ops::Memory::kDevice},
-      ops::MatrixRef{c.data_ptr(), DType::kFloat32, c.size(0), c.size(1), ops::Memory::kDevice},
-      ops::Reduce::kMean, transpose, eo, engine);
-  return c;
-}
-
-// nn.py's _SortedMean with the row engine: the mean over each destination's edges forward (no
-// message per edge, no atomics), the transposed product backward.
-struct RowsMean : torch::autograd::Function<RowsMean> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
-                            const at::Tensor& src, const at::Tensor& indptr) {
-    ctx->save_for_backward({src, indptr});
-    ctx->saved_data["num_src"] = h.size(0);
-    return csr_mean(indptr, src, h.size(0), h, false, ops::SpmmEngine::kRows);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const int64_t num_src = ctx->saved_data["num_src"].toInt();
-    return {csr_mean(saved[1], saved[0], num_src, grads[0], true, ops::SpmmEngine::kRows),
-            at::Tensor(), at::Tensor()};
-  }
-};
-
 // nn.py's mean_aggregate: out[v] = mean of h_src[u] over the edges u -> v (0 without edges). On
 // a GPU with the block's CSR offsets (the GPU loader's batches), as nn.py's default there: the
 // row engine in training steps (small blocks, fanout-bounded rows: the host's time per call
@@ -104,7 +64,7 @@ at::Tensor mean_aggregate(const at::Tensor& h, const TBlock& b) {
     if (!at::GradMode::is_enabled()) {
       return csr_mean(b.indptr, b.src, h.size(0), h, false, ops::SpmmEngine::kCusparse);
     }
-    return RowsMean::apply(h, b.src, b.indptr);
+    return train::mean_aggregate(h, b.src, b.indptr, ops::SpmmEngine::kRows);
   }
   at::Tensor out = at::zeros({b.num_dst, h.size(1)}, h.options());
   out.index_add_(0, b.dst, h.index_select(0, b.src));
