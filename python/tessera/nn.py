@@ -138,7 +138,8 @@ class SAGEConv(nn.Module):
         if h_src.shape[0] != num_src:
             raise ValueError(f"SAGEConv: {h_src.shape[0]} source features for a block with "
                              f"{num_src} source nodes")
-        h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
+        if self.feat_drop.p > 0:  # dropout(p=0) returns its input: skip the module calls
+            h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
         ordered = bool(getattr(block, "dst_sorted", False))
         indptr = getattr(block, "indptr", None) if ordered else None
         if self.in_feats > self.out_feats:
@@ -232,11 +233,15 @@ class GraphSAGE(nn.Module):
     def forward(self, blocks: Sequence, x: "torch.Tensor") -> "torch.Tensor":
         if len(blocks) != len(self.layers):
             raise ValueError(f"GraphSAGE: {len(self.layers)} layers but {len(blocks)} blocks")
-        h = self.input_dropout(x)
+        # Dropout(p=0) and Identity return their input: skipped, since in a GPU training step
+        # every Python-level call costs host time the GPU waits for.
+        h = self.input_dropout(x) if self.input_dropout.p > 0 else x
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             h = layer(block, h)
             if i < len(self.layers) - 1:
-                h = self.dropout(F.relu(self.norms[i](h)))
+                norm = self.norms[i]
+                h = F.relu(h if isinstance(norm, nn.Identity) else norm(h))
+                h = self.dropout(h) if self.dropout.p > 0 else h
         return h
 
 

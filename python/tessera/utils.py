@@ -40,8 +40,10 @@ class Progress:
         if not self.enabled:
             return
         if self._bar is not None:
+            # The postfix shows at tqdm's next timed refresh: refreshing on every call would
+            # format and write the bar once per training step (about 17 us of host time).
             self._bar.update(1)
-            self._bar.set_postfix(loss=f"{loss:.4f}")
+            self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
         elif sys.stderr.isatty() or self.n == self.total:
             sys.stderr.write(f"\r{self.desc}: {self.n}/{self.total} batches, loss {loss:.4f}, "
                              f"{time.time() - self.t0:.1f}s")
