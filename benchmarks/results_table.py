@@ -761,6 +761,15 @@ loading it, in the same process just before) and then constructs the `DistGraph`
 process per repeat; medians of the repeats. The target is a load no longer than the file reads.
 """, columns=["graph", "num_nodes", "num_edges", "repeats", "files_median_seconds",
               "load_median_seconds", "ratio_load_vs_files"]),
+    generic_section("Host time of the mean aggregation", "aggregate-host", """
+`benchmarks/aggregate_host_time.py --device DEVICE`: host microseconds per forward + backward of
+`tessera.nn`'s mean aggregation on a tiny block (the work itself negligible), net of the
+autograd floor (`h.sum().backward()`, `floor us`), median of alternating rounds: the torch
+operator `torch.ops.tessera.mean_aggregate` (C++ autograd), `tessera.ops.spmm` in a Python
+`autograd.Function`, and `index_select` + `index_add_`. A GPU training step in Python is bound
+by this host time (docs/gpu-training.md).
+""", columns=["device", "edges", "feat", "torch_op_us", "tessera_ops_us", "index_us", "floor_us",
+              "ratio_torch_op_vs_tessera_ops", "ratio_torch_op_vs_index"]),
     ("deepgcn", deepgcn_section),
     ("vrgcn", vrgcn_section),
     ("trainer_memory", trainer_memory_section),
