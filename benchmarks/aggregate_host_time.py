@@ -71,6 +71,7 @@ def plot(res: dict, path: str) -> None:
     ax.barh(ways, [res["net_us"][w] for w in ways], color=["C2", "C0", "C1"])
     for i, w in enumerate(ways):
         ax.text(res["net_us"][w], i, f" {res['net_us'][w]:.1f} us", va="center", fontsize=8)
+    ax.set_xlim(0, 1.2 * max(res["net_us"][w] for w in ways))
     ax.set_xlabel("host microseconds per forward + backward, net of the autograd floor")
     ax.set_title(f"mean aggregation, host time per call on {res['device']} "
                  f"({res['edges']} edges x {res['feat']} columns)", fontsize=9)
