@@ -66,7 +66,8 @@ __device__ inline int64_t frontier_node(const HopArgs& a, int k, int64_t i) {
   return a.P->nodes[k * a.node_stride + i];
 }
 
-/// The row (and Philox node) of frontier node v at flat item gi; -1 when out of range.
+/// The row of frontier node v at flat item gi (its Philox node is node_key(a.g, row)); -1 when
+/// out of range.
 __device__ inline int64_t row_of(const HopArgs& a, int64_t v, int64_t gi) {
   if (v < 0 || (a.id_space > 0 && v >= a.id_space)) return -1;
   int64_t row = v;

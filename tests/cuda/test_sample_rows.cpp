@@ -185,6 +185,170 @@ std::string row_case_name(
 
 INSTANTIATE_TEST_SUITE_P(All, SampleRows, kRowCases, row_case_name);
 
+// Rows stored under numbers of their own and keyed by their nodes (GraphView::row_keys, what a
+// distributed owner places): row r of the keyed graph is node keys[r] of the whole graph, and the
+// kernels' items (group and one-thread) must draw for it exactly what they draw for that node.
+struct KeyedRows {
+  std::vector<int64_t> keys, indptr, indices, eids, info;
+  std::vector<float> w;
+  std::vector<double> cdf;
+};
+
+KeyedRows keyed_rows(const Graph& g, const std::vector<float>& w, const std::vector<double>& cdf,
+                     const std::vector<int64_t>& info) {
+  KeyedRows k;
+  for (int64_t v = 0; v < g.num_nodes; ++v) {
+    if (v % 3 != 1) {
+      k.keys.push_back(v);  // a third of the nodes belong to someone else
+    }
+  }
+  std::shuffle(k.keys.begin(), k.keys.end(), std::mt19937_64(11));
+  k.indptr.push_back(0);
+  for (const int64_t v : k.keys) {
+    for (int64_t e = g.indptr[v]; e < g.indptr[v + 1]; ++e) {
+      k.indices.push_back(g.indices[e]);
+      k.eids.push_back(g.eids.empty() ? e : g.eids[e]);
+      k.w.push_back(w[e]);
+      k.cdf.push_back(cdf[e]);  // per-row sums from each row's start: they move with the row
+    }
+    k.info.push_back(info[2 * v]);
+    k.info.push_back(info[2 * v + 1]);
+    k.indptr.push_back(static_cast<int64_t>(k.indices.size()));
+  }
+  return k;
+}
+
+class SampleRowKeys : public ::testing::TestWithParam<std::tuple<int64_t, bool, bool, bool>> {};
+
+TEST_P(SampleRowKeys, KeyedRowsDrawAsTheirNodes) {
+  namespace it = cuda::items;
+  namespace gr = cuda::group;
+  // Named copies: the lambda below may not capture structured bindings (C++17).
+  const int64_t fanout = std::get<0>(GetParam());
+  const bool replace = std::get<1>(GetParam());
+  const bool weighted = std::get<3>(GetParam());
+  auto [g, w, cdf, o] = row_case(fanout, replace, std::get<2>(GetParam()));
+  std::vector<int64_t> info(2 * static_cast<size_t>(g.num_nodes));
+  for (int64_t v = 0; v < g.num_nodes; ++v) {  // {positive weights, last positive position}
+    for (int64_t e = g.indptr[v]; e < g.indptr[v + 1]; ++e) {
+      if (w[e] > 0) {
+        ++info[2 * v];
+        info[2 * v + 1] = e - g.indptr[v];
+      }
+    }
+  }
+  const KeyedRows k = keyed_rows(g, w, cdf, info);
+  cuda::GraphView whole, keyed;
+  whole.num_nodes = g.num_nodes;
+  whole.indptr = g.indptr.data();
+  whole.indices = g.indices.data();
+  whole.eids = g.eids.empty() ? nullptr : g.eids.data();
+  keyed.num_nodes = static_cast<int64_t>(k.keys.size());
+  keyed.indptr = k.indptr.data();
+  keyed.indices = k.indices.data();
+  keyed.eids = k.eids.data();
+  keyed.row_keys = k.keys.data();
+  if (weighted) {
+    whole.weights = w.data();
+    whole.prefix = cdf.data();
+    whole.row_info = info.data();
+    keyed.weights = k.w.data();
+    keyed.prefix = k.cdf.data();
+    keyed.row_info = k.info.data();
+  }
+  RngKey key = o.key;
+  key.stream = RngStream::kNeighbor;
+  const int64_t F = fanout < 0 ? 0 : fanout;  // -1 (all) draws nothing: its counts suffice
+  const int G = gr::group_size(F);
+  const gr::HostExec ex{G};
+  const int64_t cap = std::max<int64_t>(gr::scratch_entries(F, G), 1);
+  std::vector<int64_t> sa(static_cast<size_t>(cap)), sb(static_cast<size_t>(cap));
+  gr::Scratch::State st;
+  const gr::Scratch scr{sa.data(), sb.data(), &st};
+  const cuda::rows::ExcludeView none;
+  int64_t drawn = 0;
+  // What an item emits for row `row` of `gv`: the group's draws, then one thread's.
+  auto emit = [&](const cuda::GraphView& gv, int64_t row, bool thread) {
+    const int64_t rb = gv.indptr[row], d = gv.indptr[row + 1] - rb;
+    std::vector<int64_t> nbr(static_cast<size_t>(std::max<int64_t>(d, F)) + 1, -1);
+    std::vector<int64_t> eid(nbr.size(), -1);
+    it::PadEmit e;
+    e.g = &gv;
+    e.nbr = nbr.data();
+    e.eid = eid.data();
+    int64_t c = 0;
+    if (thread) {
+      c = weighted ? cuda::rows::weighted_count(gv.weights + rb, d, F, replace)
+                   : cuda::rows::uniform_count(d, F, replace);
+      it::sample_item_thread(gv, key, row, F, replace, none, c, 0, nullptr, nullptr, nullptr, e);
+    } else if (weighted) {
+      c = it::sample_item<true>(ex, gv, key, row, rb, d, F, replace, scr, e);
+    } else {
+      c = it::sample_item<false>(ex, gv, key, row, rb, d, F, replace, scr, e);
+    }
+    nbr.resize(static_cast<size_t>(c));
+    eid.resize(static_cast<size_t>(c));
+    return std::make_pair(nbr, eid);
+  };
+  for (int64_t r = 0; r < keyed.num_nodes; ++r) {
+    const int64_t v = k.keys[r];
+    for (const bool thread : {false, true}) {
+      if (!thread && F > gr::kMaxGroupFanout) {
+        continue;
+      }
+      const auto want = emit(whole, v, thread);
+      EXPECT_EQ(emit(keyed, r, thread), want)
+          << "row " << r << " (node " << v << ")" << (thread ? ", one thread" : ", a group");
+      drawn += static_cast<int64_t>(want.first.size());
+    }
+  }
+  if (F > 0) {
+    EXPECT_GT(drawn, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SampleRowKeys, kRowCases, row_case_name);
+
+// Without its keys a reordered row draws as its row number: the keys are what decide.
+TEST(SampleRowKeys, WithoutKeysTheDrawsDiffer) {
+  namespace it = cuda::items;
+  namespace gr = cuda::group;
+  auto [g, w, cdf, o] = row_case(5, false, true);
+  const std::vector<int64_t> info(2 * static_cast<size_t>(g.num_nodes));
+  const KeyedRows k = keyed_rows(g, w, cdf, info);
+  cuda::GraphView keyed;
+  keyed.num_nodes = static_cast<int64_t>(k.keys.size());
+  keyed.indptr = k.indptr.data();
+  keyed.indices = k.indices.data();
+  keyed.eids = k.eids.data();
+  RngKey key = o.key;
+  key.stream = RngStream::kNeighbor;
+  const gr::HostExec ex{gr::group_size(5)};
+  std::vector<int64_t> sa(64), sb(64);
+  gr::Scratch::State st;
+  const gr::Scratch scr{sa.data(), sb.data(), &st};
+  int differ = 0;
+  for (int64_t r = 0; r < keyed.num_nodes; ++r) {
+    const int64_t rb = k.indptr[r], d = k.indptr[r + 1] - rb;
+    if (d <= 5) {
+      continue;  // a row that keeps every edge draws nothing
+    }
+    std::vector<int64_t> a(5), ae(5), b(5), be(5);
+    it::PadEmit e;
+    e.g = &keyed;
+    e.nbr = a.data();
+    e.eid = ae.data();
+    it::sample_item<false>(ex, keyed, key, r, rb, d, 5, false, scr, e);
+    keyed.row_keys = k.keys.data();
+    e.nbr = b.data();
+    e.eid = be.data();
+    it::sample_item<false>(ex, keyed, key, r, rb, d, 5, false, scr, e);
+    keyed.row_keys = nullptr;
+    differ += a != b;
+  }
+  EXPECT_GT(differ, 0);
+}
+
 // The hub's heavy-tailed row exhausts the redraws: the exact walk over the remaining weight
 // must run (and still match). A row with 8 weights of 1e6 among 700 of 1e-3, fanout 25: after
 // the 8 heavy ones nearly every redraw hits a taken one.

@@ -132,18 +132,18 @@ DeviceGraph::Array DeviceGraph::upload(const void* host, size_t bytes, cuda::Pla
   return a;
 }
 
-DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights,
-                         cuda::StreamHandle stream, DeviceGraphOptions opts)
-    : num_nodes_(graph.num_nodes), num_edges_(graph.num_edges()), placement_(placement) {
+DeviceGraph::DeviceGraph(const GraphArrays& graph, cuda::Placement placement,
+                         Span<const float> weights, cuda::StreamHandle stream,
+                         DeviceGraphOptions opts)
+    : num_nodes_(graph.num_nodes), num_edges_(graph.num_edges), placement_(placement) {
   cuda::require_cuda("DeviceGraph");
   device_ = cuda::current_device();
   TESSERA_EXPECTS(placement != cuda::Placement::kHost, ValueError,
                   "DeviceGraph: placement 'host' is for the CPU twins; use gpu or uva");
-  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == graph.num_nodes + 1, ValueError,
-                  "DeviceGraph: indptr has {} entries for {} nodes", graph.indptr.size(),
-                  graph.num_nodes);
-  TESSERA_EXPECTS(graph.eids.empty() || graph.eids.size() == graph.indices.size(), ValueError,
-                  "DeviceGraph: {} edge IDs for {} edges", graph.eids.size(), graph.indices.size());
+  TESSERA_EXPECTS(num_nodes_ >= 0 && graph.indptr != nullptr && graph.indptr[0] == 0 &&
+                      graph.indptr[num_nodes_] == num_edges_,
+                  ValueError, "DeviceGraph: the offsets of {} rows must run from 0 to {} edges",
+                  num_nodes_, num_edges_);
   has_weights_ = weights.data() != nullptr || weights.size() != 0;
   if (has_weights_) validate_weights(graph, weights, "DeviceGraph weights");
   for (int64_t v = 0; v < num_nodes_; ++v)
@@ -153,7 +153,11 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
   const cuda::Placement node_place =
       opts.node_arrays_on_device ? cuda::Placement::kGpu : placement_;
   const size_t e8 = static_cast<size_t>(num_edges_) * sizeof(int64_t);
-  indptr_ = upload(graph.indptr.data(), graph.indptr.size() * sizeof(int64_t), node_place, stream);
+  const size_t n8 = static_cast<size_t>(num_nodes_) * sizeof(int64_t);
+  indptr_ = upload(graph.indptr, n8 + sizeof(int64_t), node_place, stream);
+  if (graph.row_keys != nullptr) {
+    row_keys_ = upload(graph.row_keys, n8, node_place, stream);
+  }
   layout_ = cuda::Adjacency::kSplit;
   if (opts.interleave && num_edges_ > 0) {
     // 16 bytes of padding: UVA rows are read in 16-byte pieces that may pass the last edge.
@@ -169,8 +173,10 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
     cuda::synchronize(stream);  // the host copies go away here
   }
   if (opts.split_arrays || layout_ == cuda::Adjacency::kSplit) {
-    indices_ = upload(graph.indices.data(), e8, placement_, stream);
-    if (!graph.eids.empty()) eids_ = upload(graph.eids.data(), e8, placement_, stream);
+    indices_ = upload(graph.indices, e8, placement_, stream);
+    if (graph.eids != nullptr) {
+      eids_ = upload(graph.eids, e8, placement_, stream);
+    }
   }
   if (has_weights_ && num_edges_ > 0) {
     weights_ =
@@ -187,7 +193,7 @@ DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<con
 
 size_t DeviceGraph::bytes() const {
   return indptr_.bytes() + indices_.bytes() + eids_.bytes() + adjacency_.bytes() +
-         weights_.bytes() + prefix_.bytes() + row_info_.bytes();
+         weights_.bytes() + prefix_.bytes() + row_info_.bytes() + row_keys_.bytes();
 }
 
 cuda::GraphView DeviceGraph::view() const {
@@ -206,6 +212,7 @@ cuda::GraphView DeviceGraph::view() const {
     g.prefix = prefix();
     g.row_info = static_cast<const int64_t*>(row_info_.data());
   }
+  g.row_keys = static_cast<const int64_t*>(row_keys_.data());
   g.uva = placement_ == cuda::Placement::kPinnedHost;
   return g;
 }

@@ -34,6 +34,12 @@ struct GraphView {
   /// Per row, {number of positive weights, position of the last positive weight in the row}
   /// (2 int64 per row); null: the kernels count them from the weights.
   const int64_t* row_info = nullptr;
+  /// The node whose Philox draws each row takes (num_nodes entries, in the memory of indptr), or
+  /// null: row r is node r. Rows stored under numbers of their own (a distributed owner's rows,
+  /// numbered locally and keyed by original node ID) thus sample exactly as the whole graph
+  /// samples their nodes (ops::GraphArrays::row_keys is the CPU twin's). Exclusion sets
+  /// (rows::ExcludeView) name rows by row number.
+  const int64_t* row_keys = nullptr;
   /// The adjacency lives in pinned host memory (read through UVA): small rows are then read
   /// whole, in 16-byte pieces, instead of one scattered load per sampled edge.
   bool uva = false;
@@ -43,6 +49,11 @@ struct GraphView {
     return layout == Adjacency::kPacked ? 8 : layout == Adjacency::kPairs ? 16 : 8;
   }
 };
+
+/// The Philox node of row `row` (GraphView::row_keys).
+TESSERA_HD inline uint64_t node_key(const GraphView& g, int64_t row) {
+  return static_cast<uint64_t>(g.row_keys ? g.row_keys[row] : row);
+}
 
 /// Neighbor and edge ID of storage position k.
 TESSERA_HD inline void edge_at(const GraphView& g, int64_t k, int64_t* nbr, int64_t* eid) {
@@ -76,8 +87,8 @@ TESSERA_HD inline int64_t eid_at(const GraphView& g, int64_t k) {
   }
 }
 
-/// The row (and Philox node) of a node ID: rows[v - base] when `rows` is set (a distributed
-/// graph's owner keeps its rows by original ID), else v itself.
+/// The row of a node ID: rows[v - base] when `rows` is set, else v itself. The row's Philox node
+/// is node_key(g, row).
 struct RowMap {
   const int64_t* rows = nullptr;  ///< device memory
   int64_t base = 0;

@@ -152,9 +152,10 @@ struct ExcludeView;  // tessera/cuda/sample_rows.hpp: ops::ExcludeEdges in devic
 /// a row outside the graph yields no edges). `dir_in`: CSC, edges (neighbor -> seed); else CSR,
 /// edges (seed -> neighbor). `exclude` (null or no rows: none; arrays in device memory or UVA)
 /// removes edges from their rows before drawing, as SampleOptions::exclude does. `seed_rows`
-/// (null: the seeds themselves) gives, per seed, the row it samples and the node ID its Philox
-/// draws are keyed by, while `seeds[i]` is the ID written into the edges: a distributed graph's
-/// owner keeps rows by ORIGINAL node ID and writes new IDs (dist/sampling).
+/// (null: the seeds themselves) gives, per seed, the row it samples (whose Philox node is
+/// node_key(g, row): g.row_keys, or the row), while `seeds[i]` is the ID written into the edges:
+/// a distributed owner's rows are numbered locally, keyed by original node ID, and write new
+/// IDs (dist/device_sampling).
 /// A group of lanes samples each seed (one thread per seed with exclusion or a fanout above
 /// 256). Outputs are sized by n x fanout and the stream is synchronized ONCE, at the end, to
 /// learn the number of edges; with fanout -1 or exclusion the exact sizes are counted first

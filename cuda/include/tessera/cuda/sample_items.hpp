@@ -181,7 +181,7 @@ TESSERA_HD int64_t sample_item(const Exec& ex, const GraphView& g, const RngKey&
   emit.rb = rb;
   const RowCount c = row_count<kWeighted>(ex, g, rb, d, row, fanout, replace, s);
   if (c.cnt == 0) return 0;
-  const uint64_t node = static_cast<uint64_t>(row);
+  const uint64_t node = node_key(g, row);
   if (kWeighted)
     group::weighted_row(ex, key, node, g.weights + rb, g.prefix + rb, d, c.p, c.last, c.cnt, fanout,
                         replace, s, emit);
@@ -205,8 +205,9 @@ TESSERA_HD inline void sample_item_thread(const GraphView& g, const RngKey& key,
                                           float* cand_w, double* cand_cdf, const PadEmit& emit) {
   if (cnt == 0) return;
   int64_t* pos = emit.eid + emit.slot0;
-  rows::seed_positions_by(key, g.indptr, EidOfView{&g}, g.weights, g.prefix, ex, row, fanout,
-                          replace, cnt, scratch, cand, cand_w, cand_cdf, pos);
+  rows::seed_positions_by(key, g.indptr, EidOfView{&g}, g.weights, g.prefix, ex, row,
+                          node_key(g, row), fanout, replace, cnt, scratch, cand, cand_w, cand_cdf,
+                          pos);
   PadEmit e = emit;
   e.rb = 0;  // pos holds storage positions
   for (int64_t t = 0; t < cnt; ++t)

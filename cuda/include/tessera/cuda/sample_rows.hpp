@@ -293,16 +293,16 @@ TESSERA_HD inline SeedCounts seed_counts(const int64_t* indptr, const int64_t* e
 /// scratch > 0, `cand`, `cand_w` and `cand_cdf` are the seed's slices of `scratch` entries
 /// (cand_w and cand_cdf only read or written when weighted), which receive the candidates'
 /// positions, weights and double prefix sums (summed in candidate order, as the CPU twin does
-/// for a row with exclusions). `w`/`cdf` are the whole graph's weights and prefix sums.
+/// for a row with exclusions). `w`/`cdf` are the whole graph's weights and prefix sums. Row `v`
+/// draws as Philox node `node` (v itself unless the rows are keyed: GraphView::row_keys).
 template <typename EidOf>
 TESSERA_HD void seed_positions_by(const RngKey& key, const int64_t* indptr, const EidOf& eid_of,
                                   const float* w, const double* cdf, const ExcludeView& ex,
-                                  int64_t v, int64_t fanout, bool replace, int64_t cnt,
-                                  int64_t scratch, int64_t* cand, float* cand_w, double* cand_cdf,
-                                  int64_t* pos) {
+                                  int64_t v, uint64_t node, int64_t fanout, bool replace,
+                                  int64_t cnt, int64_t scratch, int64_t* cand, float* cand_w,
+                                  double* cand_cdf, int64_t* pos) {
   if (cnt == 0) return;
   const int64_t b = indptr[v], d = indptr[v + 1] - b;
-  const uint64_t node = static_cast<uint64_t>(v);
   if (scratch == 0) {
     if (w)
       weighted_positions(key, node, w + b, cdf + b, d, cnt, fanout, replace, pos);
@@ -340,8 +340,8 @@ TESSERA_HD inline void seed_positions(const RngKey& key, const int64_t* indptr, 
                                       int64_t v, int64_t fanout, bool replace, int64_t cnt,
                                       int64_t scratch, int64_t* cand, float* cand_w,
                                       double* cand_cdf, int64_t* pos) {
-  seed_positions_by(key, indptr, EidArray{eids}, w, cdf, ex, v, fanout, replace, cnt, scratch, cand,
-                    cand_w, cand_cdf, pos);
+  seed_positions_by(key, indptr, EidArray{eids}, w, cdf, ex, v, static_cast<uint64_t>(v), fanout,
+                    replace, cnt, scratch, cand, cand_w, cand_cdf, pos);
 }
 
 }  // namespace tessera::cuda::rows

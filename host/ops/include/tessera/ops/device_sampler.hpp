@@ -45,12 +45,14 @@ struct DeviceGraphOptions {
 /// from.
 class DeviceGraph {
  public:
-  /// Places `graph` (CSC for in-edge sampling, CSR for out) and, when given, its storage-order
-  /// `weights` (validated: one per edge, finite, >= 0; their prefix sums and the per-row table
-  /// are formed on the device, the sums equal to ops::weight_prefix_sums). Synchronizes
-  /// `stream` before returning. Throws ValueError for Placement::kHost or bad weights,
-  /// NotCompiledError without CUDA.
-  DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights = {},
+  /// Places `graph` (CSC for in-edge sampling, CSR for out; a Graph, or borrowed arrays) and,
+  /// when given, its storage-order `weights` (validated: one per edge, finite, >= 0; their
+  /// prefix sums and the per-row table are formed on the device, the sums equal to
+  /// ops::weight_prefix_sums). The arrays' row_keys, when set, are placed with the rows and key
+  /// the draws (cuda::GraphView::row_keys): a row samples as the whole graph samples its node.
+  /// Synchronizes `stream` before returning. Throws ValueError for Placement::kHost, offsets
+  /// that do not run from 0 to num_edges, or bad weights; NotCompiledError without CUDA.
+  DeviceGraph(const GraphArrays& graph, cuda::Placement placement, Span<const float> weights = {},
               cuda::StreamHandle stream = nullptr, DeviceGraphOptions opts = {});
 
   int64_t num_nodes() const { return num_nodes_; }
@@ -97,7 +99,7 @@ class DeviceGraph {
   cuda::Placement placement_;
   bool has_weights_ = false;
   cuda::Adjacency layout_ = cuda::Adjacency::kSplit;
-  Array indptr_, indices_, eids_, adjacency_, weights_, prefix_, row_info_;
+  Array indptr_, indices_, eids_, adjacency_, weights_, prefix_, row_info_, row_keys_;
 };
 
 /// Blocks sampled on the GPU for one batch, input layer first (as NeighborSampler): each block's
@@ -125,7 +127,7 @@ struct DeviceSamplerOptions {
   int stage_bytes = -1;
   cuda::NodeTable table = cuda::NodeTable::kAuto;
   /// Node IDs are < id_space (0: the graph's num_nodes), and node v samples row rows.rows[v -
-  /// rows.base] (keyed by that row) when `rows` is set: a distributed owner's layout.
+  /// rows.base] (keyed by the row's node, GraphView::row_keys) when `rows` is set.
   int64_t id_space = 0;
   cuda::RowMap rows;
 };

@@ -93,7 +93,7 @@ class SamplingGraph {
   SamplingGraph(const Graph& graph, std::vector<float> weights, SamplingGraphOptions opts = {});
   /// Over borrowed arrays, which must outlive it and stay unchanged: the same checks (each row
   /// key too, when given, in [0, 2^48)), then what `opts` asks for. CPU only (opts.device kCuda
-  /// is a ValueError: a DeviceGraph places a Graph). graph() is not available.
+  /// is a ValueError: a DeviceGraph places arrays itself). graph() is not available.
   SamplingGraph(const GraphArrays& arrays, SamplingGraphOptions opts);
   /// sample_neighbors of a graph as stored (SamplingGraphOptions::as_stored).
   static SamplingGraph as_stored(const Graph& graph, Span<const float> weights = {});
