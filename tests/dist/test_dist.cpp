@@ -240,6 +240,39 @@ void check_rows(const Array& got, const Array& want_all, const std::vector<int64
                "{}: row {} (original node {}) differs", what, i, orig[i]);
 }
 
+// What DistDeviceSampler places on a GPU (SampleGraph::placed_arrays: this rank's rows with new
+// neighbor IDs, keyed by original ID; with `weights` the CPU path's, in the same storage order),
+// sampled by the CPU twin at the rows of the seeds this rank owns, must be the whole graph's
+// sample of those nodes (`ref_graph`).
+void check_placed_rows(const DistGraph& g, const std::vector<int64_t>& seeds,
+                       const ops::SampleOptions& r, const ops::SamplingGraph& ref_graph,
+                       const std::string& weights, const IdMaps& m, const std::string& what) {
+  const dist::detail::SampleGraph& sg = *g.state().sg;
+  std::vector<int64_t> mine, rows, renamed;
+  for (const int64_t v : seeds) {
+    if (v >= sg.lo && v < sg.hi) {
+      mine.push_back(v);
+      rows.push_back(v - sg.lo);
+    }
+  }
+  RANK_CHECK(!mine.empty(), "{}: no seed of this rank among {}", what, seeds.size());
+  ops::SamplingGraphOptions prep = ops::SamplingGraphOptions::as_stored();
+  std::shared_ptr<const dist::detail::EdgeWeights> ew;
+  if (!weights.empty()) {
+    ew = dist::detail::edge_weights(sg, weights);
+    prep.weights = ew->w;
+  }
+  const ops::SamplingGraph placed(sg.placed_arrays(renamed), prep);
+  RANK_CHECK(renamed.empty() == (sg.local_nid == nullptr), "{}: renamed {} neighbors", what,
+             renamed.size());
+  ops::SampledEdges c = ops::sample_neighbors(placed, rows, r);
+  for (auto& d : c.dst) {
+    d += sg.lo;  // the row's node
+  }
+  check_edges(c, ops::sample_neighbors(ref_graph, map_ids(mine, m.orig_nid), r), m,
+              "placed rows " + what);
+}
+
 // The body of the equality test on one rank.
 std::string equality_body(const Case& c, const fs::path& cfg_path) {
   auto rt = Runtime::create();
@@ -330,15 +363,8 @@ std::string equality_body(const Case& c, const fs::path& cfg_path) {
     const auto ref = ops::sample_neighbors(ds.graph, map_ids(any, m.orig_nid), r);
     check_edges(dist::sample_neighbors(g, any, o), ref, m,
                 fmt::format("sample_neighbors fanout {} replace {}", fanout, replace));
-    if (world == 1) {
-      // What a DeviceGraph places (the rows indexed by original ID) samples the same.
-      ops::SampledEdges c =
-          ops::sample_neighbors(g.state().sg->orig_csc(), map_ids(any, m.orig_nid), r);
-      for (auto& d : c.dst) {
-        d = m.new_nid[d];
-      }
-      check_edges(c, ref, m, fmt::format("orig_csc fanout {} replace {}", fanout, replace));
-    }
+    check_placed_rows(g, any, r, ops::SamplingGraph::as_stored(ds.graph), "", m,
+                      fmt::format("fanout {} replace {}", fanout, replace));
   }
   // Errors name the argument.
   bool threw = false;
@@ -492,18 +518,7 @@ std::string weighted_body(const fs::path& cfg_path) {
     const auto ref = ops::sample_neighbors(ops::SamplingGraph::as_stored(ds.graph, w),
                                            map_ids(any, m.orig_nid), r);
     check_edges(d, ref, m, what);
-    if (world == 1) {
-      // What a DeviceGraph places: the rows indexed by original ID, with their weights.
-      const dist::detail::SampleGraph& sg = *g.state().sg;
-      const Graph csc = sg.orig_csc();
-      const std::vector<float> cw = dist::detail::orig_csc_weights(sg, "w", csc);
-      ops::SampledEdges c = ops::sample_neighbors(ops::SamplingGraph::as_stored(csc, cw),
-                                                  map_ids(any, m.orig_nid), r);
-      for (auto& v : c.dst) {
-        v = m.new_nid[v];
-      }
-      check_edges(c, ref, m, "orig_csc " + what);
-    }
+    check_placed_rows(g, any, r, ops::SamplingGraph::as_stored(ds.graph, w), "w", m, what);
     for (int64_t e : d.eid)
       RANK_CHECK(!zero_weight(e), "{}: edge {} of weight 0 was drawn", what, e);
     edges_checked += d.size();

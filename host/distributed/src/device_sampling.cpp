@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tessera/dist/device_sampling.hpp"
 
-#include <algorithm>
 #include <unordered_set>
 
 #include "state.hpp"
@@ -17,11 +16,12 @@ namespace tessera::dist {
 
 namespace {
 
-// This rank's sampling structure on one GPU, shared by the samplers that place it alike.
+// This rank's sampling structure on one GPU, shared by the samplers that place it alike: its
+// rows as the owner samples them on the CPU (row v - lo for node v, keyed by original ID;
+// detail::SampleGraph::placed_arrays), so the GPU holds nothing per node of other ranks.
 struct Placed {
   int device = -1;
-  std::unique_ptr<ops::DeviceGraph> graph;  // detail::SampleGraph::orig_csc(), placed
-  cuda::DeviceBuffer inner_orig;            // original ID of owned node lo + i
+  std::unique_ptr<ops::DeviceGraph> graph;
   ~Placed() {
     if (device >= 0) {
       try {
@@ -92,25 +92,25 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
     im.placed = std::move(hit);  // another sampler of this graph placed it already
     return;
   }
+  TESSERA_ASSERT(!im.one_rank || (im.lo == 0 && im.hi == sg.num_nodes),
+                 "one rank owns [{}, {}) of {} nodes", im.lo, im.hi, sg.num_nodes);
   auto p = std::make_shared<Placed>();
   p->device = im.device;
-  // The rows indexed by original ID (the device kernels key a row by its index), built for the
-  // placement to copy and then freed.
-  const Graph csc = sg.orig_csc();
-  std::vector<float> w;
+  std::vector<int64_t> renamed;  // neighbors stored as local IDs, as new IDs (freed after)
+  const ops::GraphArrays rows = sg.placed_arrays(renamed);
+  std::shared_ptr<const detail::EdgeWeights> w;  // the CPU path's, in the same storage order
   if (!weights_name_.empty()) {
-    w = detail::orig_csc_weights(sg, weights_name_, csc);  // validated; ValueError naming it
+    w = detail::edge_weights(sg, weights_name_);  // validated; ValueError naming the feature
   }
+  // The samplers read the view (neighbor and edge ID in one read), not the split arrays.
+  ops::DeviceGraphOptions opts;
+  opts.split_arrays = false;
   cuda::Stream stream;
   p->graph = std::make_unique<ops::DeviceGraph>(
-      csc, structure,
-      w.empty() ? ops::Span<const float>()
-                : ops::Span<const float>(w.data(), static_cast<int64_t>(w.size())),
-      stream.get());
-  const size_t ni = sg.inner_orig.size();
-  p->inner_orig = cuda::DeviceBuffer(std::max<size_t>(ni * 8, 8));
-  if (ni) cuda::copy_async(p->inner_orig.data(), sg.inner_orig.data(), ni * 8, stream.get());
-  stream.synchronize();
+      rows, structure,
+      w ? ops::Span<const float>(w->w.data(), static_cast<int64_t>(w->w.size()))
+        : ops::Span<const float>(),
+      stream.get(), opts);  // synchronizes the stream: the host arrays may go
   gs.placed[key] = p;
   im.placed = std::move(p);
 }
@@ -121,7 +121,7 @@ cuda::Placement DistDeviceSampler::placement() const {
   return impl_->placed->graph->placement();
 }
 size_t DistDeviceSampler::bytes() const {
-  return impl_->placed->graph->bytes() + impl_->placed->inner_orig.size();
+  return impl_->placed->graph->bytes();
 }
 int DistDeviceSampler::device() const {
   return impl_->device;
@@ -133,8 +133,7 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
                                                            cuda::StreamHandle stream) const {
   const Impl& im = *impl_;
   const cuda::DeviceGuard guard(im.device);
-  const ops::DeviceGraph& dg = *im.placed->graph;
-  auto& alloc = cuda::scratch_allocator();
+  const cuda::GraphView view = im.placed->graph->view();
   const size_t layers = fanouts_.size();
   Result r;
   ops::DeviceBlocks& out = r.blocks;
@@ -152,24 +151,17 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
     const size_t l = layers - 1 - h;  // GNN layer; the output layer samples first
     k.layer = static_cast<uint32_t>(h);
     const int64_t fanout = fanouts_[l];
-    // One hop of the given seeds (device IDs d_ids, their original IDs d_rows): edges grouped by
-    // seed in seed order, dst = the seed's new ID, src and eid new IDs.
+    // One hop of the given seeds (new IDs d_ids, their rows d_rows: null when the IDs are the
+    // rows): edges grouped by seed in seed order, dst = the seed's new ID, src and eid new IDs;
+    // each row draws as its original node (the view's row keys).
     auto hop = [&](const int64_t* d_ids, const int64_t* d_rows, int64_t n) {
-      return dg.weighted()
-                 ? cuda::sample_neighbors_weighted_impl(dg.indptr(), dg.indices(), dg.eids(),
-                                                        dg.weights(), dg.prefix(), d_ids, n, fanout,
-                                                        replace_, true, k, stream, nullptr, d_rows)
-                 : cuda::sample_neighbors_uniform_impl(dg.indptr(), dg.indices(), dg.eids(), d_ids,
-                                                       n, fanout, replace_, true, k, stream,
-                                                       nullptr, d_rows);
+      return cuda::sample_neighbors_impl(view, d_ids, n, fanout, replace_, true, k, stream, nullptr,
+                                         d_rows);
     };
     const double t0 = now_seconds();
     if (im.one_rank) {
-      // Every node is ours: the original IDs come from the device table, nothing leaves the GPU.
-      cuda::ScratchBuffer rows(alloc, static_cast<size_t>(width) * 8, stream);
-      cuda::gather_rows_impl(im.placed->inner_orig.data(), im.hi - im.lo, 8, frontier,
-                             cuda::IndexType::kInt64, width, rows.data(), nullptr, stream);
-      cuda::DeviceSample e = hop(frontier, static_cast<const int64_t*>(rows.data()), width);
+      // Every node is ours and row v is node v (lo = 0): nothing leaves the GPU.
+      cuda::DeviceSample e = hop(frontier, nullptr, width);
       const double t1 = now_seconds();
       out.blocks[l] =
           cuda::to_block_impl(e.src_ptr(), e.dst_ptr(), e.size, frontier, width, stream);
@@ -187,13 +179,8 @@ DistDeviceSampler::Result DistDeviceSampler::sample_blocks(ops::Span<const int64
       const ops::SampledEdges edges =
           detail::sample_neighbors_with(g_, frontier_host, so, [&](const int64_t* ids, int64_t n) {
             const detail::UniqueSeeds u = detail::unique_seeds(sg, ids, n, me, me);
-            // The device structure's rows are the seeds' original IDs.
-            std::vector<int64_t> orig(u.rows.size());
-            for (size_t j = 0; j < orig.size(); ++j) {
-              orig[j] = sg.inner_orig[static_cast<size_t>(u.rows[j])];
-            }
             const auto d_ids = upload(u.ids, stream);
-            const auto d_rows = upload(orig, stream);
+            const auto d_rows = upload(u.rows, stream);  // this rank's rows: v - lo
             const cuda::DeviceSample e = hop(static_cast<const int64_t*>(d_ids->data()),
                                              static_cast<const int64_t*>(d_rows->data()),
                                              static_cast<int64_t>(u.ids.size()));
@@ -274,8 +261,11 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
   out.gpu_budget_bytes = gpu_budget_bytes;
   const auto& sg = *g.state().sg;
   const int64_t m = sg.arrays.num_edges;
-  const int64_t structure_bytes = (sg.num_nodes + 1) * 8 + m * 16 + (weighted ? m * 12 : 0) +
-                                  static_cast<int64_t>(sg.inner_orig.size()) * 8;
+  // What DistDeviceSampler places (ops::DeviceGraph): per row its offset and key (and, weighted,
+  // two table entries), per edge the interleaved adjacency (16 bytes at most) and, weighted, the
+  // weight and its prefix sum.
+  const int64_t rows = sg.hi - sg.lo;
+  const int64_t structure_bytes = (2 * rows + 1) * 8 + m * 16 + (weighted ? m * 12 + rows * 16 : 0);
   std::vector<cuda::ArraySpec> specs;
   specs.push_back({"structure", structure_bytes, 0, true, true});
   std::vector<const DistTensor*> tensors;

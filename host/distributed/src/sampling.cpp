@@ -80,40 +80,18 @@ std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std
   return ew;
 }
 
-std::vector<float> orig_csc_weights(const SampleGraph& sg, const std::string& name,
-                                    const Graph& csc) {
-  return weights_in_order(sg, name, csc.eids.data(), csc.num_edges());
-}
-
-Graph SampleGraph::orig_csc() const {
-  Graph c;
-  c.num_nodes = num_nodes;
-  c.indptr.assign(static_cast<size_t>(num_nodes) + 1, 0);
-  const int64_t rows = arrays.num_nodes, m = arrays.num_edges;
-  for (int64_t r = 0; r < rows; ++r) {
-    c.indptr[inner_orig[r] + 1] = arrays.indptr[r + 1] - arrays.indptr[r];
-  }
-  std::partial_sum(c.indptr.begin(), c.indptr.end(), c.indptr.begin());
-  TESSERA_EXPECTS(c.indptr.back() == m, ValueError,
-                  "DistGraph '{}': orig_nid.npy names a node twice among this rank's nodes "
-                  "(a corrupt partition file; `tessera validate` checks every file)",
-                  graph_name);
-  // Two arrays of 8 bytes an edge (a vector fills on one thread): filled side by side.
-  parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
-    for (int64_t a = a0; a < a1; ++a) {
-      (a == 0 ? c.indices : c.eids).resize(static_cast<size_t>(m));
-    }
-  });
-  parallel_for(0, rows, 1024, [&](int64_t r0, int64_t r1, int64_t) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t q = c.indptr[inner_orig[r]];
-      for (int64_t k = arrays.indptr[r]; k < arrays.indptr[r + 1]; ++k, ++q) {
-        c.indices[q] = neighbor(k);
-        c.eids[q] = arrays.eid(k);
+ops::GraphArrays SampleGraph::placed_arrays(std::vector<int64_t>& renamed) const {
+  ops::GraphArrays a = arrays;
+  if (local_nid != nullptr) {
+    renamed.resize(static_cast<size_t>(arrays.num_edges));
+    parallel_for(0, arrays.num_edges, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+      for (int64_t k = k0; k < k1; ++k) {
+        renamed[k] = neighbor(k);
       }
-    }
-  });
-  return c;
+    });
+    a.indices = renamed.data();
+  }
+  return a;
 }
 
 UniqueSeeds unique_seeds(const SampleGraph& sg, const int64_t* ids, int64_t n, int from, int me) {

@@ -148,19 +148,17 @@ struct SampleGraph {
     const int64_t u = arrays.indices[k];
     return local_nid ? local_nid[u] : u;
   }
-  /// The rows as a CSC indexed by original node ID (the rows of other ranks' nodes empty), each
-  /// row in the same order, with new neighbor IDs: what a DeviceGraph places. Built anew by
-  /// each call (16 bytes an edge, 8 a node of the whole graph), for the placement to copy.
-  Graph orig_csc() const;
+  /// The rows as a GPU places them (DistDeviceSampler): `arrays` (row v - lo for node v, keyed
+  /// by original ID) with every neighbor as a new ID: renamed into `renamed` when they are stored
+  /// as local IDs (8 bytes an edge), else the stored array itself. Valid while this object and
+  /// `renamed` live.
+  ops::GraphArrays placed_arrays(std::vector<int64_t>& renamed) const;
 };
 
 /// The weights named `name` on `sg` (built and validated on first use; ValueError naming the
 /// feature when it is absent, not float32 / float64, not one value per edge, or a weight is
 /// negative or not finite). Thread-safe.
 std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name);
-/// The weights named `name` in the storage order of `csc` (sg.orig_csc()), validated the same way.
-std::vector<float> orig_csc_weights(const SampleGraph& sg, const std::string& name,
-                                    const Graph& csc);
 
 struct GraphState {
   std::shared_ptr<Runtime> rt;
