@@ -190,6 +190,8 @@ class DeviceNeighborSampler {
 
   const std::vector<int64_t>& fanouts() const { return fanouts_; }
   const DeviceGraph& graph() const { return graph_; }
+  /// The direction the graph was given for (a CSC samples in-edges, a CSR out-edges).
+  EdgeDir dir() const { return dir_; }
   /// The engine (its counters: graph replays, synchronizations, workspace bytes).
   const cuda::BlockSampler& engine() const { return *engine_; }
 
