@@ -257,10 +257,10 @@ void check_placed_rows(const DistGraph& g, const std::vector<int64_t>& seeds,
   }
   RANK_CHECK(!mine.empty(), "{}: no seed of this rank among {}", what, seeds.size());
   ops::SamplingGraphOptions prep = ops::SamplingGraphOptions::as_stored();
-  std::shared_ptr<const dist::detail::EdgeWeights> ew;
+  std::vector<float> w;
   if (!weights.empty()) {
-    ew = dist::detail::edge_weights(sg, weights);
-    prep.weights = ew->w;
+    w = dist::detail::placed_weights(sg, weights);
+    prep.weights = w;
   }
   const ops::SamplingGraph placed(sg.placed_arrays(renamed), prep);
   RANK_CHECK(renamed.empty() == (sg.local_nid == nullptr), "{}: renamed {} neighbors", what,
@@ -462,6 +462,8 @@ std::string weighted_body(const fs::path& cfg_path) {
   const std::vector<float> w = ops::weights_in_storage_order(ds.graph, by_input);
   const IdMaps m = load_maps(cfg);
   const int me = rt->rank(), world = rt->world_size();
+  // A GPU placement's weights before the CPU path has built (and cached) its own: the same.
+  const std::vector<float> placed_w = dist::detail::placed_weights(*g.state().sg, "w");
   const auto zero_weight = [&](int64_t new_eid) {
     return by_input[m.orig_eid[new_eid] % ds.num_input_edges] == 0.0f;
   };
@@ -526,6 +528,8 @@ std::string weighted_body(const fs::path& cfg_path) {
     for (int64_t e : dist::sample_neighbors(g, any, o).eid)
       uniform_zero += zero_weight(e) ? 1 : 0;
   }
+  RANK_CHECK(placed_w == dist::detail::edge_weights(*g.state().sg, "w")->w,
+             "placed_weights before the CPU path built its own differ from them");
   RANK_CHECK(uniform_zero > 0, "uniform sampling drew no zero-weight edge: the check is vacuous");
   // An unknown feature is refused by name, by the sampler and by the op.
   for (int which = 0; which < 2; ++which) {

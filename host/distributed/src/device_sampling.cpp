@@ -98,9 +98,9 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
   p->device = im.device;
   std::vector<int64_t> renamed;  // neighbors stored as local IDs, as new IDs (freed after)
   const ops::GraphArrays rows = sg.placed_arrays(renamed);
-  std::shared_ptr<const detail::EdgeWeights> w;  // the CPU path's, in the same storage order
+  std::vector<float> w;  // in the rows' storage order, as the CPU path's
   if (!weights_name_.empty()) {
-    w = detail::edge_weights(sg, weights_name_);  // validated; ValueError naming the feature
+    w = detail::placed_weights(sg, weights_name_);  // validated; ValueError naming the feature
   }
   // The samplers read the view (neighbor and edge ID in one read), not the split arrays.
   ops::DeviceGraphOptions opts;
@@ -108,8 +108,8 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
   cuda::Stream stream;
   p->graph = std::make_unique<ops::DeviceGraph>(
       rows, structure,
-      w ? ops::Span<const float>(w->w.data(), static_cast<int64_t>(w->w.size()))
-        : ops::Span<const float>(),
+      w.empty() ? ops::Span<const float>()
+                : ops::Span<const float>(w.data(), static_cast<int64_t>(w.size())),
       stream.get(), opts);  // synchronizes the stream: the host arrays may go
   gs.placed[key] = p;
   im.placed = std::move(p);

@@ -80,6 +80,17 @@ std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std
   return ew;
 }
 
+std::vector<float> placed_weights(const SampleGraph& sg, const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lk(sg.weights_mu);
+    auto hit = sg.weights.find(name);
+    if (hit != sg.weights.end()) {
+      return hit->second->w;  // built by the CPU path already
+    }
+  }
+  return weights_in_order(sg, name, sg.arrays.eids, sg.arrays.num_edges);
+}
+
 ops::GraphArrays SampleGraph::placed_arrays(std::vector<int64_t>& renamed) const {
   ops::GraphArrays a = arrays;
   if (local_nid != nullptr) {

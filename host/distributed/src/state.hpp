@@ -159,6 +159,10 @@ struct SampleGraph {
 /// feature when it is absent, not float32 / float64, not one value per edge, or a weight is
 /// negative or not finite). Thread-safe.
 std::shared_ptr<const EdgeWeights> edge_weights(const SampleGraph& sg, const std::string& name);
+/// The weights named `name` in the storage order of sg.arrays (and of placed_arrays), validated
+/// as edge_weights does, for a GPU placement to copy: a copy of edge_weights' when the CPU path
+/// built them, else built without preparing (or keeping) the CPU's prefix sums.
+std::vector<float> placed_weights(const SampleGraph& sg, const std::string& name);
 
 struct GraphState {
   std::shared_ptr<Runtime> rt;

@@ -132,6 +132,27 @@ DeviceGraph::Array DeviceGraph::upload(const void* host, size_t bytes, cuda::Pla
   return a;
 }
 
+namespace {
+
+// A Graph's arrays once their sizes agree.
+GraphArrays checked_arrays(const Graph& graph) {
+  TESSERA_EXPECTS(static_cast<int64_t>(graph.indptr.size()) == graph.num_nodes + 1, ValueError,
+                  "DeviceGraph: indptr has {} entries for {} nodes", graph.indptr.size(),
+                  graph.num_nodes);
+  TESSERA_EXPECTS(graph.eids.empty() || graph.eids.size() == graph.indices.size(), ValueError,
+                  "DeviceGraph: {} edge IDs for {} edges", graph.eids.size(), graph.indices.size());
+  TESSERA_EXPECTS(graph.indptr.back() == static_cast<int64_t>(graph.indices.size()), ValueError,
+                  "DeviceGraph: indptr ends at {} for {} edges", graph.indptr.back(),
+                  graph.indices.size());
+  return GraphArrays(graph);
+}
+
+}  // namespace
+
+DeviceGraph::DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights,
+                         cuda::StreamHandle stream, DeviceGraphOptions opts)
+    : DeviceGraph(checked_arrays(graph), placement, weights, stream, opts) {}
+
 DeviceGraph::DeviceGraph(const GraphArrays& graph, cuda::Placement placement,
                          Span<const float> weights, cuda::StreamHandle stream,
                          DeviceGraphOptions opts)
@@ -144,6 +165,14 @@ DeviceGraph::DeviceGraph(const GraphArrays& graph, cuda::Placement placement,
                       graph.indptr[num_nodes_] == num_edges_,
                   ValueError, "DeviceGraph: the offsets of {} rows must run from 0 to {} edges",
                   num_nodes_, num_edges_);
+  TESSERA_EXPECTS(num_edges_ == 0 || graph.indices != nullptr, ValueError,
+                  "DeviceGraph: {} edges but no neighbor array", num_edges_);
+  for (int64_t v = 0; graph.row_keys != nullptr && v < num_nodes_; ++v) {
+    TESSERA_EXPECTS(graph.row_keys[v] >= 0 && graph.row_keys[v] < (int64_t{1} << 48), ValueError,
+                    "DeviceGraph: row {} is keyed by node {}, outside the 2^48 node IDs of the "
+                    "Philox key layout",
+                    v, graph.row_keys[v]);
+  }
   has_weights_ = weights.data() != nullptr || weights.size() != 0;
   if (has_weights_) validate_weights(graph, weights, "DeviceGraph weights");
   for (int64_t v = 0; v < num_nodes_; ++v)
@@ -220,6 +249,10 @@ cuda::GraphView DeviceGraph::view() const {
 DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vector<int64_t> fanouts,
                                              bool replace, EdgeDir dir, DeviceSamplerOptions opts)
     : graph_(graph), fanouts_(std::move(fanouts)), replace_(replace), dir_(dir) {
+  TESSERA_EXPECTS(graph.view().row_keys == nullptr || opts.rows.rows != nullptr, ValueError,
+                  "DeviceNeighborSampler: a graph of keyed rows (row_keys) names its neighbors by "
+                  "node, not by row: sample it one hop at a time, or map nodes to rows "
+                  "(DeviceSamplerOptions::rows)");
   TESSERA_EXPECTS(!fanouts_.empty(), ValueError, "DeviceNeighborSampler: no fanouts given");
   TESSERA_EXPECTS(fanouts_.size() <= 256, ValueError,
                   "DeviceNeighborSampler: {} layers exceed the 256 of the Philox key layout",

@@ -54,6 +54,9 @@ class DeviceGraph {
   /// that do not run from 0 to num_edges, or bad weights; NotCompiledError without CUDA.
   DeviceGraph(const GraphArrays& graph, cuda::Placement placement, Span<const float> weights = {},
               cuda::StreamHandle stream = nullptr, DeviceGraphOptions opts = {});
+  /// The same for a Graph, whose array sizes are checked first (ValueError).
+  DeviceGraph(const Graph& graph, cuda::Placement placement, Span<const float> weights = {},
+              cuda::StreamHandle stream = nullptr, DeviceGraphOptions opts = {});
 
   int64_t num_nodes() const { return num_nodes_; }
   int64_t num_edges() const { return num_edges_; }
