@@ -12,6 +12,7 @@ which. Callers then take the ``tessera.ops`` path, which computes the same resul
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from typing import Optional
 
@@ -22,11 +23,20 @@ LIBRARY = "libtessera_torch_ops.so"
 _loaded = False
 _ops = None
 _why = "not loaded yet"
+_lock = threading.Lock()
 
 
 def _load():
-    global _loaded, _ops, _why
-    _loaded = True
+    """Sets _ops and _why, then _loaded; once, whichever thread comes first (the others wait)."""
+    global _loaded
+    with _lock:
+        if not _loaded:
+            _try_load()
+            _loaded = True
+
+
+def _try_load():
+    global _ops, _why
     if os.environ.get("TESSERA_TORCH_OPS", "1") == "0":
         _why = "disabled by TESSERA_TORCH_OPS=0"
         return
@@ -43,12 +53,12 @@ def _load():
     except Exception as e:  # noqa: BLE001 - any load failure means: use the DLPack path
         _why = f"loading {path} failed: {e}"
         warnings.warn(f"tessera: {_why}; the ops run through tessera.ops instead "
-                      "(reinstall Tessera against this torch)", RuntimeWarning, stacklevel=3)
+                      "(reinstall Tessera against this torch)", RuntimeWarning, stacklevel=4)
         return
     if built_for != torch.__version__.split("+")[0]:
         _why = f"{path} was built for torch {built_for}, this is torch {torch.__version__}"
         warnings.warn(f"tessera: {_why}; the ops run through tessera.ops instead (reinstall "
-                      "Tessera against this torch)", RuntimeWarning, stacklevel=3)
+                      "Tessera against this torch)", RuntimeWarning, stacklevel=4)
         return
     _ops = torch.ops.tessera
     _why = f"loaded from {path}"
