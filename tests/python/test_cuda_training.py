@@ -123,6 +123,25 @@ def test_gpu_loader_on_two_ranks_sharing_the_gpu(cora_parts, tmp_path):
     assert all(s["batches"] > 0 and s["edges"] > 0 for s in seen), seen
 
 
+def test_weighted_gpu_loader_on_two_ranks_sharing_the_gpu(tmp_path):
+    """prob="w" over two METIS parts with halo: each owner's rows are placed on the GPU keyed by
+    original ID with its own weights (zeros among them), and the GPU loader's batches equal the
+    CPU distributed loader's bit for bit."""
+    from test_distributed import launch
+
+    ei = np.load(os.path.join(CORA, "edge_index.npy"))
+    w = np.random.default_rng(3).random(ei.shape[1]).astype(np.float32)
+    w[::4] = 0
+    ndata = {k: np.load(os.path.join(CORA, f"{k}.npy"))
+             for k in ("feat", "label", "train_mask", "val_mask", "test_mask")}
+    ds = tessera.graph_from_arrays(ei, 2708, ndata=ndata, edata={"w": w}, symmetrize=True)
+    tessera.partition_graph(ds, "cora", 2, tmp_path / "parts")
+    launch(2, "gpu_loader.py", tmp_path / "parts" / "cora.json", tmp_path, "w",
+           cwd=tmp_path).check()
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert all(s["batches"] > 0 and s["edges"] > 0 and s["prob"] == "w" for s in seen), seen
+
+
 def _train(tmp_path, *extra):
     sys.path.insert(0, os.path.join(REPO, "python", "examples"))
     import train_sage

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """The GPU training path on every rank of a job: the GPU loader's batches equal the CPU loader's.
 
-    python -m tessera launch --nproc-per-node P -- python gpu_loader.py CONFIG OUT
+    python -m tessera launch --nproc-per-node P -- python gpu_loader.py CONFIG OUT [PROB]
 
 Each rank takes cuda:<LOCAL_RANK % GPUs>, places its partition (structure, labels and features
 mirrored on the GPU), and runs one epoch of a GPU loader (NeighborSampler(device="cuda") with
 the features and labels prefetched) and of a CPU loader with the same seed, comparing every
 batch bit for bit: seeds, blocks (remote neighborhoods come from their owners), feature rows
-(remote rows from their owners) and labels. Writes <OUT>/rank<r>.json with the counts."""
+(remote rows from their owners) and labels; with PROB (an edge feature's name) both sample
+weighted by it. Writes <OUT>/rank<r>.json with the counts."""
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ import tessera
 
 def main() -> int:
     config, out = sys.argv[1], sys.argv[2]
+    prob = sys.argv[3] if len(sys.argv) > 3 else None
     tessera.initialize()
     rank = tessera.get_rank()
     dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
@@ -32,7 +34,7 @@ def main() -> int:
 
     def loader(device):
         s = tessera.NeighborSampler([5, 10], device=device, prefetch_node_feats=["feat"],
-                                    prefetch_labels=["label"])
+                                    prefetch_labels=["label"], prob=prob)
         return tessera.DistNodeDataLoader(g, nids, s, batch_size=48, shuffle=True, seed=11,
                                           global_order=True, num_workers=2,
                                           device=dev if device == "cuda" else None)
@@ -52,7 +54,7 @@ def main() -> int:
         batches += 1
     assert batches == len(cpu) == len(gpu) > 0
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-        json.dump({"rank": rank, "batches": batches, "edges": edges,
+        json.dump({"rank": rank, "batches": batches, "edges": edges, "prob": prob,
                    "placement": placed["describe"]}, f)
     return 0
 
