@@ -53,6 +53,21 @@ class _SortedMean(torch.autograd.Function):
 _MEAN_MODES = ("auto", "rows", "csr", "index")
 
 
+def _csr_engine(h_src: "torch.Tensor", dst_sorted: bool) -> Optional[str]:
+    """The engine of mean_aggregate's CSR products for ``h_src`` (``"rows"`` or ``"cusparse"``,
+    by ``TESSERA_MEAN_AGGREGATE``), or None when it takes index_select + index_add_."""
+    mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
+    if mode not in _MEAN_MODES:
+        raise ValueError(f"TESSERA_MEAN_AGGREGATE must be one of {', '.join(_MEAN_MODES)}, "
+                         f"got {mode!r}")
+    if not (mode != "index" and dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32
+            and h_src.dim() == 2 and _C.cuda_compiled):
+        return None
+    if mode == "auto":  # rows in training steps, cuSPARSE for inference's large blocks
+        mode = "rows" if torch.is_grad_enabled() else "csr"
+    return "cusparse" if mode == "csr" else "rows"
+
+
 def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor",
                    num_dst: int, dst_sorted: bool = False,
                    indptr: Optional["torch.Tensor"] = None) -> "torch.Tensor":
@@ -76,18 +91,11 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     loader's block carries them), else they are searched for."""
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
-    mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
-    if mode not in _MEAN_MODES:
-        raise ValueError(f"TESSERA_MEAN_AGGREGATE must be one of {', '.join(_MEAN_MODES)}, "
-                         f"got {mode!r}")
-    if (mode != "index" and dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32
-            and h_src.dim() == 2 and _C.cuda_compiled):
+    engine = _csr_engine(h_src, dst_sorted)
+    if engine is not None:
         if indptr is None:
             indptr = torch.searchsorted(dst.contiguous(),
                                         torch.arange(num_dst + 1, device=dst.device))
-        if mode == "auto":  # rows in training steps, cuSPARSE for inference's large blocks
-            mode = "rows" if torch.is_grad_enabled() else "csr"
-        engine = "cusparse" if mode == "csr" else "rows"
         tops = _torch_ops.ops()
         if tops is not None:  # one dispatcher call, its backward in C++ autograd
             return tops.mean_aggregate(h_src, src, indptr, engine)
@@ -106,6 +114,9 @@ class SAGEConv(nn.Module):
     ``feat`` is the source-node features of the block (the first ``num_dst`` rows are the
     destination nodes), or a pair ``(h_src, h_dst)``. As DGL does, when ``in_feats >
     out_feats`` the neighbor projection runs before aggregation (same result, fewer FLOPs).
+    On a GPU block with its CSR offsets (the GPU loader's) and no feature dropout, the layer
+    runs as one call of ``torch.ops.tessera.sage_layer`` (the same operators in the same order,
+    issued from C++: a training step there is bound by the host's time per call).
     """
 
     def __init__(self, in_feats: int, out_feats: int, aggregator_type: str = "mean",
@@ -131,17 +142,25 @@ class SAGEConv(nn.Module):
 
     def forward(self, block, feat) -> "torch.Tensor":
         src, dst, num_src, num_dst = block_edges(block)
-        if isinstance(feat, tuple):
-            h_src, h_dst = feat
-        else:
-            h_src, h_dst = feat, feat[:num_dst]
+        fused = not isinstance(feat, tuple)
+        h_src = feat if fused else feat[0]
         if h_src.shape[0] != num_src:
             raise ValueError(f"SAGEConv: {h_src.shape[0]} source features for a block with "
                              f"{num_src} source nodes")
-        if self.feat_drop.p > 0:  # dropout(p=0) returns its input: skip the module calls
-            h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
         ordered = bool(getattr(block, "dst_sorted", False))
         indptr = getattr(block, "indptr", None) if ordered else None
+        # A GPU block with its CSR offsets (the GPU loader's) and no feature dropout: the layer in
+        # one call of the torch operator (the same operators in the same order as below).
+        fused = fused and indptr is not None and self.feat_drop.p == 0
+        engine = _csr_engine(h_src, ordered) if fused else None
+        tops = _torch_ops.ops() if engine is not None else None
+        if tops is not None:
+            rst = tops.sage_layer(h_src, src.to(h_src.device, torch.int64), indptr,
+                                  self.fc_self.weight, self.fc_neigh.weight, self.bias, engine)
+            return self._finish(rst)
+        h_dst = feat[1] if isinstance(feat, tuple) else feat[:num_dst]
+        if self.feat_drop.p > 0:  # dropout(p=0) returns its input: skip the module calls
+            h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
         if self.in_feats > self.out_feats:
             h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered, indptr)
         else:
@@ -149,6 +168,9 @@ class SAGEConv(nn.Module):
         rst = self.fc_self(h_dst) + h_neigh
         if self.bias is not None:
             rst = rst + self.bias
+        return self._finish(rst)
+
+    def _finish(self, rst: "torch.Tensor") -> "torch.Tensor":
         if self.activation is not None:
             rst = self.activation(rst)
         if self.norm is not None:

@@ -9,16 +9,23 @@
 //   torch.ops.tessera.mean_aggregate(h_src, src, indptr, engine="rows") -> Tensor
 //     out[v] = mean of h_src[src[e]] over v's edges e in [indptr[v], indptr[v+1]) (zeros for a
 //     node without edges), differentiable in h_src; engine "rows" or "cusparse" on a GPU.
+//   torch.ops.tessera.sage_layer(x, src, indptr, w_self, w_neigh, bias, engine="rows") -> Tensor
+//     nn.SAGEConv's forward on such a block (x: the source features, the destinations first):
+//     linear(x[:num_dst], w_self) + the projected mean of the neighbors + bias, as nn.py computes
+//     it operator for operator.
 //   torch.ops.tessera.torch_version() -> str
 //     the version of the libtorch this library was built against ("2.11.0").
 //
 // The library links its own copy of Tessera's static libraries (as tessera._C does): settings
 // made through tessera._C, such as tessera.set_num_threads, do not reach it; its CPU twin reads
 // TESSERA_NUM_THREADS or uses every hardware thread.
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/linear.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <optional>
 #include <string>
 
 #include "mean_aggregate.hpp"
@@ -77,6 +84,38 @@ at::Tensor mean_aggregate(const at::Tensor& h_src, const at::Tensor& src, const 
   }
 }
 
+// nn.SAGEConv's forward (mean aggregator) on a block whose edges are grouped by destination: the
+// ATen operators nn.py issues, in its order, so the same bits and the same autograd graph, from
+// one Python call instead of a dozen.
+at::Tensor sage_layer(const at::Tensor& x, const at::Tensor& src, const at::Tensor& indptr,
+                      const at::Tensor& w_self, const at::Tensor& w_neigh,
+                      const std::optional<at::Tensor>& bias, const std::string& engine) {
+  TORCH_CHECK_VALUE(x.dim() == 2 && indptr.dim() == 1 && indptr.size(0) >= 1,
+                    "tessera::sage_layer: x must be 2-D and indptr 1-D with at least one entry, "
+                    "got shapes ",
+                    x.sizes(), " and ", indptr.sizes());
+  const int64_t num_dst = indptr.size(0) - 1;
+  TORCH_CHECK_VALUE(num_dst <= x.size(0), "tessera::sage_layer: ", num_dst,
+                    " destinations but x has ", x.size(0),
+                    " rows (the destinations are the first source nodes)");
+  TORCH_CHECK_VALUE(
+      w_self.dim() == 2 && w_self.sizes() == w_neigh.sizes() && w_self.size(1) == x.size(1),
+      "tessera::sage_layer: w_self and w_neigh must both be [out, ", x.size(1), "], got ",
+      w_self.sizes(), " and ", w_neigh.sizes());
+  const int64_t in = w_neigh.size(1), out = w_neigh.size(0);
+  TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined() || bias->sizes() == at::IntArrayRef{out},
+                    "tessera::sage_layer: bias must be [", out, "], got ",
+                    bias.has_value() ? bias->sizes() : at::IntArrayRef{});
+  const at::Tensor h_dst = x.slice(0, 0, num_dst);
+  const at::Tensor h_neigh = in > out ? mean_aggregate(at::linear(x, w_neigh), src, indptr, engine)
+                                      : at::linear(mean_aggregate(x, src, indptr, engine), w_neigh);
+  at::Tensor rst = at::linear(h_dst, w_self) + h_neigh;
+  if (bias.has_value() && bias->defined()) {
+    rst = rst + *bias;
+  }
+  return rst;
+}
+
 std::string torch_version() {
   return TESSERA_TORCH_VERSION;
 }
@@ -84,9 +123,14 @@ std::string torch_version() {
 }  // namespace
 
 // One kernel for every device and for autograd (CompositeImplicitAutograd): the C++
-// autograd::Function inside records the backward node when h_src requires grad.
+// autograd::Function inside mean_aggregate records its backward node when h_src requires grad,
+// and sage_layer's ATen operators record theirs.
 TORCH_LIBRARY(tessera, m) {
   m.def("mean_aggregate(Tensor h_src, Tensor src, Tensor indptr, str engine='rows') -> Tensor",
         &mean_aggregate);
+  m.def(
+      "sage_layer(Tensor x, Tensor src, Tensor indptr, Tensor w_self, Tensor w_neigh, "
+      "Tensor? bias, str engine='rows') -> Tensor",
+      &sage_layer);
   m.def("torch_version() -> str", &torch_version);
 }

@@ -122,6 +122,61 @@ def test_torch_op_mean_aggregate_is_the_spmm_twin_with_autograd(num_src, num_dst
     assert torch.equal(ops.mean_aggregate(h, strided, indptr), out)
 
 
+@pytest.mark.parametrize("in_feats,out_feats,bias", [(9, 4, True), (4, 9, True), (6, 6, False)])
+def test_torch_op_sage_layer_is_sageconv_operator_for_operator(in_feats, out_feats, bias):
+    """torch.ops.tessera.sage_layer on the CPU: SAGEConv's forward over the operator's mean
+    aggregation (projection before the aggregation when it shrinks the rows, or after), the
+    same bits forward and in every gradient (x, both weights, the bias)."""
+    ops = _torch_ops.ops()
+    assert ops is not None, _torch_ops.why()
+    torch.manual_seed(in_feats * 10 + out_feats)
+    num_src, num_dst = 50, 20
+    indptr, src, _ = (torch.from_numpy(x) for x in random_csr(num_dst, num_src, 120, seed=9))
+    conv = SAGEConv(in_feats, out_feats, bias=bias)
+    if bias:
+        torch.nn.init.normal_(conv.bias)
+
+    def python_layer(x):  # nn.py's unfused path with the operator's aggregation
+        h_dst = x[:num_dst]
+        if in_feats > out_feats:
+            h_neigh = ops.mean_aggregate(conv.fc_neigh(x), src, indptr)
+        else:
+            h_neigh = conv.fc_neigh(ops.mean_aggregate(x, src, indptr))
+        rst = conv.fc_self(h_dst) + h_neigh
+        return rst + conv.bias if bias else rst
+
+    runs = []
+    for layer in (python_layer, lambda x: ops.sage_layer(
+            x, src, indptr, conv.fc_self.weight, conv.fc_neigh.weight, conv.bias)):
+        conv.zero_grad()
+        x = torch.randn(num_src, in_feats, generator=torch.Generator().manual_seed(1),
+                        requires_grad=True)
+        out = layer(x)
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(2)))
+        grads = [x.grad, conv.fc_self.weight.grad, conv.fc_neigh.weight.grad]
+        runs.append([out.detach()] + grads + ([conv.bias.grad] if bias else []))
+    assert runs[0][0].shape == (num_dst, out_feats)
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def test_torch_op_sage_layer_names_bad_operands():
+    ops = _torch_ops.ops()
+    assert ops is not None, _torch_ops.why()
+    indptr, src, _ = (torch.from_numpy(x) for x in random_csr(10, 8, 30, seed=3))
+    x, w, b = torch.ones(12, 4), torch.ones(3, 4), torch.ones(3)
+    with pytest.raises(ValueError, match="10 destinations but x has 8 rows"):
+        ops.sage_layer(x[:8], src, indptr, w, w, b)
+    with pytest.raises(ValueError, match=r"w_self and w_neigh must both be \[out, 4\]"):
+        ops.sage_layer(x, src, indptr, w, torch.ones(3, 5), b)
+    with pytest.raises(ValueError, match=r"bias must be \[3\]"):
+        ops.sage_layer(x, src, indptr, w, w, torch.ones(4))
+    with pytest.raises(TypeError, match="h_src must be float32"):
+        ops.sage_layer(x.double(), src, indptr, w.double(), w.double(), b.double())
+    with pytest.raises(IndexError, match="outside"):
+        ops.sage_layer(x, src + 12, indptr, w, w, b)
+
+
 def test_torch_op_mean_aggregate_names_bad_operands():
     ops = _torch_ops.ops()
     assert ops is not None, _torch_ops.why()
