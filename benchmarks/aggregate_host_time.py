@@ -15,6 +15,12 @@ per call), by each way:
   tessera.ops  ``tessera.ops.spmm`` inside a Python ``autograd.Function`` (DLPack capsules)
   index        ``index_select`` + ``index_add_`` + degree count + division (torch operators)
 
+and of a whole SAGEConv layer on that block (``--feat`` columns in, half as many out):
+
+  layer-op      ``torch.ops.tessera.sage_layer``: the layer in one call
+  layer-python  SAGEConv's operators issued one by one from Python, the aggregation by the
+                torch operator (what SAGEConv runs where the fused call is not taken)
+
 next to the floor, the same autograd round trip without an aggregation (``h.sum().backward()``).
 Rounds alternate the ways; each way's figure is its median round, net of the floor. On a GPU
 the loop does not synchronize, as a training step does not (it synchronizes once at the end of
@@ -28,14 +34,14 @@ import sys
 import time
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-WAYS = ("torch-op", "tessera.ops", "index", "floor")
+WAYS = ("torch-op", "tessera.ops", "index", "layer-op", "layer-python", "floor")
 
 
 def make_calls(device, edges: int, feat: int):
     import torch
 
     from tessera import _torch_ops
-    from tessera.nn import _SortedMean, mean_aggregate
+    from tessera.nn import SAGEConv, _SortedMean, mean_aggregate
 
     ops = _torch_ops.ops()
     if ops is None:
@@ -54,9 +60,18 @@ def make_calls(device, edges: int, feat: int):
             agg(h).sum().backward()
         return call
 
+    conv = SAGEConv(feat, max(1, feat // 2)).to(device)
+    w_self, w_neigh, bias = conv.fc_self.weight, conv.fc_neigh.weight, conv.bias
+
+    def layer_python(h):  # SAGEConv's unfused operators (projection first: in > out)
+        return conv.fc_self(h[:num_dst]) + ops.mean_aggregate(conv.fc_neigh(h), src, indptr) \
+            + conv.bias
+
     return {"torch-op": run(lambda h: ops.mean_aggregate(h, src, indptr)),
             "tessera.ops": run(lambda h: _SortedMean.apply(h, src, indptr, "rows")),
             "index": run(lambda h: mean_aggregate(h, src, dst, num_dst)),
+            "layer-op": run(lambda h: ops.sage_layer(h, src, indptr, w_self, w_neigh, bias)),
+            "layer-python": run(layer_python),
             "floor": run(lambda h: h)}
 
 
@@ -66,14 +81,14 @@ def plot(res: dict, path: str) -> None:
     plt = pyplot("aggregate_host_time")
     if plt is None:
         return
-    ways = [w for w in WAYS if w != "floor"]
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.barh(ways, [res["net_us"][w] for w in ways], color=["C2", "C0", "C1"])
+    ways = [w for w in WAYS if w != "floor"]  # the aggregation's three, then the layer's two
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    ax.barh(ways, [res["net_us"][w] for w in ways], color=["C2", "C0", "C1", "C2", "C0"])
     for i, w in enumerate(ways):
         ax.text(res["net_us"][w], i, f" {res['net_us'][w]:.1f} us", va="center", fontsize=8)
     ax.set_xlim(0, 1.2 * max(res["net_us"][w] for w in ways))
     ax.set_xlabel("host microseconds per forward + backward, net of the autograd floor")
-    ax.set_title(f"mean aggregation, host time per call on {res['device']} "
+    ax.set_title(f"mean aggregation and SAGE layer: host time per call on {res['device']} "
                  f"({res['edges']} edges x {res['feat']} columns)", fontsize=9)
     ax.invert_yaxis()
     fig.tight_layout()
@@ -135,8 +150,10 @@ def main() -> int:
            "calls": a.calls, "rounds": a.rounds,
            "torch_op_us": net["torch-op"], "tessera_ops_us": net["tessera.ops"],
            "index_us": net["index"], "floor_us": med["floor"],
+           "layer_op_us": net["layer-op"], "layer_python_us": net["layer-python"],
            "ratio_torch_op_vs_tessera_ops": net["torch-op"] / net["tessera.ops"],
            "ratio_torch_op_vs_index": net["torch-op"] / net["index"],
+           "ratio_layer_op_vs_python": net["layer-op"] / net["layer-python"],
            "net_us": net, "median_us": med, "rounds_us": rounds}
     out_dir = a.out or os.path.join(REPO, "benchmarks", "results", f"aggregate-host-{a.device}")
     os.makedirs(out_dir, exist_ok=True)

@@ -766,10 +766,12 @@ process per repeat; medians of the repeats. The target is a load no longer than 
 `tessera.nn`'s mean aggregation on a tiny block (the work itself negligible), net of the
 autograd floor (`h.sum().backward()`, `floor us`), median of alternating rounds: the torch
 operator `torch.ops.tessera.mean_aggregate` (C++ autograd), `tessera.ops.spmm` in a Python
-`autograd.Function`, and `index_select` + `index_add_`. A GPU training step in Python is bound
-by this host time (docs/gpu-training.md).
-""", columns=["device", "edges", "feat", "torch_op_us", "tessera_ops_us", "index_us", "floor_us",
-              "ratio_torch_op_vs_tessera_ops", "ratio_torch_op_vs_index"]),
+`autograd.Function`, and `index_select` + `index_add_`; and of a whole SAGEConv layer, by
+`torch.ops.tessera.sage_layer` (one call) and by its operators issued from Python. A GPU
+training step in Python is bound by this host time (docs/gpu-training.md).
+""", columns=["device", "edges", "feat", "torch_op_us", "tessera_ops_us", "index_us",
+              "layer_op_us", "layer_python_us", "floor_us", "ratio_torch_op_vs_tessera_ops",
+              "ratio_layer_op_vs_python"]),
     ("deepgcn", deepgcn_section),
     ("vrgcn", vrgcn_section),
     ("trainer_memory", trainer_memory_section),
