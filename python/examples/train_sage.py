@@ -67,6 +67,7 @@ import torch
 import torch.nn.functional as F
 
 import tessera.distributed as dist
+from tessera import _torch_ops
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
 from tessera.utils import (Progress, commit_id, log, per_rank_batch, pick_device, pyplot,
@@ -792,6 +793,8 @@ def main(argv=None) -> int:
                        "batching": args.batching, "metric": metric,
                        "mean": float(tests.mean()), "std": float(tests.std()),
                        "load": load, "copy_bound_gbps": copy_gbps,
+                       # whether the layers ran as torch operators (tessera._torch_ops)
+                       "torch_ops": _torch_ops.why(),
                        "splits": {str(k): dict(r) for k, r in results.items()},
                        "args": vars(args)}, f, indent=1)
     return 0
