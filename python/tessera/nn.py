@@ -12,6 +12,7 @@ from .ops import spmm
 torch = require_torch("tessera.nn")
 from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.nn.modules import module as _m  # noqa: E402  (its global hook registries)
 
 __all__ = ["SAGEConv", "GraphSAGE", "mean_aggregate", "block_edges", "softmax_aggregate",
            "GENConv", "DeepGCN"]
@@ -106,6 +107,12 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     return out / deg.clamp_(min=1).view(-1, *([1] * (h_src.dim() - 1)))
 
 
+def _hooked(*modules) -> bool:
+    """Whether a forward hook would see these modules' calls (theirs or a global one)."""
+    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks or any(
+        m._forward_hooks or m._forward_pre_hooks for m in modules))
+
+
 class SAGEConv(nn.Module):
     """GraphSAGE layer with the mean aggregator (DGL semantics):
 
@@ -150,8 +157,10 @@ class SAGEConv(nn.Module):
         ordered = bool(getattr(block, "dst_sorted", False))
         indptr = getattr(block, "indptr", None) if ordered else None
         # A GPU block with its CSR offsets (the GPU loader's) and no feature dropout: the layer in
-        # one call of the torch operator (the same operators in the same order as below).
-        fused = fused and indptr is not None and self.feat_drop.p == 0
+        # one call of the torch operator (the same operators in the same order as below), unless
+        # a hook on fc_self / fc_neigh wants their calls.
+        fused = fused and indptr is not None and self.feat_drop.p == 0 and not _hooked(
+            self.fc_self, self.fc_neigh)
         engine = _csr_engine(h_src, ordered) if fused else None
         tops = _torch_ops.ops() if engine is not None else None
         if tops is not None:

@@ -160,6 +160,21 @@ def test_torch_op_sage_layer_is_sageconv_operator_for_operator(in_feats, out_fea
         assert torch.equal(a, b)
 
 
+def test_hooks_on_the_projections_are_seen():
+    """SAGEConv leaves its one-call path when a forward hook wants fc_self / fc_neigh called."""
+    from tessera.nn import _hooked
+
+    conv = SAGEConv(4, 3)
+    assert not _hooked(conv.fc_self, conv.fc_neigh)
+    h = conv.fc_neigh.register_forward_pre_hook(lambda m, i: None)
+    assert _hooked(conv.fc_self, conv.fc_neigh)
+    h.remove()
+    g = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: None)
+    assert _hooked(conv.fc_self, conv.fc_neigh)
+    g.remove()
+    assert not _hooked(conv.fc_self, conv.fc_neigh)
+
+
 def test_torch_op_sage_layer_names_bad_operands():
     ops = _torch_ops.ops()
     assert ops is not None, _torch_ops.why()
@@ -302,6 +317,13 @@ def test_sage_layer_on_cuda_blocks_equals_the_index_path(cora_one, monkeypatch):
             runs.append((out.detach(), h.grad.detach(), conv.fc_neigh.weight.grad.detach()))
         # The row engine's forward by either path: one kernel, the same bits.
         assert torch.equal(runs[0][0], runs[2][0])
+        # A hook on a projection sees its call: the layer leaves the one-call path for it.
+        monkeypatch.undo()
+        seen = []
+        hook = conv.fc_self.register_forward_hook(lambda m, i, o: seen.append(o.shape))
+        conv(blocks[0], x)
+        hook.remove()
+        assert seen == [(blocks[0].num_dst, 16)]
         for other in runs[1:]:
             for a, b in zip(runs[0], other):
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
