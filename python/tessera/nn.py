@@ -123,7 +123,8 @@ class SAGEConv(nn.Module):
     out_feats`` the neighbor projection runs before aggregation (same result, fewer FLOPs).
     On a GPU block with its CSR offsets (the GPU loader's) and no feature dropout, the layer
     runs as one call of ``torch.ops.tessera.sage_layer`` (the same operators in the same order,
-    issued from C++: a training step there is bound by the host's time per call).
+    issued from C++: a training step there is bound by the host's time per call), unless a
+    forward hook on ``fc_self`` / ``fc_neigh`` (or a global module hook) wants their calls.
     """
 
     def __init__(self, in_feats: int, out_feats: int, aggregator_type: str = "mean",
