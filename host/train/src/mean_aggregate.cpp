@@ -10,6 +10,10 @@
 
 namespace tessera::train {
 
+namespace {
+
+// C = op(A) h: A the CSR pattern (indptr, src) with values 1 / the row's degree, op(A) = A
+// (num_dst x F) or A^T (num_src x F, the gradient w.r.t. h).
 at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num_src,
                     const at::Tensor& h, bool transpose, ops::SpmmEngine engine) {
   const at::Tensor b = h.contiguous();
@@ -35,8 +39,6 @@ at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num
             ops::Reduce::kMean, transpose, eo, engine);
   return c;
 }
-
-namespace {
 
 struct CsrMean : torch::autograd::Function<CsrMean> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,

@@ -12,17 +12,13 @@
 
 namespace tessera::train {
 
-/// C = op(A) h by ops::spmm with the mean reduction: A is the block's CSR pattern (`indptr` over
-/// the num_dst destinations, `src` the columns in [0, num_src); both int64, contiguous, on h's
-/// device), op(A) is A (C is num_dst x F) or A^T with `transpose` (the gradient w.r.t. h; C is
-/// num_src x F). `h` is float32 [*, F]. On a CUDA tensor it runs on torch's current stream of
-/// h's device by `engine`; on the CPU the CPU twin. Tessera's errors propagate as thrown.
-at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num_src,
-                    const at::Tensor& h, bool transpose, ops::SpmmEngine engine);
-
-/// The mean of h[src] over each destination's edges with autograd: forward csr_mean by `engine`
-/// (the row engine: no message per edge, no atomics), backward the transposed product by the
-/// same engine. The autograd node is C++'s, so a backward pass through it runs no Python.
+/// The mean of h[src] over each destination's edges with autograd: `indptr` (the num_dst + 1 CSR
+/// offsets of the destinations) and `src` (the columns, in [0, h.size(0))) int64, contiguous, on
+/// h's device; `h` float32 [*, F]. Forward the product by ops::spmm with the mean reduction (on
+/// a CUDA tensor on torch's current stream of its device, by `engine`: the row engine has no
+/// message per edge and no atomics; on the CPU the CPU twin), backward the transposed product by
+/// the same engine. The autograd node is C++'s, so a backward pass through it runs no Python.
+/// Without autograd only the forward runs. Tessera's errors propagate as thrown.
 at::Tensor mean_aggregate(const at::Tensor& h, const at::Tensor& src, const at::Tensor& indptr,
                           ops::SpmmEngine engine = ops::SpmmEngine::kRows);
 

@@ -61,10 +61,9 @@ at::Tensor param(const std::vector<int64_t>& shape) {
 // otherwise index_select + index_add_.
 at::Tensor mean_aggregate(const at::Tensor& h, const TBlock& b) {
   if (b.indptr.defined() && h.is_cuda() && h.scalar_type() == at::kFloat && h.dim() == 2) {
-    if (!at::GradMode::is_enabled()) {
-      return csr_mean(b.indptr, b.src, h.size(0), h, false, ops::SpmmEngine::kCusparse);
-    }
-    return train::mean_aggregate(h, b.src, b.indptr, ops::SpmmEngine::kRows);
+    return train::mean_aggregate(
+        h, b.src, b.indptr,
+        at::GradMode::is_enabled() ? ops::SpmmEngine::kRows : ops::SpmmEngine::kCusparse);
   }
   at::Tensor out = at::zeros({b.num_dst, h.size(1)}, h.options());
   out.index_add_(0, b.dst, h.index_select(0, b.src));
