@@ -43,11 +43,14 @@ struct Piece {
   std::atomic<bool> done{false};
 };
 
-// Appends `piece` to the block's edges [size, size + piece size), compacting each source over
-// the tags as BlockSink does (compact_source, in edge order: the same local IDs as one thread
-// gives). The tags are prefetched a few edges ahead: these sources were not written here.
-void append_compacted(const SampledEdges& piece, uint32_t* tag, uint64_t num_nodes, uint32_t base,
-                      int64_t& num_src, int64_t& size, Block& out) {
+// Appends `piece` to the block's edges, compacting each source over the tags as BlockSink does
+// (compact_source, in edge order: the same local IDs as one thread gives) in place in the piece,
+// then copying its three arrays to the ends of the block's: no zero-fill ahead of the copies,
+// which the calling thread, the only one compacting, would pay alone. The block's arrays were
+// reserved for the hop's edge guess. The tags are prefetched a few edges ahead: these sources
+// were not written here.
+void append_compacted(SampledEdges& piece, uint32_t* tag, uint64_t num_nodes, uint32_t base,
+                      int64_t& num_src, Block& out) {
   const int64_t m = piece.size();
   if (m == 0) {
     return;
@@ -55,24 +58,15 @@ void append_compacted(const SampledEdges& piece, uint32_t* tag, uint64_t num_nod
   if (num_src + m > out.num_src()) {
     out.src_nodes.resize(static_cast<size_t>(num_src + std::max<int64_t>(m, 4096)));
   }
-  const int64_t o0 = size;
-  size += m;
-  if (size > out.num_edges()) {
-    const size_t grown = static_cast<size_t>(size + std::max<int64_t>(size / 2, 4096));
-    out.src.resize(grown);
-    out.dst.resize(grown);
-    out.eids.resize(grown);
-  }
-  const int64_t* psrc = piece.src.data();
-  int64_t* src = out.src.data() + o0;
+  int64_t* src = piece.src.data();
   int64_t* nodes = out.src_nodes.data();
   int64_t next = num_src;
   constexpr int64_t kAhead = 16;
   for (int64_t q = 0; q < m; ++q) {
-    if (q + kAhead < m && static_cast<uint64_t>(psrc[q + kAhead]) < num_nodes) {
-      prefetch_l1(&tag[psrc[q + kAhead]]);
+    if (q + kAhead < m && static_cast<uint64_t>(src[q + kAhead]) < num_nodes) {
+      prefetch_l1(&tag[src[q + kAhead]]);
     }
-    const int64_t s = psrc[q];
+    const int64_t s = src[q];
     if (static_cast<uint64_t>(s) >= num_nodes) {
       TESSERA_FAIL(IndexError, "sample_blocks: sampled neighbor {} is outside [0, {}) (edge ID {})",
                    s, num_nodes, piece.eid[q]);
@@ -80,8 +74,9 @@ void append_compacted(const SampledEdges& piece, uint32_t* tag, uint64_t num_nod
     src[q] = compact_source(tag, base, nodes, next, s);
   }
   num_src = next;
-  std::copy(piece.dst.begin(), piece.dst.end(), out.dst.begin() + o0);
-  std::copy(piece.eid.begin(), piece.eid.end(), out.eids.begin() + o0);
+  out.src.insert(out.src.end(), piece.src.begin(), piece.src.end());
+  out.dst.insert(out.dst.end(), piece.dst.begin(), piece.dst.end());
+  out.eids.insert(out.eids.end(), piece.eid.begin(), piece.eid.end());
 }
 
 // A hop over `threads` threads: the seeds are cut into pieces of kPiece seeds, which every
@@ -145,7 +140,7 @@ uint64_t sample_block_threads(const RowSampler& sampler, Span<const int64_t> see
     }
   } catch (const std::system_error&) {  // out of threads: fewer helpers
   }
-  int64_t num_src = n, size = 0;
+  int64_t num_src = n;
   uint64_t ticks = 0;
   for (int64_t a = 0; a < np; ++a) {
     Piece& p = pieces[a];
@@ -162,14 +157,11 @@ uint64_t sample_block_threads(const RowSampler& sampler, Span<const int64_t> see
       std::rethrow_exception(p.error);
     }
     const uint64_t t0 = __rdtsc();
-    append_compacted(p.edges, tag, num_nodes, base, num_src, size, out);
+    append_compacted(p.edges, tag, num_nodes, base, num_src, out);
     ticks += __rdtsc() - t0;
     p.edges = SampledEdges{};  // its memory goes back while the rest is appended
   }
   out.src_nodes.resize(static_cast<size_t>(num_src));
-  out.src.resize(static_cast<size_t>(size));
-  out.dst.resize(static_cast<size_t>(size));
-  out.eids.resize(static_cast<size_t>(size));
   return ticks;
 }
 
