@@ -20,9 +20,18 @@ Every case (graph x thread count) times, in alternating rounds over the same see
 * ``tessera-cli`` (with ``--cli PATH``): ``tessera bench sample`` on the same graph and batches,
   one process per round, its loader's rate by wall time (T loader threads).
 
-Round r runs every peer once over all batches, the order rotating from round to round, so each
-pair of peers is compared on the same minutes of a shared machine: the figure is the median of
-the per-round ratios. Both sides sample the graph Tessera builds (``load_dataset(path,
+Round r runs every peer over all batches ``--passes`` times, the order rotating from round to
+round, so each pair of peers is compared on the same minutes of a shared machine: the figure is
+the median of the per-round ratios. Right before its timed passes, each peer samples the first
+batch untimed: the peer before it leaves the caches, the allocator and the idle cores in its own
+state, and a pass of a few milliseconds would otherwise time that hand-over rather than the
+sampler (a 2-thread pass right after DGL's ran about 0.6x its steady rate on a 2-core VM).
+
+A busy machine makes every figure here meaningless (another process on a 2-core machine slowed
+DGL's 2-thread rounds 20-50 fold), so each case reads ``/proc/stat`` around its rounds: the CPU
+time of other processes and the time stolen by the hypervisor, as shares of the machine. Above
+``--max-busy`` (default 0.1) the case is marked ``"busy": true`` with a warning;
+``results_table.py`` leaves such cases out of the table. Both sides sample the graph Tessera builds (``load_dataset(path,
 symmetrize=True)``, as ``tessera bench sample`` reads it), DGL from the same CSC arrays; the
 batches are the Tessera loader's first epoch (shuffled with the Philox permutation of ``--seed``,
 ``drop_last``), and Tessera samples batch b with the key (seed, 0, b) as the loader and the CLI
@@ -46,6 +55,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import socket
 import statistics
 import subprocess
@@ -79,6 +89,11 @@ def parse_args():
     p.add_argument("--batches", type=int, default=20,
                    help="batches per round (at most the graph's nodes / batch size)")
     p.add_argument("--rounds", type=int, default=15, help="timed rounds (one warm-up before)")
+    p.add_argument("--passes", type=int, default=3,
+                   help="passes over the batches per peer and round (one timing)")
+    p.add_argument("--max-busy", type=float, default=0.1,
+                   help="share of the machine other processes and the hypervisor may take "
+                        "before a case is marked busy")
     p.add_argument("--replace", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--peers", default="",
@@ -144,57 +159,81 @@ def has_graphbolt():
 
 
 def make_peer(name, case, fanouts, threads, replace, seed):
-    """A function sampling all batches of `case` once, in order, returning the sampled edges."""
+    """(run, prime) of a peer over `case`: run(passes) samples every batch in order `passes`
+    times and returns the sampled edges; prime() samples the first batch (untimed)."""
     import dgl
     import tessera
     count = len(case.batches)
     if name == "tessera":
         s = tessera.dataloading.NeighborSampler(fanouts, replace=replace, num_threads=threads)
 
-        def run():
-            edges = 0
-            for b in range(count):
-                _, _, blocks = s.sample_blocks(case.ds, case.batches[b], seed=seed, epoch=0,
-                                               batch=b)
-                edges += sum(blk.num_edges() for blk in blocks)
-            return edges
-        return run
-    if name in ("dgl", "dgl-unfused"):
+        def one(b):
+            _, _, blocks = s.sample_blocks(case.ds, case.batches[b], seed=seed, epoch=0, batch=b)
+            return sum(blk.num_edges() for blk in blocks)
+    elif name in ("dgl", "dgl-unfused"):
         s = dgl.dataloading.MultiLayerNeighborSampler(fanouts, replace=replace,
                                                       fused=name == "dgl")
 
-        def run():
-            edges = 0
-            for b in range(count):
-                _, _, blocks = s.sample_blocks(case.g, case.batches[b])
-                edges += sum(blk.num_edges() for blk in blocks)
-            return edges
-        return run
-    if name == "graphbolt":
+        def one(b):
+            _, _, blocks = s.sample_blocks(case.g, case.batches[b])
+            return sum(blk.num_edges() for blk in blocks)
+    elif name == "graphbolt":
         import torch
         import dgl.graphbolt as gb
         if not hasattr(case, "gb_graph"):
             case.gb_graph = gb.fused_csc_sampling_graph(case.indptr, case.indices)
-        items = gb.ItemSet(torch.cat(case.batches), names="seed_nodes")
-        pipe = gb.ItemSampler(items, batch_size=len(case.batches[0]), shuffle=False,
-                              drop_last=True)
-        pipe = pipe.sample_neighbor(case.gb_graph, fanouts, replace=replace)
-        loader = gb.DataLoader(pipe, num_workers=0)
 
-        def run():
-            edges = 0
-            for mb in loader:
-                edges += sum(int(sg.sampled_csc.indices.numel()) for sg in mb.sampled_subgraphs)
-            return edges
-        return run
-    sys.exit(f"dgl_sample_peer: unknown peer '{name}' (tessera, dgl, dgl-unfused, graphbolt)")
+        def loader_of(batches):
+            items = gb.ItemSet(torch.cat(batches), names="seed_nodes")
+            pipe = gb.ItemSampler(items, batch_size=len(case.batches[0]), shuffle=False,
+                                  drop_last=True)
+            return gb.DataLoader(pipe.sample_neighbor(case.gb_graph, fanouts, replace=replace),
+                                 num_workers=0)
+
+        loaders = {"all": loader_of(case.batches), "first": loader_of(case.batches[:1])}
+
+        def over(which):
+            return sum(int(sg.sampled_csc.indices.numel()) for mb in loaders[which]
+                       for sg in mb.sampled_subgraphs)
+
+        return (lambda passes: sum(over("all") for _ in range(passes))), (lambda: over("first"))
+    else:
+        sys.exit(f"dgl_sample_peer: unknown peer '{name}' (tessera, dgl, dgl-unfused, graphbolt)")
+
+    def run(passes):
+        return sum(one(b) for _ in range(passes) for b in range(count))
+    return run, lambda: one(0)
 
 
-def time_round(run):
+def time_round(run, passes):
     c0, t0 = time.process_time(), time.perf_counter()
-    edges = run()
+    edges = run(passes)
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
             "edges": edges}
+
+
+def cpu_ticks():
+    """(busy, steal, total) jiffies of the whole machine from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    steal = v[7] if len(v) > 7 else 0
+    total = sum(v[:8])
+    return total - idle - steal, steal, total
+
+
+def machine_load(before, after, own_cpu_seconds):
+    """Shares of the machine's CPU time between two cpu_ticks() readings taken by other
+    processes (busy time less this process's `own_cpu_seconds`) and stolen by the hypervisor."""
+    if before is None or after is None or after[2] <= before[2]:
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    total = after[2] - before[2]
+    others = max(0.0, (after[0] - before[0]) - own_cpu_seconds * hz)
+    return {"others": others / total, "steal": (after[1] - before[1]) / total}
 
 
 def run_cli(cli, spec, fanouts, batch_size, threads, batches, replace, seed):
@@ -234,20 +273,29 @@ def ratio(peers, a, b):
     return {"median": statistics.median(per), "min": min(per), "max": max(per), "per_round": per}
 
 
+def own_cpu_seconds():
+    """CPU seconds of this process and of its waited-for children (the CLI rounds)."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
+
 def run_case(case, a, fanouts, threads, names):
-    runs = {n: make_peer(n, case, fanouts, threads, a.replace, a.seed) for n in names}
+    peers_fns = {n: make_peer(n, case, fanouts, threads, a.replace, a.seed) for n in names}
     count = len(case.batches)
     for n in names:  # warm-up: first touch of every array, thread pools, workspaces
-        time_round(runs[n])
+        time_round(peers_fns[n][0], 1)
     peers = {n: {"rounds": []} for n in names}
     if a.cli:
         peers["tessera-cli"] = {"rounds": []}
+    ticks0, cpu0 = cpu_ticks(), own_cpu_seconds()
     for r in range(a.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         if r % 2:
             order = order[::-1]
         for n in order:
-            res = time_round(runs[n])
+            run, prime = peers_fns[n]
+            prime()
+            res = time_round(run, a.passes)
             res["round"] = r
             peers[n]["rounds"].append(res)
         if a.cli and (a.cli_rounds == 0 or r < a.cli_rounds):
@@ -258,7 +306,16 @@ def run_case(case, a, fanouts, threads, names):
         line = ", ".join(f"{n} {peers[n]['rounds'][-1]['edges'] / peers[n]['rounds'][-1]['seconds'] / 1e6:.2f}M"
                          for n in peers if peers[n]["rounds"] and peers[n]["rounds"][-1]["round"] == r)
         print(f"  round {r + 1}/{a.rounds}: {line} edges/s", file=sys.stderr, flush=True)
-    edges = {n: {rr["edges"] for rr in p["rounds"]} for n, p in peers.items()}
+    load = machine_load(ticks0, cpu_ticks(), own_cpu_seconds() - cpu0)
+    busy = load is not None and load["others"] + load["steal"] > a.max_busy
+    if busy:
+        print(f"  WARNING: other processes took {load['others']:.0%} of the machine and the "
+              f"hypervisor {load['steal']:.0%} during these rounds (over --max-busy "
+              f"{a.max_busy:.0%}): the figures of this case are not the samplers'",
+              file=sys.stderr, flush=True)
+    # Edges of one pass over the batches (the CLI makes one pass a round).
+    edges = {n: {rr["edges"] // (1 if n == "tessera-cli" else a.passes) for rr in p["rounds"]}
+             for n, p in peers.items()}
     for n, p in peers.items():
         p.update(summarize(p["rounds"]))
         p["edges_per_batch"] = sorted(edges[n])[0] / count
@@ -274,7 +331,8 @@ def run_case(case, a, fanouts, threads, names):
             ratios[f"{x}/{y}"] = ratio(peers, x, y)
     return {"graph": {"spec": case.spec, "num_nodes": case.num_nodes, "num_edges": case.num_edges,
                       "symmetrized": True, "load_seconds": case.load_seconds},
-            "threads": threads, "batches": count, "peers": peers, "ratios": ratios}
+            "threads": threads, "batches": count, "passes": a.passes, "peers": peers,
+            "ratios": ratios, "machine_load": load, "busy": busy}
 
 
 def main():
@@ -285,8 +343,9 @@ def main():
     except ValueError:
         sys.exit(f"dgl_sample_peer: --threads '{a.threads}' and --fanouts '{a.fanouts}' must be "
                  "comma-separated integers")
-    if min(threads_list) < 1 or a.batch_size < 1 or a.batches < 1 or a.rounds < 1:
-        sys.exit("dgl_sample_peer: --threads, --batch-size, --batches and --rounds must be >= 1")
+    if min(threads_list) < 1 or min(a.batch_size, a.batches, a.rounds, a.passes) < 1:
+        sys.exit("dgl_sample_peer: --threads, --batch-size, --batches, --rounds and --passes "
+                 "must be >= 1")
     if a.cli and not os.access(a.cli, os.X_OK):
         sys.exit(f"dgl_sample_peer: --cli {a.cli} is not an executable")
     # Thread counts for torch's and DGL's OpenMP pools, before either is imported.
@@ -328,7 +387,8 @@ def main():
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "dgl": dgl.__version__, "tessera": tessera_version()},
         "params": {"fanouts": fanouts, "batch_size": a.batch_size, "replace": a.replace,
-                   "batches": a.batches, "rounds": a.rounds, "seed": a.seed,
+                   "batches": a.batches, "rounds": a.rounds, "passes": a.passes,
+                   "seed": a.seed,
                    "peers": names + (["tessera-cli"] if a.cli else [])},
         "cases": cases,
     }

@@ -39,7 +39,8 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{c['graph']['spec'].rstrip('/').split('/')[-1]}\n{c['threads']} thr" for c in cases]
+    labels = [f"{c['graph']['spec'].rstrip('/').split('/')[-1]}\n{c['threads']} thr"
+              + ("\n(busy machine)" if c.get("busy") else "") for c in cases]
     peers = [n for n in COLORS if any(n in c["peers"] for c in cases)]
     fig, (ax, rx) = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(cases) + 3), 8))
     width = 0.8 / max(len(peers), 1)
