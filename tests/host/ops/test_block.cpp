@@ -269,18 +269,30 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
           expect_same_blocks({direct}, {plain.back()});
         }
   // Seed sets at the window, piece and chunk edges, with isolated nodes among them, and none at
-  // all, on one thread and split over threads (512 seeds and more: two or more chunks).
+  // all, on one thread and split over threads: a hop is split from two chunks (512 seeds) and
+  // kThreadedMinEdges guessed edges on (fanout 2: 8192 seeds, on a graph of more edges), so the
+  // piece edges are taken again above that.
+  const int64_t split = ops::detail::kThreadedMinEdges / 2;
+  ASSERT_EQ(split % ops::detail::kPiece, 0);
+  const int64_t sparse_n = split + 16 * ops::detail::kPiece;  // 1.5 edges per node
+  ASSERT_GE(sparse_n / 2 * 3, ops::detail::kThreadedMinEdges);
   std::vector<std::pair<int64_t, int64_t>> edges;
-  for (int64_t v = 0; v < 600; v += 2)  // odd nodes stay isolated
-    for (int64_t u : {(v + 2) % 600, (v + 6) % 600, (v + 10) % 600})
+  for (int64_t v = 0; v < sparse_n; v += 2) {  // odd nodes stay isolated
+    for (int64_t u : {(v + 2) % sparse_n, (v + 6) % sparse_n, (v + 10) % sparse_n}) {
       edges.push_back({u, v});
-  const Graph sparse = test::csc_of(600, edges);
+    }
+  }
+  const Graph sparse = test::csc_of(sparse_n, edges);
+  const int64_t piece = ops::detail::kPiece;
   for (const int threads : {1, 2, 3}) {
     NeighborSamplerOptions two_hops;
     two_hops.fanouts = {2, 2};
     two_hops.num_threads = threads;
     NeighborSampler sparse_sampler(sparse, two_hops);
-    for (const int64_t count : {0, 1, 31, 32, 33, 255, 256, 257, 511, 512, 513, 600}) {
+    for (const int64_t count :
+         {int64_t{0}, int64_t{1}, int64_t{31}, int64_t{32}, int64_t{33}, piece - 1, piece,
+          piece + 1, 2 * piece - 1, 2 * piece, 2 * piece + 1, split - 1, split, split + 1,
+          split + piece - 1, split + piece, split + piece + 1, sparse_n}) {
       std::vector<int64_t> some(static_cast<size_t>(count));
       std::iota(some.begin(), some.end(), 0);
       const RngKey key = make_rng_key(8, 3, b++, 0);
@@ -288,7 +300,7 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
       const auto want = blocks_by_definition(sparse, two_hops, some, key);
       expect_same_blocks(sparse_sampler.sample_blocks(some, key, nullptr, &ws), want);
       expect_same_blocks(sparse_sampler.sample_blocks(some, key), want);
-      // The one-pass path itself ran (split over the threads from 512 seeds on: two chunks).
+      // The one-pass path itself ran (split over the threads from `split` seeds on).
       SampleOptions o;
       o.fanout = two_hops.fanouts.back();
       o.key = key;
