@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string>
 
 #include "../../../host/ops/src/id_map.hpp"        // private: the workspace's tables
 #include "../../../host/ops/src/sample_block.hpp"  // private: the one-pass path
@@ -314,8 +315,9 @@ TEST(NeighborSampler, OnePassBlocksMatchSampleThenCompact) {
     }
   }
   // All neighbors (-1), which the one-pass path leaves to the general one, and the one-pass
-  // path split over 2 and 4 threads, through the same workspace, in both directions, with and
-  // without replacement.
+  // path with 2 to 4 threads (split over them for the hops of {15, 10, 5} after the first and
+  // for {2, 40}; {5, 3}'s hops are below kThreadedMinEdges and run in the calling thread),
+  // through the same workspace, in both directions, with and without replacement.
   for (const auto& [fanouts, threads] : std::vector<std::pair<std::vector<int64_t>, int>>{
            {{-1, 3}, 1}, {{5, 3}, 2}, {{15, 10, 5}, 2}, {{15, 10, 5}, 4}, {{2, 40}, 3}}) {
     for (const EdgeDir dir : {EdgeDir::kIn, EdgeDir::kOut}) {
@@ -365,23 +367,30 @@ TEST(NeighborSampler, OnePassRefusesNeighborsOutsideTheGraph) {
   NeighborSampler fixed(g, so);
   expect_same_blocks(fixed.sample_blocks(seeds, RngKey{}, nullptr, &ws),
                      blocks_by_definition(g, so, seeds, RngKey{}));
-  // Split over threads: the calling thread compacts and refuses it, and the helpers are joined.
+  // Split over threads (enough edges for the hop to be split: one per node, fanout 1): the
+  // calling thread compacts and refuses it, in a late piece, and the helpers are joined.
+  const int64_t n = ops::detail::kThreadedMinEdges + 4 * ops::detail::kPiece;
   std::vector<std::pair<int64_t, int64_t>> edges;
-  for (int64_t v = 0; v < 1000; ++v) {
-    edges.push_back({(v * 7 + 1) % 1000, v});
+  for (int64_t v = 0; v < n; ++v) {
+    edges.push_back({(v * 7 + 1) % n, v});
   }
-  Graph wide = test::csc_of(1000, edges);
-  wide.indices[static_cast<size_t>(wide.indptr[900])] = 5000;
+  Graph wide = test::csc_of(n, edges);
+  wide.indices[static_cast<size_t>(wide.indptr[n * 9 / 10])] = 5 * n;
   NeighborSamplerOptions threads;
   threads.fanouts = {1};
   threads.num_threads = 2;
   NeighborSampler split(wide, threads);
-  std::vector<int64_t> all(1000);
+  std::vector<int64_t> all(static_cast<size_t>(n));
   std::iota(all.begin(), all.end(), 0);
-  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}, nullptr, &ws), IndexError,
-                           "sampled neighbor 5000 is outside [0, 1000)");
-  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}), IndexError,
-                           "sampled neighbor 5000 is outside [0, 1000)");
+  const std::string bad =
+      "sampled neighbor " + std::to_string(5 * n) + " is outside [0, " + std::to_string(n) + ")";
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}, nullptr, &ws), IndexError, bad);
+  TESSERA_EXPECT_THROW_MSG(split.sample_blocks(all, RngKey{}), IndexError, bad);
+  // The workspace stays usable after the threaded error too.
+  wide.indices[static_cast<size_t>(wide.indptr[n * 9 / 10])] = 3;
+  NeighborSampler split_fixed(wide, threads);
+  expect_same_blocks(split_fixed.sample_blocks(all, RngKey{}, nullptr, &ws),
+                     blocks_by_definition(wide, threads, all, RngKey{}));
 }
 
 TEST(NeighborSampler, BadOptions) {
