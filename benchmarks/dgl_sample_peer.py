@@ -30,9 +30,11 @@ sampler (a 2-thread pass right after DGL's ran about 0.6x its steady rate on a 2
 A busy machine makes every figure here meaningless (another process on a 2-core machine slowed
 DGL's 2-thread rounds 20-50 fold), so each case reads ``/proc/stat`` around its rounds: the CPU
 time of other processes and the time stolen by the hypervisor, as shares of the machine. Above
-``--max-busy`` (default 0.1) the case is marked ``"busy": true`` with a warning;
-``results_table.py`` leaves such cases out of the table. Both sides sample the graph Tessera builds (``load_dataset(path,
-symmetrize=True)``, as ``tessera bench sample`` reads it), DGL from the same CSC arrays; the
+``--max-busy`` (default 0.1) the case is marked ``"busy": true`` with a warning (``null`` where
+``/proc/stat`` cannot be read); ``results_table.py`` leaves such cases out of the table.
+
+Both sides sample the graph Tessera builds (``load_dataset(path, symmetrize=True)``, as
+``tessera bench sample`` reads it), DGL from the same CSC arrays; the
 batches are the Tessera loader's first epoch (shuffled with the Philox permutation of ``--seed``,
 ``drop_last``), and Tessera samples batch b with the key (seed, 0, b) as the loader and the CLI
 do, so its edge counts match the CLI's. Torch and DGL get T threads (``torch.set_num_threads``,
@@ -307,13 +309,20 @@ def run_case(case, a, fanouts, threads, names):
                          for n in peers if peers[n]["rounds"] and peers[n]["rounds"][-1]["round"] == r)
         print(f"  round {r + 1}/{a.rounds}: {line} edges/s", file=sys.stderr, flush=True)
     load = machine_load(ticks0, cpu_ticks(), own_cpu_seconds() - cpu0)
-    busy = load is not None and load["others"] + load["steal"] > a.max_busy
+    busy = None if load is None else load["others"] + load["steal"] > a.max_busy
     if busy:
         print(f"  WARNING: other processes took {load['others']:.0%} of the machine and the "
               f"hypervisor {load['steal']:.0%} during these rounds (over --max-busy "
               f"{a.max_busy:.0%}): the figures of this case are not the samplers'",
               file=sys.stderr, flush=True)
-    # Edges of one pass over the batches (the CLI makes one pass a round).
+    # Edges of one pass over the batches (the CLI makes one pass a round). Every pass of a round
+    # samples the same batches with the same keys, so a round's edges are passes x one pass's.
+    for n, p in peers.items():
+        if n == "tessera":  # keyed: the same edges every pass (the others draw anew)
+            for rr in p["rounds"]:
+                if rr["edges"] % a.passes:
+                    sys.exit(f"dgl_sample_peer: {case.spec}: {n} sampled {rr['edges']} edges in "
+                             f"{a.passes} passes over the same batches: the passes differ")
     edges = {n: {rr["edges"] // (1 if n == "tessera-cli" else a.passes) for rr in p["rounds"]}
              for n, p in peers.items()}
     for n, p in peers.items():

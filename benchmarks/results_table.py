@@ -323,8 +323,8 @@ batches, [15,10,5], batch 1024, in alternating rounds: Tessera's plain Python
 `NeighborSampler.sample_blocks`, DGL's `MultiLayerNeighborSampler.sample_blocks` (fused, and
 unfused), GraphBolt's sampling pipeline (DGL 2.x), and `tessera bench sample`'s loader; each
 figure is the median of the per-round ratios with their range (docs/sampling.md, "The DGL and
-GraphBolt peers"). A case run while other processes or the hypervisor took more than a tenth of
-the machine (`"busy": true` in its JSON) is left out.
+GraphBolt peers"). A case run while other processes or the hypervisor took more of the machine
+than its run's `--max-busy` allowed (a tenth by default; `"busy": true` in its JSON) is left out.
 """
     return section("Sampling against DGL and GraphBolt", intro, body, rs)
 
