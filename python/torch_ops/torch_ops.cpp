@@ -19,9 +19,7 @@
 // The library links its own copy of Tessera's static libraries (as tessera._C does): settings
 // made through tessera._C, such as tessera.set_num_threads, do not reach it; its CPU twin reads
 // TESSERA_NUM_THREADS or uses every hardware thread.
-#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/linear.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -102,18 +100,13 @@ at::Tensor sage_layer(const at::Tensor& x, const at::Tensor& src, const at::Tens
       w_self.dim() == 2 && w_self.sizes() == w_neigh.sizes() && w_self.size(1) == x.size(1),
       "tessera::sage_layer: w_self and w_neigh must both be [out, ", x.size(1), "], got ",
       w_self.sizes(), " and ", w_neigh.sizes());
-  const int64_t in = w_neigh.size(1), out = w_neigh.size(0);
+  const int64_t out = w_neigh.size(0);
   TORCH_CHECK_VALUE(!bias.has_value() || !bias->defined() || bias->sizes() == at::IntArrayRef{out},
                     "tessera::sage_layer: bias must be [", out, "], got ",
                     bias.has_value() ? bias->sizes() : at::IntArrayRef{});
-  const at::Tensor h_dst = x.slice(0, 0, num_dst);
-  const at::Tensor h_neigh = in > out ? mean_aggregate(at::linear(x, w_neigh), src, indptr, engine)
-                                      : at::linear(mean_aggregate(x, src, indptr, engine), w_neigh);
-  at::Tensor rst = at::linear(h_dst, w_self) + h_neigh;
-  if (bias.has_value() && bias->defined()) {
-    rst = rst + *bias;
-  }
-  return rst;
+  return tessera::train::sage_forward(
+      x, num_dst, w_self, w_neigh, bias.has_value() ? *bias : at::Tensor(),
+      [&](const at::Tensor& h) { return mean_aggregate(h, src, indptr, engine); });
 }
 
 std::string torch_version() {

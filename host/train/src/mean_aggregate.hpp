@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The mean aggregation of a block on ATen tensors by Tessera's spmm: used by `tessera train`
-// (model.cpp) and by the torch operator library of the Python package
-// (torch.ops.tessera.mean_aggregate, python/torch_ops), so both run one implementation.
+// The mean aggregation of a block on ATen tensors by Tessera's spmm, and the SAGE layer over an
+// aggregation: used by `tessera train` (model.cpp) and by the torch operator library of the
+// Python package (torch.ops.tessera.mean_aggregate / sage_layer, python/torch_ops), so both run
+// one implementation.
 #pragma once
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/linear.h>
 
 #include <cstdint>
 
@@ -21,5 +24,22 @@ namespace tessera::train {
 /// Without autograd only the forward runs. Tessera's errors propagate as thrown.
 at::Tensor mean_aggregate(const at::Tensor& h, const at::Tensor& src, const at::Tensor& indptr,
                           ops::SpmmEngine engine = ops::SpmmEngine::kRows);
+
+/// nn.py's SAGEConv forward, operator for operator (so the same bits and autograd graph):
+/// linear(x[:num_dst], w_self) + the projected aggregate of the neighbors + bias (when defined),
+/// projecting before `aggregate` (x -> the mean over each destination's in-neighbors) when that
+/// shrinks the rows, as DGL does.
+template <class Aggregate>
+at::Tensor sage_forward(const at::Tensor& x, int64_t num_dst, const at::Tensor& w_self,
+                        const at::Tensor& w_neigh, const at::Tensor& bias, Aggregate&& aggregate) {
+  const at::Tensor h_dst = x.slice(0, 0, num_dst);
+  const at::Tensor h_neigh = w_neigh.size(1) > w_neigh.size(0) ? aggregate(at::linear(x, w_neigh))
+                                                               : at::linear(aggregate(x), w_neigh);
+  at::Tensor rst = at::linear(h_dst, w_self) + h_neigh;
+  if (bias.defined()) {
+    rst = rst + bias;
+  }
+  return rst;
+}
 
 }  // namespace tessera::train

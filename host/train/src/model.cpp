@@ -118,11 +118,8 @@ at::Tensor Model::sage(const Layer& l, const TBlock& b, const at::Tensor& x) con
   // runs before the aggregation when it shrinks the rows (DGL's order).
   TESSERA_ASSERT(x.size(0) == b.num_src, "{} source rows for a block with {} source nodes",
                  x.size(0), b.num_src);
-  const at::Tensor h_dst = x.slice(0, 0, b.num_dst);
-  at::Tensor h_neigh = l.in > l.out ? mean_aggregate(at::linear(x, l.w_neigh), b)
-                                    : at::linear(mean_aggregate(x, b), l.w_neigh);
-  at::Tensor rst = at::linear(h_dst, l.w_self) + h_neigh;
-  return rst + l.bias;
+  return sage_forward(x, b.num_dst, l.w_self, l.w_neigh, l.bias,
+                      [&](const at::Tensor& h) { return mean_aggregate(h, b); });
 }
 
 at::Tensor Model::gcn(const Layer& l, const TBlock& b, const at::Tensor& x) const {
