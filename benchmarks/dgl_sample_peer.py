@@ -18,7 +18,9 @@ Every case (graph x thread count) times, in alternating rounds over the same see
   ``graphbolt.DataLoader(num_workers=0)``, over a ``fused_csc_sampling_graph`` of the same CSC;
   a round iterates it once over the same batches, in order;
 * ``tessera-cli`` (with ``--cli PATH``): ``tessera bench sample`` on the same graph and batches,
-  one process per round, its loader's rate by wall time (T loader threads).
+  one process per round, its loader's rate by wall time (T loader threads). Its rounds also
+  measure the roofline, random 8-byte reads of the graph per second with T threads
+  (``roofline`` in the JSON: their median, and Tessera's sampled edges per such read).
 
 Round r runs every peer over all batches ``--passes`` times, the order rotating from round to
 round, so each pair of peers is compared on the same minutes of a shared machine: the figure is
@@ -255,7 +257,8 @@ def run_cli(cli, spec, fanouts, batch_size, threads, batches, replace, seed):
             j = json.load(f)
     t = j["tessera"]
     return {"seconds": t["seconds"], "cpu_seconds": t["cpu_seconds"],
-            "edges": t["sampled_edges"], "command": j["command"]}
+            "edges": t["sampled_edges"], "command": j["command"],
+            "limit_random_reads_per_s": j.get("limit", {}).get("random_reads_per_s")}
 
 
 def summarize(rounds):
@@ -333,6 +336,15 @@ def run_case(case, a, fanouts, threads, names):
         if edges["tessera"] != edges["tessera-cli"]:
             sys.exit(f"dgl_sample_peer: {case.spec}: the Python call sampled {edges['tessera']} "
                      f"edges, the CLI {edges['tessera-cli']}: not the same batches")
+    # The roofline: random 8-byte reads of the graph per second with T threads, which the CLI
+    # measures in each of its rounds (a sampled edge costs at least one such read).
+    reads = [r["limit_random_reads_per_s"] for r in peers.get("tessera-cli", {}).get("rounds", [])
+             if r.get("limit_random_reads_per_s")]
+    roofline = None
+    if reads:
+        roofline = {"random_reads_per_s_median": statistics.median(reads),
+                    "tessera_edges_per_read": peers["tessera"]["edges_per_s_median"] /
+                    statistics.median(reads) if "tessera" in peers else None}
     ratios = {}
     for x, y in (("tessera", "dgl"), ("tessera", "dgl-unfused"), ("tessera", "graphbolt"),
                  ("dgl", "dgl-unfused"), ("tessera", "tessera-cli")):
@@ -341,7 +353,7 @@ def run_case(case, a, fanouts, threads, names):
     return {"graph": {"spec": case.spec, "num_nodes": case.num_nodes, "num_edges": case.num_edges,
                       "symmetrized": True, "load_seconds": case.load_seconds},
             "threads": threads, "batches": count, "passes": a.passes, "peers": peers,
-            "ratios": ratios, "machine_load": load, "busy": busy}
+            "ratios": ratios, "roofline": roofline, "machine_load": load, "busy": busy}
 
 
 def main():
@@ -382,6 +394,10 @@ def main():
                              for k, v in res["ratios"].items() if v)
             rates = ", ".join(f"{n} {p['edges_per_s_median'] / 1e6:.2f}M"
                               for n, p in res["peers"].items())
+            roof = res["roofline"]
+            if roof and roof["tessera_edges_per_read"] is not None:
+                line += (f"; limit {roof['random_reads_per_s_median'] / 1e6:.2f}M random reads/s "
+                         f"(tessera {roof['tessera_edges_per_read']:.2f} edges per read)")
             print(f"{spec}, {t} thread(s): {rates} edges/s (medians); {line}", flush=True)
         del case
     out = {
