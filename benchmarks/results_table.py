@@ -309,12 +309,17 @@ def sample_dgl_section(runs):
                 return (f"{x['median']:.2f}x ({x['min']:.2f}–{x['max']:.2f})" if x else DASH)
 
             g = c.get("graph", {})
+            roof = c.get("roofline") or {}
+            per_read = roof.get("tessera_edges_per_read")
             rows.append([g.get("spec", DASH), c.get("threads"),
                          f"DGL {v.get('dgl')}, torch {v.get('torch')}",
                          num(c.get("peers", {}).get("tessera", {}).get("edges_per_s_median")),
+                         (f"{per_read:.2f} of {num(roof['random_reads_per_s_median'])}"
+                          if per_read is not None else DASH),
                          cellr("tessera/dgl"), cellr("tessera/dgl-unfused"),
                          cellr("tessera/graphbolt"), cellr("tessera/tessera-cli"), r.link()])
     body = table(["graph", "threads", "peer versions", "Tessera edges/s (median round)",
+                  "Tessera edges per random read (limit: reads/s, same run)",
                   "Tessera / DGL fused", "Tessera / DGL unfused", "Tessera / GraphBolt",
                   "Python call / CLI loader", "run"], rows)
     intro = """
