@@ -4,6 +4,8 @@
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include <unistd.h>
 
@@ -120,441 +122,543 @@ InitFn copy_rows(const Array& a, int64_t lo, const std::string& what) {
 
 }  // namespace
 
-DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& graph_name,
-                     const std::filesystem::path& part_config, const DistGraphOptions& opts)
-    : st_(std::make_unique<detail::GraphState>()) {
-  TESSERA_EXPECTS(rt != nullptr, ValueError, "DistGraph '{}': null runtime", graph_name);
-  auto& g = *st_;
-  g.rt = rt;
-  g.name = graph_name;
+namespace {
+
+// What the constructor's steps share while a partition loads: where this rank stands in the
+// job, the machine's ranges and this trainer's share of them, and the partition's
+// memory-mapped arrays (check_structure checks them before anything indexes with them).
+struct Loading {
+  Loading(detail::GraphState& g_, std::shared_ptr<Runtime> rt_, transport::Transport& t_,
+          std::string name_)
+      : g(g_), rt(std::move(rt_)), t(t_), name(std::move(name_)) {}
+
+  detail::GraphState& g;
+  std::shared_ptr<Runtime> rt;
+  transport::Transport& t;
+  std::string name;         // the graph's
+  std::string prefix;       // of its tensors' names: the graph and its partitioning's checksums
+  int world = 1, tpm = 1;   // ranks; trainers per machine
+  int mach = 0, local = 0;  // this rank's machine, and its index among the machine's trainers
+  int64_t nlo = 0, nhi = 0, elo = 0, ehi = 0;  // the machine's node and edge ranges
+  int64_t ni = 0, n = 0, m = 0;  // its inner nodes, the graph's nodes, its inner edges
+  int64_t num_local = 0;         // local IDs (inner nodes and halo)
+  int64_t row_lo = 0, row_hi = 0, edge_lo = 0, edge_hi = 0;  // this trainer's local rows, edges
+  const int64_t* indptr = nullptr;
+  const int64_t* indices = nullptr;
+  const int64_t* nid = nullptr;
+  const int64_t* onid = nullptr;
+  const int64_t* eid = nullptr;
+  const int64_t* oeid = nullptr;
+  bool in_order = true;  // inner edges stored in edge-ID order (what `tessera partition` writes)
+
+  // A stored ID outside [0, bound): an error naming the file, not a crash.
+  [[noreturn]] void bad_id(const char* file, int64_t k, int64_t v, int64_t bound) const {
+    TESSERA_FAIL(ValueError,
+                 "DistGraph '{}': partition {}'s {} holds {} at position {}, outside [0, {}) "
+                 "(a corrupt partition file; `tessera validate` checks every file)",
+                 name, mach, file, v, k, bound);
+  }
+};
+
+// The config, checked against the graph name, the job's size and every other rank's config;
+// this rank's machine, and its partition, memory-mapped.
+Loading open_partition(detail::GraphState& g, const std::shared_ptr<Runtime>& rt,
+                       const std::string& graph_name, const std::filesystem::path& part_config,
+                       const DistGraphOptions& opts) {
   auto& rs = rt->state();
-  auto& t = *rs.t;
-  const int world = t.world_size(), me = t.rank();
+  Loading l(g, rt, *rs.t, graph_name);
+  l.world = l.t.world_size();
   g.config = load_partition_config(part_config);
   TESSERA_EXPECTS(g.config.graph_name == graph_name, ValueError,
                   "DistGraph '{}': the config {} holds graph '{}'", graph_name,
                   part_config.string(), g.config.graph_name);
-  check_same_partitioning(t, g.config);
+  check_same_partitioning(l.t, g.config);
   // Tensor names carry the partitioning's identity: loading the same partitioning again shares
   // its tensors (idempotent, as DGL), another partitioning of a graph of the same name in this
   // process gets its own.
   const std::string sums = fingerprint(g.config)["checksums"].get<std::string>();
-  const std::string prefix =
-      fmt::format("{}@{:08x}", graph_name, crc32_update(0, sums.data(), sums.size()));
-  TESSERA_EXPECTS(g.config.num_parts >= 1 && world % g.config.num_parts == 0, ValueError,
+  l.prefix = fmt::format("{}@{:08x}", graph_name, crc32_update(0, sums.data(), sums.size()));
+  TESSERA_EXPECTS(g.config.num_parts >= 1 && l.world % g.config.num_parts == 0, ValueError,
                   "DistGraph '{}': {} has {} partitions but the job has {} ranks (one partition "
                   "per machine and the same number of trainers on every machine: the ranks must "
                   "be a multiple of the partitions; a world of one process needs a 1-partition "
                   "config)",
-                  graph_name, part_config.string(), g.config.num_parts, world);
-  const int tpm = static_cast<int>(world / g.config.num_parts);
-  const int mach = me / tpm, local = me % tpm;
-  g.trainers_per_machine = tpm;
-  g.machine = mach;
+                  graph_name, part_config.string(), g.config.num_parts, l.world);
+  l.tpm = static_cast<int>(l.world / g.config.num_parts);
+  l.mach = l.t.rank() / l.tpm;
+  l.local = l.t.rank() % l.tpm;
+  g.trainers_per_machine = l.tpm;
+  g.machine = l.mach;
   LoadOptions lo;
   lo.verify_checksums = opts.verify_checksums;
-  g.part = load_partition(g.config, mach, lo);
+  g.part = load_partition(g.config, l.mach, lo);
   g.machine_book = PartitionBook::from_config(g.config);
   {
     std::lock_guard<std::mutex> lk(rs.mu);
     g.id = rs.next_graph_id++;
   }
-  // The machine's ranges, and this trainer's part of them.
-  const auto nrange = g.machine_book.node_range(mach);
-  const auto erange = g.machine_book.edge_range(mach);
-  const int64_t nlo = nrange.first, nhi = nrange.second;
-  const int64_t elo = erange.first, ehi = erange.second;
-  TESSERA_EXPECTS(g.part.num_inner_nodes == nhi - nlo, ValueError,
+  std::tie(l.nlo, l.nhi) = g.machine_book.node_range(l.mach);
+  std::tie(l.elo, l.ehi) = g.machine_book.edge_range(l.mach);
+  TESSERA_EXPECTS(g.part.num_inner_nodes == l.nhi - l.nlo, ValueError,
                   "DistGraph '{}': partition {} has {} inner nodes but its range holds {}",
-                  graph_name, mach, g.part.num_inner_nodes, nhi - nlo);
+                  graph_name, l.mach, g.part.num_inner_nodes, l.nhi - l.nlo);
+  l.ni = l.nhi - l.nlo;
+  l.n = g.config.num_nodes;
+  l.indptr = g.part.indptr.data<int64_t>();
+  l.indices = g.part.indices.data<int64_t>();
+  l.nid = g.part.nid.data<int64_t>();
+  l.onid = g.part.orig_nid.data<int64_t>();
+  l.eid = g.part.eid.data<int64_t>();
+  l.oeid = g.part.orig_eid.data<int64_t>();
+  l.num_local = g.part.nid.rows();
+  return l;
+}
 
-  // The partition's structure (memory-mapped), checked before anything indexes with it.
-  const int64_t ni = nhi - nlo, n = g.config.num_nodes;
-  const int64_t* indptr = g.part.indptr.data<int64_t>();
-  const int64_t* indices = g.part.indices.data<int64_t>();
-  const int64_t* nid = g.part.nid.data<int64_t>();
-  const int64_t* onid = g.part.orig_nid.data<int64_t>();
-  const int64_t* eid = g.part.eid.data<int64_t>();
-  const int64_t* oeid = g.part.orig_eid.data<int64_t>();
-  const int64_t num_local = g.part.nid.rows();
-  // Every stored ID is checked before it indexes anything: a corrupt file is an error naming
-  // the file, not a crash.
-  auto bad_id = [&](const char* file, int64_t k, int64_t v, int64_t bound) {
-    TESSERA_FAIL(ValueError,
-                 "DistGraph '{}': partition {}'s {} holds {} at position {}, outside [0, {}) "
-                 "(a corrupt partition file; `tessera validate` checks every file)",
-                 graph_name, mach, file, v, k, bound);
-  };
+// The partition's structure (its files' sizes, indptr, the inner edges' count), checked before
+// anything indexes with it; and whether the inner edges are stored in edge-ID order.
+void check_structure(Loading& l) {
+  const LocalPartition& part = l.g.part;
   TESSERA_EXPECTS(
-      g.part.indptr.rows() >= ni + 1 && g.part.orig_nid.rows() >= num_local && num_local >= ni,
+      part.indptr.rows() >= l.ni + 1 && part.orig_nid.rows() >= l.num_local && l.num_local >= l.ni,
       ValueError,
       "DistGraph '{}': partition {}'s files disagree: indptr.npy has {} entries, "
       "nid.npy {} and orig_nid.npy {} rows for {} inner nodes",
-      graph_name, mach, g.part.indptr.rows(), num_local, g.part.orig_nid.rows(), ni);
-  const int64_t m = indptr[ni];
-  for (int64_t i = 0; i < ni; ++i) {
-    if (indptr[i + 1] < indptr[i]) bad_id("indptr.npy", i + 1, indptr[i + 1], indptr[i] + 1);
+      l.name, l.mach, part.indptr.rows(), l.num_local, part.orig_nid.rows(), l.ni);
+  const int64_t* indptr = l.indptr;
+  l.m = indptr[l.ni];
+  for (int64_t i = 0; i < l.ni; ++i) {
+    if (indptr[i + 1] < indptr[i]) {
+      l.bad_id("indptr.npy", i + 1, indptr[i + 1], indptr[i] + 1);
+    }
   }
-  TESSERA_EXPECTS(indptr[0] == 0 && m >= 0 && m <= g.part.indices.rows() &&
-                      m <= g.part.eid.rows() && m <= g.part.orig_eid.rows(),
+  TESSERA_EXPECTS(indptr[0] == 0 && l.m >= 0 && l.m <= part.indices.rows() &&
+                      l.m <= part.eid.rows() && l.m <= part.orig_eid.rows(),
                   ValueError,
                   "DistGraph '{}': partition {}'s indptr.npy ends at {} but {} edges "
                   "are stored",
-                  graph_name, mach, m, g.part.indices.rows());
-  const int64_t me_edges = ehi - elo;
-  TESSERA_EXPECTS(m == me_edges, ValueError,
+                  l.name, l.mach, l.m, part.indices.rows());
+  TESSERA_EXPECTS(l.m == l.ehi - l.elo, ValueError,
                   "DistGraph '{}': partition {} stores {} in-edges of its inner nodes but its edge "
                   "range [{}, {}) holds {}",
-                  graph_name, mach, m, elo, ehi, me_edges);
-  // Inner edges stored in edge-ID order (what `tessera partition` writes)?
+                  l.name, l.mach, l.m, l.elo, l.ehi, l.ehi - l.elo);
   std::atomic<bool> in_order{true};
-  parallel_for(0, m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+  const int64_t* eid = l.eid;
+  const int64_t elo = l.elo;
+  parallel_for(0, l.m, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
     for (int64_t k = k0; k < k1 && in_order.load(std::memory_order_relaxed); ++k) {
       if (eid[k] != elo + k) {
         in_order = false;
       }
     }
   });
-  // This trainer's rows: the machine's nodes cut into tpm contiguous ranges whose sizes differ
-  // by at most one, each with the in-edges of its nodes. Every rank's range, gathered, is the
-  // book that routes reads and sampling (one partition per rank).
-  auto cut = [&](int l) {
-    const int64_t size = ni / tpm, rem = ni % tpm;
-    return l * size + std::min<int64_t>(l, rem);
+  l.in_order = in_order.load();
+}
+
+// This trainer's rows: the machine's nodes cut into tpm contiguous ranges whose sizes differ by
+// at most one, each with the in-edges of its nodes.
+void cut_trainer_rows(Loading& l) {
+  auto cut = [&](int i) {
+    const int64_t size = l.ni / l.tpm, rem = l.ni % l.tpm;
+    return i * size + std::min<int64_t>(i, rem);
   };
-  // This trainer's local rows [row_lo, row_hi) and stored edges [edge_lo, edge_hi).
-  const int64_t row_lo = cut(local), row_hi = cut(local + 1);
-  const int64_t edge_lo = indptr[row_lo], edge_hi = indptr[row_hi];
+  l.row_lo = cut(l.local);
+  l.row_hi = cut(l.local + 1);
+  l.edge_lo = l.indptr[l.row_lo];
+  l.edge_hi = l.indptr[l.row_hi];
   // Its edges must be those with edge IDs [elo + edge_lo, elo + edge_hi): `tessera partition`
   // numbers each node's in-edges consecutively (in some order within the node).
-  if (tpm > 1 && !in_order) {
-    for (int64_t k = edge_lo; k < edge_hi; ++k) {
-      TESSERA_EXPECTS(eid[k] >= elo + edge_lo && eid[k] < elo + edge_hi, ValueError,
+  if (l.tpm > 1 && !l.in_order) {
+    for (int64_t k = l.edge_lo; k < l.edge_hi; ++k) {
+      TESSERA_EXPECTS(l.eid[k] >= l.elo + l.edge_lo && l.eid[k] < l.elo + l.edge_hi, ValueError,
                       "DistGraph '{}': {} trainers per machine need the in-edges of each run of "
                       "nodes numbered consecutively, as `tessera partition` writes them, but "
                       "partition {}'s stored edge {} has edge ID {} outside [{}, {})",
-                      graph_name, tpm, mach, k, eid[k], elo + edge_lo, elo + edge_hi);
+                      l.name, l.tpm, l.mach, k, l.eid[k], l.elo + l.edge_lo, l.elo + l.edge_hi);
     }
   }
-  {
-    const int64_t mine[4] = {nlo + row_lo, nlo + row_hi, elo + edge_lo, elo + edge_hi};
-    std::vector<int64_t> all(static_cast<size_t>(world) * 4);
-    t.all_gather(mine, sizeof mine, all.data());
-    std::vector<int64_t> noff{0}, eoff{0};
-    for (int r = 0; r < world; ++r) {
-      const int64_t* a = all.data() + static_cast<size_t>(r) * 4;
-      TESSERA_EXPECTS(a[0] == noff.back() && a[2] == eoff.back(), ValueError,
-                      "DistGraph '{}': rank {}'s rows [{}, {}) do not follow rank {}'s (ranks of "
-                      "one machine must be consecutive and run over the same partitioning)",
-                      graph_name, r, a[0], a[1], r - 1);
-      noff.push_back(a[1]);
-      eoff.push_back(a[3]);
+}
+
+// Every rank's rows and edges, gathered (collective): the book that routes reads and sampling,
+// one partition per rank.
+PartitionBook gather_rank_book(const Loading& l) {
+  const int64_t mine[4] = {l.nlo + l.row_lo, l.nlo + l.row_hi, l.elo + l.edge_lo,
+                           l.elo + l.edge_hi};
+  std::vector<int64_t> all(static_cast<size_t>(l.world) * 4);
+  l.t.all_gather(mine, sizeof mine, all.data());
+  std::vector<int64_t> noff{0}, eoff{0};
+  for (int r = 0; r < l.world; ++r) {
+    const int64_t* a = all.data() + static_cast<size_t>(r) * 4;
+    TESSERA_EXPECTS(a[0] == noff.back() && a[2] == eoff.back(), ValueError,
+                    "DistGraph '{}': rank {}'s rows [{}, {}) do not follow rank {}'s (ranks of "
+                    "one machine must be consecutive and run over the same partitioning)",
+                    l.name, r, a[0], a[1], r - 1);
+    noff.push_back(a[1]);
+    eoff.push_back(a[3]);
+  }
+  return PartitionBook(std::move(noff), std::move(eoff));
+}
+
+// With several trainers per machine, the machine's node and edge data live in one shared
+// memory segment: the machine's first trainer creates it, the others map it, and its name is
+// unlinked once all have (the memory goes with the last mapping, even after kill -9). With one
+// trainer per machine there is no segment and every tensor allocates its own rows.
+class MachineSegment {
+ public:
+  // Collective when the machine has several trainers.
+  explicit MachineSegment(const Loading& l) : l_(l) {
+    if (l.tpm > 1) {
+      create(l);
     }
-    g.book = PartitionBook(std::move(noff), std::move(eoff));
   }
 
-  // With several trainers per machine, the machine's node and edge data live in one shared
-  // memory segment: the machine's first trainer creates it, the others map it, and its name is
-  // unlinked once all have (the memory goes with the last mapping, even after kill -9).
-  std::vector<std::pair<int64_t, size_t>> layout;  // (offset, bytes) per shared tensor
-  auto row_bytes_of = [](const std::vector<int64_t>& shape, DType dt) {
-    size_t rb = dtype_size(dt);
-    for (size_t d = 1; d < shape.size(); ++d) {
-      rb *= static_cast<size_t>(shape[d]);
+  // Where the next tensor of the segment's layout keeps the machine's rows [lo_row, hi_row):
+  // ndata and edata in config order, then orig_nid, orig_eid and the edge endpoints.
+  MachineRows next(int64_t lo_row, int64_t hi_row) {
+    MachineRows mr;
+    if (seg_) {
+      mr.hold = seg_;
+      mr.base = seg_->base + layout_[next_++].first;
+      mr.lo = lo_row;
+      mr.hi = hi_row;
+      mr.trainers = l_.tpm;
+      mr.local = l_.local;
     }
-    return rb;
-  };
-  std::shared_ptr<detail::ShmSegment> seg;
-  if (tpm > 1) {
+    return mr;
+  }
+
+ private:
+  void create(const Loading& l) {
+    auto row_bytes_of = [](const std::vector<int64_t>& shape, DType dt) {
+      size_t rb = dtype_size(dt);
+      for (size_t d = 1; d < shape.size(); ++d) {
+        rb *= static_cast<size_t>(shape[d]);
+      }
+      return rb;
+    };
     size_t total = 0;
     auto add = [&](int64_t rows, size_t rb) {
       const size_t bytes = static_cast<size_t>(rows) * rb;
-      layout.emplace_back(static_cast<int64_t>(total), bytes);
+      layout_.emplace_back(static_cast<int64_t>(total), bytes);
       total += (bytes + 4095) / 4096 * 4096;
     };
-    for (const auto& s : g.config.ndata) {
-      add(ni, row_bytes_of(s.shape, s.dtype));
+    for (const auto& s : l.g.config.ndata) {
+      add(l.ni, row_bytes_of(s.shape, s.dtype));
     }
-    for (const auto& s : g.config.edata) {
-      add(m, row_bytes_of(s.shape, s.dtype));
+    for (const auto& s : l.g.config.edata) {
+      add(l.m, row_bytes_of(s.shape, s.dtype));
     }
-    add(ni, 8);  // orig_nid
-    add(m, 8);   // orig_eid
-    add(m, 16);  // edge endpoints
+    add(l.ni, 8);  // orig_nid
+    add(l.m, 8);   // orig_eid
+    add(l.m, 16);  // edge endpoints
     const char* token = std::getenv("TESSERA_JOB_TOKEN");
     const std::string tok = token ? token : "";
     const std::string tag =
         fmt::format("{:08x}-{:08x}-m{}", crc32_update(0, tok.data(), tok.size()),
-                    crc32_update(0, prefix.data(), prefix.size()), mach);
+                    crc32_update(0, l.prefix.data(), l.prefix.size()), l.mach);
     int64_t pid = 0;
     std::string fail;
-    if (local == 0) {
+    if (l.local == 0) {
       detail::sweep_stale_segments();
       pid = static_cast<int64_t>(::getpid());
       try {
-        seg = detail::shm_create(detail::shm_segment_name(pid, tag), total);
+        seg_ = detail::shm_create(detail::shm_segment_name(pid, tag), total);
       } catch (const std::exception& e) {
         fail = e.what();
         pid = -1;
       }
     }
-    std::vector<int64_t> pids(static_cast<size_t>(world));
-    t.all_gather(&pid, sizeof pid, pids.data());
-    const int64_t leader = pids[static_cast<size_t>(mach) * tpm];
+    std::vector<int64_t> pids(static_cast<size_t>(l.world));
+    l.t.all_gather(&pid, sizeof pid, pids.data());
+    const int64_t leader = pids[static_cast<size_t>(l.mach) * l.tpm];
     TESSERA_EXPECTS(leader > 0, IOError,
                     "DistGraph '{}': machine {}'s shared partition could not be created{}{}",
-                    graph_name, mach, fail.empty() ? "" : ": ", fail);
-    if (local != 0) {
-      seg = detail::shm_open_existing(detail::shm_segment_name(leader, tag), total);
+                    l.name, l.mach, fail.empty() ? "" : ": ", fail);
+    if (l.local != 0) {
+      seg_ = detail::shm_open_existing(detail::shm_segment_name(leader, tag), total);
     }
-    t.barrier();
-    if (local == 0) {
-      detail::shm_unlink_name(seg->name);
+    l.t.barrier();
+    if (l.local == 0) {
+      detail::shm_unlink_name(seg_->name);
     }
-    g.shared = seg;
-    g.shared_bytes = static_cast<int64_t>(total);
+    l.g.shared = seg_;
+    l.g.shared_bytes = static_cast<int64_t>(total);
   }
-  size_t next_shared = 0;
-  auto machine_rows = [&](int64_t lo_row, int64_t hi_row) {
-    MachineRows mr;
-    if (seg) {
-      mr.hold = seg;
-      mr.base = seg->base + layout[next_shared++].first;
-      mr.lo = lo_row;
-      mr.hi = hi_row;
-      mr.trainers = tpm;
-      mr.local = local;
-    }
-    return mr;
-  };
 
-  // Node and edge data as DistTensors (collective, in config order on every rank).
+  const Loading& l_;
+  std::shared_ptr<detail::ShmSegment> seg_;
+  std::vector<std::pair<int64_t, size_t>> layout_;  // (offset, bytes) per shared tensor
+  size_t next_ = 0;
+};
+
+// Node and edge data and orig_nid as DistTensors (collective, in config order on every rank),
+// their rows copied from the partition's files.
+void create_data_tensors(const Loading& l, MachineSegment& shared) {
+  auto& g = l.g;
   const auto npol = PartPolicy::node(g.book), epol = PartPolicy::edge(g.book);
   for (const auto& s : g.config.ndata) {
     auto it = g.part.ndata.find(s.name);
     TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks node data '{}'", graph_name, mach, s.name);
-    g.ndata.emplace(
-        s.name, DistTensor(rt, fmt::format("{}:node:{}", prefix, s.name), s.shape, s.dtype, npol,
-                           copy_rows(it->second, nlo, "node data " + s.name), true,
-                           Placement::kHost, machine_rows(nlo, nhi)));
+                    "DistGraph '{}': partition {} lacks node data '{}'", l.name, l.mach, s.name);
+    g.ndata.emplace(s.name,
+                    DistTensor(l.rt, fmt::format("{}:node:{}", l.prefix, s.name), s.shape, s.dtype,
+                               npol, copy_rows(it->second, l.nlo, "node data " + s.name), true,
+                               Placement::kHost, shared.next(l.nlo, l.nhi)));
   }
   for (const auto& s : g.config.edata) {
     auto it = g.part.edata.find(s.name);
     TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks edge data '{}'", graph_name, mach, s.name);
-    g.edata.emplace(
-        s.name, DistTensor(rt, fmt::format("{}:edge:{}", prefix, s.name), s.shape, s.dtype, epol,
-                           copy_rows(it->second, elo, "edge data " + s.name), true,
-                           Placement::kHost, machine_rows(elo, ehi)));
+                    "DistGraph '{}': partition {} lacks edge data '{}'", l.name, l.mach, s.name);
+    g.edata.emplace(s.name,
+                    DistTensor(l.rt, fmt::format("{}:edge:{}", l.prefix, s.name), s.shape, s.dtype,
+                               epol, copy_rows(it->second, l.elo, "edge data " + s.name), true,
+                               Placement::kHost, shared.next(l.elo, l.ehi)));
   }
-  g.orig_nid = DistTensor(rt, fmt::format("{}:orig_nid", prefix), {g.config.num_nodes},
-                          DType::kInt64, npol, copy_rows(g.part.orig_nid, nlo, "orig_nid"), true,
-                          Placement::kHost, machine_rows(nlo, nhi));
+  g.orig_nid = DistTensor(l.rt, fmt::format("{}:orig_nid", l.prefix), {g.config.num_nodes},
+                          DType::kInt64, npol, copy_rows(g.part.orig_nid, l.nlo, "orig_nid"), true,
+                          Placement::kHost, shared.next(l.nlo, l.nhi));
+}
 
-  // The sampling structure: this rank's rows, each in the unpartitioned graph's storage order,
-  // keyed by original node ID (the Philox key of a node is its original ID).
-  // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
-  // Format version 2 stores every row in that order already (`tessera validate` checks it):
-  // its rows are sampled where they are stored, and need no original IDs of their sources.
-  const bool stored_in_sampling_order = g.config.format_version >= 2;
-  std::vector<int64_t> remote, remote_orig;
-  if (!g.config.local_indices && !stored_in_sampling_order) {
-    for (int64_t k = edge_lo; k < edge_hi; ++k) {
-      const int64_t u = indices[k];
-      if (u < 0 || u >= n) bad_id("indices.npy", k, u, n);
-      if (u < nlo || u >= nhi) remote.push_back(u);
-    }
-    std::sort(remote.begin(), remote.end());
-    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
-    remote_orig.resize(remote.size());
-    if (!remote.empty()) g.orig_nid.read_into(remote, remote_orig.data());
-  }
-  // The new and original ID of every local node side by side, so that the passes over the
-  // edges below read one cache line per edge's source instead of one in each of nid.npy and
-  // orig_nid.npy (random reads: they dominate loading a large partition).
+// The new and original ID of the source of each stored edge of this trainer's rows, for a
+// version-1 partition, whose rows are reordered at load by their sources' original IDs.
+class SourceIds {
+ public:
   struct Ids {
     int64_t now, orig;
   };
-  std::vector<Ids> ids;
-  if (g.config.local_indices && !stored_in_sampling_order) {
-    ids.resize(static_cast<size_t>(num_local));
-    parallel_for(0, num_local, 1 << 16, [&](int64_t u0, int64_t u1, int64_t) {
+
+  // Reads the original IDs of remote sources from their owners (halo-less partitions).
+  explicit SourceIds(const Loading& l) : l_(l) {
+    if (!l.g.config.local_indices) {
+      // Sources of halo-less partitions (local_indices false) whose original ID lives elsewhere.
+      for (int64_t k = l.edge_lo; k < l.edge_hi; ++k) {
+        const int64_t u = l.indices[k];
+        if (u < 0 || u >= l.n) {
+          l.bad_id("indices.npy", k, u, l.n);
+        }
+        if (u < l.nlo || u >= l.nhi) {
+          remote_.push_back(u);
+        }
+      }
+      std::sort(remote_.begin(), remote_.end());
+      remote_.erase(std::unique(remote_.begin(), remote_.end()), remote_.end());
+      remote_orig_.resize(remote_.size());
+      if (!remote_.empty()) {
+        l.g.orig_nid.read_into(remote_, remote_orig_.data());
+      }
+      return;
+    }
+    // The new and original ID of every local node side by side, so that the passes over the
+    // edges read one cache line per edge's source instead of one in each of nid.npy and
+    // orig_nid.npy (random reads: they dominate loading a large partition).
+    ids_.resize(static_cast<size_t>(l.num_local));
+    parallel_for(0, l.num_local, 1 << 16, [&](int64_t u0, int64_t u1, int64_t) {
       for (int64_t u = u0; u < u1; ++u) {
-        ids[static_cast<size_t>(u)] = {nid[u], onid[u]};
+        ids_[static_cast<size_t>(u)] = {l.nid[u], l.onid[u]};
       }
     });
   }
-  // The new and original ID of the source of stored edge k (checked).
-  auto src_ids = [&](int64_t k) -> Ids {
-    const int64_t u = indices[k];
-    if (g.config.local_indices) {
-      if (u < 0 || u >= num_local) {
-        bad_id("indices.npy", k, u, num_local);
+
+  // Stored edge k's source (checked).
+  Ids operator()(int64_t k) const {
+    const int64_t u = l_.indices[k];
+    if (l_.g.config.local_indices) {
+      if (u < 0 || u >= l_.num_local) {
+        l_.bad_id("indices.npy", k, u, l_.num_local);
       }
-      return ids[static_cast<size_t>(u)];
+      return ids_[static_cast<size_t>(u)];
     }
-    // Checked above.
-    if (u >= nlo && u < nhi) {
-      return {u, onid[u - nlo]};
+    // Checked by the constructor.
+    if (u >= l_.nlo && u < l_.nhi) {
+      return {u, l_.onid[u - l_.nlo]};
     }
-    return {u, remote_orig[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()]};
-  };
+    return {u, remote_orig_[std::lower_bound(remote_.begin(), remote_.end(), u) - remote_.begin()]};
+  }
+
+ private:
+  const Loading& l_;
+  std::vector<int64_t> remote_, remote_orig_;
+  std::vector<Ids> ids_;
+};
+
+// Version 2 stores each row in the unpartitioned graph's order (`tessera validate` checks it):
+// the mapped files are sampled in place. Every stored source is range-checked here, in parallel
+// (a corrupt file is an error naming it, not a crash).
+void sample_rows_in_place(const Loading& l, detail::SampleGraph& sg) {
+  const bool local_ids = l.g.config.local_indices;
+  const int64_t bound = local_ids ? l.num_local : l.n;
+  const int64_t* indices = l.indices;
+  parallel_for(l.edge_lo, l.edge_hi, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
+    for (int64_t k = k0; k < k1; ++k) {
+      if (static_cast<uint64_t>(indices[k]) >= static_cast<uint64_t>(bound)) {
+        l.bad_id("indices.npy", k, indices[k], bound);  // parallel_for rethrows it here
+      }
+    }
+  });
+  if (local_ids) {
+    sg.nid_file = l.g.part.nid;
+    sg.local_nid = l.nid;
+  }
+  sg.indices = l.g.part.indices;
+  sg.eids = l.g.part.eid;
+  sg.arrays.indices = l.indices + l.edge_lo;
+  sg.arrays.eids = l.eid + l.edge_lo;
+}
+
+// Version 1 rows, in parallel, each ordered by detail::order_row (radix-sorted when long, else
+// by a packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID order) into
+// copies. Only per-thread buffers beside them: loading touches as little fresh memory as it
+// can.
+void sort_rows_into_copies(const Loading& l, detail::SampleGraph& sg) {
+  const SourceIds src_ids(l);
+  const int64_t *indptr = l.indptr, *eid = l.eid, *oeid = l.oeid;
+  const int64_t my_edges = l.edge_hi - l.edge_lo, edge_lo = l.edge_lo;
+  // Two arrays of 8 bytes an edge (a vector fills on one thread): filled side by side.
+  std::vector<int64_t> now_of, eid_of;
+  parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
+    for (int64_t a = a0; a < a1; ++a) {
+      (a == 0 ? now_of : eid_of).resize(static_cast<size_t>(my_edges));
+    }
+  });
+  int pos_bits = 1;
+  int64_t max_deg = 0;
+  for (int64_t i = l.row_lo; i < l.row_hi; ++i) {
+    max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
+  }
+  while ((int64_t{1} << pos_bits) < max_deg) {
+    ++pos_bits;
+  }
+  int id_bits = 1;
+  while ((int64_t{1} << id_bits) < l.n) {
+    ++id_bits;
+  }
+  const bool pack = id_bits + pos_bits <= 63;
+  parallel_for(l.row_lo, l.row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
+    detail::RowOrderScratch scratch;
+    std::vector<int64_t> order, orig, now;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
+      orig.resize(static_cast<size_t>(d));
+      now.resize(static_cast<size_t>(d));
+      order.resize(static_cast<size_t>(d));
+      bool sorted = true;
+      for (int64_t t = 0; t < d; ++t) {
+        const SourceIds::Ids src = src_ids(b + t);  // checks the stored ID
+        now[t] = src.now;
+        orig[t] = src.orig;
+        order[t] = t;
+        if (t > 0 &&
+            (orig[t - 1] > orig[t] || (orig[t - 1] == orig[t] && oeid[b + t - 1] > oeid[b + t]))) {
+          sorted = false;
+        }
+      }
+      if (!sorted) {
+        detail::order_row(
+            orig.data(), d, id_bits, pos_bits, pack,
+            [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch, order.data());
+      }
+      int64_t q = b - edge_lo;
+      for (int64_t t : order) {
+        now_of[q] = now[t];
+        eid_of[q] = eid[b + t];
+        ++q;
+      }
+    }
+  });
+  sg.indices = Array::from_vector(std::move(now_of));
+  sg.eids = Array::from_vector(std::move(eid_of));
+  sg.arrays.indices = sg.indices.data<int64_t>();
+  sg.arrays.eids = sg.eids.data<int64_t>();
+}
+
+// The sampling structure: this rank's rows, each in the unpartitioned graph's storage order,
+// keyed by original node ID (the Philox key of a node is its original ID). Format version 2
+// stores every row in that order already: its rows are sampled where they are stored, and need
+// no original IDs of their sources.
+void build_sampling_rows(const Loading& l) {
+  auto& g = l.g;
   auto& sg = *g.sg;
-  sg.lo = nlo + row_lo;
-  sg.hi = nlo + row_hi;
-  sg.num_nodes = n;
-  sg.inner_orig.assign(onid + row_lo, onid + row_hi);
-  sg.graph_name = graph_name;
-  sg.elo = elo + edge_lo;
+  sg.lo = l.nlo + l.row_lo;
+  sg.hi = l.nlo + l.row_hi;
+  sg.num_nodes = l.n;
+  sg.inner_orig.assign(l.onid + l.row_lo, l.onid + l.row_hi);
+  sg.graph_name = l.name;
+  sg.elo = l.elo + l.edge_lo;
   // Shares the mapped files (this trainer's rows); weights are built from them on first use.
   for (const auto& [name, a] : g.part.edata) {
-    if (tpm == 1 || a.rows() < edge_hi) {
+    if (l.tpm == 1 || a.rows() < l.edge_hi) {
       sg.edata[name] = a;  // a short array is refused, naming it, when used as weights
       continue;
     }
     std::vector<int64_t> shape = a.shape();
-    shape[0] = edge_hi - edge_lo;
+    shape[0] = l.edge_hi - l.edge_lo;
     const auto keep = std::make_shared<Array>(a);
     auto* rows = static_cast<uint8_t*>(const_cast<void*>(a.raw())) +
-                 static_cast<size_t>(edge_lo) * a.row_bytes();
+                 static_cast<size_t>(l.edge_lo) * a.row_bytes();
     sg.edata[name] = Array::wrap(a.dtype(), shape, rows, keep, false);
   }
-  for (int64_t i = 0; i < ni; ++i) {
-    if (onid[i] < 0 || onid[i] >= n) bad_id("orig_nid.npy", i, onid[i], n);
+  for (int64_t i = 0; i < l.ni; ++i) {
+    if (l.onid[i] < 0 || l.onid[i] >= l.n) {
+      l.bad_id("orig_nid.npy", i, l.onid[i], l.n);
+    }
   }
   // The new ID that nid.npy gives each local ID (sampled sources of a halo partition are renamed
   // through it).
   if (g.config.local_indices) {
-    for (int64_t u = 0; u < num_local; ++u) {
-      if (nid[u] < 0 || nid[u] >= n) {
-        bad_id("nid.npy", u, nid[u], n);
+    for (int64_t u = 0; u < l.num_local; ++u) {
+      if (l.nid[u] < 0 || l.nid[u] >= l.n) {
+        l.bad_id("nid.npy", u, l.nid[u], l.n);
       }
     }
   }
-  const int64_t my_rows = row_hi - row_lo, my_edges = edge_hi - edge_lo;
+  const int64_t my_rows = l.row_hi - l.row_lo;
   sg.indptr.resize(static_cast<size_t>(my_rows) + 1);
   for (int64_t r = 0; r <= my_rows; ++r) {
-    sg.indptr[r] = indptr[row_lo + r] - edge_lo;
+    sg.indptr[r] = l.indptr[l.row_lo + r] - l.edge_lo;
   }
-  if (stored_in_sampling_order) {
-    // Version 2 stores each row in the unpartitioned graph's order (`tessera validate` checks
-    // it): the mapped files are sampled in place. Every stored source is range-checked here, in
-    // parallel (a corrupt file is an error naming it, not a crash).
-    const int64_t bound = g.config.local_indices ? num_local : n;
-    parallel_for(edge_lo, edge_hi, 1 << 16, [&](int64_t k0, int64_t k1, int64_t) {
-      for (int64_t k = k0; k < k1; ++k) {
-        if (static_cast<uint64_t>(indices[k]) >= static_cast<uint64_t>(bound)) {
-          bad_id("indices.npy", k, indices[k], bound);  // parallel_for rethrows it here
-        }
-      }
-    });
-    if (g.config.local_indices) {
-      sg.nid_file = g.part.nid;
-      sg.local_nid = nid;
-    }
-    sg.indices = g.part.indices;
-    sg.eids = g.part.eid;
-    sg.arrays.indices = indices + edge_lo;
-    sg.arrays.eids = eid + edge_lo;
+  if (g.config.format_version >= 2) {
+    sample_rows_in_place(l, sg);
   } else {
-    // Version 1 rows, in parallel, each ordered by detail::order_row (radix-sorted when long,
-    // else by a packed 64-bit key when the IDs fit; ties, multi-edges, then put in edge-ID
-    // order) into copies. Only per-thread buffers beside them: loading touches as little fresh
-    // memory as it can. Two arrays of 8 bytes an edge (a vector fills on one thread): filled
-    // side by side.
-    std::vector<int64_t> now_of, eid_of;
-    parallel_for(0, 2, 1, [&](int64_t a0, int64_t a1, int64_t) {
-      for (int64_t a = a0; a < a1; ++a) {
-        (a == 0 ? now_of : eid_of).resize(static_cast<size_t>(my_edges));
-      }
-    });
-    int pos_bits = 1;
-    int64_t max_deg = 0;
-    for (int64_t i = row_lo; i < row_hi; ++i) {
-      max_deg = std::max(max_deg, indptr[i + 1] - indptr[i]);
-    }
-    while ((int64_t{1} << pos_bits) < max_deg) {
-      ++pos_bits;
-    }
-    int id_bits = 1;
-    while ((int64_t{1} << id_bits) < n) {
-      ++id_bits;
-    }
-    const bool pack = id_bits + pos_bits <= 63;
-    parallel_for(row_lo, row_hi, 1024, [&](int64_t i0, int64_t i1, int64_t) {
-      detail::RowOrderScratch scratch;
-      std::vector<int64_t> order, orig, now;
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t b = indptr[i], e = indptr[i + 1], d = e - b;
-        orig.resize(static_cast<size_t>(d));
-        now.resize(static_cast<size_t>(d));
-        order.resize(static_cast<size_t>(d));
-        bool sorted = true;
-        for (int64_t t = 0; t < d; ++t) {
-          const Ids src = src_ids(b + t);  // checks the stored ID
-          now[t] = src.now;
-          orig[t] = src.orig;
-          order[t] = t;
-          if (t > 0 && (orig[t - 1] > orig[t] ||
-                        (orig[t - 1] == orig[t] && oeid[b + t - 1] > oeid[b + t]))) {
-            sorted = false;
-          }
-        }
-        if (!sorted) {
-          detail::order_row(
-              orig.data(), d, id_bits, pos_bits, pack,
-              [&](int64_t x, int64_t y) { return oeid[b + x] < oeid[b + y]; }, scratch,
-              order.data());
-        }
-        int64_t q = b - edge_lo;
-        for (int64_t t : order) {
-          now_of[q] = now[t];
-          eid_of[q] = eid[b + t];
-          ++q;
-        }
-      }
-    });
-    sg.indices = Array::from_vector(std::move(now_of));
-    sg.eids = Array::from_vector(std::move(eid_of));
-    sg.arrays.indices = sg.indices.data<int64_t>();
-    sg.arrays.eids = sg.eids.data<int64_t>();
+    sort_rows_into_copies(l, sg);
   }
   sg.arrays.num_nodes = my_rows;
-  sg.arrays.num_edges = my_edges;
+  sg.arrays.num_edges = l.edge_hi - l.edge_lo;
   sg.arrays.indptr = sg.indptr.data();
   sg.arrays.row_keys = sg.inner_orig.data();
   sg.rows = std::make_unique<ops::SamplingGraph>(sg.arrays, ops::SamplingGraphOptions::as_stored());
+}
 
-  // Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
-  // i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
-  // Written straight into the tensors' rows (no staging copies): by position when the stored
-  // edges are in edge-ID order (what `tessera partition` writes), else scattered by edge ID.
-  // Creating them is collective: with several ranks now, at the same point on every rank; a
-  // job of one rank builds them on first use (ensure_edge_tables), so one that never looks an
-  // edge up (node classification) neither spends the time (about 40% of loading a products-like
-  // partition) nor holds the memory (24 bytes an edge).
-  const MachineRows oeid_rows = machine_rows(elo, ehi), ends_rows = machine_rows(elo, ehi);
-  const bool local_ids = g.config.local_indices, stored_in_order = in_order.load();
+// Edge lookups (link prediction): the endpoints and original ID of every edge this rank owns,
+// i.e. of its inner edges (an edge belongs to the owner of its destination), by new edge ID.
+// Written straight into the tensors' rows (no staging copies): by position when the stored
+// edges are in edge-ID order (what `tessera partition` writes), else scattered by edge ID.
+// Creating them is collective: with several ranks now, at the same point on every rank; a job
+// of one rank builds them on first use (ensure_edge_tables), so one that never looks an edge up
+// (node classification) neither spends the time (about 40% of loading a products-like
+// partition) nor holds the memory (24 bytes an edge).
+void prepare_edge_tables(const Loading& l, MachineSegment& shared) {
+  const MachineRows oeid_rows = shared.next(l.elo, l.ehi), ends_rows = shared.next(l.elo, l.ehi);
+  const int64_t m = l.m, elo = l.elo;
   // Stored out of edge-ID order (not what `tessera partition` writes): the stored position of
   // each edge ID, which checks every ID here, at load, also when the lookups come later.
   auto rows_of_eid = std::make_shared<std::vector<int64_t>>();
-  if (!stored_in_order) {
+  if (!l.in_order) {
     std::vector<int64_t>& row_of = *rows_of_eid;
     row_of.assign(static_cast<size_t>(m), -1);
     for (int64_t k = 0; k < m; ++k) {
-      const int64_t r = eid[k] - elo;
+      const int64_t r = l.eid[k] - elo;
       TESSERA_EXPECTS(r >= 0 && r < m && row_of[r] < 0, ValueError,
                       "DistGraph '{}': partition {}'s inner edge {} has edge ID {} outside its "
                       "range [{}, {}) or listed twice",
-                      graph_name, mach, k, eid[k], elo, ehi);
+                      l.name, l.mach, k, l.eid[k], elo, l.ehi);
       row_of[r] = k;
     }
   }
-  g.build_edge_tables = [&g, rt, prefix, epol, elo, m, ni, row_lo, row_hi, num_local, n, local_ids,
-                         stored_in_order, indptr, indices, nid, oeid, oeid_rows, ends_rows,
-                         rows_of_eid, graph_name, mach] {
-    const bool in_order = stored_in_order;
+  const auto epol = PartPolicy::edge(l.g.book);
+  l.g.build_edge_tables = [&g = l.g, rt = l.rt, prefix = l.prefix, epol, elo, m, ni = l.ni,
+                           row_lo = l.row_lo, row_hi = l.row_hi, num_local = l.num_local, n = l.n,
+                           local_ids = l.g.config.local_indices, in_order = l.in_order,
+                           indptr = l.indptr, indices = l.indices, nid = l.nid, oeid = l.oeid,
+                           oeid_rows, ends_rows, rows_of_eid, graph_name = l.name, mach = l.mach] {
     // The new ID of the source of stored edge k (checked: a corrupt file is an error).
     auto src_new = [&](int64_t k) {
       return stored_source(indices, nid, local_ids, local_ids ? num_local : n, k, graph_name, mach);
@@ -610,23 +714,45 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
         },
         true, Placement::kHost, ends_rows);
   };
-  if (world > 1) {
-    ensure_edge_tables(g);
+  if (l.world > 1) {
+    ensure_edge_tables(l.g);
   }
-  // Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes.
-  g.new_nid = DistTensor(rt, fmt::format("{}:new_nid", prefix), {n}, DType::kInt64,
-                         PartPolicy::even(n, world), nullptr, true);
-  {
-    std::vector<int64_t> mine(static_cast<size_t>(row_hi - row_lo));
-    std::iota(mine.begin(), mine.end(), nlo + row_lo);
-    g.new_nid.write(ops::Span<const int64_t>(onid + row_lo, row_hi - row_lo), mine.data());
-  }
+}
 
+// Original -> new node ID, rows owned evenly; each rank writes the rows of its own nodes
+// (collective).
+void write_new_nid(const Loading& l) {
+  l.g.new_nid = DistTensor(l.rt, fmt::format("{}:new_nid", l.prefix), {l.n}, DType::kInt64,
+                           PartPolicy::even(l.n, l.world), nullptr, true);
+  std::vector<int64_t> mine(static_cast<size_t>(l.row_hi - l.row_lo));
+  std::iota(mine.begin(), mine.end(), l.nlo + l.row_lo);
+  l.g.new_nid.write(ops::Span<const int64_t>(l.onid + l.row_lo, l.row_hi - l.row_lo), mine.data());
+}
+
+}  // namespace
+
+DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& graph_name,
+                     const std::filesystem::path& part_config, const DistGraphOptions& opts)
+    : st_(std::make_unique<detail::GraphState>()) {
+  TESSERA_EXPECTS(rt != nullptr, ValueError, "DistGraph '{}': null runtime", graph_name);
+  auto& g = *st_;
+  g.rt = rt;
+  g.name = graph_name;
+  Loading l = open_partition(g, rt, graph_name, part_config, opts);
+  check_structure(l);
+  cut_trainer_rows(l);
+  g.book = gather_rank_book(l);
+  MachineSegment shared(l);
+  create_data_tensors(l, shared);
+  build_sampling_rows(l);
+  prepare_edge_tables(l, shared);
+  write_new_nid(l);
+  auto& rs = rt->state();
   {
     std::lock_guard<std::mutex> lk(rs.mu);
     rs.graphs[g.id] = g.sg;
   }
-  t.barrier();  // every owner can sample (and every new_nid row is written) before anyone asks
+  rs.t->barrier();  // every owner can sample (and every new_nid row is written) before anyone asks
 }
 
 DistGraph::~DistGraph() {
