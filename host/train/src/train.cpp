@@ -982,274 +982,301 @@ struct Data {
   Array train_mask, val_mask, test_mask;
 };
 
-SplitResult train_split(Job& job, const Features& feats, const Data& data, int64_t split) {
-  const TrainOptions& o = job.o;
-  const Hyper& h = job.h;
-  const dist::DistGraph& g = *job.g;
-  std::vector<int64_t> nids;
-  if (o.batching == "global") {
-    nids = nonzero_column(data.train_mask, split);  // the same on every rank: global batches
+/// The nodes of one split: this rank's training seeds (every rank's with global batching) and
+/// the validation and test nodes.
+struct SplitNodes {
+  std::vector<int64_t> train, val, test;
+};
+
+SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
+  SplitNodes s;
+  if (job.o.batching == "global") {
+    s.train = nonzero_column(data.train_mask, split);  // the same on every rank: global batches
   } else {
-    nids = dist::node_split(data.train_mask, g.book(), job.rank, true, split);
+    s.train = dist::node_split(data.train_mask, job.g->book(), job.rank, true, split);
   }
-  const std::vector<int64_t> val_nodes = nonzero_column(data.val_mask, split);
-  const std::vector<int64_t> test_nodes = nonzero_column(data.test_mask, split);
-  const dist::BatchOrder order =
-      o.batching == "global" ? dist::BatchOrder::kGlobal : dist::BatchOrder::kLocal;
+  s.val = nonzero_column(data.val_mask, split);
+  s.test = nonzero_column(data.test_mask, split);
+  return s;
+}
+
+/// The loader options of a split: the global batch shared out over the ranks, a seed per split.
+ops::LoaderOptions loader_options(const Job& job, int64_t split) {
   ops::LoaderOptions lopts;
-  lopts.batch_size = std::max<int64_t>(1, (h.batch_size + job.world - 1) / job.world);
+  lopts.batch_size = std::max<int64_t>(1, (job.h.batch_size + job.world - 1) / job.world);
   lopts.shuffle = true;
   lopts.drop_last = false;
-  lopts.num_workers = o.num_workers;
-  lopts.prefetch = o.prefetch;
-  lopts.seed = static_cast<uint64_t>(o.seed + 1000 * split);
+  lopts.num_workers = job.o.num_workers;
+  lopts.prefetch = job.o.prefetch;
+  lopts.seed = static_cast<uint64_t>(job.o.seed + 1000 * split);
+  return lopts;
+}
 
-  std::unique_ptr<dist::DistNeighborSampler> sampler;
-  std::unique_ptr<dist::DistNodeDataLoader> loader;
+/// A split's batches, in order: from the GPU loader (sampled on the GPU, rows gathered into
+/// device memory) or from the CPU loader through a CpuBatchPipe per epoch. The GPU loader starts
+/// an epoch's batches while the previous epoch ends (its bookkeeping, evaluation and
+/// checkpoint), so the first steps of an epoch do not wait for them.
+class SplitBatches {
+ public:
+  SplitBatches(const Job& job, const Features& feats, const Data& data,
+               const std::vector<int64_t>& nids, const ops::LoaderOptions& lopts)
+      : job_(job), feats_(feats), data_(data) {
+    const dist::BatchOrder order =
+        job.o.batching == "global" ? dist::BatchOrder::kGlobal : dist::BatchOrder::kLocal;
+    const dist::DistGraph& g = *job.g;
 #ifdef TESSERA_WITH_CUDA
-  std::unique_ptr<dist::DistDeviceSampler> dsampler;
-  std::unique_ptr<dist::DistDeviceNodeLoader> dloader;
-  if (job.gpu) {
-    dsampler =
-        std::make_unique<dist::DistDeviceSampler>(g, h.fanouts, false, job.placement.structure);
-    dloader = std::make_unique<dist::DistDeviceNodeLoader>(
-        *dsampler, nids, lopts, order, std::vector<dist::DistTensor>{feats.tensor()},
-        std::vector<dist::DistTensor>{g.node_data("label")});
-  }
-#endif
-  if (!job.gpu) {
-    sampler = std::make_unique<dist::DistNeighborSampler>(g, h.fanouts);
-    loader = std::make_unique<dist::DistNodeDataLoader>(*sampler, nids, lopts, order);
-  }
-  auto num_batches = [&]() -> int64_t {
-#ifdef TESSERA_WITH_CUDA
-    if (dloader) {
-      return dloader->num_batches();
+    if (job.gpu) {
+      dsampler_ = std::make_unique<dist::DistDeviceSampler>(g, job.h.fanouts, false,
+                                                            job.placement.structure);
+      dloader_ = std::make_unique<dist::DistDeviceNodeLoader>(
+          *dsampler_, nids, lopts, order, std::vector<dist::DistTensor>{feats.tensor()},
+          std::vector<dist::DistTensor>{g.node_data("label")});
+      return;
     }
 #endif
-    return loader->num_batches();
-  };
+    sampler_ = std::make_unique<dist::DistNeighborSampler>(g, job.h.fanouts);
+    loader_ = std::make_unique<dist::DistNodeDataLoader>(*sampler_, nids, lopts, order);
+  }
 
-  detail::manual_seed(static_cast<uint64_t>(o.seed + split));
-  Model model(o.model, feats.dim(), h.hidden, data.num_classes, static_cast<int>(h.fanouts.size()),
-              h.dropout, h.input_dropout, h.layer_norm);
-  model.to(job.device);
-  broadcast_parameters(*job.rt, model);  // the same seed gives the same init; made certain here
-  const std::vector<at::Tensor> params = model.parameters();
-  detail::Adam opt(params, h.lr, h.weight_decay, /*fused=*/job.gpu);
-  SplitState state;
+  /// Starts `epoch` (unless end_epoch started it) and returns its number of batches.
+  int64_t begin_epoch(int64_t epoch) {
+#ifdef TESSERA_WITH_CUDA
+    if (dloader_) {
+      if (started_ != epoch) {
+        dloader_->start_epoch(epoch);
+        started_ = epoch;
+      }
+      return dloader_->num_batches();
+    }
+#endif
+    loader_->start_epoch(epoch);
+    const int64_t steps = loader_->num_batches();
+    pipe_.emplace(*loader_, feats_, data_.labels, steps, job_.o.prefetch, job_.o.batch_digests);
+    return steps;
+  }
 
-  std::string ckpt = o.checkpoint;
-  const bool one_split = !o.split.empty() && std::all_of(o.split.begin(), o.split.end(), ::isdigit);
-  if (!ckpt.empty() && !one_split) {
+  /// Batch `step` of the epoch's `steps`, with its digest when asked.
+  Batch next(int64_t step, int64_t steps, bool want_digest) {
+#ifdef TESSERA_WITH_CUDA
+    if (dloader_) {
+      dist::DeviceMiniBatch mb;
+      TESSERA_ASSERT(dloader_->next(mb), "the loader ended after {} of {} batches", step, steps);
+      return gpu_batch(std::move(mb), feats_, data_.label_type, job_.device, want_digest);
+    }
+#endif
+    return pipe_->next();
+  }
+
+  /// After the epoch's last step: the CPU pipe ends; the GPU loader starts the next epoch when
+  /// there is one (`another`): the batches of an epoch depend only on (seed, epoch).
+  void end_epoch(int64_t epoch, bool another) {
+    pipe_.reset();
+#ifdef TESSERA_WITH_CUDA
+    if (dloader_ && another) {
+      dloader_->start_epoch(epoch + 1);
+      started_ = epoch + 1;
+    }
+#else
+    (void)epoch;
+    (void)another;
+#endif
+  }
+
+ private:
+  const Job& job_;
+  const Features& feats_;
+  const Data& data_;
+#ifdef TESSERA_WITH_CUDA
+  std::unique_ptr<dist::DistDeviceSampler> dsampler_;
+  std::unique_ptr<dist::DistDeviceNodeLoader> dloader_;
+  int64_t started_ = -1;  // the epoch the GPU loader runs
+#endif
+  std::unique_ptr<dist::DistNeighborSampler> sampler_;
+  std::unique_ptr<dist::DistNodeDataLoader> loader_;
+  std::optional<CpuBatchPipe> pipe_;  // destroyed before the loader it stops
+};
+
+/// What a split trains: the model, its optimizer and where the step's time goes.
+struct Trainee {
+  Model& model;
+  const std::vector<at::Tensor>& params;
+  detail::Adam& opt;
+  StepClock& clock;
+};
+
+/// One epoch's steps (`another`: an epoch follows, which the GPU loader may start). Fills rec's
+/// loss (the mean over every rank's steps), steps, split (without "other"), loader_sampling,
+/// loader_gathering and op_seconds; returns this rank's batch digests (--batch-digests).
+std::vector<std::string> run_steps(Job& job, Trainee& t, const Features& feats,
+                                   SplitBatches& batches, int64_t split, bool another,
+                                   EpochRecord& rec) {
+  const TrainOptions& o = job.o;
+  const int64_t epoch = rec.epoch;
+  const int64_t steps = batches.begin_epoch(epoch);
+  const int64_t log_every = std::max<int64_t>(1, job.log_every);
+  detail::ProgressBar bar(steps, fmt::format("split {} epoch {:3d}", split, epoch),
+                          !o.quiet && job.rank == 0);
+  double loss_sum = 0;
+  at::Tensor loss_sum_dev;
+  if (job.gpu) {
+    loss_sum_dev = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(job.device));
+  }
+  int64_t count = 0;
+  double busy_sample = 0, busy_gather = 0, shown = kNaN;
+  std::vector<std::string> digests;
+  std::optional<OpTimer> op_timer;
+  if (o.op_time) {
+    op_timer.emplace(true);
+    OpTimer::take();
+  }
+  StepClock& clock = t.clock;
+  for (int64_t step = 0; step < steps; ++step) {
+    const double w0 = now_seconds();
+    const bool want_digest = step < o.batch_digests;
+    Batch b = batches.next(step, steps, want_digest);
+    clock.add_host("wait", now_seconds() - w0);
+    busy_sample += b.sample_seconds;
+    busy_gather += b.gather_seconds;
+    if (want_digest) {
+      digests.push_back(fmt::format("{}:{}", b.index, b.digest));
+    }
+
+    const StepClock::Mark f0 = clock.mark();
+    if (b.prepare_in_step) {
+      b.x = feats.normalize(b.x);
+      b.y = b.y.to(at::kLong);
+    }
+    t.opt.zero_grad();
+    const at::Tensor logits = t.model.forward(b.blocks, b.x, /*train=*/true);
+    at::Tensor loss = at::cross_entropy_loss(logits, b.y);
+    loss = at::stack({loss}).mean();  // as train_sage.py's mean over its trainers
+    loss.backward();
+    clock.add("forward_backward", f0, clock.mark());
+    if (job.grad_sync != "none") {
+      const StepClock::Mark a0 = clock.mark();
+      const double h0 = now_seconds();
+      all_reduce_gradients(*job.rt, t.params, job.grad_sync);
+      if (job.grad_sync == "host") {
+        clock.add_host("all_reduce", now_seconds() - h0);
+      } else {
+        clock.add("all_reduce", a0, clock.mark());
+      }
+    }
+    const StepClock::Mark o0 = clock.mark();
+    t.opt.step();
+    clock.add("optimizer", o0, clock.mark());
+    ++count;
+    if (job.gpu) {
+      loss_sum_dev.add_(loss.detach());
+      if (step % log_every == 0 || step == steps - 1) {
+        shown = loss.item<float>();
+      }
+    } else {
+      shown = loss.item<float>();  // the CPU reads every step (log_every 1) for the sum too
+      loss_sum += shown;
+    }
+    bar.update(shown);
+  }
+  bar.close();
+  batches.end_epoch(epoch, another);
+  rec.op_seconds = o.op_time ? OpTimer::take() : kNaN;
+  op_timer.reset();
+  rec.split = clock.totals();
+  const double total = job.gpu ? loss_sum_dev.item<double>() : loss_sum;
+  const std::vector<double> sums = all_reduce_sum(*job.rt, {total, static_cast<double>(count)});
+  rec.loss = sums[0] / std::max(sums[1], 1.0);
+  rec.steps = count;
+  rec.loader_sampling = busy_sample;
+  rec.loader_gathering = busy_gather;
+  return digests;
+}
+
+/// Every rank's batch digests, in batch order (collective).
+std::vector<std::string> all_batch_digests(Job& job, const std::vector<std::string>& mine) {
+  std::vector<std::string> out;
+  for (const std::string& all :
+       all_gather_strings(*job.rt, fmt::format("{}", fmt::join(mine, " ")))) {
+    std::stringstream ss(all);
+    for (std::string d; ss >> d;) {
+      out.push_back(d);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
+    return std::stoll(a.substr(0, a.find(':'))) < std::stoll(b.substr(0, b.find(':')));
+  });
+  return out;
+}
+
+/// At the epochs of --eval-every and the last: inference over every node into `last_eval`, the
+/// validation metric, and the best one so far with the test metric there in `state`. Returns the
+/// validation metric, NaN when the epoch does not evaluate.
+double evaluate(const Job& job, const Model& model, const Features& feats, const Data& data,
+                const SplitNodes& nodes, int64_t epoch, SplitState& state,
+                std::optional<Inference>& last_eval) {
+  if ((epoch + 1) % job.h.eval_every != 0 && epoch != job.h.epochs - 1) {
+    return kNaN;
+  }
+  last_eval = inference(job, model, feats);
+  last_eval->epoch = epoch;
+  const double val = metric_of(last_eval->logits, data.labels, nodes.val, job.metric);
+  if (val > state.best_val) {
+    state.best_val = val;
+    state.best_epoch = epoch;
+    state.test_at_best = metric_of(last_eval->logits, data.labels, nodes.test, job.metric);
+  }
+  return val;
+}
+
+/// The epoch's line on rank 0: loss, validation metric, the time split and the loader's time.
+void log_epoch(const Job& job, int64_t split, const EpochRecord& rec) {
+  std::string parts_s;
+  for (const char* k : {"wait", "forward_backward", "all_reduce", "optimizer", "other"}) {
+    const auto it = rec.split.find(k);
+    parts_s += fmt::format("{}{} {:.2f}", parts_s.empty() ? "" : ", ", k,
+                           it == rec.split.end() ? 0.0 : it->second);
+  }
+  const std::string shown_val = std::isnan(rec.val) ? "     -" : fmt::format("{:6.2f}", rec.val);
+  log0(job.rank,
+       fmt::format("split {} epoch {:3d}  loss {:.4f}  val {} {}  ({:.2f}s: {}; loader "
+                   "sampling {:.2f}, gathering {:.2f}{}",
+                   split, rec.epoch, rec.loss, job.metric, shown_val, rec.seconds, parts_s,
+                   rec.loader_sampling, rec.loader_gathering,
+                   std::isnan(rec.val) ? ")" : fmt::format("; eval {:.2f}s)", rec.eval_seconds)));
+}
+
+/// Whether --split names one split (a number), not all of them or a list.
+bool one_split_named(const TrainOptions& o) {
+  return !o.split.empty() && std::all_of(o.split.begin(), o.split.end(), ::isdigit);
+}
+
+/// The split's checkpoint file (empty without --checkpoint): one per split unless --split
+/// names one, one per rank with several.
+std::string checkpoint_path(const Job& job, int64_t split) {
+  std::string ckpt = job.o.checkpoint;
+  if (!ckpt.empty() && !one_split_named(job.o)) {
     ckpt += fmt::format(".split{}", split);
   }
   if (!ckpt.empty() && job.world > 1) {
     ckpt += fmt::format(".rank{}", job.rank);
   }
-  if (!ckpt.empty() && o.resume && std::filesystem::exists(ckpt)) {
-    std::string error;
-    try {
-      state = load_checkpoint(job, ckpt, model, opt, split, lopts.seed);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    detail::agree(*job.rt, "resuming", error);
-    log0(job.rank,
-         fmt::format("[train] split {}: resumed from {} at epoch {}", split, ckpt, state.epoch));
-  }
+  return ckpt;
+}
 
-  StepClock clock(job.device);
-  const int64_t log_every = std::max<int64_t>(1, job.log_every);
-  std::optional<Inference> last_eval;
-#ifdef TESSERA_WITH_CUDA
-  // The GPU loader starts an epoch's batches while the previous epoch ends (its bookkeeping,
-  // evaluation and checkpoint), so the first steps of an epoch do not wait for them.
-  int64_t started_epoch = -1;
-#endif
-  while (state.epoch < h.epochs) {
-    const int64_t epoch = state.epoch;
-    const double t0 = now_seconds();
-#ifdef TESSERA_WITH_CUDA
-    if (dloader && started_epoch != epoch) {
-      dloader->start_epoch(epoch);
-      started_epoch = epoch;
-    }
-#endif
-    if (loader) {
-      loader->start_epoch(epoch);
-    }
-    const int64_t steps = num_batches();
-    std::optional<CpuBatchPipe> pipe;
-    if (loader) {
-      pipe.emplace(*loader, feats, data.labels, steps, o.prefetch, o.batch_digests);
-    }
-    detail::ProgressBar bar(steps, fmt::format("split {} epoch {:3d}", split, epoch),
-                            !o.quiet && job.rank == 0);
-    double loss_sum = 0;
-    at::Tensor loss_sum_dev;
-    if (job.gpu) {
-      loss_sum_dev = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(job.device));
-    }
-    int64_t count = 0;
-    double busy_sample = 0, busy_gather = 0, shown = kNaN;
-    std::vector<std::string> digests;
-    std::optional<OpTimer> op_timer;
-    if (o.op_time) {
-      op_timer.emplace(true);
-      OpTimer::take();
-    }
-    for (int64_t step = 0; step < steps; ++step) {
-      const double w0 = now_seconds();
-      Batch b;
-      const bool want_digest = step < o.batch_digests;
-#ifdef TESSERA_WITH_CUDA
-      if (dloader) {
-        dist::DeviceMiniBatch mb;
-        TESSERA_ASSERT(dloader->next(mb), "the loader ended after {} of {} batches", step, steps);
-        b = gpu_batch(std::move(mb), feats, data.label_type, job.device, want_digest);
-      }
-#endif
-      if (pipe) {
-        b = pipe->next();
-      }
-      clock.add_host("wait", now_seconds() - w0);
-      busy_sample += b.sample_seconds;
-      busy_gather += b.gather_seconds;
-      if (want_digest) {
-        digests.push_back(fmt::format("{}:{}", b.index, b.digest));
-      }
-
-      const StepClock::Mark f0 = clock.mark();
-      if (b.prepare_in_step) {
-        b.x = feats.normalize(b.x);
-        b.y = b.y.to(at::kLong);
-      }
-      opt.zero_grad();
-      const at::Tensor logits = model.forward(b.blocks, b.x, /*train=*/true);
-      at::Tensor loss = at::cross_entropy_loss(logits, b.y);
-      loss = at::stack({loss}).mean();  // as train_sage.py's mean over its trainers
-      loss.backward();
-      clock.add("forward_backward", f0, clock.mark());
-      if (job.grad_sync != "none") {
-        const StepClock::Mark a0 = clock.mark();
-        const double h0 = now_seconds();
-        all_reduce_gradients(*job.rt, params, job.grad_sync);
-        if (job.grad_sync == "host") {
-          clock.add_host("all_reduce", now_seconds() - h0);
-        } else {
-          clock.add("all_reduce", a0, clock.mark());
-        }
-      }
-      const StepClock::Mark o0 = clock.mark();
-      opt.step();
-      clock.add("optimizer", o0, clock.mark());
-      ++count;
-      if (job.gpu) {
-        loss_sum_dev.add_(loss.detach());
-        if (step % log_every == 0 || step == steps - 1) {
-          shown = loss.item<float>();
-        }
-      } else {
-        shown = loss.item<float>();  // the CPU reads every step (log_every 1) for the sum too
-        loss_sum += shown;
-      }
-      bar.update(shown);
-    }
-    bar.close();
-#ifdef TESSERA_WITH_CUDA
-    const bool stops_here = o.stop_after && epoch + 1 >= *o.stop_after;
-    if (dloader && epoch + 1 < h.epochs && !stops_here) {
-      dloader->start_epoch(epoch + 1);  // the batches of an epoch depend only on (seed, epoch)
-      started_epoch = epoch + 1;
-    }
-#endif
-    const double op_seconds = o.op_time ? OpTimer::take() : kNaN;
-    op_timer.reset();
-    std::map<std::string, double> split_s = clock.totals();
-    const double total = job.gpu ? loss_sum_dev.item<double>() : loss_sum;
-    const std::vector<double> sums = all_reduce_sum(*job.rt, {total, static_cast<double>(count)});
-    const double train_loss = sums[0] / std::max(sums[1], 1.0);
-    const double epoch_s = now_seconds() - t0;
-    double val = kNaN;
-    const double e0 = now_seconds();
-    if ((epoch + 1) % h.eval_every == 0 || epoch == h.epochs - 1) {
-      last_eval = inference(job, model, feats);
-      last_eval->epoch = epoch;
-      val = metric_of(last_eval->logits, data.labels, val_nodes, job.metric);
-      if (val > state.best_val) {
-        state.best_val = val;
-        state.best_epoch = epoch;
-        state.test_at_best = metric_of(last_eval->logits, data.labels, test_nodes, job.metric);
-      }
-    }
-    const double eval_s = now_seconds() - e0;
-    double parts = 0;
-    for (const auto& [k, v] : split_s) {
-      parts += v;
-    }
-    split_s["other"] = std::max(0.0, epoch_s - parts);
-    EpochRecord rec;
-    rec.epoch = epoch;
-    rec.loss = train_loss;
-    rec.val = val;
-    rec.seconds = epoch_s;
-    rec.eval_seconds = eval_s;
-    rec.steps = count;
-    rec.split = split_s;
-    rec.loader_sampling = busy_sample;
-    rec.loader_gathering = busy_gather;
-    rec.op_seconds = op_seconds;
-    if (o.batch_digests > 0) {
-      for (const std::string& all :
-           all_gather_strings(*job.rt, fmt::format("{}", fmt::join(digests, " ")))) {
-        std::stringstream ss(all);
-        for (std::string d; ss >> d;) {
-          rec.batch_digests.push_back(d);
-        }
-      }
-      std::sort(rec.batch_digests.begin(), rec.batch_digests.end(),
-                [](const std::string& a, const std::string& b) {
-                  return std::stoll(a.substr(0, a.find(':'))) <
-                         std::stoll(b.substr(0, b.find(':')));
-                });
-    }
-    state.history.push_back(rec);
-    state.epoch = epoch + 1;
-    if (!o.quiet || epoch == h.epochs - 1) {
-      std::string parts_s;
-      for (const char* k : {"wait", "forward_backward", "all_reduce", "optimizer", "other"}) {
-        parts_s += fmt::format("{}{} {:.2f}", parts_s.empty() ? "" : ", ", k, split_s[k]);
-      }
-      const std::string shown_val = std::isnan(val) ? "     -" : fmt::format("{:6.2f}", val);
-      log0(job.rank,
-           fmt::format("split {} epoch {:3d}  loss {:.4f}  val {} {}  ({:.2f}s: {}; loader "
-                       "sampling {:.2f}, gathering {:.2f}{}",
-                       split, epoch, train_loss, job.metric, shown_val, epoch_s, parts_s,
-                       busy_sample, busy_gather,
-                       std::isnan(val) ? ")" : fmt::format("; eval {:.2f}s)", eval_s)));
-    }
-    if (!ckpt.empty()) {
-      save_checkpoint(job, ckpt, model, opt, state, split, lopts.seed);
-    }
-    if (o.stop_after && state.epoch >= *o.stop_after && state.epoch < h.epochs) {
-      log0(job.rank,
-           fmt::format("[train] split {}: stopping after epoch {} (--stop-after)", split, epoch));
-      SplitResult r;
-      r.stopped = true;
-      r.state = state;
-      return r;
-    }
-  }
-
+/// After the last epoch: the test metric of the final parameters (evaluated again only when
+/// the last epoch did not, i.e. resumed after it), the ranks' parameters checked identical,
+/// and the predictions saved with --save-predictions.
+SplitResult finish_split(Job& job, const Model& model, const Features& feats, const Data& data,
+                         const SplitNodes& nodes, int64_t split, SplitState state,
+                         const std::optional<Inference>& last_eval) {
+  const TrainOptions& o = job.o;
   Inference final_eval;
-  if (last_eval && last_eval->epoch == h.epochs - 1) {
+  if (last_eval && last_eval->epoch == job.h.epochs - 1) {
     final_eval = *last_eval;  // the last epoch evaluated the final parameters
   } else {                    // resumed after the last epoch
     final_eval = inference(job, model, feats);
   }
   SplitResult r;
-  r.final_test = metric_of(final_eval.logits, data.labels, test_nodes, job.metric);
+  r.final_test = metric_of(final_eval.logits, data.labels, nodes.test, job.metric);
   r.inference_seconds = final_eval.seconds;
   r.digest = model.digest();
   const std::vector<std::string> digests = all_gather_strings(*job.rt, r.digest);
@@ -1266,7 +1293,7 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
                   digests.size() > 1 ? fmt::format(" (identical on {} ranks)", digests.size()) : "",
                   r.inference_seconds, job.grad_sync));
   if (!o.save_predictions.empty()) {
-    const bool one = one_split && o.split.find(',') == std::string::npos;
+    const bool one = one_split_named(o) && o.split.find(',') == std::string::npos;
     save_predictions(
         job, final_eval,
         one ? o.save_predictions
@@ -1274,6 +1301,78 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
   }
   r.state = std::move(state);
   return r;
+}
+
+SplitResult train_split(Job& job, const Features& feats, const Data& data, int64_t split) {
+  const TrainOptions& o = job.o;
+  const Hyper& h = job.h;
+  const SplitNodes nodes = split_nodes(job, data, split);
+  const ops::LoaderOptions lopts = loader_options(job, split);
+  SplitBatches batches(job, feats, data, nodes.train, lopts);
+
+  detail::manual_seed(static_cast<uint64_t>(o.seed + split));
+  Model model(o.model, feats.dim(), h.hidden, data.num_classes, static_cast<int>(h.fanouts.size()),
+              h.dropout, h.input_dropout, h.layer_norm);
+  model.to(job.device);
+  broadcast_parameters(*job.rt, model);  // the same seed gives the same init; made certain here
+  const std::vector<at::Tensor> params = model.parameters();
+  detail::Adam opt(params, h.lr, h.weight_decay, /*fused=*/job.gpu);
+  StepClock clock(job.device);
+  Trainee trainee{model, params, opt, clock};
+  SplitState state;
+
+  const std::string ckpt = checkpoint_path(job, split);
+  if (!ckpt.empty() && o.resume && std::filesystem::exists(ckpt)) {
+    std::string error;
+    try {
+      state = load_checkpoint(job, ckpt, model, opt, split, lopts.seed);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    detail::agree(*job.rt, "resuming", error);
+    log0(job.rank,
+         fmt::format("[train] split {}: resumed from {} at epoch {}", split, ckpt, state.epoch));
+  }
+
+  std::optional<Inference> last_eval;
+  while (state.epoch < h.epochs) {
+    EpochRecord rec;
+    rec.epoch = state.epoch;
+    const double t0 = now_seconds();
+    const bool stops_here = o.stop_after && rec.epoch + 1 >= *o.stop_after;
+    const bool another = rec.epoch + 1 < h.epochs && !stops_here;
+    const std::vector<std::string> digests =
+        run_steps(job, trainee, feats, batches, split, another, rec);
+    rec.seconds = now_seconds() - t0;
+    const double e0 = now_seconds();
+    rec.val = evaluate(job, model, feats, data, nodes, rec.epoch, state, last_eval);
+    rec.eval_seconds = now_seconds() - e0;
+    double parts = 0;
+    for (const auto& [k, v] : rec.split) {
+      parts += v;
+    }
+    rec.split["other"] = std::max(0.0, rec.seconds - parts);
+    if (o.batch_digests > 0) {
+      rec.batch_digests = all_batch_digests(job, digests);
+    }
+    state.history.push_back(rec);
+    state.epoch = rec.epoch + 1;
+    if (!o.quiet || rec.epoch == h.epochs - 1) {
+      log_epoch(job, split, rec);
+    }
+    if (!ckpt.empty()) {
+      save_checkpoint(job, ckpt, model, opt, state, split, lopts.seed);
+    }
+    if (o.stop_after && state.epoch >= *o.stop_after && state.epoch < h.epochs) {
+      log0(job.rank, fmt::format("[train] split {}: stopping after epoch {} (--stop-after)", split,
+                                 rec.epoch));
+      SplitResult r;
+      r.stopped = true;
+      r.state = state;
+      return r;
+    }
+  }
+  return finish_split(job, model, feats, data, nodes, split, std::move(state), last_eval);
 }
 
 // --- results -------------------------------------------------------------------------------------
