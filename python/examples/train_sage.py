@@ -339,12 +339,175 @@ class StepProfiler:
         self.prof, self.path = None, None
 
 
+def make_loaders(args, g, sampler, train_mask: np.ndarray, split: int, device) -> list:
+    """The split's loaders: this rank's over a distributed-mode graph (global or local batches),
+    else the P trainers of a P-part partitioning simulated in this process."""
+    book = g.get_partition_book()
+    if g.is_distributed:  # one trainer per rank
+        if args.batching == "global":
+            nids = np.nonzero(train_mask)[0]  # the same on every rank: global batches
+        else:
+            nids = tessera.node_split(train_mask, book)
+        return [tessera.DistNodeDataLoader(
+            g, nids, sampler, batch_size=per_rank_batch(args.batch_size), shuffle=True,
+            drop_last=False, num_workers=args.num_workers, prefetch=args.prefetch,
+            seed=args.seed + 1000 * split, global_order=args.batching == "global",
+            device=device)]
+    world = args.parts
+    return [tessera.DistNodeDataLoader(
+        g, tessera.node_split(train_mask, book, rank=r, world_size=world), sampler,
+        batch_size=args.batch_size, shuffle=True, drop_last=False, num_workers=args.num_workers,
+        prefetch=args.prefetch, seed=args.seed + 1000 * split, device=device)
+        for r in range(world)]
+
+
+class Trainee:
+    """What one split trains: the model (``net``; ``model`` is it wrapped in DDP when the
+    gradients sync that way), its optimizer, loaders and inputs, and where the time goes."""
+
+    def __init__(self, args, net, feats, loaders: list, device: torch.device):
+        self.net, self.feats, self.loaders, self.device = net, feats, loaders, device
+        self.sync = dist.gradient_sync_mode(device, args.grad_sync)
+        self.model = dist.data_parallel(net, device, self.sync)  # DDP over NCCL / gloo, or net
+        self.comm = (dist.CommTimer(self.model, tessera.get_world_size())
+                     if self.sync == "ddp" else None)
+        # On a GPU the fused Adam updates every parameter in one kernel (the step is bound by
+        # kernel launches, not by arithmetic); on the CPU the default keeps the bits of earlier
+        # runs.
+        self.opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay,
+                                    fused=True if device.type != "cpu" else None)
+        self.clock = StepClock(device)
+        self.profiler = StepProfiler(args.profile if tessera.get_rank() == 0 else None,
+                                     1 if args.epochs > 1 else 0, device)
+
+
+def checkpoint_path(args, split: int) -> Optional[str]:
+    """The split's checkpoint file: one per split unless --split names one, one per rank with
+    several (every rank keeps its loader position)."""
+    ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and \
+        not str(args.split).isdigit() else args.checkpoint
+    if ckpt and tessera.get_world_size() > 1:
+        ckpt = f"{ckpt}.rank{tessera.get_rank()}"
+    return ckpt
+
+
+def resume(args, ckpt: str, t: Trainee, split: int) -> dict:
+    """The split's state from its checkpoint, with the model, optimizer, loaders, random
+    generators and learned inputs restored."""
+    c = torch.load(ckpt, weights_only=False, map_location="cpu")
+    t.net.load_state_dict(c["model"])
+    t.opt.load_state_dict(c["optimizer"])
+    for dl, s in zip(t.loaders, c["loaders"]):
+        dl.load_state_dict(s)
+    torch.set_rng_state(c["torch_rng"])
+    if t.device.type != "cpu" and c.get("cuda_rng") is not None:
+        torch.cuda.set_rng_state(c["cuda_rng"], t.device)
+    if args.embed:
+        t.feats.load(f"{ckpt}.emb")
+    log(f"[train] split {split}: resumed from {ckpt} at epoch {c['state']['epoch']}")
+    return c["state"]
+
+
+def save_checkpoint(args, ckpt: str, t: Trainee, state: dict) -> None:
+    on_gpu = t.device.type != "cpu"
+    if args.embed:
+        t.feats.save(f"{ckpt}.emb")
+    atomic_save({"model": t.net.state_dict(), "optimizer": t.opt.state_dict(),
+                 "loaders": [dl.state_dict() for dl in t.loaders],
+                 "torch_rng": torch.get_rng_state(),
+                 "cuda_rng": torch.cuda.get_rng_state(t.device) if on_gpu else None,
+                 "state": state,
+                 "args": vars(args)}, ckpt)
+
+
+def run_steps(args, t: Trainee, split: int, epoch: int) -> dict:
+    """One epoch's steps: the loss (the mean over every rank's steps), the step count, the time
+    split (without "other"), the loaders' busy time, the host time of forward + backward and
+    this rank's batch digests (--batch-digests)."""
+    t.model.train()
+    clock, device = t.clock, t.device
+    iters = [iter(dl) for dl in t.loaders]
+    steps = max(len(dl) for dl in t.loaders)
+    bar = Progress(steps, f"split {split} epoch {epoch:3d}",
+                   enabled=not args.quiet and tessera.get_rank() == 0)
+    log_every = max(1, args.log_every)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    count, loader_busy, shown, host_fb = 0, [0.0, 0.0], float("nan"), 0.0
+    digests = []
+    for step in range(steps):
+        t.profiler.at_step(epoch, step, steps)
+        w0 = time.perf_counter()
+        batches = [next(it, None) for it in iters]  # the trainers of one synchronous step
+        clock.add("wait", w0, time.perf_counter())
+        if step < args.batch_digests:
+            for dl, batch in zip(t.loaders, batches):
+                if batch is not None:
+                    index = dl.global_batch_index(dl.batch_index - 1)
+                    digests.append(f"{index}:{batch_digest(batch[1], batch[2])}")
+        for dl in t.loaders:
+            stats = getattr(dl, "last_batch_stats", None)
+            if stats is not None:
+                loader_busy[0] += stats[0]
+                loader_busy[1] += stats[1]
+        f0, h0 = clock.mark(), time.perf_counter()
+        t.opt.zero_grad(set_to_none=True)
+        losses = []
+        for batch in batches:
+            if batch is None:
+                continue
+            input_nodes, seeds, blocks = batch
+            y = blocks[-1].dstdata["label"].reshape(-1).to(device, torch.int64)
+            logits = t.model(blocks, t.feats.of_batch(input_nodes, blocks))
+            losses.append(F.cross_entropy(logits, y))
+        # The mean over the trainers of one step = the all-reduced mean of their gradients
+        # (one trainer: its loss itself, two launches fewer each way).
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        loss.backward()
+        f1 = clock.mark()
+        host_fb += time.perf_counter() - h0
+        clock.add("forward_backward", f0, f1)
+        if t.sync == "host":
+            a0 = time.perf_counter()
+            dist.all_reduce_gradients(t.net)  # distributed: the mean over the ranks
+            clock.add("all_reduce", a0, time.perf_counter())
+        o0 = clock.mark()
+        t.opt.step()
+        if args.embed:
+            t.feats.step()  # sparse: each rank's rows' gradients pushed to their owners
+        clock.add("optimizer", o0, clock.mark())
+        loss_sum += loss.detach()
+        count += 1
+        if step % log_every == 0 or step == steps - 1:
+            shown = float(loss.detach())  # the only host read of the loss: every log_every steps
+        bar.update(shown)
+    t.profiler.finish()
+    bar.close()
+    for it in iters:  # finish the generators so every loader advances to the next epoch
+        for _ in it:
+            pass
+    split_s = clock.totals()
+    if t.comm is not None:
+        split_s["all_reduce"] += t.comm.seconds()
+    sums = dist.all_reduce(np.array([float(loss_sum), count], dtype=np.float64))
+    return {"loss": float(sums[0] / max(sums[1], 1)), "steps": count, "split": split_s,
+            "loader_sampling": loader_busy[0], "loader_gathering": loader_busy[1],
+            "host_forward_backward": host_fb, "digests": digests}
+
+
+def log_epoch(split: int, metric: str, rec: dict) -> None:
+    val = rec["val"]
+    shown = f"{val:6.2f}" if val == val else "     -"
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in rec["split"].items())
+    log(f"split {split} epoch {rec['epoch']:3d}  loss {rec['loss']:.4f}  val {metric} "
+        f"{shown}  ({rec['seconds']:.2f}s: {parts}; loader sampling "
+        f"{rec['loader_sampling']:.2f}, gathering {rec['loader_gathering']:.2f}"
+        + (f"; eval {rec['eval_seconds']:.2f}s)" if val == val else ")"))
+
+
 def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metric: str,
                 device: torch.device) -> dict:
-    book = g.get_partition_book()
     on_gpu = device.type != "cpu"
     gpu_path = on_gpu and g.is_distributed and tessera._C.cuda_compiled
-    loader_device = device if on_gpu else None  # the loaders move blocks and IDs there
     train_mask = mask_column(g.ndata["train_mask"], split)
     val_nodes = np.nonzero(mask_column(g.ndata["val_mask"], split))[0]
     test_nodes = np.nonzero(mask_column(g.ndata["test_mask"], split))[0]
@@ -355,25 +518,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     # features and labels of every batch there (DGL's prefetch_node_feats / prefetch_labels).
     sampler = tessera.NeighborSampler(args.fanouts, device="cuda" if gpu_path else "cpu",
                                       prefetch_node_feats=prefetch, prefetch_labels=["label"])
-    loaders = []
-    if g.is_distributed:  # one trainer per rank
-        if args.batching == "global":
-            nids = np.nonzero(train_mask)[0]  # the same on every rank: global batches
-        else:
-            nids = tessera.node_split(train_mask, book)
-        loaders.append(tessera.DistNodeDataLoader(
-            g, nids, sampler, batch_size=per_rank_batch(args.batch_size), shuffle=True,
-            drop_last=False, num_workers=args.num_workers, prefetch=args.prefetch,
-            seed=args.seed + 1000 * split, global_order=args.batching == "global",
-            device=loader_device))
-    else:  # simulated: the P trainers of a P-part partitioning in this process
-        world = args.parts
-        for r in range(world):
-            nids = tessera.node_split(train_mask, book, rank=r, world_size=world)
-            loaders.append(tessera.DistNodeDataLoader(
-                g, nids, sampler, batch_size=args.batch_size, shuffle=True, drop_last=False,
-                num_workers=args.num_workers, prefetch=args.prefetch,
-                seed=args.seed + 1000 * split, device=loader_device))
+    # The loaders move blocks and IDs to the GPU.
+    loaders = make_loaders(args, g, sampler, train_mask, split, device if on_gpu else None)
 
     torch.manual_seed(args.seed + split)
     num_classes = int(labels.max()) + 1
@@ -381,107 +527,19 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                     dropout=args.dropout, input_dropout=args.input_dropout,
                     norm="layer" if args.layer_norm else None).to(device)
     dist.broadcast_parameters(net)  # same seed gives the same init; made certain here
-    sync = dist.gradient_sync_mode(device, args.grad_sync)
-    model = dist.data_parallel(net, device, sync)  # DDP over NCCL / gloo, or `net` itself
-    comm = dist.CommTimer(model, tessera.get_world_size()) if sync == "ddp" else None
-    # On a GPU the fused Adam updates every parameter in one kernel (the step is bound by kernel
-    # launches, not by arithmetic); on the CPU the default keeps the bits of earlier runs.
-    opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                           fused=True if on_gpu else None)
+    t = Trainee(args, net, feats, loaders, device)
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
-
-    ckpt = f"{args.checkpoint}.split{split}" if args.checkpoint and \
-        not str(args.split).isdigit() else args.checkpoint
-    if ckpt and tessera.get_world_size() > 1:  # every rank keeps its loader position
-        ckpt = f"{ckpt}.rank{tessera.get_rank()}"
+    ckpt = checkpoint_path(args, split)
     if ckpt and args.resume and os.path.exists(ckpt):
-        c = torch.load(ckpt, weights_only=False, map_location="cpu")
-        net.load_state_dict(c["model"])
-        opt.load_state_dict(c["optimizer"])
-        for dl, s in zip(loaders, c["loaders"]):
-            dl.load_state_dict(s)
-        torch.set_rng_state(c["torch_rng"])
-        if on_gpu and c.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(c["cuda_rng"], device)
-        state = c["state"]
-        if args.embed:
-            feats.load(f"{ckpt}.emb")
-        log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}")
+        state = resume(args, ckpt, t, split)
 
-    clock = StepClock(device)
-    profiler = StepProfiler(args.profile if tessera.get_rank() == 0 else None,
-                            1 if args.epochs > 1 else 0, device)
-    log_every = max(1, args.log_every)
     last_eval = None  # (epoch, logits, seconds) of the latest evaluation
     while state["epoch"] < args.epochs:
         epoch = state["epoch"]
-        model.train()
         t0 = time.time()
-        iters = [iter(dl) for dl in loaders]
-        steps = max(len(dl) for dl in loaders)
-        bar = Progress(steps, f"split {split} epoch {epoch:3d}",
-                       enabled=not args.quiet and tessera.get_rank() == 0)
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        count, loader_busy, shown, host_fb = 0, [0.0, 0.0], float("nan"), 0.0
-        digests = []
-        for step in range(steps):
-            profiler.at_step(epoch, step, steps)
-            w0 = time.perf_counter()
-            batches = [next(it, None) for it in iters]  # the trainers of one synchronous step
-            clock.add("wait", w0, time.perf_counter())
-            if step < args.batch_digests:
-                for dl, batch in zip(loaders, batches):
-                    if batch is not None:
-                        index = dl.global_batch_index(dl.batch_index - 1)
-                        digests.append(f"{index}:{batch_digest(batch[1], batch[2])}")
-            for dl in loaders:
-                stats = getattr(dl, "last_batch_stats", None)
-                if stats is not None:
-                    loader_busy[0] += stats[0]
-                    loader_busy[1] += stats[1]
-            f0, h0 = clock.mark(), time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            losses = []
-            for batch in batches:
-                if batch is None:
-                    continue
-                input_nodes, seeds, blocks = batch
-                y = blocks[-1].dstdata["label"].reshape(-1).to(device, torch.int64)
-                logits = model(blocks, feats.of_batch(input_nodes, blocks))
-                losses.append(F.cross_entropy(logits, y))
-            # The mean over the trainers of one step = the all-reduced mean of their gradients
-            # (one trainer: its loss itself, two launches fewer each way).
-            loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
-            loss.backward()
-            f1 = clock.mark()
-            host_fb += time.perf_counter() - h0
-            clock.add("forward_backward", f0, f1)
-            if sync == "host":
-                a0 = time.perf_counter()
-                dist.all_reduce_gradients(net)  # distributed: the mean over the ranks
-                clock.add("all_reduce", a0, time.perf_counter())
-            o0 = clock.mark()
-            opt.step()
-            if args.embed:
-                feats.step()  # sparse: each rank's rows' gradients pushed to their owners
-            clock.add("optimizer", o0, clock.mark())
-            loss_sum += loss.detach()
-            count += 1
-            if step % log_every == 0 or step == steps - 1:
-                shown = float(loss.detach())  # the only host read of the loss: every log_every steps
-            bar.update(shown)
-        profiler.finish()
-        bar.close()
-        for it in iters:  # finish the generators so every loader advances to the next epoch
-            for _ in it:
-                pass
-        split_s = clock.totals()
-        if comm is not None:
-            split_s["all_reduce"] += comm.seconds()
-        total = float(loss_sum)
-        sums = dist.all_reduce(np.array([total, count], dtype=np.float64))
-        train_loss = float(sums[0] / max(sums[1], 1))
+        rec = run_steps(args, t, split, epoch)
+        digests = rec.pop("digests")
         epoch_s = time.time() - t0
         val = float("nan")
         e0 = time.time()
@@ -493,32 +551,19 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                 state.update(best_val=val, best_epoch=epoch,
                              test_at_best=metric_of(logits, labels, test_nodes, metric))
         eval_s = time.time() - e0
+        split_s = rec["split"]
         split_s["other"] = max(0.0, epoch_s - sum(split_s.values()))
-        state["history"].append({"epoch": epoch, "loss": train_loss, "val": val,
-                                 "seconds": epoch_s, "eval_seconds": eval_s, "steps": count,
-                                 "split": split_s, "loader_sampling": loader_busy[0],
-                                 "loader_gathering": loader_busy[1],
-                                 "host_forward_backward": host_fb})
+        rec = {"epoch": epoch, "loss": rec["loss"], "val": val, "seconds": epoch_s,
+               "eval_seconds": eval_s, **{k: v for k, v in rec.items() if k != "loss"}}
         if args.batch_digests:  # every rank's, by global batch index
-            state["history"][-1]["batch_digests"] = sorted(
+            rec["batch_digests"] = sorted(
                 sum(dist.all_gather_object(digests), []), key=lambda d: int(d.split(":")[0]))
+        state["history"].append(rec)
         state["epoch"] = epoch + 1
         if not args.quiet or epoch == args.epochs - 1:
-            shown = f"{val:6.2f}" if val == val else "     -"
-            parts = ", ".join(f"{k} {v:.2f}" for k, v in split_s.items())
-            log(f"split {split} epoch {epoch:3d}  loss {train_loss:.4f}  val {metric} "
-                f"{shown}  ({epoch_s:.2f}s: {parts}; loader sampling {loader_busy[0]:.2f}, "
-                f"gathering {loader_busy[1]:.2f}"
-                + (f"; eval {eval_s:.2f}s)" if val == val else ")"))
+            log_epoch(split, metric, rec)
         if ckpt:
-            if args.embed:
-                feats.save(f"{ckpt}.emb")
-            atomic_save({"model": net.state_dict(), "optimizer": opt.state_dict(),
-                         "loaders": [dl.state_dict() for dl in loaders],
-                         "torch_rng": torch.get_rng_state(),
-                         "cuda_rng": torch.cuda.get_rng_state(device) if on_gpu else None,
-                         "state": state,
-                         "args": vars(args)}, ckpt)
+            save_checkpoint(args, ckpt, t, state)
         if args.stop_after is not None and state["epoch"] >= args.stop_after \
                 and state["epoch"] < args.epochs:
             log(f"[train] split {split}: stopping after epoch {epoch} (--stop-after)")
@@ -538,12 +583,12 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     if len(set(digests)) != 1:
         raise RuntimeError(f"split {split}: the ranks' parameters differ: {digests}")
     log(f"split {split}: best val {metric} {state['best_val']:.2f} at epoch "
-          f"{state['best_epoch']}, test {metric} {state['test_at_best']:.2f} "
+        f"{state['best_epoch']}, test {metric} {state['test_at_best']:.2f} "
         f"(last epoch: {final_test:.2f}); parameters {digest}"
         + (f" (identical on {len(digests)} ranks)" if len(digests) > 1 else "")
-        + f"; inference over all nodes {inference_s:.2f}s; gradients: {sync}")
+        + f"; inference over all nodes {inference_s:.2f}s; gradients: {t.sync}")
     return {"stopped": False, "final_test": final_test, "digest": digest,
-            "inference_seconds": inference_s, "grad_sync": sync, **state}
+            "inference_seconds": inference_s, "grad_sync": t.sync, **state}
 
 
 def copy_bandwidth_gbps(device: torch.device):
