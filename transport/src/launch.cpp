@@ -121,9 +121,7 @@ bool pump(int& fd, std::string& buf, int out_fd, const std::string& prefix) {
   return false;
 }
 
-}  // namespace
-
-int launch(const LaunchOptions& o) {
+void check_options(const LaunchOptions& o) {
   TESSERA_EXPECTS(o.nproc_per_node >= 1, ValueError, "--nproc-per-node must be >= 1, got {}",
                   o.nproc_per_node);
   TESSERA_EXPECTS(o.nnodes >= 1, ValueError, "--nnodes must be >= 1, got {}", o.nnodes);
@@ -135,7 +133,10 @@ int launch(const LaunchOptions& o) {
   TESSERA_EXPECTS(o.master_port >= 0 && o.master_port <= 65535, ValueError,
                   "--master-port {} is not a TCP port", o.master_port);
   TESSERA_EXPECTS(o.grace_s >= 0, ValueError, "grace period {} s is negative", o.grace_s);
+}
 
+// The job's token: the option, else the environment's, else (one node only) a fresh one.
+std::string job_token(const LaunchOptions& o) {
   std::string token = o.job_token;
   if (token.empty()) {
     token = job_token_from_env();
@@ -148,159 +149,229 @@ int launch(const LaunchOptions& o) {
                     o.nnodes);
     token = generate_job_token();
   }
-  int port = o.master_port;
-  if (port == 0) {
-    port = o.nnodes == 1 ? pick_free_port() : 29500;
-  }
-  const int world = o.nnodes * o.nproc_per_node;
+  return token;
+}
 
-  TESSERA_EXPECTS(::pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IOError, "pipe2 failed: {}",
-                  std::strerror(errno));
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  struct sigaction old_int {
-  }, old_term{}, old_chld{};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
-  ::sigaction(SIGCHLD, &sa, &old_chld);
-
-  std::vector<Child> kids(o.nproc_per_node);
-  const pid_t launcher_pid = ::getpid();
-  std::vector<char*> argv;
-  for (const auto& s : o.command) {
-    argv.push_back(const_cast<char*>(s.c_str()));
+// SIGINT, SIGTERM and SIGCHLD written to a self-pipe (read by the supervision loop) while it
+// lives; the previous handlers are restored when it ends.
+class SignalRelay {
+ public:
+  SignalRelay() {
+    TESSERA_EXPECTS(::pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) == 0, IOError, "pipe2 failed: {}",
+                    std::strerror(errno));
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    ::sigaction(SIGINT, &sa, &old_int_);
+    ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGCHLD, &sa, &old_chld_);
   }
-  argv.push_back(nullptr);
-  for (int i = 0; i < o.nproc_per_node; ++i) {
-    Child& c = kids[i];
-    c.rank = o.node_rank * o.nproc_per_node + i;
-    int out[2], err[2];
-    TESSERA_EXPECTS(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, IOError,
-                    "pipe2 failed: {}", std::strerror(errno));
-    const pid_t pid = ::fork();
-    TESSERA_EXPECTS(pid >= 0, IOError, "fork failed: {}", std::strerror(errno));
-    if (pid == 0) {
-      // The rank dies with the launcher, even when the launcher is killed by SIGKILL and cannot
-      // stop it (it would otherwise run on, unseen, until its next write to the closed pipe).
-      // The launcher may already be gone by the time the request takes effect: check.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != launcher_pid) {
-        ::_exit(128 + SIGKILL);
-      }
-      ::setpgid(0, 0);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::signal(SIGCHLD, SIG_DFL);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      ::setenv("RANK", std::to_string(c.rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(i).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-      ::setenv("NODE_RANK", std::to_string(o.node_rank).c_str(), 1);
-      ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      ::setenv("TESSERA_JOB_TOKEN", token.c_str(), 1);
-      ::execvp(argv[0], argv.data());
-      const std::string msg =
-          fmt::format("tessera launch: cannot run '{}': {}\n", argv[0], std::strerror(errno));
-      write_all(2, msg);
-      ::_exit(127);
+  ~SignalRelay() {
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGCHLD, &old_chld_, nullptr);
+    ::close(g_sig_pipe[0]);
+    ::close(g_sig_pipe[1]);
+    g_sig_pipe[0] = g_sig_pipe[1] = -1;
+  }
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+
+  int fd() const { return g_sig_pipe[0]; }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{}, old_chld_{};
+};
+
+// What every rank's environment gets besides its own numbers.
+struct JobEnv {
+  int world = 1;
+  int port = 0;
+  std::string token;
+};
+
+// Forks local rank i running the command, its stdout and stderr on pipes to the launcher.
+Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<char*>& argv,
+                 pid_t launcher_pid) {
+  Child c;
+  c.rank = o.node_rank * o.nproc_per_node + i;
+  int out[2], err[2];
+  TESSERA_EXPECTS(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, IOError,
+                  "pipe2 failed: {}", std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1]}) {
+      ::close(fd);
     }
-    ::setpgid(pid, pid);  // also here, so signalling the group never races the child's setpgid
-    ::close(out[1]);
-    ::close(err[1]);
-    c.pid = pid;
-    c.out_fd = out[0];
-    c.err_fd = err[0];
+    TESSERA_FAIL(IOError, "fork failed: {}", std::strerror(e));
+  }
+  if (pid == 0) {
+    // The rank dies with the launcher, even when the launcher is killed by SIGKILL and cannot
+    // stop it (it would otherwise run on, unseen, until its next write to the closed pipe).
+    // The launcher may already be gone by the time the request takes effect: check.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher_pid) {
+      ::_exit(128 + SIGKILL);
+    }
+    ::setpgid(0, 0);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGCHLD, SIG_DFL);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::setenv("RANK", std::to_string(c.rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(env.world).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(i).c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
+    ::setenv("NODE_RANK", std::to_string(o.node_rank).c_str(), 1);
+    ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(env.port).c_str(), 1);
+    ::setenv("TESSERA_JOB_TOKEN", env.token.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    const std::string msg =
+        fmt::format("tessera launch: cannot run '{}': {}\n", argv[0], std::strerror(errno));
+    write_all(2, msg);
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also here, so signalling the group never races the child's setpgid
+  ::close(out[1]);
+  ::close(err[1]);
+  c.pid = pid;
+  c.out_fd = out[0];
+  c.err_fd = err[0];
+  return c;
+}
+
+// Watches the ranks until every one has ended and its output is drained: relays their output
+// line by line, stops them all when one fails (SIGTERM, SIGKILL after the grace period), and
+// forwards SIGINT / SIGTERM sent to the launcher.
+class Supervisor {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Supervisor(const LaunchOptions& o, std::vector<Child>& kids, int sig_fd)
+      : o_(o), kids_(kids), sig_fd_(sig_fd) {}
+
+  // The job's exit code: the failed rank's (128 + signal when killed), 128 + the signal the
+  // launcher got, or 0.
+  int run() {
+    for (;;) {
+      handle_exits();
+      bool any_running = false;
+      for (const Child& c : kids_) {
+        any_running |= c.running;
+      }
+      if (!any_running && drain_until_ == Clock::time_point::max()) {
+        drain_until_ = Clock::now() + std::chrono::seconds(1);  // grandchildren may hold pipes
+      }
+      if (stopping_ && !killed_ && any_running && Clock::now() >= kill_at_) {
+        killed_ = true;
+        write_all(2,
+                  "[tessera launch] ranks still running after the grace period; sending "
+                  "SIGKILL\n");
+        signal_all(SIGKILL);
+      }
+      if (!any_running && (!has_open_output() || Clock::now() >= drain_until_)) {
+        break;
+      }
+      if (!relay_output()) {
+        break;
+      }
+    }
+    for (Child& c : kids_) {
+      if (c.out_fd >= 0) {
+        ::close(c.out_fd);
+      }
+      if (c.err_fd >= 0) {
+        ::close(c.err_fd);
+      }
+    }
+    return result_;
   }
 
-  using Clock = std::chrono::steady_clock;
-  int result = 0;
-  int failed_rank = -1;
-  bool stopping = false;
-  Clock::time_point kill_at = Clock::time_point::max();
-  bool killed = false;
-  Clock::time_point drain_until = Clock::time_point::max();
-
-  auto signal_all = [&](int sig) {
-    for (Child& c : kids) {
+ private:
+  void signal_all(int sig) {
+    for (Child& c : kids_) {
       if (c.running) {
         ::kill(-c.pid, sig);
       }
     }
-  };
-  auto begin_stop = [&](int sig) {
-    if (stopping) {
+  }
+
+  void begin_stop(int sig) {
+    if (stopping_) {
       return;
     }
-    stopping = true;
+    stopping_ = true;
     signal_all(sig);
-    kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
-  };
+    kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o_.grace_s * 1000));
+  }
 
-  for (;;) {
-    // Reap. When a rank fails, ranks that noticed its death usually exit a moment later: wait
-    // briefly and blame a rank killed by a signal over ranks that exited with an error code.
+  // Reaps ended ranks; those that failed go to `failed`.
+  void reap(std::vector<Child*>& failed) {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) {
+        return;
+      }
+      for (Child& c : kids_) {
+        if (c.pid != pid || !c.running) {
+          continue;
+        }
+        c.running = false;
+        c.signaled = WIFSIGNALED(status);
+        c.code =
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (c.signaled ? WTERMSIG(status) : 0);
+        if (c.code != 0) {
+          failed.push_back(&c);
+        }
+      }
+    }
+  }
+
+  // Reaps; on the first failure stops the job. When a rank fails, ranks that noticed its death
+  // usually exit a moment later: wait briefly and blame a rank killed by a signal over ranks
+  // that exited with an error code.
+  void handle_exits() {
     std::vector<Child*> failed_now;
-    auto reap = [&] {
-      for (;;) {
-        int status = 0;
-        const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-        if (pid <= 0) {
-          return;
-        }
-        for (Child& c : kids) {
-          if (c.pid != pid || !c.running) {
-            continue;
-          }
-          c.running = false;
-          c.signaled = WIFSIGNALED(status);
-          c.code =
-              WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (c.signaled ? WTERMSIG(status) : 0);
-          if (c.code != 0) {
-            failed_now.push_back(&c);
-          }
-        }
+    reap(failed_now);
+    if (failed_now.empty() || failed_rank_ >= 0 || stopping_) {
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    reap(failed_now);
+    Child* culprit = failed_now.front();
+    for (Child* c : failed_now) {
+      if (c->signaled && !culprit->signaled) {
+        culprit = c;
       }
-    };
-    reap();
-    if (!failed_now.empty() && failed_rank < 0 && !stopping) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      reap();
-      Child* culprit = failed_now.front();
-      for (Child* c : failed_now) {
-        if (c->signaled && !culprit->signaled) {
-          culprit = c;
-        }
-      }
-      failed_rank = culprit->rank;
-      result = culprit->code;
-      write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the other "
-                               "ranks\n",
-                               culprit->rank, culprit->code));
-      begin_stop(SIGTERM);
     }
-    bool any_running = false;
-    for (const Child& c : kids) {
-      any_running |= c.running;
-    }
-    if (!any_running && drain_until == Clock::time_point::max()) {
-      drain_until = Clock::now() + std::chrono::seconds(1);  // grandchildren may hold the pipes
-    }
-    if (stopping && !killed && any_running && Clock::now() >= kill_at) {
-      killed = true;
-      write_all(2,
-                "[tessera launch] ranks still running after the grace period; sending "
-                "SIGKILL\n");
-      signal_all(SIGKILL);
-    }
+    failed_rank_ = culprit->rank;
+    result_ = culprit->code;
+    write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the other "
+                             "ranks\n",
+                             culprit->rank, culprit->code));
+    begin_stop(SIGTERM);
+  }
 
+  bool has_open_output() const {
+    for (const Child& c : kids_) {
+      if (c.out_fd >= 0 || c.err_fd >= 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Waits up to 100 ms for output or a signal and handles what came. False when poll failed.
+  bool relay_output() {
     std::vector<pollfd> fds;
-    std::vector<std::pair<Child*, bool>> who;
-    for (Child& c : kids) {
+    std::vector<std::pair<Child*, bool>> who;  // the rank, and whether it is its stderr
+    for (Child& c : kids_) {
       if (c.out_fd >= 0) {
         fds.push_back({c.out_fd, POLLIN, 0});
         who.emplace_back(&c, false);
@@ -310,23 +381,17 @@ int launch(const LaunchOptions& o) {
         who.emplace_back(&c, true);
       }
     }
-    if (fds.empty() && !any_running) {
-      break;
-    }
-    if (!any_running && Clock::now() >= drain_until) {
-      break;
-    }
-    fds.push_back({g_sig_pipe[0], POLLIN, 0});
+    fds.push_back({sig_fd_, POLLIN, 0});
     const int r = ::poll(fds.data(), fds.size(), 100);
     if (r < 0 && errno != EINTR) {
-      break;
+      return false;
     }
     for (size_t k = 0; k + 1 < fds.size(); ++k) {
       if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) {
         continue;
       }
       Child* c = who[k].first;
-      const std::string prefix = o.prefix_output ? fmt::format("[rank {}] ", c->rank) : "";
+      const std::string prefix = o_.prefix_output ? fmt::format("[rank {}] ", c->rank) : "";
       if (who[k].second) {
         pump(c->err_fd, c->err_buf, 2, prefix);
       } else {
@@ -334,37 +399,76 @@ int launch(const LaunchOptions& o) {
       }
     }
     if (fds.back().revents & POLLIN) {
-      unsigned char sig;
-      while (::read(g_sig_pipe[0], &sig, 1) == 1) {
-        if (sig == SIGINT || sig == SIGTERM) {
-          write_all(2, fmt::format("[tessera launch] got signal {}; forwarding it to every rank\n",
-                                   static_cast<int>(sig)));
-          if (failed_rank < 0 && result == 0) {
-            result = 128 + sig;
-          }
-          if (!stopping) {
-            begin_stop(sig);
-          } else {
-            signal_all(sig);
-          }
-        }
+      forward_signals();
+    }
+    return true;
+  }
+
+  void forward_signals() {
+    unsigned char sig;
+    while (::read(sig_fd_, &sig, 1) == 1) {
+      if (sig != SIGINT && sig != SIGTERM) {
+        continue;  // SIGCHLD only wakes the loop up
+      }
+      write_all(2, fmt::format("[tessera launch] got signal {}; forwarding it to every rank\n",
+                               static_cast<int>(sig)));
+      if (failed_rank_ < 0 && result_ == 0) {
+        result_ = 128 + sig;
+      }
+      if (!stopping_) {
+        begin_stop(sig);
+      } else {
+        signal_all(sig);
       }
     }
   }
-  for (Child& c : kids) {
-    if (c.out_fd >= 0) {
-      ::close(c.out_fd);
+
+  const LaunchOptions& o_;
+  std::vector<Child>& kids_;
+  const int sig_fd_;
+  int result_ = 0;
+  int failed_rank_ = -1;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_at_ = Clock::time_point::max();
+  Clock::time_point drain_until_ = Clock::time_point::max();
+};
+
+}  // namespace
+
+int launch(const LaunchOptions& o) {
+  check_options(o);
+  JobEnv env;
+  env.token = job_token(o);
+  env.port = o.master_port;
+  if (env.port == 0) {
+    env.port = o.nnodes == 1 ? pick_free_port() : 29500;
+  }
+  env.world = o.nnodes * o.nproc_per_node;
+
+  SignalRelay relay;
+  std::vector<char*> argv;
+  for (const auto& s : o.command) {
+    argv.push_back(const_cast<char*>(s.c_str()));
+  }
+  argv.push_back(nullptr);
+  const pid_t launcher_pid = ::getpid();
+  std::vector<Child> kids;
+  try {
+    for (int i = 0; i < o.nproc_per_node; ++i) {
+      kids.push_back(spawn_rank(o, i, env, argv, launcher_pid));
     }
-    if (c.err_fd >= 0) {
+  } catch (...) {
+    // A rank could not start: the ones that did are stopped before the error goes up.
+    for (Child& c : kids) {
+      ::kill(-c.pid, SIGKILL);
+      ::waitpid(c.pid, nullptr, 0);
+      ::close(c.out_fd);
       ::close(c.err_fd);
     }
+    throw;
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  ::sigaction(SIGCHLD, &old_chld, nullptr);
-  ::close(g_sig_pipe[0]);
-  ::close(g_sig_pipe[1]);
-  return result;
+  return Supervisor(o, kids, relay.fd()).run();
 }
 
 }  // namespace tessera::transport
