@@ -201,13 +201,9 @@ std::string PartitionStats::summary() const {
 
 namespace {
 
-// `spill`: ds.graph, mutable, when its CSC may be parked on disk (low_memory): during METIS
-// and from relabel on, when only the relabelled copy is read. `spilled` holds the parked
-// arrays; the caller reads them back.
-PartitionStats partition_impl(const Dataset& ds, Graph* spill,
-                              std::unique_ptr<detail::SpilledArrays>* spilled,
-                              const PartitionOptions& opts, const WriteOptions& out,
-                              PhaseTimer& timer) {
+// The arguments of a partitioning run, checked before any work.
+void check_partition_inputs(const Dataset& ds, const PartitionOptions& opts,
+                            const WriteOptions& out) {
   TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
   TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
                   "--parts must be in [1, 2^31), got {}", opts.num_parts);
@@ -224,41 +220,22 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
     TESSERA_EXPECTS(valid_name(k), ValueError, "{}: edge array name '{}' cannot be a file name",
                     ds.name, k);
   }
-  const Graph& g = ds.graph;
-  const int64_t n = ds.num_nodes, P = opts.num_parts;
-  TESSERA_EXPECTS(g.num_nodes == n, ValueError, "{}: graph has {} nodes but the dataset says {}",
-                  ds.name, g.num_nodes, n);
+  TESSERA_EXPECTS(ds.graph.num_nodes == ds.num_nodes, ValueError,
+                  "{}: graph has {} nodes but the dataset says {}", ds.name, ds.graph.num_nodes,
+                  ds.num_nodes);
+}
 
-  // --overwrite replaces the whole output folder: refuse unless it holds only what a previous
-  // run writes (configs and part<N>/ folders), so a mistyped --out cannot wipe a real folder.
-  // Fails now (before any work) if the output exists and --overwrite was not given.
-  AtomicDir dir(out.out_dir, out.overwrite, [](const std::string& f, bool is_dir) {
-    const bool part_dir = is_dir && f.size() > 4 && f.compare(0, 4, "part") == 0 &&
-                          f.find_first_not_of("0123456789", 4) == std::string::npos;
-    const bool config = !is_dir && f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0;
-    return part_dir || config;
-  });
-
-  PartitionStats st;
-  st.graph_name = out.name.empty() ? ds.name : out.name;
-  st.method = part_method_name(opts.method);
-  st.num_nodes = n;
-  st.num_edges = g.num_edges();
-  st.num_parts = P;
-  st.halo_hops = opts.halo_hops;
-  for (const auto& kv : ds.ndata) {
-    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
-  }
-  for (const auto& kv : ds.edata) {
-    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
-  }
-
-  timer.begin(opts.method == PartMethod::kMetis ? "METIS adjacency" : "random partition");
+// The partition of every node, by METIS or at random, with the balance weights it used (`w`,
+// `ncon` per node, named by a.constraints). `spill` / `spilled` as partition_impl takes them:
+// the CSC is parked beside `dir` while METIS runs.
+Assignment assign_parts(const Dataset& ds, Graph* spill,
+                        std::unique_ptr<detail::SpilledArrays>* spilled,
+                        const PartitionOptions& opts, const AtomicDir& dir, PhaseTimer& timer,
+                        std::vector<int32_t>& w) {
   std::vector<std::string> cnames;
-  const std::vector<int32_t> w = balance_weights(ds, opts, &cnames);
-  const auto ncon = static_cast<int64_t>(cnames.size());
+  w = balance_weights(ds, opts, &cnames);
   detail::MetisHooks hooks;
-  // Beside the temporary output folder, not in it: the spill file outlives this function (the
+  // Beside the temporary output folder, not in it: the spill file outlives partition_impl (the
   // caller reads it back last), and on NFS an open unlinked file would keep the folder's
   // removal after a failure from succeeding.
   const std::filesystem::path spill_dir = dir.path().parent_path();
@@ -273,23 +250,21 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
       }
     };
   }
-  Assignment a = opts.method == PartMethod::kMetis
-                     ? detail::assign_metis(g, P, w, static_cast<int>(ncon), opts, &timer,
-                                            detail::built_symmetric_simple(ds),
-                                            spill != nullptr ? &hooks : nullptr)
-                     : assign_random(n, P, static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
+  const int64_t P = opts.num_parts;
+  Assignment a =
+      opts.method == PartMethod::kMetis
+          ? detail::assign_metis(ds.graph, P, w, static_cast<int>(cnames.size()), opts, &timer,
+                                 detail::built_symmetric_simple(ds),
+                                 spill != nullptr ? &hooks : nullptr)
+          : assign_random(ds.num_nodes, P, static_cast<uint64_t>(opts.seed < 0 ? 0 : opts.seed));
   a.constraints = cnames;
-  st.constraints = cnames;
-  st.metis_objval = a.metis_objval;
-  st.warnings = a.warnings;
-  if (spill != nullptr && *spilled != nullptr && detail::on_tmpfs(spill_dir)) {
-    st.warnings.push_back(fmt::format(
-        "--low-memory: {} is on tmpfs, so the CSR parked there still took memory; put --out on "
-        "a disk to lower the peak",
-        out.out_dir.string()));
-  }
+  return a;
+}
 
-  timer.begin("edge cut");
+// The cut of the assignment (METIS's objective when it ran, else counted) and each part's
+// constraint weights, into `st`.
+void count_cut(const Graph& g, const Assignment& a, const std::vector<int32_t>& w,
+               PartitionStats& st) {
   if (a.metis_objval >= 0) {
     // METIS's objective is the cut of the symmetric simple graph it was given (checked against
     // symmetric_cut in the tests); no need to walk the graph again.
@@ -301,30 +276,27 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
     st.undirected_edges = cut.undirected_edges;
   }
   st.cut_edges = directed_edge_cut(g, a.part);
-  st.parts.resize(static_cast<size_t>(P));
+  const auto ncon = static_cast<int64_t>(a.constraints.size());
+  st.parts.resize(static_cast<size_t>(st.num_parts));
   for (auto& p : st.parts) {
     p.constraint_weights.assign(static_cast<size_t>(ncon), 0);
   }
-  for (int64_t v = 0; v < n && ncon > 0; ++v) {
+  for (int64_t v = 0; v < g.num_nodes && ncon > 0; ++v) {
     for (int64_t c = 0; c < ncon; ++c) {
       st.parts[a.part[v]].constraint_weights[c] += w[v * ncon + c];
     }
   }
+}
 
-  timer.begin("relabel");
-  const Relabelled r = relabel(g, a, opts.node_order);
-  std::vector<int32_t>().swap(a.part);
-  if (spill != nullptr && *spilled != nullptr) {
-    (*spilled)->park();  // from here on only the relabelled copy is read
-  }
-
-  timer.begin("halo + write");
+// The config of the partitioning, its parts still to be written.
+PartitionConfig make_config(const Dataset& ds, const PartitionOptions& opts,
+                            const PartitionStats& st, const Relabelled& r) {
   PartitionConfig c;
   c.graph_name = st.graph_name;  // DGL: the config file and graph_name agree
-  c.num_nodes = n;
-  c.num_edges = st.num_edges;  // g is parked by now with low_memory
+  c.num_nodes = st.num_nodes;
+  c.num_edges = st.num_edges;  // the graph is parked by now with low_memory
   c.num_input_edges = ds.num_input_edges;
-  c.num_parts = P;
+  c.num_parts = opts.num_parts;
   c.part_method = part_method_name(opts.method);
   c.halo_hops = opts.halo_hops;
   c.node_order = node_order_name(opts.node_order);
@@ -340,59 +312,61 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
     shape[0] = c.num_edges;  // one row per (possibly symmetrized) edge of the partitioned graph
     c.edata.push_back({k, arr.dtype(), shape, "edge_" + k + ".npy"});
   }
-  auto write_part = [&](int64_t p) {
-    LocalGraph L = build_local(r, p, opts.halo_hops);
-    PartInfo info;
-    info.dir = fmt::format("part{}", p);
-    const std::filesystem::path pd = dir.path() / info.dir;
-    std::filesystem::create_directory(pd);
-    info.num_nodes = static_cast<int64_t>(L.nid.size());
-    info.num_inner_nodes = L.num_inner_nodes;
-    info.num_edges = static_cast<int64_t>(L.eid.size());
-    info.num_inner_edges = L.num_inner_edges;
-    info.files.push_back(write_i64(pd, "indptr.npy", L.indptr));
-    info.files.push_back(write_i64(pd, "indices.npy", L.indices));
-    info.files.push_back(write_i64(pd, "eid.npy", L.eid));
-    info.files.push_back(write_i64(pd, "nid.npy", L.nid));
-    info.files.push_back(write_bool(pd, "inner_node.npy", L.inner_node));
-    info.files.push_back(write_bool(pd, "inner_edge.npy", L.inner_edge));
-    info.files.push_back(write_i64(pd, "orig_nid.npy", L.orig_nid));
-    info.files.push_back(write_i64(pd, "orig_eid.npy", L.orig_eid));
-    auto& ps = st.parts[p];
-    ps.inner_nodes = L.num_inner_nodes;
-    ps.inner_edges = L.num_inner_edges;
-    ps.halo_nodes = info.num_nodes - L.num_inner_nodes;
-    ps.local_edges = info.num_edges;
-    L = LocalGraph();  // free before gathering features
-    const int64_t s = r.node_offsets[p], e = r.node_offsets[p + 1];
-    for (const auto& sch : c.ndata) {
-      const Array rows = ds.ndata.at(sch.name).take_rows(r.orig_nid.data() + s, e - s);
+  c.parts.resize(static_cast<size_t>(opts.num_parts));
+  return c;
+}
+
+// Writes partition p's folder under `root`: its local graph, then its node and edge data;
+// fills c.parts[p] and st.parts[p]'s counts.
+void write_part(const Dataset& ds, const Relabelled& r, int64_t p, int halo_hops,
+                const std::filesystem::path& root, PartitionConfig& c, PartitionStats& st) {
+  LocalGraph L = build_local(r, p, halo_hops);
+  PartInfo info;
+  info.dir = fmt::format("part{}", p);
+  const std::filesystem::path pd = root / info.dir;
+  std::filesystem::create_directory(pd);
+  info.num_nodes = static_cast<int64_t>(L.nid.size());
+  info.num_inner_nodes = L.num_inner_nodes;
+  info.num_edges = static_cast<int64_t>(L.eid.size());
+  info.num_inner_edges = L.num_inner_edges;
+  info.files.push_back(write_i64(pd, "indptr.npy", L.indptr));
+  info.files.push_back(write_i64(pd, "indices.npy", L.indices));
+  info.files.push_back(write_i64(pd, "eid.npy", L.eid));
+  info.files.push_back(write_i64(pd, "nid.npy", L.nid));
+  info.files.push_back(write_bool(pd, "inner_node.npy", L.inner_node));
+  info.files.push_back(write_bool(pd, "inner_edge.npy", L.inner_edge));
+  info.files.push_back(write_i64(pd, "orig_nid.npy", L.orig_nid));
+  info.files.push_back(write_i64(pd, "orig_eid.npy", L.orig_eid));
+  auto& ps = st.parts[p];
+  ps.inner_nodes = L.num_inner_nodes;
+  ps.inner_edges = L.num_inner_edges;
+  ps.halo_nodes = info.num_nodes - L.num_inner_nodes;
+  ps.local_edges = info.num_edges;
+  L = LocalGraph();  // free before gathering features
+  const int64_t s = r.node_offsets[p], e = r.node_offsets[p + 1];
+  for (const auto& sch : c.ndata) {
+    const Array rows = ds.ndata.at(sch.name).take_rows(r.orig_nid.data() + s, e - s);
+    info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
+  }
+  if (!c.edata.empty()) {
+    const int64_t es = r.edge_offsets[p], ee = r.edge_offsets[p + 1];
+    std::vector<int64_t> idx(static_cast<size_t>(ee - es));
+    for (int64_t k = es; k < ee; ++k) {
+      idx[k - es] = r.csc.eids[k] % ds.num_input_edges;  // reverse edge E + i takes row i
+    }
+    for (const auto& sch : c.edata) {
+      const Array rows = ds.edata.at(sch.name).take_rows(idx.data(), ee - es);
       info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
     }
-    if (!c.edata.empty()) {
-      const int64_t es = r.edge_offsets[p], ee = r.edge_offsets[p + 1];
-      std::vector<int64_t> idx(static_cast<size_t>(ee - es));
-      for (int64_t k = es; k < ee; ++k) {
-        idx[k - es] = r.csc.eids[k] % ds.num_input_edges;  // reverse edge E + i takes row i
-      }
-      for (const auto& sch : c.edata) {
-        const Array rows = ds.edata.at(sch.name).take_rows(idx.data(), ee - es);
-        info.files.push_back(write_file(pd, sch.file, rows.dtype(), rows.shape(), rows.raw()));
-      }
-    }
-    c.parts[p] = std::move(info);
-  };
-  Progress progress("writing partitions", P, "parts");
-  // One partition at a time: build_local is parallel inside, and writing two partitions
-  // concurrently on top of it was slower (oversubscribed) and holds two local graphs.
-  c.parts.resize(static_cast<size_t>(P));
-  for (int64_t p = 0; p < P; ++p) {
-    write_part(p);
-    progress.update(p + 1);
   }
-  progress.update(P);
-  progress.done();
+  c.parts[p] = std::move(info);
+}
 
+// Writes the config file `root`/`config_name`, with where the data came from and the options
+// and cut of the run.
+void write_config(PartitionConfig& c, const PartitionOptions& opts, const WriteOptions& out,
+                  const Dataset& ds, const PartitionStats& st, const std::filesystem::path& root,
+                  const std::string& config_name) {
   nlohmann::json extra = nlohmann::json::object();
   extra["source"] = {{"path", out.source_path}, {"format", ds.format}};
   nlohmann::json po = {{"num_parts", opts.num_parts},
@@ -403,19 +377,89 @@ PartitionStats partition_impl(const Dataset& ds, Graph* spill,
                        {"node_order", node_order_name(opts.node_order)},
                        {"seed", opts.seed},
                        {"ufactor", opts.ufactor},
-                       {"constraints", cnames}};
+                       {"constraints", st.constraints}};
   extra["partition_options"] = po;
   extra["edge_cut"] = st.edge_cut;
   extra["cut_edges"] = st.cut_edges;
   c.json = extra;
-  const std::string config_name = out.name + ".json";
-  {
-    std::ofstream f(dir.path() / config_name);
-    f << config_to_string(c) << "\n";
-    f.close();
-    TESSERA_EXPECTS(f.good(), IOError, "{}: write failed (disk full?)",
-                    (dir.path() / config_name).string());
+  std::ofstream f(root / config_name);
+  f << config_to_string(c) << "\n";
+  f.close();
+  TESSERA_EXPECTS(f.good(), IOError, "{}: write failed (disk full?)",
+                  (root / config_name).string());
+}
+
+// `spill`: ds.graph, mutable, when its CSC may be parked on disk (low_memory): during METIS
+// and from relabel on, when only the relabelled copy is read. `spilled` holds the parked
+// arrays; the caller reads them back.
+PartitionStats partition_impl(const Dataset& ds, Graph* spill,
+                              std::unique_ptr<detail::SpilledArrays>* spilled,
+                              const PartitionOptions& opts, const WriteOptions& out,
+                              PhaseTimer& timer) {
+  check_partition_inputs(ds, opts, out);
+  const Graph& g = ds.graph;
+  const int64_t P = opts.num_parts;
+
+  // --overwrite replaces the whole output folder: refuse unless it holds only what a previous
+  // run writes (configs and part<N>/ folders), so a mistyped --out cannot wipe a real folder.
+  // Fails now (before any work) if the output exists and --overwrite was not given.
+  AtomicDir dir(out.out_dir, out.overwrite, [](const std::string& f, bool is_dir) {
+    const bool part_dir = is_dir && f.size() > 4 && f.compare(0, 4, "part") == 0 &&
+                          f.find_first_not_of("0123456789", 4) == std::string::npos;
+    const bool config = !is_dir && f.size() > 5 && f.compare(f.size() - 5, 5, ".json") == 0;
+    return part_dir || config;
+  });
+
+  PartitionStats st;
+  st.graph_name = out.name.empty() ? ds.name : out.name;
+  st.method = part_method_name(opts.method);
+  st.num_nodes = ds.num_nodes;
+  st.num_edges = g.num_edges();
+  st.num_parts = P;
+  st.halo_hops = opts.halo_hops;
+  for (const auto& kv : ds.ndata) {
+    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
   }
+  for (const auto& kv : ds.edata) {
+    st.feature_bytes += static_cast<int64_t>(kv.second.nbytes());
+  }
+
+  timer.begin(opts.method == PartMethod::kMetis ? "METIS adjacency" : "random partition");
+  std::vector<int32_t> w;
+  Assignment a = assign_parts(ds, spill, spilled, opts, dir, timer, w);
+  st.constraints = a.constraints;
+  st.metis_objval = a.metis_objval;
+  st.warnings = a.warnings;
+  if (spill != nullptr && *spilled != nullptr && detail::on_tmpfs(dir.path().parent_path())) {
+    st.warnings.push_back(fmt::format(
+        "--low-memory: {} is on tmpfs, so the CSR parked there still took memory; put --out on "
+        "a disk to lower the peak",
+        out.out_dir.string()));
+  }
+
+  timer.begin("edge cut");
+  count_cut(g, a, w, st);
+
+  timer.begin("relabel");
+  const Relabelled r = relabel(g, a, opts.node_order);
+  std::vector<int32_t>().swap(a.part);
+  if (spill != nullptr && *spilled != nullptr) {
+    (*spilled)->park();  // from here on only the relabelled copy is read
+  }
+
+  timer.begin("halo + write");
+  PartitionConfig c = make_config(ds, opts, st, r);
+  Progress progress("writing partitions", P, "parts");
+  // One partition at a time: build_local is parallel inside, and writing two partitions
+  // concurrently on top of it was slower (oversubscribed) and holds two local graphs.
+  for (int64_t p = 0; p < P; ++p) {
+    write_part(ds, r, p, opts.halo_hops, dir.path(), c, st);
+    progress.update(p + 1);
+  }
+  progress.update(P);
+  progress.done();
+  const std::string config_name = out.name + ".json";
+  write_config(c, opts, out, ds, st, dir.path(), config_name);
   dir.commit();
   timer.end();
   st.config_path = dir.final_path() / config_name;
