@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """tessera.update_all against a whole-graph NumPy reference: Cora (symmetrized) in 1, 2 and 4
 METIS parts and 2 random parts under ``python -m tessera launch`` (dist_scripts/update_all.py),
+with one trainer per part and with two (several trainers per machine),
 every message and reduce, within the float32 summation bound of the SpMM tests (max: exactly);
 the simulated mode (one process, 2 parts); argument errors; and the full-graph example (SGC at 1
 and 2 ranks gives the same accuracy; GCN inference over the partitions equals PyTorch's)."""
@@ -71,14 +72,17 @@ def check(p, edges, got: dict, orig_nid: np.ndarray) -> None:
                 f"{have[worst]} vs {ref[orig_nid][worst]} (bound {bound[orig_nid][worst]})")
 
 
-@pytest.mark.parametrize("method,parts", [("metis", 1), ("metis", 2), ("random", 2),
-                                          ("metis", 4)])
+@pytest.mark.parametrize("method,parts,ranks", [("metis", 1, 1), ("metis", 2, 2), ("random", 2, 2),
+                                                ("metis", 4, 4), ("metis", 1, 2),
+                                                ("random", 2, 4)])
 def test_update_all_equals_whole_graph(partitionings, input_edges, tmp_path,  # noqa: F811
-                                       method, parts):
+                                       method, parts, ranks):
+    """ranks > parts: several trainers per machine, each aggregating its own share of its
+    machine's partition."""
     p = partitionings[(method, parts)]
     eid_file = tmp_path / "orig_eid.npy"
     np.save(eid_file, np.asarray(p.orig_eids, dtype=np.int64))
-    launch(parts, "update_all.py", p.config, tmp_path / "out", eid_file).check()
+    launch(ranks, "update_all.py", p.config, tmp_path / "out", eid_file).check()
     got = np.load(tmp_path / "out" / "result.npz")
     check(p, input_edges, got, got["orig_nid"])
 

@@ -97,9 +97,14 @@ UpdateAllPlan::UpdateAllPlan(const DistGraph& g)
   const auto [lo, hi] = g.local_node_range();
   const int64_t edge_lo = g.local_edge_range().first;
   owned_ = hi - lo;
-  TESSERA_ASSERT(lp.num_inner_nodes == owned_, "inner nodes {} != owned range {}",
-                 lp.num_inner_nodes, owned_);
-  const auto* ip = lp.indptr.data<int64_t>();
+  // This rank's rows of its machine's partition: all of them, or with several trainers per
+  // machine its own contiguous range of them (rows row_lo.., whose in-edges are numbered
+  // consecutively from edge_lo: DistGraph checks it at load).
+  const int64_t row_lo = lo - g.machine_book().node_range(g.machine()).first;
+  TESSERA_ASSERT(row_lo >= 0 && row_lo + owned_ <= lp.num_inner_nodes,
+                 "owned rows [{}, {}) outside the partition's {} inner nodes", row_lo,
+                 row_lo + owned_, lp.num_inner_nodes);
+  const auto* ip = lp.indptr.data<int64_t>() + row_lo;
   const auto* ind = lp.indices.data<int64_t>();
   const auto* eid = lp.eid.data<int64_t>();
   const auto* nid = lp.nid.data<int64_t>();
