@@ -35,8 +35,9 @@ def rank_graph(g):
 
     ``g`` is a ``_C.Graph``, a ``_C.Dataset`` (its graph), a standalone or simulated
     ``DistGraph`` (the whole graph), or a ``DistGraph`` of a distributed job, for which it is
-    the subgraph induced by the nodes this rank owns (its partition's inner nodes and the
-    inner edges between them; edges from halo nodes are left out)."""
+    the subgraph induced by the nodes this rank owns (its partition's inner nodes, or with
+    several trainers per machine its own range of them, and the inner edges between them;
+    edges from other nodes are left out)."""
     if isinstance(g, _C.Graph):
         return g, 0
     if isinstance(g, _C.Dataset):
@@ -49,12 +50,15 @@ def rank_graph(g):
     if not g.is_distributed:
         return g.local_graph, 0
     lp = g.local_partition()
-    k = int(lp.num_inner_nodes)
     lo, hi = g.local_node_range()
-    if hi - lo != k:
-        raise ValueError(f"ClusterGCNSampler: partition {lp.part_id} owns [{lo}, {hi}) but has "
-                         f"{k} inner nodes")
-    indptr = np.asarray(lp.indptr)[: k + 1]
+    k = hi - lo
+    # This rank's rows of its machine's partition: all of them, or with several trainers per
+    # machine its own contiguous range of them.
+    first = lo - int(g.get_partition_book().node_range(g.machine)[0])
+    if first < 0 or first + k > int(lp.num_inner_nodes):
+        raise ValueError(f"ClusterGCNSampler: rank owns [{lo}, {hi}), outside partition "
+                         f"{lp.part_id}'s {int(lp.num_inner_nodes)} inner nodes")
+    indptr = np.asarray(lp.indptr)[first: first + k + 1]
     indices = np.asarray(lp.indices)[int(indptr[0]):int(indptr[k])]
     nid = np.asarray(lp.nid)
     if not bool(g.config.get("local_indices", True)):

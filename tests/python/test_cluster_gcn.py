@@ -210,16 +210,18 @@ def test_partitioned_deepgcn_on_two_ranks(tmp_path):
 
 @requires_torch
 @pytest.mark.multiprocess
-def test_each_rank_clusters_its_own_partition(tmp_path):
+@pytest.mark.parametrize("num_parts,ranks", [(2, 2), (1, 2)])
+def test_each_rank_clusters_its_own_partition(tmp_path, num_parts, ranks):
+    """One trainer per partition, or two trainers sharing one (each clusters its own range)."""
     from test_distributed import launch
 
     parts = tmp_path / "parts"
-    tessera.partition_graph(CORA, "cora", 2, parts, symmetrize=True)
+    tessera.partition_graph(CORA, "cora", num_parts, parts, symmetrize=True)
     config = parts / "cora.json"
-    launch(2, "cluster_gcn.py", config, tmp_path).check()
+    launch(ranks, "cluster_gcn.py", config, tmp_path).check()
     whole = tessera.DistGraph("cora", part_config=str(config)).local_graph  # simulated
     seen = []
-    for r in range(2):
+    for r in range(ranks):
         d = np.load(tmp_path / f"rank{r}.npz")
         lo, hi = int(d["lo"]), int(d["hi"])
         nodes = d["nodes"]
