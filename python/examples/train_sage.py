@@ -18,6 +18,9 @@ remote neighborhoods and reads remote features through the runtime, and the grad
 averaged over the ranks after every step (one all-reduce). ``--batching global`` (default)
 cuts the training nodes into global batches shared round-robin by the ranks, keyed so the
 batches are the same for any P; ``--batching split`` is DGL's node_split share per rank.
+``--parts M`` with M dividing P (DGL's ``num_trainers_per_machine``): M parts, each shared by
+P / M trainers of one machine (``tessera launch --nnodes M --nproc-per-node P/M``); with global
+batches the run reaches bitwise the parameters of P parts on P ranks.
 
 Without a launcher, ``--parts P > 1`` runs the P trainers *in one process* (simulated mode):
 trainer r takes ``node_split(..., rank=r, world_size=P)``, and the P losses are averaged
@@ -670,7 +673,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, help="dataset folder (npy layout) or path")
     p.add_argument("--parts", type=int, default=None,
-                   help="partitions = trainers (P); default: the number of ranks")
+                   help="partitions (P trainers in one process; under a launcher, a divisor of "
+                        "the ranks: one part per machine); default: the number of ranks")
     p.add_argument("--batching", default="global", choices=["global", "split"],
                    help="distributed batches: global (identical for any P) or DGL's node_split")
     p.add_argument("--part-method", default="metis", choices=["metis", "random"])
@@ -777,15 +781,17 @@ def main(argv=None) -> int:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
     if args.parts is None:
         args.parts = world
-    if world > 1 and args.parts != world:
+    if world > 1 and world % args.parts != 0:
         raise SystemExit(f"train_sage.py: --parts {args.parts} under a job of {world} ranks; "
-                         "the partitioning needs one part per rank")
+                         "the ranks must be a multiple of the parts (one part per machine, "
+                         "the same number of trainers on each)")
     if world == 1 and args.parts > 1:
         print(f"[train] P = {args.parts} in one process (simulated): the {args.parts} trainers "
               "run here; gradients are averaged per step", flush=True)
     config = prepare_partitions(args)
     name = os.path.basename(os.path.normpath(args.dataset))
-    load = {"files_seconds": read_partition_files(config, tessera.get_rank())}
+    machine = tessera.get_rank() // (world // args.parts) if world > 1 else 0
+    load = {"files_seconds": read_partition_files(config, machine)}
     t_load = time.time()
     g = tessera.DistGraph(name, part_config=config)
     load["seconds"] = time.time() - t_load

@@ -8,7 +8,7 @@ every rank's output.
 * DistTensor writes and reads across ranks, and g.ndata against the dataset;
 * collectives (all_reduce, all_gather_object, broadcast_parameters, all_reduce_gradients);
 * DistEmbedding + SparseAdagrad against a NumPy reference, and save / load;
-* train_sage.py end to end on 2 ranks;
+* train_sage.py end to end on 2 ranks, and on 2 trainers sharing one part;
 * a rank that dies, and a partitioning that does not match the world size.
 """
 from __future__ import annotations
@@ -389,6 +389,28 @@ def test_train_sage_on_two_ranks(tmp_path):
     assert r["ranks"] == 2 and r["parts"] == 2 and r["batching"] == "global"
     assert abs(r["mean"] - acc) < 0.01
     assert r["splits"]["0"]["epoch"] == 15
+
+
+@requires_torch
+def test_train_sage_with_two_trainers_per_machine(tmp_path):
+    """One part shared by 2 trainers (DGL's num_trainers_per_machine) trains with the same global
+    batches as 2 parts on 2 ranks: the same parameters, bit for bit; 3 parts on 2 ranks are
+    refused, naming the counts."""
+    digests = {}
+    for parts in (1, 2):
+        res = tmp_path / f"results-{parts}.json"
+        run = launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 4, "--quiet", "--threads", 1,
+                     "--parts", parts, "--part-dir", tmp_path / f"parts{parts}", "--results",
+                     res, "--device", "cpu", "--plot", tmp_path / f"loss{parts}.png",
+                     cwd=tmp_path).check()
+        assert "(identical on 2 ranks)" in run.out, run.out[-4000:]
+        r = json.loads(res.read_text())
+        assert r["ranks"] == 2 and r["parts"] == parts, r
+        digests[parts] = r["splits"]["0"]["digest"]
+    assert digests[1] == digests[2], digests
+    run = launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 1, "--parts", 3, "--device", "cpu",
+                 "--part-dir", tmp_path / "parts3", cwd=tmp_path)
+    assert run.rc != 0 and "--parts 3 under a job of 2 ranks" in run.out, run.out[-2000:]
 
 
 @requires_torch

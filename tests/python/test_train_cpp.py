@@ -104,6 +104,18 @@ def test_cora_accuracy_two_ranks(tool, tmp_path):
     assert r["mean"] >= 79.0, r["mean"]
 
 
+def test_two_trainers_sharing_one_part_train_as_two_parts(tool, parts, tmp_path):
+    """One part shared by 2 trainers (DGL's num_trainers_per_machine): the same global batches
+    as 2 parts on 2 ranks, so the same parameters, bit for bit."""
+    common = ["--threads", "1", "--epochs", "4"]
+    shared = _train(tool, tmp_path, "shared", "--part-dir", parts, "--parts", "1", *common,
+                    launch=2)
+    two = _train(tool, tmp_path, "two-parts", "--part-dir", str(tmp_path / "p2"), *common,
+                 launch=2)
+    assert shared["ranks"] == two["ranks"] == 2
+    assert shared["splits"]["0"]["digest"] == two["splits"]["0"]["digest"]
+
+
 def test_gcn_learns_cora(tool, parts, tmp_path):
     r = _train(tool, tmp_path, "gcn", "--part-dir", parts, "--threads", "1", "--model", "gcn",
                "--epochs", "20")
@@ -133,6 +145,7 @@ def test_resume_gives_exactly_the_same_run(tool, tmp_path, ranks):
     (["--fanouts", "10,x"], "--fanouts"),
     (["--batch-size", "0"], "--batch-size"),
     (["--resume"], "--resume needs --checkpoint"),
+    (["--parts", "3"], "--parts 3 under a job of 1 rank(s)"),
     ([], "no/such/folder"),
 ])
 def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):

@@ -1542,7 +1542,10 @@ void check_options(const TrainOptions& o) {
 /// places it first (train_sage.py's order).
 Data load_graph(Job& job) {
   const TrainOptions& o = job.o;
-  job.load["files_seconds"] = detail::read_partition_files(job.config, job.rank);
+  // This rank's machine's part (several trainers per machine share one).
+  const int64_t parts = o.parts == 0 ? job.world : o.parts;
+  job.load["files_seconds"] =
+      detail::read_partition_files(job.config, job.rank / (job.world / parts));
   const double t0 = now_seconds();
   job.g = std::make_unique<dist::DistGraph>(job.rt, job.name, job.config);
   job.load["seconds"] = now_seconds() - t0;
@@ -1601,9 +1604,12 @@ int run_training(const TrainOptions& opts) {
     at::set_num_threads(std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local));
   }
   const int64_t parts = job.o.parts == 0 ? job.world : job.o.parts;
-  TESSERA_EXPECTS(parts == job.world, ValueError,
-                  "--parts {} under a job of {} rank(s): the C++ trainer needs one partition per "
-                  "rank (launch {} ranks, or leave --parts out)",
+  // One part per machine, the same number of trainers on each (DGL's
+  // num_trainers_per_machine); no simulated trainers in one process.
+  TESSERA_EXPECTS(parts >= 1 && parts <= job.world && job.world % parts == 0, ValueError,
+                  "--parts {} under a job of {} rank(s): the C++ trainer needs the ranks to be a "
+                  "multiple of the parts (one part per machine, the same number of trainers on "
+                  "each; launch {} ranks, or leave --parts out)",
                   parts, job.world, parts);
   if (job.world > 1) {
     if (job.o.grad_sync == "host" || !job.gpu) {
