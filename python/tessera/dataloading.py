@@ -528,28 +528,55 @@ class _LoaderBase:
         self.epoch = 0  # the epoch the next __iter__ runs
         self._start_batch = 0  # resume position within that epoch
         self.batch_index = 0  # batches of the current epoch handed out
+        self._active = None  # (token, epoch) of the unfinished latest iteration (_batches)
 
     def __len__(self) -> int:
         return int(self._loader.num_batches)
 
     def set_epoch(self, epoch: int, start_batch: int = 0) -> None:
-        """The epoch the next iteration runs (and the batch it starts at, for resuming)."""
-        self.epoch, self._start_batch = int(epoch), int(start_batch)
+        """The epoch the next iteration runs (and the batch it starts at, for resuming); an
+        unfinished iteration ends (its iterator raises if resumed)."""
+        epoch, start_batch = int(epoch), int(start_batch)
+        if epoch < 0 or not 0 <= start_batch < max(len(self), 1):
+            raise ValueError(f"{type(self).__name__}: cannot start epoch {epoch} at batch "
+                             f"{start_batch}: epochs start at 0 and this loader has {len(self)} "
+                             "batches per epoch")
+        if self._active is not None:
+            self._active = None
+            self._loader.stop()
+        self.epoch, self._start_batch = epoch, start_batch
 
     def state_dict(self) -> dict:
         """Loader position: resume with ``load_state_dict`` to continue the same sequence."""
-        return {"seed": self.seed, "epoch": self.epoch, "batch": self._start_batch}
+        return {"seed": self.seed, "epoch": self.epoch, "batch": self._start_batch,
+                "num_batches": len(self)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Resumes at the position ``state_dict`` gave. Refused when the state is another
+        sequence's: another seed, or another number of batches per epoch (another batch size,
+        seed set or world size, where the same batch index would hold other seeds)."""
         if int(state["seed"]) != self.seed:
             raise ValueError(f"loader state has seed {state['seed']}, this loader {self.seed}")
+        if "num_batches" in state and int(state["num_batches"]) != len(self):
+            raise ValueError(f"loader state is of {state['num_batches']} batches per epoch, this "
+                             f"loader has {len(self)} (another batch size, seed set or number "
+                             "of ranks)")
         self.set_epoch(state["epoch"], state.get("batch", 0))
 
     def _batches(self, next_batch=None, sample_batch=None):
+        if self._active is not None:
+            # An earlier iteration is unfinished but still referenced (``it = iter(dl);
+            # next(it)``): it ends here as if it had been left early, and a resumed or freed
+            # old iterator neither moves the loader's position nor stops this one.
+            self.epoch, self._start_batch = self._active[1] + 1, 0
+            self._active = None
+            self._loader.stop()
         epoch, start = self.epoch, self._start_batch
         n = len(self)
         next_batch = next_batch or self._loader.next
         sample_batch = sample_batch or self._loader.sample_batch
+        token = (object(), epoch)
+        self._active = token
         if start == 0:
             self._loader.start_epoch(epoch)
             it = iter(next_batch, None)
@@ -557,7 +584,14 @@ class _LoaderBase:
             it = (sample_batch(epoch, b) for b in range(start, n))
         self.batch_index = start
         try:
-            for mb in it:
+            while True:
+                if self._active is not token:
+                    raise RuntimeError(
+                        f"{type(self).__name__}: this iterator was left unfinished and a newer "
+                        "iteration of the loader has started since; iterate the new one")
+                mb = next(it, None)
+                if mb is None:
+                    break
                 self.batch_index += 1
                 # Position after this batch: a checkpoint (state_dict) taken now resumes at the
                 # next one.
@@ -572,8 +606,10 @@ class _LoaderBase:
             # (resume a position on purpose with load_state_dict / set_epoch). The epoch stops
             # now without waiting: its prefetched batches are freed, and a batch being sampled
             # finishes in the background.
-            self.epoch, self._start_batch = epoch + 1, 0
-            self._loader.stop()
+            if self._active is token:
+                self._active = None
+                self.epoch, self._start_batch = epoch + 1, 0
+                self._loader.stop()
 
     def _to(self, t):
         if self.device is None or not HAVE_TORCH:
@@ -595,7 +631,9 @@ class NodeDataLoader(_LoaderBase):
     (e.g. all training nodes); they are ordered by original node ID, shuffled per epoch and
     cut into global batches, rank r taking batches r, r + P, ...; batch j has the same seeds
     and, after mapping through ``orig_nids``, the same blocks for any number of ranks and any
-    partitioning. ``batch_index`` of a batch is then its global index.
+    partitioning. ``batch_index`` counts the batches of the epoch handed out so far, so the
+    batch just yielded is this rank's batch ``batch_index - 1``, and
+    ``global_batch_index(batch_index - 1)`` its global index.
 
     With a ``NeighborSampler(device="cuda")`` over a distributed-mode DistGraph the batches are
     the same, made in device memory by C++ worker threads (``num_workers``, each on a CUDA

@@ -70,7 +70,7 @@ def test_epochs_reshuffle_and_resume_position(cora_parts):
     dl2.load_state_dict({"seed": 5, "epoch": 1, "batch": 2})
     rest = [np.asarray(s).copy() for _, s, _ in dl2]
     assert len(rest) == 2 and all(np.array_equal(a, b) for a, b in zip(rest, e1[2:]))
-    assert dl2.state_dict() == {"seed": 5, "epoch": 2, "batch": 0}
+    assert dl2.state_dict() == {"seed": 5, "epoch": 2, "batch": 0, "num_batches": 4}
 
 
 def test_node_split_semantics(cora_parts):
@@ -172,10 +172,62 @@ def test_an_iteration_left_early_does_not_leak_into_the_next(cora_parts):
     assert np.array_equal(np.asarray(first[1]), e0[0])
     for _, s, _ in dl:  # epoch 1 from batch 0, left after one batch
         assert np.array_equal(np.asarray(s), e1[0])
-        assert dl.state_dict() == {"seed": 5, "epoch": 1, "batch": 1}  # a checkpoint here resumes
+        # a checkpoint here resumes
+        assert dl.state_dict() == {"seed": 5, "epoch": 1, "batch": 1, "num_batches": len(dl)}
         break
-    assert dl.state_dict() == {"seed": 5, "epoch": 2, "batch": 0}
+    assert dl.state_dict() == {"seed": 5, "epoch": 2, "batch": 0, "num_batches": len(dl)}
     assert len([s for _, s, _ in dl]) == len(dl)  # epoch 2, whole
+
+
+def test_an_unfinished_iterator_kept_alive_neither_moves_nor_stops_the_next(cora_parts):
+    """An iterator left unfinished but still referenced ends when a newer iteration starts
+    (as if left early: the newer one runs the next epoch); resuming it raises, and freeing it
+    later neither moves the loader's position nor stops the running iteration."""
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    train = tessera.node_split(g.ndata["train_mask"], g.get_partition_book())
+    dl = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=20, seed=5,
+                                num_workers=2, prefetch=2)
+    ref = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=20, seed=5)
+    epochs = [[np.asarray(s).copy() for _, s, _ in ref] for _ in range(4)]
+    assert len(epochs[0]) >= 3
+    probe = iter(dl)
+    assert np.array_equal(np.asarray(next(probe)[1]), epochs[0][0])
+    got = [np.asarray(s).copy() for _, s, _ in dl]  # epoch 1, whole
+    assert len(got) == len(dl) and all(np.array_equal(a, b) for a, b in zip(got, epochs[1]))
+    with pytest.raises(RuntimeError, match="newer iteration"):
+        next(probe)
+    del probe
+    assert dl.state_dict()["epoch"] == 2 and dl.state_dict()["batch"] == 0
+    stale = iter(dl)
+    next(stale)  # epoch 2, batch 0
+    it = iter(dl)
+    first = np.asarray(next(it)[1]).copy()  # epoch 3: `stale` ends here
+    del stale  # freed while `it` runs: must not stop it nor move the position
+    rest = [np.asarray(s).copy() for _, s, _ in it]
+    got = [first] + rest
+    assert len(got) == len(dl) and all(np.array_equal(a, b) for a, b in zip(got, epochs[3]))
+    assert dl.state_dict()["epoch"] == 4
+
+
+def test_a_resume_position_of_another_sequence_is_refused(cora_parts):
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    train = tessera.node_split(g.ndata["train_mask"], g.get_partition_book())
+    small = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=10, seed=5)
+    big = tessera.NodeDataLoader(g, train, tessera.NeighborSampler([3]), batch_size=40, seed=5)
+    it = iter(small)
+    next(it)
+    state = small.state_dict()
+    with pytest.raises(ValueError, match="batches per epoch"):
+        big.load_state_dict(state)
+    with pytest.raises(ValueError, match="cannot start epoch 0 at batch"):
+        big.set_epoch(0, len(big))
+    with pytest.raises(ValueError, match="cannot start epoch -1"):
+        big.set_epoch(-1)
+    old = {k: v for k, v in state.items() if k != "num_batches"}  # a checkpoint of before
+    small.load_state_dict(old)
+    assert np.array_equal(np.asarray(next(iter(small))[1]), np.asarray(small.batch_seeds(0, 1)))
 
 
 def test_edge_prediction_samplers_from_one_base_stay_apart(cora):
