@@ -274,6 +274,18 @@ def test_loader_arguments_are_checked(cora):
         tessera.NodeDataLoader(cora, np.append(np.arange(100), 5), s, batch_size=32)
 
 
+@pytest.mark.parametrize("global_order", [False, True])
+def test_a_distributed_loader_refuses_a_repeated_seed(cora_one, global_order):
+    # As the standalone loader: up front, on every rank (the plan's checks agree), not in the
+    # epoch that shuffles both copies into one batch on one rank.
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    assert g.is_distributed
+    with pytest.raises(ValueError, match="DistNodeDataLoader on rank 0: seed node 5 at "
+                                         "position 100 is listed twice"):
+        tessera.NodeDataLoader(g, np.append(np.arange(100), 5), tessera.NeighborSampler([2]),
+                               batch_size=32, global_order=global_order)
+
+
 def test_graph_arrays_are_read_only(cora):
     # The sampler checks the CSC once; an in-place write could make it read out of bounds.
     for name in ("indptr", "indices", "eids"):

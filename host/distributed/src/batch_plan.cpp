@@ -48,11 +48,18 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     TESSERA_EXPECTS(opts_.seed < (uint64_t{1} << 32), ValueError,
                     "{}: seed {} out of range: the Philox key holds a 32-bit seed (< 2^32)", on,
                     opts_.seed);
+    // A seed set is a set: an ID listed twice would fail only in the epochs that shuffle both
+    // copies into one batch, on one rank (the others then wait for it in a collective).
+    std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(limit, 0)));
     for (int64_t i = 0; i < n; ++i) {
       if (ids_[i] < 0 || ids_[i] >= limit) {
         TESSERA_FAIL(IndexError, "{}: {} {} at position {} outside [0, {})", on, what, ids_[i], i,
                      limit);
       }
+      TESSERA_EXPECTS(!seen[static_cast<size_t>(ids_[i])], ValueError,
+                      "{}: {} {} at position {} is listed twice (a seed set holds each ID once)",
+                      on, what, ids_[i], i);
+      seen[static_cast<size_t>(ids_[i])] = true;
     }
     if (check) {
       check();
