@@ -964,6 +964,44 @@ TEST(DistFaults, PartitionCountMustMatchWorld) {
   }
 }
 
+// A collective read whose IDs are bad on one rank fails on every rank, naming it, instead of
+// leaving the others waiting in the exchange of rows; the runtime goes on afterwards.
+TEST(DistFaults, BadIdsOfOneRankFailEveryRankOfACollectiveRead) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  const fs::path two = partitions("cora", 2);
+  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", two);
+    const DistTensor& feat = g.node_data("feat");
+    std::vector<int64_t> ids = {0, 1, g.num_nodes() - 1};
+    if (r == 1) {
+      ids.push_back(g.num_nodes() + 7);
+    }
+    try {
+      (void)feat.read_collective(ids);
+      return std::string("no error");
+    } catch (const IndexError& e) {
+      const std::string want =
+          r == 1 ? fmt::format("row ID {} at position 3 is outside", g.num_nodes() + 7)
+                 : fmt::format(
+                       "read_collective: rank 1 failed: DistTensor '{}' read_collective: "
+                       "row ID {} at position 3",
+                       feat.name(), g.num_nodes() + 7);
+      RANK_CHECK(std::string(e.what()).find(want) != std::string::npos, "rank {} said: {}", r,
+                 e.what());
+    }
+    const std::vector<int64_t> good = {0, 1};
+    const Array rows = feat.read_collective(good);  // the next collective pairs up again
+    RANK_CHECK(rows.rows() == 2, "read after the failure");
+    return std::string("ok");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    EXPECT_EQ(res[r].message, "ok") << describe(res);
+    EXPECT_LT(res[r].seconds, 20) << describe(res);
+  }
+}
+
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
 // and node_split covers the training nodes once either way.

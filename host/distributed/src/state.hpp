@@ -313,6 +313,17 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
 /// Checks that every ID is a row of the tensor (IndexError naming the first bad one).
 void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what);
 
+/// The first exchange of a collective read (collective): every owner gets the IDs this rank
+/// asks of it (pos[p]: their positions in `ids`); returns the IDs every rank asks of this one.
+/// `check` validates this rank's call first; a rank whose check throws sends its error in
+/// place of its requests, so every rank throws after this one exchange (the failing rank its
+/// own exception, the others the same type with "DistTensor '<name>' <what>: rank r failed:
+/// <message>") instead of waiting for it in the next.
+std::vector<transport::Bytes> exchange_read_requests(const TensorStore& s, const int64_t* ids,
+                                                     int64_t n, const char* what,
+                                                     const std::function<void()>& check,
+                                                     std::vector<std::vector<int64_t>>& pos);
+
 // --- device rows (tensor_device.cpp) ------------------------------------------------------------
 // Every function below needs a CUDA build with a device (NotCompiledError / ValueError otherwise).
 // `rel` are row indices relative to s.lo, already validated; host pointers are pageable memory.
@@ -336,9 +347,10 @@ void make_mirror(TensorStore& s, cuda::Placement where, const int64_t* hot_rows,
 /// gather kernel on `stream` (asynchronous). A rel outside [0, hi - lo) zero-fills its row.
 void gather_mirror(const TensorStore& s, const int64_t* d_rel, int64_t n, void* out_device,
                    cuda::StreamHandle stream);
-/// DistTensor::read_collective_into_device (ids already validated, device transport present).
+/// DistTensor::read_collective_into_device; `check` validates the call (the IDs, the output,
+/// the device transport) as exchange_read_requests runs it.
 void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
-                            cuda::StreamHandle stream);
+                            cuda::StreamHandle stream, const std::function<void()>& check);
 
 // --- sampling (sampling.cpp) --------------------------------------------------------------------
 

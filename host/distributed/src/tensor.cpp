@@ -5,6 +5,7 @@
 #include <new>
 #include <thread>
 
+#include "agree.hpp"
 #include "state.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
@@ -156,6 +157,57 @@ void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* 
                    s.name, what, ids[i], i, rows);
     }
   }
+}
+
+std::vector<transport::Bytes> exchange_read_requests(const TensorStore& s, const int64_t* ids,
+                                                     int64_t n, const char* what,
+                                                     const std::function<void()>& check,
+                                                     std::vector<std::vector<int64_t>>& pos) {
+  auto& t = *s.rt->state().t;
+  const int world = t.world_size();
+  std::exception_ptr err;
+  try {
+    check();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  // Each message: a verdict byte (ErrorKind), then the asked IDs, or the error's message.
+  pos.assign(static_cast<size_t>(world), {});
+  std::vector<transport::Bytes> req(static_cast<size_t>(world));
+  if (err) {
+    std::string msg;
+    const ErrorKind kind = error_kind(err, &msg);
+    for (auto& r : req) {
+      r.push_back(static_cast<uint8_t>(kind));
+      r.insert(r.end(), msg.begin(), msg.end());
+    }
+  } else {
+    for (auto& r : req) {
+      r.push_back(static_cast<uint8_t>(ErrorKind::kNone));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int p = s.policy.owner(ids[i]);
+      pos[p].push_back(i);
+      const size_t o = req[p].size();
+      req[p].resize(o + 8);
+      std::memcpy(req[p].data() + o, &ids[i], 8);
+    }
+  }
+  auto asked = t.all_to_all_v(req);
+  if (err) {
+    std::rethrow_exception(err);
+  }
+  for (int p = 0; p < world; ++p) {
+    TESSERA_ASSERT(!asked[p].empty(), "DistTensor '{}' {}: no verdict from rank {}", s.name, what,
+                   p);
+    const auto kind = static_cast<ErrorKind>(asked[p][0]);
+    if (kind != ErrorKind::kNone) {
+      throw_error_kind(kind, fmt::format("DistTensor '{}' {}: rank {} failed: {}", s.name, what, p,
+                                         std::string(asked[p].begin() + 1, asked[p].end())));
+    }
+    asked[p].erase(asked[p].begin());
+  }
+  return asked;
 }
 
 namespace {
@@ -738,20 +790,13 @@ void DistTensor::write(ops::Span<const int64_t> ids, const void* rows_v) {
 Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
   TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
   const auto& s = *s_;
-  detail::check_ids(s, ids.data(), ids.size(), "read_collective");
   auto& t = *s.rt->state().t;
   const int world = t.world_size();
   const size_t rb = s.row_bytes;
-  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
-  std::vector<transport::Bytes> req(static_cast<size_t>(world));
-  for (int64_t i = 0; i < ids.size(); ++i) {
-    const int p = s.policy.owner(ids[i]);
-    pos[p].push_back(i);
-    const size_t o = req[p].size();
-    req[p].resize(o + 8);
-    std::memcpy(req[p].data() + o, &ids[i], 8);
-  }
-  const auto asked = t.all_to_all_v(req);
+  std::vector<std::vector<int64_t>> pos;
+  const auto asked = detail::exchange_read_requests(
+      s, ids.data(), ids.size(), "read_collective",
+      [&] { detail::check_ids(s, ids.data(), ids.size(), "read_collective"); }, pos);
   std::vector<transport::Bytes> rows(static_cast<size_t>(world));
   std::vector<int64_t> dev_rel;  // device rows: all peers' rows in one gather below
   std::shared_lock<std::shared_mutex> lk(s.rows_mu);
@@ -893,8 +938,9 @@ CacheCounters DistTensor::mirror_cache_counters(bool reset) const {
 void DistTensor::read_collective_into_device(ops::Span<const int64_t> ids, void* out_device,
                                              cuda::StreamHandle stream) const {
   TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
-  detail::check_device_output(*s_, ids, out_device, "read_collective_into_device", true);
-  detail::read_collective_device(*s_, ids.data(), ids.size(), out_device, stream);
+  detail::read_collective_device(*s_, ids.data(), ids.size(), out_device, stream, [&] {
+    detail::check_device_output(*s_, ids, out_device, "read_collective_into_device", true);
+  });
 }
 
 }  // namespace tessera::dist

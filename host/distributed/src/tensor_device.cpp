@@ -304,29 +304,27 @@ void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void*
 }
 
 void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
-                            cuda::StreamHandle stream) {
+                            cuda::StreamHandle stream, const std::function<void()>& check) {
   auto& st = s.rt->state();
   auto& t = *st.t;
-  auto& dt = *st.dt;
   const int world = t.world_size();
   const size_t rb = s.row_bytes;
   if (rb == 0) {
+    check();
     return;  // the same on every rank: nothing to exchange
   }
-  if (s.dev) {
-    check_same_device(s, "read_collective_into_device");
-  }
-  // IDs to their owners over the host transport.
-  std::vector<std::vector<int64_t>> pos(static_cast<size_t>(world));
-  std::vector<transport::Bytes> req(static_cast<size_t>(world));
-  for (int64_t i = 0; i < n; ++i) {
-    const int p = s.policy.owner(ids[i]);
-    pos[p].push_back(i);
-    const size_t o = req[p].size();
-    req[p].resize(o + 8);
-    std::memcpy(req[p].data() + o, &ids[i], 8);
-  }
-  const auto asked = t.all_to_all_v(req);
+  // IDs to their owners over the host transport, every rank's check agreed in the same step.
+  std::vector<std::vector<int64_t>> pos;
+  const auto asked = exchange_read_requests(
+      s, ids, n, "read_collective_into_device",
+      [&] {
+        check();
+        if (s.dev) {
+          check_same_device(s, "read_collective_into_device");
+        }
+      },
+      pos);
+  auto& dt = *st.dt;
   // The rows this rank sends, grouped by the asking rank.
   std::vector<int64_t> rel;
   std::vector<size_t> sc(static_cast<size_t>(world)), so(static_cast<size_t>(world));
