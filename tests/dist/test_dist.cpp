@@ -1002,6 +1002,55 @@ TEST(DistFaults, BadIdsOfOneRankFailEveryRankOfACollectiveRead) {
   }
 }
 
+// A tensor whose creation fails on one rank (its init throws there) fails on every rank with
+// the same exception type, naming that rank, in seconds, and leaves nothing registered: the
+// name is created again afterwards and the ranks' tensor IDs stay in step. Rows read by
+// request and one-sidedly.
+TEST(DistFaults, CreationThatFailsOnOneRankFailsEveryRank) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  for (const char* get : {"0", "1"}) {
+    JobSpec s = job(2, "tcp", 40);
+    s.env["TESSERA_DIST_GET"] = get;
+    auto res = run_ranks(s, [&](int r) {
+      auto rt = Runtime::create();
+      try {
+        DistTensor t(rt, "made", {100}, DType::kInt64, PartPolicy::even(100, 2),
+                     [r](int64_t, int64_t, void*) {
+                       if (r == 1) {
+                         throw IOError("no such file on this machine");
+                       }
+                     });
+        return std::string("created");
+      } catch (const IOError& e) {
+        const std::string want =
+            r == 1 ? "no such file on this machine"
+                   : "DistTensor 'made' creation: rank 1 failed: no such file on this machine";
+        RANK_CHECK(std::string(e.what()).find(want) != std::string::npos, "rank {} said: {}", r,
+                   e.what());
+      }
+      DistTensor t(rt, "made", {100}, DType::kInt64, PartPolicy::even(100, 2),
+                   [](int64_t b, int64_t e, void* dst) {
+                     for (int64_t i = b; i < e; ++i) {
+                       static_cast<int64_t*>(dst)[i - b] = 5 * i;
+                     }
+                   });
+      const std::vector<int64_t> ids = {0, 99, 50, 49};
+      const Array x = t.read(ids);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        RANK_CHECK(x.data<int64_t>()[i] == 5 * ids[i], "row {} reads {}", ids[i],
+                   x.data<int64_t>()[i]);
+      }
+      rt->barrier();
+      return std::string("ok");
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(res[r].exit_code, 0) << "TESSERA_DIST_GET=" << get << "\n" << describe(res);
+      EXPECT_EQ(res[r].message, "ok") << describe(res);
+      EXPECT_LT(res[r].seconds, 20) << describe(res);
+    }
+  }
+}
+
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
 // and node_split covers the training nodes once either way.

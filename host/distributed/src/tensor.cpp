@@ -467,7 +467,6 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                     "Tessera build has TESSERA_WITH_CUDA=OFF); rebuild with "
                     "-DTESSERA_WITH_CUDA=ON or create the tensor with Placement::kHost",
                     name);
-    cuda::require_cuda(fmt::format("DistTensor '{}' (Placement::kDevice)", name).c_str());
   }
   auto& st = rt->state();
   {
@@ -491,8 +490,11 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     }
     return;
   }
-  // Collective from here: every rank must agree on what it creates.
+  // Collective from here: every rank must agree on what it creates, and a step that fails on
+  // one rank (no GPU, no memory, an init that throws) fails every rank instead of leaving the
+  // others waiting in the next collective.
   auto& t = *st.t;
+  const std::string context = fmt::format("DistTensor '{}' creation", name);
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(st.mu);
@@ -500,7 +502,16 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   }
   const std::string meta =
       fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy, placement));
-  const auto all = t.all_gather(transport::ByteView(meta.data(), meta.size()));
+  std::exception_ptr err;
+  try {
+    if (placement == Placement::kDevice) {
+      cuda::require_cuda(fmt::format("DistTensor '{}' (Placement::kDevice)", name).c_str());
+    }
+  } catch (...) {
+    err = std::current_exception();
+  }
+  const auto all =
+      detail::all_or_nothing(t, context, err, transport::Bytes(meta.begin(), meta.end()));
   for (int r = 0; r < world; ++r) {
     const std::string theirs(all[r].begin(), all[r].end());
     TESSERA_EXPECTS(theirs == meta, ValueError,
@@ -509,95 +520,109 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                     "arguments)",
                     r, theirs, me, meta);
   }
-  auto s = std::make_shared<detail::TensorStore>();
-  s->id = id;
-  s->name = name;
-  s->shape = shape;
-  s->dtype = dtype;
-  s->policy = policy;
-  s->persistent = persistent;
-  s->row_bytes = dtype_size(dtype);
-  for (size_t i = 1; i < shape.size(); ++i) {
-    s->row_bytes *= static_cast<size_t>(shape[i]);
-  }
-  std::tie(s->lo, s->hi) = policy.range(me);
-  s->rt = rt.get();
-  s->placement = placement;
-  if (machine.base != nullptr) {
-    TESSERA_EXPECTS(placement == Placement::kHost && machine.lo <= s->lo && s->hi <= machine.hi,
-                    ValueError,
-                    "DistTensor '{}': machine-shared rows [{}, {}) must be host memory holding "
-                    "this rank's rows [{}, {})",
-                    name, machine.lo, machine.hi, s->lo, s->hi);
-    s->machine_hold = machine.hold;
-    s->machine_rows = machine.base;
-    s->machine_lo = machine.lo;
-    s->machine_hi = machine.hi;
-    s->machine_trainers = machine.trainers;
-    s->machine_local = machine.local;
-  }
-  // Peers never get device rows one-sidedly: the owner's server answers (a gather kernel). Nor
-  // rows in machine-shared memory, which is not registered with the transport.
-  s->one_sided =
-      st.one_sided && world > 1 && placement == Placement::kHost && s->machine_rows == nullptr;
-  s->min_get_bytes = st.min_get_bytes;
-  const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
-  if (placement == Placement::kDevice) {
-    detail::init_device_shard(*s, init);
-  } else {
-    if (s->machine_rows != nullptr) {
-      s->data = machine.base + static_cast<size_t>(s->lo - machine.lo) * s->row_bytes;
-    } else if (s->one_sided) {
-      // The rows, one stamp per row (peers check their one-sided copies against it), then the
-      // count of writes (peers skip the check when no write overlapped their copy).
-      const size_t soff = detail::stamps_offset(s->hi - s->lo, s->row_bytes);
-      const size_t qoff = detail::seq_offset(s->hi - s->lo, s->row_bytes);
-      s->region = t.allocate_memory(qoff + sizeof(uint64_t));
-      s->data = static_cast<uint8_t*>(s->region->data());
-      s->stamps = reinterpret_cast<uint64_t*>(s->data + soff);
-      static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
-                        std::atomic<uint64_t>::is_always_lock_free,
-                    "peers read the write count as 8 plain bytes");
-      s->write_seq = new (s->data + qoff) std::atomic<uint64_t>(0);
-#if defined(__SANITIZE_THREAD__)
-      // Peers' one-sided gets copy from this region (over UCX tcp, this process's UCX progress
-      // thread does the copy) while writers change it: the race that the write count and the
-      // stamps detect, by design. (It hides races among this process's own threads on the
-      // region too; they copy in and out of it only under rows_mu.)
-      AnnotateBenignRaceSized(__FILE__, __LINE__, s->data, qoff + sizeof(uint64_t),
-                              "DistTensor rows read by peers' one-sided gets");
-#endif
+  std::shared_ptr<detail::TensorStore> s;
+  try {
+    s = std::make_shared<detail::TensorStore>();
+    s->id = id;
+    s->name = name;
+    s->shape = shape;
+    s->dtype = dtype;
+    s->policy = policy;
+    s->persistent = persistent;
+    s->row_bytes = dtype_size(dtype);
+    for (size_t i = 1; i < shape.size(); ++i) {
+      s->row_bytes *= static_cast<size_t>(shape[i]);
+    }
+    std::tie(s->lo, s->hi) = policy.range(me);
+    s->rt = rt.get();
+    s->placement = placement;
+    if (machine.base != nullptr) {
+      TESSERA_EXPECTS(placement == Placement::kHost && machine.lo <= s->lo && s->hi <= machine.hi,
+                      ValueError,
+                      "DistTensor '{}': machine-shared rows [{}, {}) must be host memory holding "
+                      "this rank's rows [{}, {})",
+                      name, machine.lo, machine.hi, s->lo, s->hi);
+      s->machine_hold = machine.hold;
+      s->machine_rows = machine.base;
+      s->machine_lo = machine.lo;
+      s->machine_hi = machine.hi;
+      s->machine_trainers = machine.trainers;
+      s->machine_local = machine.local;
+    }
+    // Peers never get device rows one-sidedly: the owner's server answers (a gather kernel). Nor
+    // rows in machine-shared memory, which is not registered with the transport.
+    s->one_sided =
+        st.one_sided && world > 1 && placement == Placement::kHost && s->machine_rows == nullptr;
+    s->min_get_bytes = st.min_get_bytes;
+    const size_t bytes = static_cast<size_t>(s->hi - s->lo) * s->row_bytes;
+    if (placement == Placement::kDevice) {
+      detail::init_device_shard(*s, init);
     } else {
-      // Zeroed on every core (the first touch of gigabytes of fresh pages is what costs).
-      s->heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
-      s->data = s->heap.get();
+      if (s->machine_rows != nullptr) {
+        s->data = machine.base + static_cast<size_t>(s->lo - machine.lo) * s->row_bytes;
+      } else if (s->one_sided) {
+        // The rows, one stamp per row (peers check their one-sided copies against it), then the
+        // count of writes (peers skip the check when no write overlapped their copy).
+        const size_t soff = detail::stamps_offset(s->hi - s->lo, s->row_bytes);
+        const size_t qoff = detail::seq_offset(s->hi - s->lo, s->row_bytes);
+        s->region = t.allocate_memory(qoff + sizeof(uint64_t));
+        s->data = static_cast<uint8_t*>(s->region->data());
+        s->stamps = reinterpret_cast<uint64_t*>(s->data + soff);
+        static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t) &&
+                          std::atomic<uint64_t>::is_always_lock_free,
+                      "peers read the write count as 8 plain bytes");
+        s->write_seq = new (s->data + qoff) std::atomic<uint64_t>(0);
+#if defined(__SANITIZE_THREAD__)
+        // Peers' one-sided gets copy from this region (over UCX tcp, this process's UCX progress
+        // thread does the copy) while writers change it: the race that the write count and the
+        // stamps detect, by design. (It hides races among this process's own threads on the
+        // region too; they copy in and out of it only under rows_mu.)
+        AnnotateBenignRaceSized(__FILE__, __LINE__, s->data, qoff + sizeof(uint64_t),
+                                "DistTensor rows read by peers' one-sided gets");
+#endif
+      } else {
+        // Zeroed on every core (the first touch of gigabytes of fresh pages is what costs).
+        s->heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
+        s->data = s->heap.get();
+      }
+      constexpr size_t kGrain = size_t{8} << 20;
+      parallel_for(0, static_cast<int64_t>((bytes + kGrain - 1) / kGrain), 1,
+                   [&](int64_t c0, int64_t c1, int64_t) {
+                     const size_t b = static_cast<size_t>(c0) * kGrain;
+                     const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
+                     std::memset(s->data + b, 0, e - b);
+                   });
+      if (init && s->hi > s->lo) {
+        init(s->lo, s->hi, s->data);
+      }
+      if (s->stamps != nullptr) {
+        const detail::TensorStore& cs = *s;
+        parallel_for(0, s->hi - s->lo, 4096,
+                     [&](int64_t r0, int64_t r1, int64_t) { detail::restamp(cs, r0, r1); });
+      }
     }
-    constexpr size_t kGrain = size_t{8} << 20;
-    parallel_for(0, static_cast<int64_t>((bytes + kGrain - 1) / kGrain), 1,
-                 [&](int64_t c0, int64_t c1, int64_t) {
-                   const size_t b = static_cast<size_t>(c0) * kGrain;
-                   const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
-                   std::memset(s->data + b, 0, e - b);
-                 });
-    if (init && s->hi > s->lo) {
-      init(s->lo, s->hi, s->data);
-    }
-    if (s->stamps != nullptr) {
-      const detail::TensorStore& cs = *s;
-      parallel_for(0, s->hi - s->lo, 4096,
-                   [&](int64_t r0, int64_t r1, int64_t) { detail::restamp(cs, r0, r1); });
-    }
-  }
-  {
     std::lock_guard<std::mutex> lk(st.mu);
     st.tensors[id] = s;
     st.by_name[name] = s;
+  } catch (...) {
+    err = std::current_exception();
   }
-  // A second collective: nobody asks for rows before every owner has registered them.
-  if (s->one_sided) {
-    s->remotes = t.exchange_regions(*s->region);
-  } else if (world > 1) {
-    t.barrier();
+  // A second collective: nobody asks for rows before every owner has registered them, and
+  // nobody keeps a tensor that another rank failed to create.
+  try {
+    if (world > 1 || err) {
+      detail::all_or_nothing(t, context, err);
+    }
+    if (s->one_sided) {
+      s->remotes = t.exchange_regions(*s->region);
+    }
+  } catch (...) {
+    if (!err) {
+      std::lock_guard<std::mutex> lk(st.mu);
+      st.tensors.erase(id);
+      st.by_name.erase(name);
+    }
+    throw;
   }
   s_ = s;
   ref_ = std::make_shared<detail::Ref>(rt, s_);
