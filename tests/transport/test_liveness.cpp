@@ -129,6 +129,30 @@ TEST(Liveness, FrozenStoreHostIsNamed) {
   EXPECT_LT(seconds_in(res[1].message), 30) << describe(res);
 }
 
+// Timeouts of "inf" (or any huge number of seconds) mean no deadline: the durations saturate
+// instead of overflowing into a deadline in the past, which made every rank report its peers
+// lost at once.
+TEST(Liveness, InfiniteTimeoutsMeanNoDeadline) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  JobSpec s = ucx_job(2, 60);
+  s.env["TESSERA_HEARTBEAT_TIMEOUT"] = "inf";
+  s.env["TESSERA_OP_TIMEOUT"] = "1e300";
+  s.env["TESSERA_RENDEZVOUS_TIMEOUT"] = "inf";
+  auto res = run_ranks(s, [&](int) {
+    auto t = transport::create_transport();
+    t->barrier();
+    std::this_thread::sleep_for(std::chrono::seconds(3));  // past a heartbeat interval
+    int64_t x = 1;
+    t->all_reduce(&x, 1, transport::DType::i64, transport::ReduceOp::sum);
+    t->barrier();
+    return fmt::format("sum {}", x);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    EXPECT_EQ(res[r].message, "sum 2") << describe(res);
+  }
+}
+
 // --- a flood of junk connections while a job trains --------------------------------------------
 
 int open_fds() {

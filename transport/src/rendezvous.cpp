@@ -970,7 +970,8 @@ void StoreClient::set(const std::string& key, ByteView value) {
 Bytes StoreClient::get(const std::string& key, double timeout_s, const std::string& waiting_for,
                        int peer) {
   std::lock_guard<std::mutex> lk(impl_->mu);
-  const uint64_t ms = static_cast<uint64_t>(timeout_s * 1000);
+  // Saturated as detail::seconds saturates (inf: no deadline; the cast of inf is undefined).
+  const uint64_t ms = static_cast<uint64_t>(std::min(timeout_s, 1e9) * 1000);
   write_frame(impl_->fd, wire::kGet, impl_->rank, key, ByteView(&ms, 8));
   Frame f;
   const bool got = read_frame(impl_->fd, f, Clock::now() + detail::seconds(timeout_s + 10),

@@ -21,8 +21,12 @@ namespace tessera::transport::detail {
 
 using Clock = std::chrono::steady_clock;
 
+/// A timeout as a duration, saturated at about 31 years: "inf" or a huge number of seconds
+/// means no deadline (the conversion would otherwise overflow into a deadline in the past).
 inline Clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  constexpr double kMax = 1e9;
+  return std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(s < kMax ? s : kMax));
 }
 
 inline int ms_until(Clock::time_point deadline) {

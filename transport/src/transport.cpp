@@ -62,8 +62,11 @@ double env_seconds(const char* name, double fallback) {
   }
   char* end = nullptr;
   const double x = std::strtod(v, &end);
+  // x > 0 refuses NaN; "inf" (or any huge value) means no deadline (detail::seconds).
   TESSERA_EXPECTS(end != v && *end == '\0' && x > 0, ValueError,
-                  "environment variable {}='{}' is not a positive number of seconds", name, v);
+                  "environment variable {}='{}' is not a positive number of seconds (inf: no "
+                  "deadline)",
+                  name, v);
   return x;
 }
 }  // namespace
