@@ -805,8 +805,12 @@ class EdgeDataLoader(_LoaderBase):
         if distributed:
             several = g.get_partition_book().num_owners() > 1
             prob = getattr(graph_sampler, "prob", None)
-            if (prob is not None and not (several and isinstance(prob, str))) \
-                    or getattr(graph_sampler, "device", "cpu") != "cpu":
+            device = getattr(graph_sampler, "device", "cpu")
+            if device != "cpu":  # checked before bind, which would place the graph on the GPU
+                raise ValueError(f"{type(self).__name__} over a distributed-mode DistGraph samples "
+                                 f"on the CPU; the NeighborSampler has device={device!r} (the "
+                                 "GPU sampler serves NodeDataLoader): use device='cpu'")
+            if prob is not None and not (several and isinstance(prob, str)):
                 if several:
                     graph_sampler.bind(g)  # raises, saying what several partitions lack
                 raise ValueError("EdgeDataLoader(global_order=True) needs the distributed "

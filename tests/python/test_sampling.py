@@ -274,6 +274,15 @@ def test_loader_arguments_are_checked(cora):
         tessera.NodeDataLoader(cora, np.append(np.arange(100), 5), s, batch_size=32)
 
 
+def test_a_distributed_edge_loader_names_the_gpu_sampler_it_cannot_take(cora_one):
+    # Checked before the sampler is bound (binding a GPU sampler places the graph on the GPU).
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    with pytest.raises(ValueError, match="samples on the CPU; the NeighborSampler has "
+                                         "device='cuda'"):
+        tessera.EdgeDataLoader(g, np.arange(50), tessera.NeighborSampler([2], device="cuda"),
+                               global_order=True)
+
+
 @pytest.mark.parametrize("global_order", [False, True])
 def test_a_distributed_loader_refuses_a_repeated_seed(cora_one, global_order):
     # As the standalone loader: up front, on every rank (the plan's checks agree), not in the
