@@ -85,6 +85,29 @@ def test_symmetrize_stores_a_pair_once_per_direction(tmp_path):
         path, symmetrize=True))["ok"]
 
 
+def test_an_edge_loader_takes_the_reverse_ids_recipe_of_such_a_graph():
+    # symmetrized_reverse_eids(E) names E + i for every i; this graph lacks E + 0, E + 1, E + 3
+    # and E + 4 (the input held those pairs itself, or they are self loops), and its edge IDs
+    # end at 7: those entries mean "no stored reverse", not a wrong array.
+    src, dst = np.array([0, 1, 1, 2, 0]), np.array([1, 0, 2, 2, 1])
+    ds = tessera.graph_from_arrays((src, dst), 3, symmetrize=True)
+    rev = tessera.dataloading.symmetrized_reverse_eids(ds.num_input_edges)
+    s = tessera.dataloading.as_edge_prediction_sampler(
+        tessera.NeighborSampler([-1]), exclude="reverse_id", reverse_eids=rev)
+    dl = tessera.EdgeDataLoader(ds, [0, 1, 2, 7], s, batch_size=4, shuffle=False)
+    (_, pos, blocks), = list(dl)
+    # Edge 2 (1 -> 2) and its stored reverse 7 (2 -> 1) are both seeds: neither is sampled.
+    assert set(np.asarray(blocks[0].eids).tolist()).isdisjoint({0, 1, 2, 7})
+    with pytest.raises(ValueError, match="reverse_eids has 4 entries for an edge-ID space of 8"):
+        tessera.EdgeDataLoader(ds, [0], tessera.dataloading.as_edge_prediction_sampler(
+            tessera.NeighborSampler([1]), exclude="reverse_id", reverse_eids=rev[:4]))
+    with pytest.raises(IndexError, match=r"reverse_eids\[3\] = 10 outside \[-1, 10\)"):
+        bad = rev.copy()
+        bad[3] = 10
+        tessera.EdgeDataLoader(ds, [0], tessera.dataloading.as_edge_prediction_sampler(
+            tessera.NeighborSampler([1]), exclude="reverse_id", reverse_eids=bad))
+
+
 def test_default_follows_what_the_dataset_says(tmp_path):
     # Cora's meta.json: each undirected edge stored once, to be symmetrized before use.
     cora = tessera.load_dataset(CORA)

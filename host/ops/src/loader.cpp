@@ -186,13 +186,17 @@ EdgeDataLoader::EdgeDataLoader(const NeighborSampler& sampler, std::vector<int64
                     "EdgeDataLoader: seed edge {} at position {} is not an edge of the graph",
                     seeds_[i], i);
   if (eopts_.exclude == ExcludeMode::kReverseId) {
-    TESSERA_EXPECTS(static_cast<int64_t>(eopts_.reverse_eids.size()) == space, ValueError,
-                    "EdgeDataLoader: reverse_eids has {} entries for an edge-ID space of {}",
-                    eopts_.reverse_eids.size(), space);
-    for (size_t e = 0; e < eopts_.reverse_eids.size(); ++e) {
+    // One entry per edge ID at least; an entry names e's reverse, or -1 / an ID the graph does
+    // not store (symmetrized_reverse_eids(E) has 2E entries, and the graph lacks E + i where
+    // the input held the reversed pair itself, or past its last stored ID).
+    const auto size = static_cast<int64_t>(eopts_.reverse_eids.size());
+    TESSERA_EXPECTS(size >= space, ValueError,
+                    "EdgeDataLoader: reverse_eids has {} entries for an edge-ID space of {}", size,
+                    space);
+    for (int64_t e = 0; e < size; ++e) {
       const int64_t r = eopts_.reverse_eids[e];
-      TESSERA_EXPECTS(r >= 0 && r < space, IndexError,
-                      "EdgeDataLoader: reverse_eids[{}] = {} outside [0, {})", e, r, space);
+      TESSERA_EXPECTS(r >= -1 && r < size, IndexError,
+                      "EdgeDataLoader: reverse_eids[{}] = {} outside [-1, {})", e, r, size);
     }
   }
 }
@@ -240,7 +244,9 @@ EdgeMiniBatch EdgeDataLoader::sample_batch(int64_t epoch, int64_t b, CompactWork
       add(e);
       if (eopts_.exclude == ExcludeMode::kReverseId) {
         const int64_t r = eopts_.reverse_eids[e];
-        if (eid_src_[r] >= 0) add(r);
+        if (r >= 0 && r < static_cast<int64_t>(eid_src_.size()) && eid_src_[r] >= 0) {
+          add(r);
+        }
       }
     }
     exclude = ExcludeEdges(rows, eids);

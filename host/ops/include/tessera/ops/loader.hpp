@@ -229,7 +229,8 @@ enum class ExcludeMode {
 struct EdgeLoaderOptions {
   int64_t negatives = 0;  ///< k uniform negatives per positive edge (0 = none)
   ExcludeMode exclude = ExcludeMode::kNone;
-  /// For kReverseId: reverse_eids[e] is the edge ID of e's reverse (size = edge-ID space). See
+  /// For kReverseId: reverse_eids[e] is the edge ID of e's reverse, or -1 / an ID the graph
+  /// does not store for none (at least one entry per edge ID; entries in [-1, size)). See
   /// symmetrized_reverse_eids.
   std::vector<int64_t> reverse_eids;
 };
