@@ -288,12 +288,16 @@ class RowWrites {
  public:
   explicit RowWrites(const TensorStore& s) : seq_(s.write_seq) {
     if (seq_ != nullptr) {
-      seq_->fetch_add(1, std::memory_order_acq_rel);  // odd: the rows below may change
+      seq_->fetch_add(1, std::memory_order_relaxed);  // odd: the rows below may change
+      // The odd count is visible before any row store below: an acq_rel increment alone lets
+      // later stores pass its store half on weakly ordered CPUs (aarch64's LL/SC), so a reader
+      // could copy a changed row between two equal even counts.
+      std::atomic_thread_fence(std::memory_order_release);
     }
   }
   ~RowWrites() {
     if (seq_ != nullptr) {
-      seq_->fetch_add(1, std::memory_order_acq_rel);  // even: they are whole again
+      seq_->fetch_add(1, std::memory_order_release);  // even: after every row store above
     }
   }
   RowWrites(const RowWrites&) = delete;
