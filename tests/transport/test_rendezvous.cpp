@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "tessera/transport/launch.hpp"
 #include "tessera/transport/rendezvous.hpp"
@@ -83,6 +84,37 @@ TEST(Store, WrongTokenIsRefusedAndTheStoreKeepsServing) {
   StoreClient ok("127.0.0.1", server.port(), 1, 2, "the-real-token", 5);
   ok.set("k", ByteView("v", 1));
   EXPECT_EQ(ok.get("k", 1).size(), 1u);
+}
+
+// A store host that drops connection attempts (its accept queue full, a firewall, a host that
+// is down) must not hold a rank past its rendezvous timeout: a blocking connect() waits for
+// the kernel's SYN retries, about 127 s on Linux.
+TEST(Store, ConnectingGivesUpAtTheDeadlineWhenSynsAreDropped) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 0), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  // Fill the accept queue (never accepted): later SYNs to this port are dropped.
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);  // in progress or queued
+    held.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", port, 1, 2, "tok", 2), TimeoutError,
+                           "could not connect to the rendezvous store");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10);
+  for (int fd : held) {
+    ::close(fd);
+  }
+  ::close(lfd);
 }
 
 TEST(Store, WrongWorldOrRankIsRefused) {

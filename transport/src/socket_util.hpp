@@ -2,6 +2,7 @@
 // Blocking TCP helpers with deadlines (internal to transport/).
 #pragma once
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -92,6 +93,43 @@ inline void set_keepalive(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 }
 
+/// connect() that gives up at the deadline: a host that drops SYNs (a full accept queue, a
+/// firewall, a host that is down) would otherwise hold a blocking connect() for the kernel's
+/// SYN retries (about 127 s on Linux), whatever the caller's timeout. Leaves `fd` blocking;
+/// on failure sets *why.
+inline bool connect_by(int fd, const sockaddr* addr, socklen_t len, Clock::time_point deadline,
+                       std::string* why) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  int err = 0;
+  if (::connect(fd, addr, len) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd pfd{fd, POLLOUT, 0};
+      int r = 0;
+      do {
+        r = ::poll(&pfd, 1, ms_until(deadline));
+      } while (r < 0 && errno == EINTR);
+      if (r == 0) {
+        *why = "connection attempt timed out (no answer to SYN)";
+        return false;
+      }
+      socklen_t el = sizeof err;
+      if (r < 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) {
+        err = errno;
+      }
+    }
+  }
+  if (err != 0) {
+    *why = std::strerror(err);
+    return false;
+  }
+  return ::fcntl(fd, F_SETFL, flags) == 0;
+}
+
 /// Connects to host:port, retrying (the server may not be up yet) until the deadline; throws
 /// TimeoutError naming `what` and `peer`.
 inline int connect_retry(const std::string& host, int port, Clock::time_point deadline,
@@ -112,12 +150,11 @@ inline int connect_retry(const std::string& host, int port, Clock::time_point de
         if (fd < 0) {
           continue;
         }
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        if (connect_by(fd, a->ai_addr, a->ai_addrlen, deadline, &last)) {
           ::freeaddrinfo(res);
           set_keepalive(fd);
           return fd;
         }
-        last = std::strerror(errno);
         ::close(fd);
       }
       ::freeaddrinfo(res);
