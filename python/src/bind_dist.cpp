@@ -203,6 +203,7 @@ void bind_dist(nb::module_& m) {
           "Creates (or attaches to, by name) a tensor; rows start at zero. Collective. "
           "placement 'device': this rank's rows in GPU memory (CUDA builds).")
       .def_prop_ro("name", &DistTensor::name)
+      .def_prop_ro("created", &DistTensor::created)
       .def_prop_ro("shape", &DistTensor::shape)
       .def_prop_ro("dtype", [](const DistTensor& t) { return std::string(dtype_name(t.dtype())); })
       .def_prop_ro("num_rows", &DistTensor::num_rows)

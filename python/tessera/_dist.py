@@ -426,9 +426,10 @@ def _default_policy(shape, name) -> _PartitionPolicy:
 
 
 def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> None:
-    """DGL's init_func(shape, dtype) fills this rank's rows of a new runtime tensor; then a
-    barrier, so every rank's rows are initialized before anyone reads them. Collective."""
-    if init_func is not None:
+    """DGL's init_func(shape, dtype) fills this rank's rows of a new runtime tensor (not of one
+    that existed under its name: its rows stay as they are, as in DGL); then a barrier, so
+    every rank's rows are initialized before anyone reads them. Collective."""
+    if init_func is not None and t.created:
         local = t.local_view()
         v = init_func(local.shape, dtype)
         v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \

@@ -30,7 +30,9 @@ class DistEmbedding:
     ``part_policy``: usually ``g.get_node_partition_policy()`` (row v lives with node v's
     owner); default: even contiguous ranges over the ranks. ``init_func(shape, dtype)`` fills
     this rank's rows (default zeros, DGL's default too; pass e.g. a uniform init). Creation is
-    collective and idempotent by ``name``. ``emb(ids)`` returns the rows as a torch tensor that
+    collective and idempotent by ``name``: a second embedding of an existing name shares its
+    rows as they are (``init_func`` is not run again). ``emb(ids)`` returns the rows as a torch
+    tensor that
     records gradients in training mode (``torch.is_grad_enabled()``).
     """
 
@@ -103,9 +105,13 @@ class _SparseOptimizer:
         self._opt = [make(p.weight._dist) for p in self.params]
 
     def zero_grad(self) -> None:
-        """Forgets the rows read since the last step (their gradients are not applied)."""
+        """Clears the gradients of the rows read since the last step, as torch's optimizers
+        clear theirs: rows read before it still take the gradients of a later backward pass
+        (DGL's loop calls it between the forward and the backward pass). ``step`` forgets the
+        rows it applied."""
         for p in self.params:
-            p.reset_trace()
+            for _, rows in p._trace:
+                rows.grad = None
 
     def step(self) -> None:
         """Pushes the gradients of the rows read since the last step to their owners and

@@ -627,6 +627,7 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   s_ = s;
   ref_ = std::make_shared<detail::Ref>(rt, s_);
   s_->handle = ref_;
+  created_ = true;
 }
 
 const std::string& DistTensor::name() const {

@@ -111,6 +111,9 @@ class DistTensor {
              Placement placement = Placement::kHost, const MachineRows& machine = {});
 
   bool defined() const { return static_cast<bool>(s_); }
+  /// Whether constructing this handle created the tensor (false: it attached to a tensor of
+  /// the same name that already existed, whose rows it did not touch; DGL's init_func rule).
+  bool created() const { return created_; }
   const std::string& name() const;
   const std::vector<int64_t>& shape() const;
   DType dtype() const;
@@ -210,6 +213,7 @@ class DistTensor {
 
  private:
   std::shared_ptr<detail::TensorStore> s_;
+  bool created_ = false;
   /// Keeps the runtime alive; for a non-persistent tensor, releases its name when the last
   /// handle on this rank is dropped.
   std::shared_ptr<void> ref_;

@@ -1,0 +1,52 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DistEmbedding and its sparse optimizers in one process: DGL's loop order (zero_grad between
+the forward and the backward pass) trains the rows as torch's order does, and an embedding
+created again under an existing name shares its trained rows instead of re-initializing them."""
+import pytest
+
+from conftest import tessera
+
+torch = pytest.importorskip("torch")
+
+
+def _train(name: str, order: str, opt_cls) -> "torch.Tensor":
+    emb = tessera.DistEmbedding(10, 4, name, init_func=lambda s, d: torch.full(s, 0.5))
+    opt = opt_cls([emb], lr=0.1)
+    ids = torch.tensor([1, 3, 3])
+    w = torch.arange(1.0, 5.0)
+    for _ in range(3):
+        if order == "torch":
+            opt.zero_grad()
+        loss = (emb(ids) * w).sum()
+        if order == "dgl":
+            opt.zero_grad()  # DGL's examples: after the forward pass, before backward
+        loss.backward()
+        opt.step()
+    return emb.weight[torch.arange(10)]
+
+
+@pytest.mark.parametrize("opt", ["SparseAdagrad", "SparseAdam"])
+def test_dgl_loop_order_trains_as_torch_order(opt):
+    cls = getattr(tessera.optim, opt)
+    a = _train(f"order-torch-{opt}", "torch", cls)
+    b = _train(f"order-dgl-{opt}", "dgl", cls)
+    assert torch.equal(a, b)
+    assert (a[[1, 3]] < 0.5).all() and (a[[0, 2, 4]] == 0.5).all()
+
+
+def test_zero_grad_drops_gradients_of_a_discarded_forward_pass():
+    emb = tessera.DistEmbedding(10, 4, "discarded", init_func=lambda s, d: torch.full(s, 0.5))
+    opt = tessera.optim.SparseAdagrad([emb], lr=0.1)
+    (emb(torch.tensor([2])).sum()).backward()  # a pass whose gradient is not wanted
+    opt.zero_grad()
+    (emb(torch.tensor([5])).sum()).backward()
+    opt.step()
+    rows = emb.weight[torch.arange(10)]
+    assert (rows[2] == 0.5).all() and (rows[5] < 0.5).all()
+
+
+def test_an_embedding_created_again_shares_its_trained_rows():
+    first = _train("shared-name", "torch", tessera.optim.SparseAdagrad)
+    again = tessera.DistEmbedding(10, 4, "shared-name", init_func=lambda s, d: torch.full(s, 0.5))
+    assert torch.equal(again.weight[torch.arange(10)], first)
+    assert (first[1] < 0.5).all()
