@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -279,20 +280,33 @@ NpyHeader read_npy_header(const std::filesystem::path& path) {
     while (j < shape.size() - 1 && std::isdigit(static_cast<unsigned char>(shape[j])))
       ++j;
     TESSERA_EXPECTS(j > i, ValueError, "{}: malformed shape '{}' in .npy header", f, shape);
-    out.shape.push_back(std::stoll(shape.substr(i, j - i)));
+    int64_t d = 0;
+    const auto [end, err] = std::from_chars(shape.data() + i, shape.data() + j, d);
+    TESSERA_EXPECTS(err == std::errc() && end == shape.data() + j, ValueError,
+                    "{}: dimension '{}' of shape {} in .npy header is out of range", f,
+                    shape.substr(i, j - i), shape);
+    out.shape.push_back(d);
     while (j < shape.size() - 1 && shape[j] == 'L')
       ++j;
     i = j;
   }
   out.data_offset = prefix + hlen;
 
-  size_t expect = dtype_size(out.dtype);
-  for (int64_t d : out.shape)
-    expect *= static_cast<size_t>(d);
+  // The data bytes the shape promises, checked for overflow: a shape whose product wraps
+  // (e.g. 3 x 6148914691236517206 one-byte elements = 2 mod 2^64) would pass the size check
+  // below and describe far more rows than the file holds.
+  uint64_t expect = dtype_size(out.dtype);
+  int64_t numel = 1;
+  for (int64_t d : out.shape) {
+    TESSERA_EXPECTS(!__builtin_mul_overflow(expect, static_cast<uint64_t>(d), &expect) &&
+                        !__builtin_mul_overflow(numel, d, &numel),
+                    ValueError, "{}: shape {} in .npy header is too large ({} bytes overflow)", f,
+                    shape, dtype_name(out.dtype));
+  }
   std::error_code ec;
   const auto fsize = std::filesystem::file_size(path, ec);
   TESSERA_EXPECTS(!ec, IOError, "{}: cannot stat: {}", f, ec.message());
-  TESSERA_EXPECTS(fsize >= out.data_offset + expect, ValueError,
+  TESSERA_EXPECTS(fsize >= out.data_offset && fsize - out.data_offset >= expect, ValueError,
                   "{}: truncated: header promises {} data bytes for shape {} {}, file has {}", f,
                   expect, shape, dtype_name(out.dtype), fsize - out.data_offset);
   return out;

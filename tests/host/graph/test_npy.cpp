@@ -77,6 +77,16 @@ TEST(Npy, RejectsMalformedFilesNamingTheProblem) {
   spit(f, std::string("\x93NUMPY\x01\x00\x40", 9));
   TESSERA_EXPECT_THROW_MSG(read_npy(f), ValueError, "truncated");
   TESSERA_EXPECT_THROW_MSG(read_npy(tmp / "missing.npy"), IOError, "missing.npy");
+  // Shapes whose size overflows: 3 x 6148914691236517206 one-byte elements is 2 modulo 2^64, so
+  // without the overflow check two data bytes passed the size check for a huge array.
+  spit(f, header("{'descr': '|u1', 'fortran_order': False, 'shape': (3, 6148914691236517206), }") +
+              "ab");
+  TESSERA_EXPECT_THROW_MSG(read_npy_header(f), ValueError, "too large");
+  TESSERA_EXPECT_THROW_MSG(mmap_npy(f), ValueError, "bad.npy");
+  spit(f, header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4611686018427387904), }"));
+  TESSERA_EXPECT_THROW_MSG(read_npy(f), ValueError, "too large");
+  spit(f, header("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }"));
+  TESSERA_EXPECT_THROW_MSG(read_npy(f), ValueError, "dimension '99999999999999999999'");
 }
 
 TEST(Npy, TypedAccessChecksDtype) {
