@@ -300,6 +300,10 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
       a.shape = f.shape(f.at(it.value(), "shape", where), where + ".shape");
       TESSERA_EXPECTS(!a.shape.empty(), ValueError, "{}: {}.shape must not be empty", file, where);
       a.file = f.string(it.value(), "file", where);
+      TESSERA_EXPECTS(!a.file.empty() && a.file.find('/') == std::string::npos && a.file != "." &&
+                          a.file != "..",
+                      ValueError, "{}: {}.file '{}' must be a file name in the partition's folder",
+                      file, where, a.file);
       out.push_back(std::move(a));
     }
   }
@@ -330,6 +334,14 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
     TESSERA_EXPECTS(info.num_inner_edges == c.edge_offsets[p + 1] - c.edge_offsets[p], ValueError,
                     "{}: {}.num_inner_edges is {} but edge_ranges[{}] holds {}", file, where,
                     info.num_inner_edges, p, c.edge_offsets[p + 1] - c.edge_offsets[p]);
+    // The files hold num_nodes local nodes (inner first) and num_edges local edges: the inner
+    // ones cannot be more (readers index the files up to the inner counts).
+    TESSERA_EXPECTS(info.num_inner_nodes >= 0 && info.num_inner_nodes <= info.num_nodes, ValueError,
+                    "{}: {}.num_inner_nodes is {}, outside [0, num_nodes = {}]", file, where,
+                    info.num_inner_nodes, info.num_nodes);
+    TESSERA_EXPECTS(info.num_inner_edges >= 0 && info.num_inner_edges <= info.num_edges, ValueError,
+                    "{}: {}.num_inner_edges is {}, outside [0, num_edges = {}]", file, where,
+                    info.num_inner_edges, info.num_edges);
     const json& files = f.at(pj, "files", where);
     TESSERA_EXPECTS(files.is_object(), ValueError, "{}: {}.files must be an object", file, where);
     for (auto it = files.begin(); it != files.end(); ++it) {

@@ -207,6 +207,19 @@ TEST(Errors, MalformedConfig) {
                              k["partitions"][0]["files"]["nid.npy"]["crc32"] = "xyz";
                            })),
                            ValueError, "partitions[0].files.nid.npy.crc32");
+  // Inner counts beyond what the partition's files hold: readers index the files up to them.
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) { k["partitions"][0]["num_nodes"] = 1; })), ValueError,
+      "partitions[0].num_inner_nodes is");
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) { k["partitions"][1]["num_edges"] = 0; })), ValueError,
+      "partitions[1].num_inner_edges is");
+  // A data file outside the partition's folder.
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) {
+        k["ndata_schema"]["x"] = {{"dtype", "float32"}, {"shape", {60, 2}}, {"file", "../x.npy"}};
+      })),
+      ValueError, "ndata_schema.x.file '../x.npy' must be a file name");
   std::ofstream(tmp / "bad.json") << "{ not json";
   TESSERA_EXPECT_THROW_MSG(load_partition_config(tmp / "bad.json"), ValueError, "malformed JSON");
 }
