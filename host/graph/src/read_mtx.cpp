@@ -175,6 +175,17 @@ Dataset read_mtx(const fs::path& file, const ReadOptions& opts) {
   TESSERA_EXPECTS(read == nnz, ValueError,
                   "{}: file has {} entries but the size line (line {}) declares nnz = {}", f, read,
                   size_line, nnz);
+  // Rows beyond every entry's are isolated nodes; a count far beyond what the entries could
+  // touch is no graph of this file (and would size gigabytes from one number), as read_snap
+  // rules for a header's node count.
+  int64_t max_id = -1;
+  for (int64_t q = 0; q < k; ++q) {
+    max_id = std::max(max_id, std::max(src[q], dst[q]));
+  }
+  TESSERA_EXPECTS(n <= std::max(max_id + 1, 2 * nnz + 1024), ValueError,
+                  "{}:{}: the size line says {} rows but the {} entries name rows up to {}: a "
+                  "matrix that large would be almost only empty rows (fix the size line)",
+                  f, size_line, n, nnz, max_id + 1);
   src.resize(static_cast<size_t>(k));
   dst.resize(static_cast<size_t>(k));
   ds.edges.num_nodes = n;

@@ -307,6 +307,20 @@ Dataset read_ogb_dir(const fs::path& dir, const ReadOptions& opts) {
           sd[c][r] = x;
         });
   }
+  if (find_csv(raw, "node-feat").empty() && find_csv(raw, "node-label").empty()) {
+    // Without a per-node file (whose reader bounds N by its size), nodes beyond the edges' IDs
+    // are isolated; a count far beyond what the edges could name is no count of this dataset,
+    // as read_snap rules for a header's node count.
+    int64_t max_id = -1;
+    for (int64_t i = 0; i < e; ++i) {
+      max_id = std::max(max_id, std::max(ds.edges.src[i], ds.edges.dst[i]));
+    }
+    TESSERA_EXPECTS(n <= std::max(max_id + 1, 2 * e + 1024), ValueError,
+                    "{}: {} nodes, but the {} edges name IDs up to {} and no node-feat or "
+                    "node-label file lists the nodes: a count that large would be almost only "
+                    "isolated nodes",
+                    nodes_file.string(), n, e, max_id);
+  }
   if (const fs::path p = find_csv(raw, "node-feat"); !p.empty())
     ds.ndata["feat"] = read_float_matrix(p, n);
   if (const fs::path p = find_csv(raw, "node-label"); !p.empty())

@@ -107,6 +107,12 @@ TEST(ReadMtx, RejectsMalformed) {
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "row index '1.5' is not an integer");
   test::write_text(p, "%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 1 2.5\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "value '2.5' is not an integer");
+  // A size line far beyond what the entries could touch: refused, not gigabytes of empty rows.
+  test::write_text(p, real + "1000000000000000 1000000000000000 1\n1 2 1\n");
+  TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError,
+                           f + ":2: the size line says 1000000000000000 rows but the 1 entries");
+  test::write_text(p, real + "1000 1000 1\n1 2 1\n");  // isolated rows within the bound
+  EXPECT_EQ(read_mtx(p, {}).edges.num_nodes, 1000);
   test::write_text(p, real + "3 x 1\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, f + ":2: size field 2");
   test::write_text(p, real + "% no size line\n");

@@ -163,6 +163,13 @@ TEST(ReadOgb, RejectsMalformedFiles) {
   test::write_gz(edge, "0 1\n1 2\n3 0\n");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError, "expected 2 comma-separated");
   restore();
+  // Without per-node files nothing lists the nodes: a count far beyond the edges' IDs is refused.
+  fs::remove(feat);
+  fs::remove(label);
+  test::write_gz(ncount, "100000000000000\n");
+  TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError,
+                           ncount + ": 100000000000000 nodes, but the 3 edges name IDs up to 3");
+  restore();
 
   test::write_gz(feat, "0.5,1\n-2\n0,0\n1,1\n");
   TESSERA_EXPECT_THROW_MSG(read_ogb_dir(d, {}), ValueError,
