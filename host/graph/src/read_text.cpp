@@ -194,8 +194,15 @@ bool parse_int64(std::string_view tok, int64_t& out) {
   const char* p = tok.data();
   const char* e = p + tok.size();
   if (p == e) return false;
-  if (*p == '+') ++p;  // from_chars accepts '-' but not '+'
-  if (p == e) return false;
+  if (*p == '+') {
+    ++p;  // from_chars accepts '-' but not '+'
+    if (p != e && *p == '-') {
+      return false;  // "+-5" is no number
+    }
+  }
+  if (p == e) {
+    return false;
+  }
   const auto r = std::from_chars(p, e, out);
   return r.ec == std::errc() && r.ptr == e;
 }
@@ -276,7 +283,12 @@ bool parse_double(std::string_view tok, double& out) {
   }
   // Slow path: general syntax, nan/inf, many digits, large exponents.
   const char* s = p;
-  if (*s == '+') ++s;
+  if (*s == '+') {
+    ++s;
+    if (s != e && *s == '-') {
+      return false;  // "+-5" is no number
+    }
+  }
   std::string_view rest(s, static_cast<size_t>(e - s));
   if (ieq(rest, "nan") || ieq(rest, "-nan")) {
     out = std::numeric_limits<double>::quiet_NaN();

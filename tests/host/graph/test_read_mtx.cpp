@@ -103,6 +103,12 @@ TEST(ReadMtx, RejectsMalformed) {
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "entry (1, 1) has no value");
   test::write_text(p, real + "3 3 1\n1 1 2 9\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "too many fields");
+  test::write_text(p, real + "3 3 1\n+-1 1 2\n");  // '+' then '-': no number, not -1
+  TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "row index '+-1' is not an integer");
+  test::write_text(p, real + "3 3 1\n1 1 +-2\n");
+  TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "value '+-2' is not a real number");
+  test::write_text(p, real + "3 3 1\n+1 1 +2\n");  // a plain '+' still reads
+  EXPECT_EQ(read_mtx(p, {}).edges.src.at(0), 0);
   test::write_text(p, real + "3 3 1\n1.5 1 2\n");
   TESSERA_EXPECT_THROW_MSG(read_mtx(p, {}), ValueError, "row index '1.5' is not an integer");
   test::write_text(p, "%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 1 2.5\n");
