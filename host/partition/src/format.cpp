@@ -258,11 +258,11 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
   const Fields f(file);
   const json& j = c.json;
   TESSERA_EXPECTS(j.is_object(), ValueError, "{}: expected a JSON object", file);
-  c.format_version = static_cast<int>(f.integer(j, "format_version"));
-  TESSERA_EXPECTS(
-      c.format_version >= kPartitionFormatVersionMin && c.format_version <= kPartitionFormatVersion,
-      ValueError, "{}: format_version {} is not supported (this build reads {} to {})", file,
-      c.format_version, kPartitionFormatVersionMin, kPartitionFormatVersion);
+  const int64_t version = f.integer(j, "format_version");
+  TESSERA_EXPECTS(version >= kPartitionFormatVersionMin && version <= kPartitionFormatVersion,
+                  ValueError, "{}: format_version {} is not supported (this build reads {} to {})",
+                  file, version, kPartitionFormatVersionMin, kPartitionFormatVersion);
+  c.format_version = static_cast<int>(version);
   c.graph_name = f.string(j, "graph_name");
   c.num_nodes = f.integer(j, "num_nodes");
   c.num_edges = f.integer(j, "num_edges");
@@ -273,9 +273,10 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
   TESSERA_EXPECTS(c.num_parts >= 1, ValueError, "{}: num_parts must be >= 1, got {}", file,
                   c.num_parts);
   c.part_method = f.string(j, "part_method");
-  c.halo_hops = static_cast<int>(f.integer(j, "halo_hops"));
-  TESSERA_EXPECTS(c.halo_hops >= 0, ValueError, "{}: halo_hops must be >= 0, got {}", file,
-                  c.halo_hops);
+  const int64_t hops = f.integer(j, "halo_hops");
+  TESSERA_EXPECTS(hops >= 0 && hops <= INT32_MAX, ValueError,
+                  "{}: halo_hops must be in [0, 2^31), got {}", file, hops);
+  c.halo_hops = static_cast<int>(hops);
   c.node_order = j.contains("node_order") ? f.string(j, "node_order") : "original";
   TESSERA_EXPECTS(c.node_order == "original" || c.node_order == "degree", ValueError,
                   "{}: node_order must be \"original\" or \"degree\", got \"{}\"", file,

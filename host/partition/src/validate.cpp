@@ -656,6 +656,9 @@ void check_halo_is_k_hop(const PartitionConfig& c, const Whole& W, Reporter& R) 
       }
       expect_halo.insert(expect_halo.end(), next.begin(), next.end());
       frontier.swap(next);
+      if (frontier.empty()) {
+        break;  // no node further out: the remaining hops add nothing
+      }
     }
     std::sort(expect_halo.begin(), expect_halo.end());
     const std::vector<int64_t>& halo = W.halo_nodes[p];

@@ -203,6 +203,13 @@ TEST(Errors, MalformedConfig) {
                            ValueError, "node_ranges[1]");
   TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) { k["format_version"] = 99; })),
                            ValueError, "format_version 99");
+  // 2^32 + 2 is no version 2 (it was truncated to an int before the check).
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) { k["format_version"] = 4294967298LL; })), ValueError,
+      "format_version 4294967298");
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) { k["halo_hops"] = 4294967297LL; })), ValueError,
+      "halo_hops must be in [0, 2^31), got 4294967297");
   TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) {
                              k["partitions"][0]["files"]["nid.npy"]["crc32"] = "xyz";
                            })),
