@@ -50,3 +50,34 @@ def test_an_embedding_created_again_shares_its_trained_rows():
     again = tessera.DistEmbedding(10, 4, "shared-name", init_func=lambda s, d: torch.full(s, 0.5))
     assert torch.equal(again.weight[torch.arange(10)], first)
     assert (first[1] < 0.5).all()
+
+
+def test_an_optimizer_state_with_a_file_missing_loads_nothing(tmp_path):
+    import glob
+    import os
+
+    import numpy as np
+
+    emb = tessera.DistEmbedding(10, 4, "adam-load", init_func=lambda s, d: torch.full(s, 0.5))
+    opt = tessera.optim.SparseAdam([emb], lr=0.1)
+    ids = torch.tensor([1, 3])
+
+    def step():
+        opt.zero_grad()
+        (emb(ids) * torch.arange(1.0, 5.0)).sum().backward()
+        opt.step()
+
+    def state():
+        return [np.array(t.local_view(), copy=True) for t in opt._opt[0].state_tensors]
+
+    step()
+    opt.save(str(tmp_path / "s"))
+    step()
+    now = state()
+    saved = glob.glob(str(tmp_path / "s" / "*" / "*step*.json"))
+    assert len(saved) == 1, os.listdir(tmp_path / "s")
+    os.remove(saved[0])
+    with pytest.raises(Exception, match="step"):
+        opt.load(str(tmp_path / "s"))
+    # Nothing replaced: the moments are not the saved ones paired with newer step counts.
+    assert all(np.array_equal(a, b) for a, b in zip(state(), now))

@@ -423,18 +423,22 @@ void SparseOptimizer::set_lr(double lr) {
 }
 
 double SparseOptimizer::lr() const {
+  TESSERA_EXPECTS(defined(), ValueError, "lr of an undefined SparseOptimizer");
   return s_->lr;
 }
 
 SparseOptimizer::Kind SparseOptimizer::kind() const {
+  TESSERA_EXPECTS(defined(), ValueError, "kind of an undefined SparseOptimizer");
   return s_->kind;
 }
 
 const DistTensor& SparseOptimizer::embedding() const {
+  TESSERA_EXPECTS(defined(), ValueError, "embedding of an undefined SparseOptimizer");
   return s_->emb;
 }
 
 const std::vector<DistTensor>& SparseOptimizer::state_tensors() const {
+  TESSERA_EXPECTS(defined(), ValueError, "state_tensors of an undefined SparseOptimizer");
   return s_->state;
 }
 
@@ -454,6 +458,7 @@ const DistTensor& SparseOptimizer::state(const std::string& suffix) const {
 }
 
 int64_t SparseOptimizer::num_steps() const {
+  TESSERA_EXPECTS(defined(), ValueError, "num_steps of an undefined SparseOptimizer");
   return s_->calls;
 }
 
@@ -466,8 +471,16 @@ void SparseOptimizer::save(const std::filesystem::path& dir) const {
 
 void SparseOptimizer::load(const std::filesystem::path& dir) {
   TESSERA_EXPECTS(defined(), ValueError, "load of an undefined SparseOptimizer");
-  for (auto& t : s_->state) {
-    load_dist_tensor(t, dir);
+  // Every state tensor's files are checked and read before any is replaced: a missing or bad
+  // one leaves the whole state as it was (Adam's moments never paired with other step counts).
+  std::vector<Array> rows;
+  for (const auto& t : s_->state) {
+    rows.push_back(detail::read_saved_rows(t, dir));
+  }
+  for (size_t i = 0; i < s_->state.size(); ++i) {
+    detail::store_loaded_rows(s_->state[i], rows[i],
+                              fmt::format("{} of '{}': load from {}", detail::kind_name(s_->kind),
+                                          s_->emb.name(), dir.string()));
   }
 }
 

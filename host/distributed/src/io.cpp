@@ -262,7 +262,9 @@ void save_dist_tensor(const DistTensor& t, const std::filesystem::path& dir) {
   detail::all_or_nothing(tr, context, err);
 }
 
-void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
+namespace detail {
+
+Array read_saved_rows(const DistTensor& t, const std::filesystem::path& dir) {
   TESSERA_EXPECTS(t.defined(), ValueError, "load_dist_tensor: the DistTensor is undefined");
   auto& tr = t.runtime().transport();
   const int me = tr.rank();
@@ -281,7 +283,7 @@ void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
       err = std::current_exception();
     }
   }
-  const auto shared = detail::all_or_nothing(tr, context, err, text);
+  const auto shared = all_or_nothing(tr, context, err, text);
 
   // 2. Every rank checks it and reads its part into a buffer.
   err = nullptr;
@@ -293,21 +295,32 @@ void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
   } catch (...) {
     err = std::current_exception();
   }
-  detail::all_or_nothing(tr, context, err);
+  all_or_nothing(tr, context, err);
+  return rows;
+}
 
-  // 3. Everybody succeeded: copy, then wait so that no rank reads rows not loaded yet.
+void store_loaded_rows(DistTensor& t, const Array& rows, const std::string& context) {
+  // Everybody succeeded: copy, then wait so that no rank reads rows not loaded yet.
   if (rows.nbytes() > 0) {
     std::memcpy(t.local_data(), rows.raw(), rows.nbytes());
     const auto [lo, hi] = t.local_range();
     t.local_rows_changed(lo, hi);
   }
   try {
-    tr.barrier();
+    t.runtime().transport().barrier();
   } catch (const transport::PeerLostError&) {
-    detail::rethrow_with_context(context);
+    rethrow_with_context(context);
   } catch (const transport::TimeoutError&) {
-    detail::rethrow_with_context(context);
+    rethrow_with_context(context);
   }
+}
+
+}  // namespace detail
+
+void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
+  const Array rows = detail::read_saved_rows(t, dir);
+  detail::store_loaded_rows(t, rows,
+                            fmt::format("load_dist_tensor '{}' from {}", t.name(), dir.string()));
 }
 
 }  // namespace tessera::dist

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -313,6 +314,14 @@ void restamp(const TensorStore& s, int64_t rel_begin, int64_t rel_end);
 
 /// Reads rows of a DistTensor (the shared implementation of read/read_into).
 void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out);
+
+// --- saved tensors (io.cpp) ----------------------------------------------------------------------
+
+/// The first two phases of load_dist_tensor (collective): every rank's files checked and this
+/// rank's rows read, nothing written to `t`; every rank throws when any fails.
+Array read_saved_rows(const DistTensor& t, const std::filesystem::path& dir);
+/// The last phase (collective): this rank's rows of `t` become `rows`, then a barrier.
+void store_loaded_rows(DistTensor& t, const Array& rows, const std::string& context);
 
 /// Checks that every ID is a row of the tensor (IndexError naming the first bad one).
 void check_ids(const TensorStore& s, const int64_t* ids, int64_t n, const char* what);
