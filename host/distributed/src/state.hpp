@@ -351,6 +351,9 @@ void gather_device_rows(const TensorStore& s, const int64_t* rel, int64_t n, uin
 /// host). Returns once the rows are stored.
 void scatter_device_rows(const TensorStore& s, const int64_t* rel, int64_t n,
                          const uint8_t* rows_host);
+/// Throws ValueError naming `what` when the tensor's local device rows (its shard or its
+/// mirror) are on another device than the calling thread's current one; no-op for host rows.
+void check_rows_on_current_device(const TensorStore& s, const char* what);
 /// DistTensor::read_into_device (ids already validated).
 void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
                       cuda::StreamHandle stream);

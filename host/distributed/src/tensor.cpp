@@ -893,6 +893,7 @@ void DistTensor::read_into_device_ids(const int64_t* d_ids, int64_t n, void* out
     // Out-of-range IDs zero-fill their rows (the caller's IDs come from the sampler).
     TESSERA_EXPECTS(d_ids != nullptr && out_device != nullptr, ValueError,
                     "DistTensor '{}' read_into_device_ids: null pointer", s.name);
+    detail::check_rows_on_current_device(s, "read_into_device_ids");
     if (s.mirror) {
       detail::gather_mirror(s, d_ids, n, out_device, stream);
     } else {

@@ -238,6 +238,17 @@ void scatter_device_rows(const TensorStore& s, const int64_t* rel, int64_t n,
   cuda::synchronize(st);
 }
 
+void check_rows_on_current_device(const TensorStore& s, const char* what) {
+  if (s.dev) {
+    check_same_device(s, what);
+  } else if (s.mirror) {
+    TESSERA_EXPECTS(cuda::current_device() == s.mirror->device, ValueError,
+                    "DistTensor '{}' {}: its device mirror is on CUDA device {} but the calling "
+                    "thread's current device is {}",
+                    s.name, what, s.mirror->device, cuda::current_device());
+  }
+}
+
 void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void* out_device,
                       cuda::StreamHandle stream) {
   const size_t rb = s.row_bytes;
@@ -254,14 +265,7 @@ void read_rows_device(const TensorStore& s, const int64_t* ids, int64_t n, void*
     cuda::synchronize(stream);
     return;
   }
-  if (s.dev) {
-    check_same_device(s, "read_into_device");
-  } else {
-    TESSERA_EXPECTS(cuda::current_device() == s.mirror->device, ValueError,
-                    "DistTensor '{}' read_into_device: its device mirror is on CUDA device {} but "
-                    "the calling thread's current device is {}",
-                    s.name, s.mirror->device, cuda::current_device());
-  }
+  check_rows_on_current_device(s, "read_into_device");
   // Local rows (device shard or mirror): one gather kernel straight into the output (other
   // positions are zero-filled by the kernel's out-of-range rule and overwritten below). Remote
   // rows: the owners' answers.
