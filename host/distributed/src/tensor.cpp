@@ -392,14 +392,24 @@ void read_rows(const TensorStore& s, const int64_t* ids, int64_t n, uint8_t* out
       // Owners in parallel: each get waits for its own flush.
       std::vector<std::exception_ptr> errs(get_owners.size());
       std::vector<std::thread> th;
-      for (size_t k = 1; k < get_owners.size(); ++k) {
-        th.emplace_back([&, k] {
-          try {
-            get_rows(s, get_owners[k], ids, pos[get_owners[k]], out);
-          } catch (...) {
-            errs[k] = std::current_exception();
-          }
-        });
+      try {
+        for (size_t k = 1; k < get_owners.size(); ++k) {
+          th.emplace_back([&, k] {
+            try {
+              get_rows(s, get_owners[k], ids, pos[get_owners[k]], out);
+            } catch (...) {
+              errs[k] = std::current_exception();
+            }
+          });
+        }
+      } catch (...) {
+        // A thread could not start (a process or thread limit): the started ones still use
+        // this frame's buffers; joined before the error goes up (a joinable std::thread
+        // destroyed would terminate the process).
+        for (auto& x : th) {
+          x.join();
+        }
+        throw;
       }
       try {
         get_rows(s, get_owners[0], ids, pos[get_owners[0]], out);
