@@ -15,6 +15,7 @@
 #include <cctype>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -490,13 +491,22 @@ void StoreServer::Impl::start_conn(int fd, const wire::Hello& h, const std::stri
   conns.emplace_back();
   Conn* c = &conns.back();
   c->fd = fd;
-  c->th = std::thread([this, c, h, name] {
-    serve(c->fd, h, name);
-    std::lock_guard<std::mutex> g(mu);
-    ::close(c->fd);
-    c->fd = -1;
-    c->done = true;
-  });
+  try {
+    c->th = std::thread([this, c, h, name] {
+      serve(c->fd, h, name);
+      std::lock_guard<std::mutex> g(mu);
+      ::close(c->fd);
+      c->fd = -1;
+      c->done = true;
+    });
+  } catch (const std::exception& e) {
+    // No thread for it (a process or thread limit): this connection is dropped, its rank sees
+    // the store close it and fails naming the store; the store and every other rank go on,
+    // where the exception escaping the acceptor thread would have aborted rank 0.
+    conns.pop_back();
+    ::close(fd);
+    std::fprintf(stderr, "[tessera store] could not serve %s: %s\n", name.c_str(), e.what());
+  }
 }
 
 void StoreServer::Impl::reap_conns() {
