@@ -117,6 +117,25 @@ TEST(Store, ConnectingGivesUpAtTheDeadlineWhenSynsAreDropped) {
   ::close(lfd);
 }
 
+// A store host that accepts the connection (in the kernel) but never speaks, like a stopped
+// rank 0: the timeout names the store and the handshake, not "a rendezvous socket".
+TEST(Store, ASilentStoreIsNamedInTheTimeout) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 8), 0);
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int port = ntohs(a.sin_port);
+  TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", port, 1, 2, "tok", 1), TimeoutError,
+                           fmt::format("rank 1 connected to the rendezvous store at 127.0.0.1:{} "
+                                       "(hosted by rank 0), which did not complete the handshake",
+                                       port));
+  ::close(lfd);
+}
+
 TEST(Store, WrongWorldOrRankIsRefused) {
   StoreServer server(0, 2, "tok");
   TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", server.port(), 1, 4, "tok", 5), ValueError,

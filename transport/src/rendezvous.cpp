@@ -912,6 +912,13 @@ int StoreClient::Impl::connect_and_hello(uint8_t role, double timeout_s) {
     int ok = -1;
     try {
       ok = handshake(fd, role, deadline);
+    } catch (const TimeoutError& e) {
+      ::close(fd);
+      throw TimeoutError(fmt::format("rank {} connected to the rendezvous store at {} (hosted by "
+                                     "rank 0), which did not complete the handshake before the "
+                                     "deadline (is rank 0 stopped, or not a Tessera store?): {}",
+                                     rank, where, e.what()),
+                         0);
     } catch (...) {
       ::close(fd);
       throw;
@@ -968,10 +975,24 @@ StoreClient::~StoreClient() {
 
 void StoreClient::set(const std::string& key, ByteView value) {
   std::lock_guard<std::mutex> lk(impl_->mu);
+  TESSERA_EXPECTS(impl_->fd >= 0, IOError,
+                  "rank {}: the connection to the rendezvous store at {} was dropped after an "
+                  "earlier request failed",
+                  impl_->rank, impl_->where);
   write_frame(impl_->fd, wire::kSet, impl_->rank, key, value);
   Frame f;
-  const bool got = read_frame(impl_->fd, f, Clock::now() + std::chrono::seconds(60),
-                              "the rendezvous store at " + impl_->where);
+  bool got = false;
+  try {
+    got = read_frame(impl_->fd, f, Clock::now() + std::chrono::seconds(60),
+                     "the rendezvous store at " + impl_->where);
+  } catch (const TimeoutError& e) {
+    ::close(impl_->fd);  // a late answer would be read as the reply to the next request
+    impl_->fd = -1;
+    throw TimeoutError(fmt::format("rank {} got no answer from the rendezvous store at {} (rank "
+                                   "0) for 60 s while storing '{}'; is rank 0 stopped? {}",
+                                   impl_->rank, impl_->where, key, e.what()),
+                       0);
+  }
   TESSERA_EXPECTS(got && f.op == wire::kOk, IOError,
                   "the rendezvous store at {} failed to store '{}' for rank {}{}{}", impl_->where,
                   key, impl_->rank, got ? ": " : "", got ? text_of(f.value) : "");
@@ -982,10 +1003,28 @@ Bytes StoreClient::get(const std::string& key, double timeout_s, const std::stri
   std::lock_guard<std::mutex> lk(impl_->mu);
   // Saturated as detail::seconds saturates (inf: no deadline; the cast of inf is undefined).
   const uint64_t ms = static_cast<uint64_t>(std::min(timeout_s, 1e9) * 1000);
+  TESSERA_EXPECTS(impl_->fd >= 0, IOError,
+                  "rank {}: the connection to the rendezvous store at {} was dropped after an "
+                  "earlier request failed",
+                  impl_->rank, impl_->where);
   write_frame(impl_->fd, wire::kGet, impl_->rank, key, ByteView(&ms, 8));
   Frame f;
-  const bool got = read_frame(impl_->fd, f, Clock::now() + detail::seconds(timeout_s + 10),
-                              "the rendezvous store at " + impl_->where);
+  bool got = false;
+  try {
+    got = read_frame(impl_->fd, f, Clock::now() + detail::seconds(timeout_s + 10),
+                     "the rendezvous store at " + impl_->where);
+  } catch (const TimeoutError& e) {
+    // The store did not answer at all (its own deadline is 10 s earlier): a late answer would be
+    // read as the reply to the next request, so the connection goes.
+    ::close(impl_->fd);
+    impl_->fd = -1;
+    throw TimeoutError(
+        fmt::format("rank {} got no answer from the rendezvous store at {} (rank "
+                    "0) while waiting for {} (key '{}'); is rank 0 stopped? {}",
+                    impl_->rank, impl_->where,
+                    waiting_for.empty() ? "a rendezvous key" : waiting_for, key, e.what()),
+        0);
+  }
   if (!got) {
     throw PeerLostError(
         fmt::format("the rendezvous store at {} (rank 0) closed the connection", impl_->where), 0);
