@@ -815,13 +815,15 @@ void StoreServer::Impl::serve_watch(int fd, int rank) {
   } catch (const std::exception& e) {
     reason = e.what();
   }
-  if (stopping.load()) {
-    return;
-  }
   std::lock_guard<std::mutex> lk(mu);
   {
+    // Forgotten before the connection's thread closes `fd`, also while stopping: another
+    // watcher's thread (a kBye's kLeft) must not write to the number once it is reused.
     std::lock_guard<std::mutex> wl(*write_mu[rank]);
     watch_fd[rank] = -1;
+  }
+  if (stopping.load()) {
+    return;
   }
   // A frozen rank that wakes up finds its watch connection closed and stops as well.
   ::shutdown(fd, SHUT_RDWR);
@@ -1082,7 +1084,14 @@ void StoreClient::watch(LostCallback on_lost, LostCallback on_left) {
         }
         heard = Clock::now();
         if (f.op == wire::kLost) {
-          on_lost(f.rank, text_of(f.value));
+          bool finishing = false;
+          {
+            std::lock_guard<std::mutex> lk(im->wmu);
+            finishing = im->finishing;
+          }
+          if (!finishing) {  // after finish() a loss is no longer reported (rendezvous.hpp)
+            on_lost(f.rank, text_of(f.value));
+          }
         } else if (f.op == wire::kLeft) {
           if (on_left) {
             on_left(f.rank, "");
