@@ -24,6 +24,7 @@
 #include "tessera/cuda/device.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
+#include "tessera/dist/embedding.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/tensor.hpp"
 #include "tessera/transport/transport.hpp"
@@ -282,6 +283,45 @@ TEST(DistTensorDevice, OneRank) {
       d.write(w, vals.data());
       compare_reads(h, d, sets, version, true, stream.get());
     }
+    return "ok";
+  });
+  SKIP_IF_A_RANK_SKIPPED(res);
+  EXPECT_RANKS_OK(res);
+}
+
+// The sparse optimizers update host rows in place: an embedding with device rows is refused
+// when the optimizer is made, and one with a device mirror at its first step (the mirror would
+// go on serving the old rows), every error naming the embedding.
+TEST(DistTensorDevice, SparseOptimizersRefuseDeviceRows) {
+  auto res = run_ranks(job(1, "local"), [](int) -> std::string {
+    if (auto why = skip_without_devices(1); !why.empty()) {
+      return why;
+    }
+    auto rt = Runtime::create("local");
+    const PartPolicy pol = PartPolicy::even(100, 1);
+    DistTensor d(rt, "emb_dev", {100, 4}, DType::kFloat32, pol, nullptr, false, Placement::kDevice);
+    std::string said;
+    try {
+      (void)dist::SparseOptimizer::adagrad(d);
+    } catch (const ValueError& e) {
+      said = e.what();
+    }
+    RANK_CHECK(said.find("'emb_dev' must have host rows") != std::string::npos, "said: {}", said);
+    DistTensor h(rt, "emb_mirrored", {100, 4}, DType::kFloat32, pol, nullptr, false,
+                 Placement::kHost);
+    h.mirror_on_device(cuda::Placement::kGpu);
+    dist::SparseOptimizer opt = dist::SparseOptimizer::adagrad(h);
+    const std::vector<int64_t> ids = {3, 5};
+    const std::vector<float> g(8, 1.0f);
+    said.clear();
+    try {
+      opt.step(ids, g.data());
+    } catch (const ValueError& e) {
+      said = e.what();
+    }
+    RANK_CHECK(said.find("'emb_mirrored': the embedding has a read-only device mirror") !=
+                   std::string::npos,
+               "said: {}", said);
     return "ok";
   });
   SKIP_IF_A_RANK_SKIPPED(res);

@@ -43,6 +43,10 @@ void check_embedding(const DistTensor& emb, const char* what) {
                   "{}: embedding DistTensor '{}' must be float32 of 2 dimensions [N, dim]; it is "
                   "{} of shape {}",
                   what, emb.name(), dtype_name(emb.dtype()), shape_string(emb.shape()));
+  TESSERA_EXPECTS(emb.placement() == Placement::kHost, ValueError,
+                  "{}: embedding DistTensor '{}' must have host rows (Placement::kHost): the "
+                  "optimizer updates them on the host",
+                  what, emb.name());
 }
 
 // A shared_ptr to the embedding's runtime that keeps it alive through a handle of the embedding
@@ -107,6 +111,11 @@ Header get_header(Reader& r, int from) {
 // The one validator of step's arguments: IndexError for an ID outside [0, N), ValueError for
 // missing gradients.
 void check_step_args(const OptimizerState& s, ops::Span<const int64_t> ids, const float* grads) {
+  // The update writes the host rows in place: a device mirror would go on serving the old ones.
+  TESSERA_EXPECTS(!s.emb.mirror_info().mirrored, ValueError,
+                  "{} step of DistEmbedding '{}': the embedding has a read-only device mirror, "
+                  "which the update would leave stale (train it without mirroring it)",
+                  kind_name(s.kind), s.emb.name());
   const int64_t rows = s.emb.num_rows();
   for (int64_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= rows) {
