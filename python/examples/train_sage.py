@@ -73,8 +73,8 @@ import tessera.distributed as dist
 from tessera import _torch_ops
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
-from tessera.utils import (Progress, commit_id, log, per_rank_batch, pick_device, pyplot,
-                           read_partition_files)
+from tessera.utils import (Progress, check_output_path, commit_id, log, per_rank_batch,
+                           pick_device, pyplot, read_partition_files)
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -758,6 +758,16 @@ PRESETS = {
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # What the run writes at its end (or after every epoch) is checked before it starts.
+    try:
+        for option, path, folder in (("--results", args.results, False),
+                                     ("--plot", args.plot, False),
+                                     ("--checkpoint", args.checkpoint, False),
+                                     ("--save-embeddings", args.save_embeddings, True),
+                                     ("--profile", args.profile, False)):
+            check_output_path(option, path, folder)
+    except ValueError as e:
+        raise SystemExit(f"train_sage.py: {e}") from None
     meta = dataset_meta(args.dataset)
     metric = args.metric
     if metric == "auto":

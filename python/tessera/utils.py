@@ -67,6 +67,31 @@ def atomic_write_json(obj, path: str) -> None:
     os.replace(tmp, path)
 
 
+def check_output_path(option: str, path, folder: bool = False) -> None:
+    """Checks before any work that an output written at the end of a job can be written (the
+    C++ trainer's ``check_output_path``): a file must not be an existing folder, a folder must
+    be one if it exists, and the nearest existing ancestor of what is missing must take a new
+    file (a probe, removed at once). Raises ValueError naming ``option`` and the path."""
+    if not path:
+        return
+    path = os.fspath(path)
+    if os.path.exists(path) and os.path.isdir(path) != folder:
+        raise ValueError(f"{option} {path}: " + ("exists and is not a folder" if folder
+                                                 else "is a folder, not a file"))
+    at = path if folder and os.path.isdir(path) else (os.path.dirname(os.path.abspath(path)))
+    while not os.path.exists(at):
+        at = os.path.dirname(at)
+    if not os.path.isdir(at):
+        raise ValueError(f"{option} {path}: {at} is not a folder")
+    probe = os.path.join(at, f".tessera-probe-{os.getpid()}")
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError as e:
+        raise ValueError(f"{option} {path}: cannot write in {at}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def pyplot(who: str):
     """matplotlib.pyplot on the file-only Agg backend, or None (saying so, prefixed with
     ``[who]``) when matplotlib is not installed: plots are optional."""

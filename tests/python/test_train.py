@@ -63,3 +63,17 @@ def test_import_without_torch(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "ok" in out.stdout and "PyTorch" in out.stdout
+
+
+@pytest.mark.parametrize("option,path,says", [
+    ("--results", "/proc/nope/r.json", "--results /proc/nope/r.json: cannot write in /proc"),
+    ("--checkpoint", "{tmp}", "--checkpoint {tmp}: is a folder, not a file"),
+    ("--save-embeddings", os.path.join(CORA, "label.npy"), "exists and is not a folder"),
+])
+def test_outputs_are_checked_before_training(tmp_path, option, path, says):
+    # A path that cannot be written fails at once, naming the option, not after the last epoch.
+    path, says = path.format(tmp=tmp_path), says.format(tmp=tmp_path)
+    with pytest.raises(SystemExit, match=says.replace("/", "/")):
+        train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
+                         "--device", "cpu", "--epochs", "1", option, path])
+    assert not (tmp_path / "parts").exists()  # nothing was partitioned

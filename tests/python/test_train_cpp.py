@@ -146,6 +146,9 @@ def test_resume_gives_exactly_the_same_run(tool, tmp_path, ranks):
     (["--batch-size", "0"], "--batch-size"),
     (["--resume"], "--resume needs --checkpoint"),
     (["--parts", "3"], "--parts 3 under a job of 1 rank(s)"),
+    # Outputs are checked before training, not after the last epoch.
+    (["--checkpoint", "/proc/nope/ck"], "--checkpoint /proc/nope/ck: cannot write in /proc"),
+    (["--save-predictions", os.path.join(CORA, "label.npy")], "exists and is not a folder"),
     ([], "no/such/folder"),
 ])
 def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):

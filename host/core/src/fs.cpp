@@ -306,4 +306,40 @@ std::string crc32_hex(uint32_t crc) {
   return fmt::format("{:08x}", crc);
 }
 
+void check_output_path(const std::string& option, const fs::path& path, bool folder) {
+  if (path.empty()) {
+    return;
+  }
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st)) {
+    TESSERA_EXPECTS(folder == fs::is_directory(st), ValueError, "{} {}: {}", option, path.string(),
+                    folder ? "exists and is not a folder" : "is a folder, not a file");
+  }
+  // The nearest existing ancestor of what the job will create (the folder itself when it
+  // exists and is one): it must be a folder we may create entries in.
+  fs::path at = folder && fs::is_directory(st) ? path : path.parent_path();
+  if (at.empty()) {
+    at = ".";
+  }
+  while (!fs::exists(at, ec)) {
+    const fs::path up = at.parent_path();
+    if (up.empty() || up == at) {
+      at = up.empty() ? fs::path(".") : up;
+      break;
+    }
+    at = up;
+  }
+  TESSERA_EXPECTS(fs::is_directory(at, ec), ValueError, "{} {}: {} is not a folder", option,
+                  path.string(), at.string());
+  // A probe file, removed at once: access() would pass root everywhere, and says nothing of
+  // file systems that refuse new entries (read-only mounts, /proc).
+  const fs::path probe = at / fmt::format(".tessera-probe-{}", ::getpid());
+  const int fd = ::open(probe.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  TESSERA_EXPECTS(fd >= 0, IOError, "{} {}: cannot write in {}: {}", option, path.string(),
+                  at.string(), std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 }  // namespace tessera

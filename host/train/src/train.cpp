@@ -42,6 +42,7 @@
 #include "model.hpp"
 #include "support.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/loader.hpp"
@@ -1509,6 +1510,11 @@ void write_results(const Job& job, const std::map<int64_t, SplitResult>& results
 
 void check_options(const TrainOptions& o) {
   TESSERA_EXPECTS(!o.dataset.empty(), ValueError, "--dataset is required");
+  // What the run writes at its end (or after every epoch) is checked before it starts.
+  check_output_path("--results", o.results);
+  check_output_path("--loss-curve", o.loss_curve);
+  check_output_path("--checkpoint", o.checkpoint);
+  check_output_path("--save-predictions", o.save_predictions, /*folder=*/true);
   TESSERA_EXPECTS(std::filesystem::is_directory(o.dataset), IOError,
                   "--dataset {}: no such dataset folder", o.dataset);
   TESSERA_EXPECTS(o.parts >= 0, ValueError, "--parts must be >= 1, got {}", o.parts);

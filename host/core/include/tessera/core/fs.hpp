@@ -43,6 +43,14 @@ class AtomicDir {
   bool overwrite_, committed_ = false;
 };
 
+/// Checks, before any work, that an output the job writes at its end can be written: a file
+/// (`folder` false) must not be an existing folder; a folder (`folder` true) must be one if it
+/// exists; and the nearest existing ancestor of what is still missing must be a folder this
+/// process can create a file in (a probe file, removed at once). Creates nothing else. Throws
+/// ValueError / IOError naming `option` (e.g.
+/// "--results") and the path, so a bad path fails at once instead of after hours of training.
+void check_output_path(const std::string& option, const fs::path& path, bool folder = false);
+
 /// Writes / reads exactly `n` bytes at offset `off` of an open descriptor, retrying short counts
 /// and EINTR; throws IOError "<what>: write failed: <reason>" (or "read failed", "file ends
 /// early" for a read past the end).
