@@ -198,6 +198,13 @@ void run(const GatherArgs& a, const std::string& cmdline) {
     const int64_t src_target = on_gpu ? (int64_t{1} << 30) : (int64_t{256} << 20);
     const int64_t rows = a.rows ? a.rows : std::max<int64_t>(1, src_target / rb);
     const int64_t n = a.batch ? a.batch : std::max<int64_t>(1024, (int64_t{64} << 20) / rb);
+    int64_t bytes = 0;
+    TESSERA_EXPECTS(
+        !__builtin_mul_overflow(rows, rb, &bytes) && !__builtin_mul_overflow(n, rb, &bytes),
+        ValueError,
+        "--rows {} / --batch {} of {}-byte rows: more bytes than fit in "
+        "memory",
+        rows, n, rb);
     const Row r = on_gpu ? run_cuda(rb, rows, n, uva, a) : run_cpu(rb, rows, n, a);
     fmt::print("{:>9} {:>10} {:>9} {:>11.4f} {:>11.1f} {:>11.1f} {:>6.0f}%  {}\n", r.row_bytes,
                r.rows, r.batch, r.gather_ms, r.gather_gbps, r.bound_gbps,

@@ -97,8 +97,12 @@ std::vector<int64_t> parse_size_list(const std::string& s, const std::string& fl
   if (dots != std::string::npos) {
     const int64_t lo = num(s.substr(0, dots)), hi = num(s.substr(dots + 2));
     TESSERA_EXPECTS(lo <= hi, ValueError, "{}: empty range '{}'", flag, s);
-    for (int64_t v = lo; v <= hi; v *= 2)
+    for (int64_t v = lo;; v *= 2) {
       out.push_back(v);
+      if (v > hi / 2) {
+        break;  // the next doubling passes hi (and may overflow)
+      }
+    }
     return out;
   }
   size_t pos = 0;

@@ -218,7 +218,9 @@ double random_read_rate(const Graph& g, int threads, int64_t reads_per_thread) {
 
 void run_bench_sample(const SampleArgs& a) {
   const auto fanouts = parse_fanouts(a.fanouts);
-  TESSERA_EXPECTS(a.threads >= 1, ValueError, "--threads {} < 1", a.threads);
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  TESSERA_EXPECTS(a.threads >= 1 && a.threads <= 4 * cores, ValueError,
+                  "--threads {} is outside [1, {}] (4 per hardware thread)", a.threads, 4 * cores);
   TESSERA_EXPECTS(a.batches >= 1, ValueError, "--batches {} < 1", a.batches);
   TESSERA_EXPECTS(a.batch_size >= 1, ValueError, "--batch-size {} < 1", a.batch_size);
   std::string cmd = fmt::format(

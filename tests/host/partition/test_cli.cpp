@@ -215,6 +215,15 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   r = run("bench sample --graph rmat:10,8 --device cuda --streams 0");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--streams 0: expected 1 to 64"), std::string::npos) << r.out;
+  // A thread count that cannot start (it aborted the process) and sizes that overflow (a
+  // segfault) are refused by name.
+  r = run("bench sample --graph rmat:10,8 --threads 100000");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--threads 100000 is outside [1, "), std::string::npos) << r.out;
+  r = run("bench gather --row-bytes 64 --rows 4611686018427387904 --batch 1 --iters 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--rows 4611686018427387904 / --batch 1 of 64-byte rows"), std::string::npos)
+      << r.out;
 }
 
 // Empty inputs and more partitions than nodes are refused with one clear message unless asked
