@@ -6,11 +6,13 @@
 #endif
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera/partition/partition.hpp"
@@ -54,6 +56,11 @@ void run_partition(const PartitionArgs& a) {
   TESSERA_EXPECTS(po.method == PartMethod::kMetis || (a.balance_masks.empty() && !a.balance_edges),
                   ValueError, "--balance-mask/--balance-edges need --method metis");
   check_partition_options(po);
+  // Outputs checked before the input is read: an existing --out without --overwrite, and a
+  // --stats-json that could not be written once the partitioning is committed.
+  TESSERA_EXPECTS(a.overwrite || !std::filesystem::exists(a.out), ValueError,
+                  "output {} already exists (pass --overwrite to replace it)", a.out);
+  check_output_path("--stats-json", a.stats_json);
 
   // The stats file is written beside its final name and renamed, and its folder is checked
   // before any work so a bad path fails fast.

@@ -298,6 +298,18 @@ TEST_F(Cli, BadArguments) {
       << r.out;
   r = run(fmt::format("validate {} --dataset {}", (tmp / "o" / "c.json").string(), cora));
   EXPECT_EQ(r.rc, 0) << r.out;
+  // Outputs are checked before the input is read: an existing --out, and a --stats-json that is
+  // a folder (it failed only after the partitioning was committed, leaving it behind).
+  r = run(fmt::format("partition -i {} -k 2 --out {}", cora, (tmp / "o").string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("already exists (pass --overwrite"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nodes,"), std::string::npos) << r.out;  // nothing was read
+  r = run(fmt::format("partition -i {} -k 2 --out {} --stats-json {}", cora, (tmp / "o2").string(),
+                      tmp.path().string()));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--stats-json " + tmp.path().string() + ": is a folder"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o2"));
 }
 
 // --overwrite never destroys what the command did not write: generate gets partition's guard.
