@@ -146,11 +146,14 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
   if (o.num_classes > 0) {
     NpyWriter w(dir.path() / "label.npy", "<i8", {n});
     std::vector<int64_t> buf(static_cast<size_t>(std::min(node_chunk, n)));
+    Progress prog("generating labels", n, "nodes");
     for (int64_t b = 0; b < n; b += node_chunk) {
       const int64_t hi = std::min(n, b + node_chunk);
       rmat_labels(o, b, hi, buf.data());
       w.write_data(8 * b, buf.data(), static_cast<size_t>(hi - b) * 8);
+      prog.update(hi);
     }
+    prog.done();
     w.close();
   }
   if (o.feat_dim > 0) {
@@ -174,6 +177,7 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
       ws.push_back(std::make_unique<NpyWriter>(dir.path() / nm, "|b1", std::vector<int64_t>{n}));
     const int64_t chunk = std::min(args.chunk, n);
     std::vector<uint8_t> split(static_cast<size_t>(chunk)), mask(static_cast<size_t>(chunk));
+    Progress prog("generating split masks", n, "nodes");
     for (int64_t b = 0; b < n; b += chunk) {
       const int64_t hi = std::min(n, b + chunk);
       rmat_splits(o, b, hi, split.data());
@@ -182,7 +186,9 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
           mask[i] = split[i] == s + 1;
         ws[s]->write_data(b, mask.data(), static_cast<size_t>(hi - b));
       }
+      prog.update(hi);
     }
+    prog.done();
     for (auto& w : ws)
       w->close();
   }

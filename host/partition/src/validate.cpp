@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
+#include "tessera/core/progress.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera/partition/format.hpp"
 
@@ -786,20 +787,33 @@ ValidationReport validate_partitions(const std::filesystem::path& config_json,
 
   Whole W(c);
   bool all_ok = true;
-  for (int64_t p = 0; p < c.num_parts; ++p) {
-    all_ok = check_partition(c, p, original, opts, W, R) && all_ok;
+  {
+    // Each partition's files (checksums, arrays, contracts), then the whole-graph checks.
+    Progress progress("validating partitions", c.num_parts, "parts");
+    for (int64_t p = 0; p < c.num_parts; ++p) {
+      all_ok = check_partition(c, p, original, opts, W, R) && all_ok;
+      progress.update(p + 1);
+    }
+    progress.done();
   }
   if (all_ok) {
     check_everything_owned(c, W, R);
   }
   if (all_ok && R.count() == 0) {
+    Progress progress("whole-graph checks", original != nullptr ? 5 : 3, "checks");
     check_halo_copies(c, W, R);
+    progress.update(1);
     check_row_order_globally(c, W, R);
+    progress.update(2);
     check_halo_is_k_hop(c, W, R);
+    progress.update(3);
     if (original != nullptr) {
       check_endpoints_against_dataset(c, *original, W, R);
+      progress.update(4);
       check_dataset_data_listed(c, *original, R);
+      progress.update(5);
     }
+    progress.done();
   }
 
   report.summary = summary_of(c, opts, original != nullptr);
