@@ -39,7 +39,7 @@ void register_launch(CLI::App& app) {
   sub->callback([opts, no_prefix, token_file] {
     opts->prefix_output = !*no_prefix;
     if (!token_file->empty()) {
-      opts->job_token = transport::read_token_file(*token_file);
+      opts->job_token = transport::read_token_file(*token_file, "--token-file " + *token_file);
     }
     const int code = transport::launch(*opts);
     if (code != 0) {

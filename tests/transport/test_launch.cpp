@@ -109,6 +109,16 @@ TEST(Launch, MissingCommandAndBadOptionsAreRefused) {
   r = run(tool() + " launch --nproc-per-node 1 -- /nonexistent/program");
   EXPECT_EQ(r.code, 127) << r.out;
   EXPECT_NE(r.out.find("cannot run '/nonexistent/program'"), std::string::npos) << r.out;
+  // Errors name the option given, not an environment variable nobody set.
+  r = run(tool() + " launch --nproc-per-node 1 --token-file /nonexistent/token -- true");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--token-file /nonexistent/token: cannot open"), std::string::npos) << r.out;
+  // More ranks than the launcher can hold pipes for: refused before any starts (it failed
+  // mid-way with "pipe2 failed: Too many open files", its started ranks running on).
+  r = run("ulimit -n 256; " + tool() + " launch --nproc-per-node 1000 -- true");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--nproc-per-node 1000 needs about 2032 open files"), std::string::npos)
+      << r.out;
 }
 
 TEST(Launch, EndToEndUcxJob) {

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,6 +134,15 @@ void check_options(const LaunchOptions& o) {
   TESSERA_EXPECTS(o.master_port >= 0 && o.master_port <= 65535, ValueError,
                   "--master-port {} is not a TCP port", o.master_port);
   TESSERA_EXPECTS(o.grace_s >= 0, ValueError, "grace period {} s is negative", o.grace_s);
+  // The launcher holds two pipes per rank (stdout and stderr) and four while one starts.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    const auto need = static_cast<rlim_t>(2 * static_cast<int64_t>(o.nproc_per_node) + 32);
+    TESSERA_EXPECTS(need <= files.rlim_cur, ValueError,
+                    "--nproc-per-node {} needs about {} open files in the launcher, more than its "
+                    "limit of {} (raise it with `ulimit -n`, or start fewer ranks per node)",
+                    o.nproc_per_node, need, files.rlim_cur);
+  }
 }
 
 // The job's token: the option, else the environment's, else (one node only) a fresh one.

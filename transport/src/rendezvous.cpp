@@ -177,12 +177,12 @@ std::string job_token_from_env() {
   return token;
 }
 
-std::string read_token_file(const std::string& path) {
+std::string read_token_file(const std::string& path, const std::string& source) {
+  const std::string src = source.empty() ? "TESSERA_JOB_TOKEN_FILE=" + path : source;
   // Opened without following a final symlink, then checked on the open descriptor: a file other
   // users can read (or replace) is no secret.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  TESSERA_EXPECTS(fd >= 0, IOError, "TESSERA_JOB_TOKEN_FILE={}: cannot open: {}", path,
-                  std::strerror(errno));
+  TESSERA_EXPECTS(fd >= 0, IOError, "{}: cannot open: {}", src, std::strerror(errno));
   struct stat sb {};
   const bool stat_ok = ::fstat(fd, &sb) == 0;
   std::string token;
@@ -203,21 +203,18 @@ std::string read_token_file(const std::string& path) {
     token.resize(got);
   }
   ::close(fd);
-  TESSERA_EXPECTS(stat_ok && S_ISREG(sb.st_mode), IOError,
-                  "TESSERA_JOB_TOKEN_FILE={}: not a regular file", path);
+  TESSERA_EXPECTS(stat_ok && S_ISREG(sb.st_mode), IOError, "{}: not a regular file", src);
   TESSERA_EXPECTS(sb.st_uid == ::geteuid(), ValueError,
-                  "TESSERA_JOB_TOKEN_FILE={}: owned by uid {}, not by this user (uid {})", path,
-                  sb.st_uid, ::geteuid());
+                  "{}: owned by uid {}, not by this user (uid {})", src, sb.st_uid, ::geteuid());
   TESSERA_EXPECTS((sb.st_mode & 077) == 0, ValueError,
-                  "TESSERA_JOB_TOKEN_FILE={}: mode {:04o} lets other users read it; chmod 600 it",
-                  path, sb.st_mode & 07777);
-  TESSERA_EXPECTS(sb.st_size <= 4096, ValueError,
-                  "TESSERA_JOB_TOKEN_FILE={}: {} bytes, more than a token's 4096", path,
+                  "{}: mode {:04o} lets other users read it; chmod 600 it", src,
+                  sb.st_mode & 07777);
+  TESSERA_EXPECTS(sb.st_size <= 4096, ValueError, "{}: {} bytes, more than a token's 4096", src,
                   sb.st_size);
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
     token.pop_back();
   }
-  TESSERA_EXPECTS(!token.empty(), ValueError, "TESSERA_JOB_TOKEN_FILE={}: the file is empty", path);
+  TESSERA_EXPECTS(!token.empty(), ValueError, "{}: the file is empty", src);
   return token;
 }
 

@@ -45,8 +45,9 @@ LaunchEnv detect_launch_env();
 /// user that no other user can read (mode 600 or stricter). Throws ValueError/IOError naming the
 /// variable or file when the file fails those checks or the token is shorter than 16 characters.
 std::string job_token_from_env();
-/// The token in `path`, checked as job_token_from_env() checks TESSERA_JOB_TOKEN_FILE.
-std::string read_token_file(const std::string& path);
+/// The token in `path`, checked as job_token_from_env() checks TESSERA_JOB_TOKEN_FILE; errors
+/// name `source` (default "TESSERA_JOB_TOKEN_FILE=<path>"; the CLI passes "--token-file <path>").
+std::string read_token_file(const std::string& path, const std::string& source = "");
 
 /// A random 256-bit token as 64 hex characters from the kernel's CSPRNG (what `tessera launch`
 /// puts in TESSERA_JOB_TOKEN).
