@@ -222,6 +222,10 @@ void run_bench_sample(const SampleArgs& a) {
   TESSERA_EXPECTS(a.threads >= 1 && a.threads <= 4 * cores, ValueError,
                   "--threads {} is outside [1, {}] (4 per hardware thread)", a.threads, 4 * cores);
   TESSERA_EXPECTS(a.batches >= 1, ValueError, "--batches {} < 1", a.batches);
+  TESSERA_EXPECTS(a.ref_batches >= 0, ValueError, "--ref-batches {} < 0 (0: min(batches, 10))",
+                  a.ref_batches);
+  TESSERA_EXPECTS(static_cast<uint64_t>(a.seed) < (uint64_t{1} << 32), ValueError,
+                  "--seed {} out of range: the Philox key holds a 32-bit seed (< 2^32)", a.seed);
   TESSERA_EXPECTS(a.batch_size >= 1, ValueError, "--batch-size {} < 1", a.batch_size);
   std::string cmd = fmt::format(
       "tessera bench sample --graph {} --fanouts {} --batch-size {} --threads {} --batches {}{}{}",
@@ -551,7 +555,9 @@ void add_bench_sample(CLI::App& bench) {
       ->capture_default_str();
   c->add_option("--ref-batches", args->ref_batches,
                 "batches for the reference (default min(batches, 10))");
-  c->add_option("--seed", args->seed, "RNG seed (< 2^32)")->capture_default_str();
+  c->add_option("--seed", args->seed, "RNG seed (< 2^32)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   c->add_flag("--no-symmetrize", args->no_symmetrize, "do not add reverse edges");
   c->add_option(
        "--order", args->order,

@@ -248,7 +248,9 @@ void register_generate(CLI::App& app) {
   rm->add_option("--scale", o.scale, "log2 of the number of nodes (0..40)")->required();
   rm->add_option("--edge-factor", o.edge_factor, "edges per node (E = edge_factor * 2^scale)")
       ->required();
-  rm->add_option("--seed", o.seed, "random seed")->capture_default_str();
+  rm->add_option("--seed", o.seed, "random seed")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   rm->add_option("-a,--a", o.a, "probability of the top-left quadrant")->capture_default_str();
   rm->add_option("-b,--b", o.b, "probability of the top-right quadrant")->capture_default_str();
   rm->add_option("-c,--c", o.c, "probability of the bottom-left quadrant")->capture_default_str();

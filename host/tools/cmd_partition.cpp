@@ -55,6 +55,8 @@ void run_partition(const PartitionArgs& a) {
                   "second copy of the graph)");
   TESSERA_EXPECTS(po.method == PartMethod::kMetis || (a.balance_masks.empty() && !a.balance_edges),
                   ValueError, "--balance-mask/--balance-edges need --method metis");
+  TESSERA_EXPECTS(po.method == PartMethod::kMetis || a.ufactor == -1, ValueError,
+                  "--ufactor is METIS's imbalance tolerance: it needs --method metis");
   check_partition_options(po);
   // Outputs checked before the input is read: an existing --out without --overwrite, and a
   // --stats-json that could not be written once the partitioning is committed.

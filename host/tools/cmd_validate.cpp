@@ -47,6 +47,8 @@ void register_validate(CLI::App& app) {
     }
     ValidateOptions vo;
     vo.verify_checksums = !args->no_checksums;
+    TESSERA_EXPECTS(args->max_errors >= 0, ValueError, "--max-errors must be >= 0, got {}",
+                    args->max_errors);
     vo.max_errors = args->max_errors;
     const ValidationReport r = validate_partitions(args->config, ds.get(), vo);
     if (r.ok()) {

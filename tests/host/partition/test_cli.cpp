@@ -220,6 +220,14 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   r = run("bench sample --graph rmat:10,8 --threads 100000");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("--threads 100000 is outside [1, "), std::string::npos) << r.out;
+  // Options that were ignored or wrapped are refused by name.
+  r = run("bench sample --graph rmat:10,8 --ref-batches -4");
+  EXPECT_NE(r.out.find("--ref-batches -4 < 0"), std::string::npos) << r.out;
+  r = run("bench sample --graph rmat:10,8 --seed 99999999999");
+  EXPECT_NE(r.out.find("--seed 99999999999 out of range"), std::string::npos) << r.out;
+  r = run("generate rmat --scale 4 --edge-factor 2 --seed -1 --out /nonexistent-never-made");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
   r = run("bench gather --row-bytes 64 --rows 4611686018427387904 --batch 1 --iters 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("--rows 4611686018427387904 / --batch 1 of 64-byte rows"), std::string::npos)
@@ -285,6 +293,12 @@ TEST_F(Cli, BadArguments) {
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--low-memory applies to --method metis"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(tmp / "o"));
+  r = run(fmt::format("partition -i {} -k 2 --method random --ufactor 50 --out {} -q", cora,
+                      (tmp / "o").string()));
+  EXPECT_NE(r.out.find("--ufactor is METIS's imbalance tolerance"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(tmp / "o"));
+  r = run(fmt::format("validate {} --max-errors -1", (tmp / "missing.json").string()));
+  EXPECT_NE(r.out.find("--max-errors must be >= 0, got -1"), std::string::npos) << r.out;
   r = run(fmt::format("validate {}", (tmp / "missing.json").string()));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("partition config not found"), std::string::npos) << r.out;
