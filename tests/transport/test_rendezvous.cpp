@@ -34,6 +34,22 @@ int raw_connect(int port) {
   return fd;
 }
 
+// A loopback listener that never accepts nor speaks (its address in *a), or -1: connections
+// complete in the kernel up to `backlog`, and later SYNs are dropped.
+int silent_listener(int backlog, sockaddr_in* a) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  a->sin_family = AF_INET;
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a->sin_port = 0;
+  socklen_t len = sizeof *a;
+  if (lfd < 0 || ::bind(lfd, reinterpret_cast<sockaddr*>(a), sizeof *a) != 0 ||
+      ::listen(lfd, backlog) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(a), &len) != 0) {
+    return -1;
+  }
+  return lfd;
+}
+
 std::string read_all(int fd) {
   timeval tv{5, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -90,14 +106,9 @@ TEST(Store, WrongTokenIsRefusedAndTheStoreKeepsServing) {
 // is down) must not hold a rank past its rendezvous timeout: a blocking connect() waits for
 // the kernel's SYN retries, about 127 s on Linux.
 TEST(Store, ConnectingGivesUpAtTheDeadlineWhenSynsAreDropped) {
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 0), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int lfd = silent_listener(0, &a);
+  ASSERT_GE(lfd, 0);
   const int port = ntohs(a.sin_port);
   // Fill the accept queue (never accepted): later SYNs to this port are dropped.
   std::vector<int> held;
@@ -120,14 +131,9 @@ TEST(Store, ConnectingGivesUpAtTheDeadlineWhenSynsAreDropped) {
 // A store host that accepts the connection (in the kernel) but never speaks, like a stopped
 // rank 0: the timeout names the store and the handshake, not "a rendezvous socket".
 TEST(Store, ASilentStoreIsNamedInTheTimeout) {
-  const int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 8), 0);
-  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int lfd = silent_listener(8, &a);
+  ASSERT_GE(lfd, 0);
   const int port = ntohs(a.sin_port);
   TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", port, 1, 2, "tok", 1), TimeoutError,
                            fmt::format("rank 1 connected to the rendezvous store at 127.0.0.1:{} "
