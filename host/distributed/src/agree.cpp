@@ -51,21 +51,37 @@ void throw_error_kind(ErrorKind k, const std::string& message) {
   }
 }
 
+transport::Bytes outcome_message(const std::exception_ptr& err, const transport::Bytes& payload) {
+  std::string msg;
+  const ErrorKind kind = error_kind(err, &msg);
+  transport::Bytes m;
+  m.reserve(1 + (kind == ErrorKind::kNone ? payload.size() : msg.size()));
+  m.push_back(static_cast<uint8_t>(kind));
+  if (kind == ErrorKind::kNone) {
+    m.insert(m.end(), payload.begin(), payload.end());
+  } else {
+    m.insert(m.end(), msg.begin(), msg.end());
+  }
+  return m;
+}
+
+transport::Bytes payload_of(const transport::Bytes& m, const std::string& context, int rank) {
+  TESSERA_ASSERT(!m.empty(), "{}: empty outcome from rank {}", context, rank);
+  const auto k = static_cast<ErrorKind>(m[0]);
+  if (k != ErrorKind::kNone) {
+    throw_error_kind(k, fmt::format("{}: rank {} failed: {}", context, rank,
+                                    std::string(m.begin() + 1, m.end())));
+  }
+  return transport::Bytes(m.begin() + 1, m.end());
+}
+
 std::vector<transport::Bytes> all_or_nothing(transport::Transport& t, const std::string& context,
                                              const std::exception_ptr& err,
                                              const transport::Bytes& payload) {
-  std::string msg;
-  const ErrorKind kind = error_kind(err, &msg);
-  Writer w;
-  w.put<uint8_t>(static_cast<uint8_t>(kind));
-  if (kind == ErrorKind::kNone) {
-    w.put_bytes(payload.data(), payload.size());
-  } else {
-    w.put_bytes(msg.data(), msg.size());
-  }
+  const transport::Bytes mine = outcome_message(err, payload);
   std::vector<transport::Bytes> all;
   try {
-    all = t.all_gather(transport::ByteView(w.buf));
+    all = t.all_gather(transport::ByteView(mine));
   } catch (const transport::PeerLostError&) {
     rethrow_with_context(context);
   } catch (const transport::TimeoutError&) {
@@ -78,13 +94,7 @@ std::vector<transport::Bytes> all_or_nothing(transport::Transport& t, const std:
   }
   std::vector<transport::Bytes> out(all.size());
   for (size_t r = 0; r < all.size(); ++r) {
-    TESSERA_ASSERT(!all[r].empty(), "{}: empty outcome from rank {}", context, r);
-    const auto k = static_cast<ErrorKind>(all[r][0]);
-    if (k != ErrorKind::kNone) {
-      throw_error_kind(k, fmt::format("{}: rank {} failed: {}", context, r,
-                                      std::string(all[r].begin() + 1, all[r].end())));
-    }
-    out[r].assign(all[r].begin() + 1, all[r].end());
+    out[r] = payload_of(all[r], context, static_cast<int>(r));
   }
   return out;
 }

@@ -21,6 +21,14 @@ ErrorKind error_kind(const std::exception_ptr& err, std::string* message);
 /// Throws the exception of kind `k` (kOther: tessera::Error) with `message`.
 [[noreturn]] void throw_error_kind(ErrorKind k, const std::string& message);
 
+/// One rank's outcome of a local phase as its peers receive it: the ErrorKind byte, then
+/// `payload` when `err` is null, else the error's message.
+transport::Bytes outcome_message(const std::exception_ptr& err,
+                                 const transport::Bytes& payload = {});
+/// The payload of rank `rank`'s outcome message `m`; when that rank failed, throws its
+/// exception type with "<context>: rank <rank> failed: <its message>".
+transport::Bytes payload_of(const transport::Bytes& m, const std::string& context, int rank);
+
 /// Collective: all-gathers every rank's outcome of a local phase (`err` null when it succeeded,
 /// with `payload` as its result). When every rank succeeded, returns each rank's payload. Else
 /// every rank throws: the failing rank rethrows `err`; the others throw the lowest failing

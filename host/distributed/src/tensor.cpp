@@ -171,41 +171,28 @@ std::vector<transport::Bytes> exchange_read_requests(const TensorStore& s, const
   } catch (...) {
     err = std::current_exception();
   }
-  // Each message: a verdict byte (ErrorKind), then the asked IDs, or the error's message.
+  // Each message is an outcome (agree.hpp): the asked IDs, or this rank's error.
   pos.assign(static_cast<size_t>(world), {});
-  std::vector<transport::Bytes> req(static_cast<size_t>(world));
-  if (err) {
-    std::string msg;
-    const ErrorKind kind = error_kind(err, &msg);
-    for (auto& r : req) {
-      r.push_back(static_cast<uint8_t>(kind));
-      r.insert(r.end(), msg.begin(), msg.end());
-    }
-  } else {
-    for (auto& r : req) {
-      r.push_back(static_cast<uint8_t>(ErrorKind::kNone));
-    }
+  std::vector<transport::Bytes> ask(static_cast<size_t>(world));
+  if (!err) {
     for (int64_t i = 0; i < n; ++i) {
       const int p = s.policy.owner(ids[i]);
       pos[p].push_back(i);
-      const size_t o = req[p].size();
-      req[p].resize(o + 8);
-      std::memcpy(req[p].data() + o, &ids[i], 8);
+      const size_t o = ask[p].size();
+      ask[p].resize(o + 8);
+      std::memcpy(ask[p].data() + o, &ids[i], 8);
     }
   }
-  auto asked = t.all_to_all_v(req);
+  for (auto& m : ask) {
+    m = outcome_message(err, m);
+  }
+  auto asked = t.all_to_all_v(ask);
   if (err) {
     std::rethrow_exception(err);
   }
+  const std::string context = fmt::format("DistTensor '{}' {}", s.name, what);
   for (int p = 0; p < world; ++p) {
-    TESSERA_ASSERT(!asked[p].empty(), "DistTensor '{}' {}: no verdict from rank {}", s.name, what,
-                   p);
-    const auto kind = static_cast<ErrorKind>(asked[p][0]);
-    if (kind != ErrorKind::kNone) {
-      throw_error_kind(kind, fmt::format("DistTensor '{}' {}: rank {} failed: {}", s.name, what, p,
-                                         std::string(asked[p].begin() + 1, asked[p].end())));
-    }
-    asked[p].erase(asked[p].begin());
+    asked[p] = payload_of(asked[p], context, p);
   }
   return asked;
 }
