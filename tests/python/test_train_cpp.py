@@ -150,6 +150,9 @@ def test_resume_gives_exactly_the_same_run(tool, tmp_path, ranks):
     (["--checkpoint", "/proc/nope/ck"], "--checkpoint /proc/nope/ck: cannot write in /proc"),
     (["--save-predictions", os.path.join(CORA, "label.npy")], "exists and is not a folder"),
     ([], "no/such/folder"),
+    # A split the masks lack is refused before partitioning (Cora has one split).
+    (["--split", "1,x"], "'x' is not a split index"),
+    (["--split", "3"], "split 3 is outside [0, 1)"),
 ])
 def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     dataset = str(tmp_path / "no/such/folder") if not bad else CORA
@@ -158,6 +161,7 @@ def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     assert out.returncode != 0
     assert says in out.stderr + out.stdout
     assert not (tmp_path / "bad.json").exists()
+    assert not (tmp_path / "p").exists()  # nothing partitioned
 
 
 def _free_port():

@@ -406,6 +406,10 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
         ReadOptions ro;
         ro.build.symmetrize = !o.no_symmetrize;
         Dataset ds = read_dataset(o.dataset, Format::kAuto, ro);
+        // A split the masks lack is refused before the partitioning, not after it.
+        if (const auto mask = ds.ndata.find("train_mask"); mask != ds.ndata.end()) {
+          parse_splits(o.split, mask->second.ndim() == 2 ? mask->second.dim(1) : 1);
+        }
         PartitionOptions po;
         po.num_parts = parts;
         po.method = parse_part_method(o.part_method);
@@ -450,7 +454,7 @@ double read_partition_files(const std::string& config, int part) {
 std::vector<int64_t> parse_splits(const std::string& spec, int64_t num_splits) {
   std::vector<int64_t> out;
   if (spec == "all") {
-    out.resize(num_splits);
+    out.resize(std::max<int64_t>(num_splits, 0));
     std::iota(out.begin(), out.end(), 0);
     return out;
   }
@@ -463,7 +467,8 @@ std::vector<int64_t> parse_splits(const std::string& spec, int64_t num_splits) {
                     "--split {}: '{}' is not a split index (give an index, a comma-separated "
                     "list or 'all')",
                     spec, item);
-    TESSERA_EXPECTS(v >= 0 && v < num_splits, ValueError,
+    TESSERA_EXPECTS(v >= 0, ValueError, "--split {}: split {} is negative", spec, v);
+    TESSERA_EXPECTS(num_splits < 0 || v < num_splits, ValueError,
                     "--split {}: split {} is outside [0, {}) (the masks have {} split(s))", spec, v,
                     num_splits, num_splits);
     out.push_back(v);

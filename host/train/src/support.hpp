@@ -122,7 +122,8 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
 double read_partition_files(const std::string& config, int part);
 
 /// The splits `spec` names ("0", "1,3", "all") for masks with `num_splits` columns;
-/// ValueError naming --split otherwise.
+/// ValueError naming --split otherwise. `num_splits` < 0 checks the syntax only ("all" then
+/// names no split).
 std::vector<int64_t> parse_splits(const std::string& spec, int64_t num_splits);
 
 /// Every rank's outcome of a step that can fail on some ranks only: an empty `error` is

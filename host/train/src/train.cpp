@@ -1542,6 +1542,7 @@ void check_options(const TrainOptions& o) {
                   "--resume needs --checkpoint (the file to resume from)");
   TESSERA_EXPECTS(!o.gpu_budget_gb || *o.gpu_budget_gb > 0, ValueError,
                   "--gpu-budget must be > 0 GB, got {}", o.gpu_budget_gb.value_or(0));
+  detail::parse_splits(o.split, -1);  // the syntax; the range once the masks are read
 }
 
 /// Loads this rank's partition and everything every split shares (labels, masks); on a GPU
