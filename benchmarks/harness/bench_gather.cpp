@@ -290,6 +290,7 @@ void register_bench_gather(CLI::App& bench) {
   cmd->add_option("--results", a->results,
                   "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");
   cmd->callback([a, cmd] {
+    refuse_options_of_device(*cmd, a->device, "cuda", {"--placement", "--probe"});
     std::string line = "tessera bench gather";
     for (const auto* opt : cmd->get_options())
       if (opt->count() && !opt->get_lnames().empty())

@@ -20,6 +20,22 @@
 
 namespace tessera::tools {
 
+void refuse_options_of_device(const CLI::App& cmd, const std::string& device,
+                              const std::string& only_on, const std::vector<std::string>& names) {
+  if (device == only_on) {
+    return;
+  }
+  std::string given;
+  for (const std::string& name : names) {
+    if (cmd.count(name) > 0) {
+      given += (given.empty() ? "" : ", ") + name;
+    }
+  }
+  TESSERA_EXPECTS(given.empty(), ValueError,
+                  "{} tune(s) the {} run only: leave it out on --device {}, or give --device {}",
+                  given, only_on == "cuda" ? "GPU" : "CPU", device, only_on);
+}
+
 std::string run_capture(const std::string& cmd) {
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {

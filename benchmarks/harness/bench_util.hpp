@@ -7,12 +7,19 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/progress.hpp"
 #include "tessera/ops/block.hpp"
 
 namespace tessera::tools {
+
+/// ValueError naming the options among `names` given on `cmd`'s command line, when `device`
+/// is not `only_on`: they tune the `only_on` run only, and another run would ignore them
+/// silently.
+void refuse_options_of_device(const CLI::App& cmd, const std::string& device,
+                              const std::string& only_on, const std::vector<std::string>& names);
 
 /// Runs a shell command and returns its stdout without the trailing newline ("" on failure).
 std::string run_capture(const std::string& cmd);

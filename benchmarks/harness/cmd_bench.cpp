@@ -227,22 +227,39 @@ void run_bench_sample(const SampleArgs& a) {
   TESSERA_EXPECTS(static_cast<uint64_t>(a.seed) < (uint64_t{1} << 32), ValueError,
                   "--seed {} out of range: the Philox key holds a 32-bit seed (< 2^32)", a.seed);
   TESSERA_EXPECTS(a.batch_size >= 1, ValueError, "--batch-size {} < 1", a.batch_size);
-  std::string cmd = fmt::format(
-      "tessera bench sample --graph {} --fanouts {} --batch-size {} --threads {} --batches {}{}{}",
-      a.graph, a.fanouts, a.batch_size, a.threads, a.batches, a.replace ? " --replace" : "",
-      a.weighted ? " --weighted" : "");
-  if (a.ref_batches) cmd += fmt::format(" --ref-batches {}", a.ref_batches);
-  cmd += fmt::format(" --ref-repeats {}", a.ref_repeats);
-  if (a.seed) cmd += fmt::format(" --seed {}", a.seed);
-  if (a.no_symmetrize) cmd += " --no-symmetrize";
-  if (a.no_huge_pages) cmd += " --no-huge-pages";
-  if (a.no_interleave) cmd += " --no-interleave";
-  if (a.order != "stored") cmd += " --order " + a.order;
-  if (a.no_weight_prefix) cmd += " --no-weight-prefix";
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
                   "--device: expected cpu or cuda, got '{}'", a.device);
   const bool on_gpu = a.device == "cuda";
-  if (on_gpu) {
+  // The command as run, with the options the run reads (the others are refused).
+  std::string cmd =
+      fmt::format("tessera bench sample --graph {} --fanouts {} --batch-size {} --batches {}{}{}",
+                  a.graph, a.fanouts, a.batch_size, a.batches, a.replace ? " --replace" : "",
+                  a.weighted ? " --weighted" : "");
+  if (a.seed) {
+    cmd += fmt::format(" --seed {}", a.seed);
+  }
+  if (a.no_symmetrize) {
+    cmd += " --no-symmetrize";
+  }
+  if (a.no_interleave) {
+    cmd += " --no-interleave";
+  }
+  if (a.order != "stored") {
+    cmd += " --order " + a.order;
+  }
+  if (!on_gpu) {
+    cmd += fmt::format(" --threads {}", a.threads);
+    if (a.ref_batches) {
+      cmd += fmt::format(" --ref-batches {}", a.ref_batches);
+    }
+    cmd += fmt::format(" --ref-repeats {}", a.ref_repeats);
+    if (a.no_huge_pages) {
+      cmd += " --no-huge-pages";
+    }
+    if (a.no_weight_prefix) {
+      cmd += " --no-weight-prefix";
+    }
+  } else {
     cmd += fmt::format(" --device cuda --placement {} --check-batches {} --streams {}", a.placement,
                        a.check_batches, a.streams);
     if (!a.per_call.empty()) cmd += " --batches-per-call " + a.per_call;
@@ -605,7 +622,15 @@ void add_bench_sample(CLI::App& bench) {
   c->add_option("--json", args->json, "write the results as JSON to this file");
   c->add_option("--results", args->results,
                 "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");
-  c->callback([args] { run_bench_sample(*args); });
+  c->callback([args, c] {
+    refuse_options_of_device(*c, args->device, "cuda",
+                             {"--placement", "--check-batches", "--streams", "--batches-per-call",
+                              "--sweep", "--no-cuda-graph", "--stage-bytes"});
+    refuse_options_of_device(
+        *c, args->device, "cpu",
+        {"--threads", "--ref-batches", "--ref-repeats", "--no-huge-pages", "--no-weight-prefix"});
+    run_bench_sample(*args);
+  });
 }
 
 // One entry per benchmark; add yours here.

@@ -228,6 +228,18 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   r = run("generate rmat --scale 4 --edge-factor 2 --seed -1 --out /nonexistent-never-made");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
+  // Options only the GPU run reads are refused on a CPU run, not silently ignored.
+  r = run("bench sample --graph rmat:10,8 --streams 8 --no-cuda-graph");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--streams, --no-cuda-graph tune(s) the GPU run only"), std::string::npos)
+      << r.out;
+  r = run("bench sample --graph rmat:10,8 --device cuda --threads 2 --ref-repeats 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--threads, --ref-repeats tune(s) the CPU run only"), std::string::npos)
+      << r.out;
+  r = run("bench gather --placement uva --row-bytes 64 --iters 1");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("--placement tune(s) the GPU run only"), std::string::npos) << r.out;
   r = run("bench gather --row-bytes 64 --rows 4611686018427387904 --batch 1 --iters 1");
   EXPECT_EQ(r.rc, 1) << r.out;
   EXPECT_NE(r.out.find("--rows 4611686018427387904 / --batch 1 of 64-byte rows"), std::string::npos)
