@@ -104,16 +104,21 @@ def test_cora_accuracy_two_ranks(tool, tmp_path):
     assert r["mean"] >= 79.0, r["mean"]
 
 
-def test_two_trainers_sharing_one_part_train_as_two_parts(tool, parts, tmp_path):
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_two_trainers_sharing_one_part_train_as_two_parts(tool, parts, tmp_path, model):
     """One part shared by 2 trainers (DGL's num_trainers_per_machine): the same global batches
-    as 2 parts on 2 ranks, so the same parameters, bit for bit."""
-    common = ["--threads", "1", "--epochs", "4"]
+    as 2 parts on 2 ranks, so the same parameters, bit for bit, and the same evaluation (GCN
+    normalizes by whole-graph degrees, not by what one rank's nodes see)."""
+    common = ["--threads", "1", "--epochs", "4", "--model", model]
     shared = _train(tool, tmp_path, "shared", "--part-dir", parts, "--parts", "1", *common,
                     launch=2)
     two = _train(tool, tmp_path, "two-parts", "--part-dir", str(tmp_path / "p2"), *common,
                  launch=2)
     assert shared["ranks"] == two["ranks"] == 2
-    assert shared["splits"]["0"]["digest"] == two["splits"]["0"]["digest"]
+    a, b = shared["splits"]["0"], two["splits"]["0"]
+    assert a["digest"] == b["digest"]
+    assert [e["val"] for e in a["history"]] == pytest.approx([e["val"] for e in b["history"]])
+    assert a["final_test"] == pytest.approx(b["final_test"])
 
 
 def test_gcn_learns_cora(tool, parts, tmp_path):
@@ -121,6 +126,12 @@ def test_gcn_learns_cora(tool, parts, tmp_path):
                "--epochs", "20")
     assert r["model"] == "gcn"
     assert r["mean"] >= 70.0, r["mean"]
+    # The evaluation is a function of the parameters, not of how its nodes are batched.
+    small = _train(tool, tmp_path, "gcn-eval64", "--part-dir", parts, "--threads", "1", "--model",
+                   "gcn", "--epochs", "20", "--eval-batch-size", "64")
+    a, b = r["splits"]["0"], small["splits"]["0"]
+    assert a["digest"] == b["digest"]
+    assert [e["val"] for e in a["history"]] == pytest.approx([e["val"] for e in b["history"]])
 
 
 @pytest.mark.parametrize("ranks", [1, 2])

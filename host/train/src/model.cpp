@@ -125,13 +125,22 @@ at::Tensor Model::sage(const Layer& l, const TBlock& b, const at::Tensor& x) con
 at::Tensor Model::gcn(const Layer& l, const TBlock& b, const at::Tensor& x) const {
   // GraphConv(norm="both") on the block plus a self loop on every destination node:
   // h_v' = sum over u -> v and v itself of h_u / sqrt(d_out(u) d_in(v)), degrees counted in the
-  // block with the self loops, then W (before the sum when it shrinks the rows) and the bias.
+  // block with the self loops (DGL's GraphConv on a block) or, where the block gives them, the
+  // sources' out-degrees in the whole graph; then W (before the sum when it shrinks the rows)
+  // and the bias.
   TESSERA_ASSERT(x.size(0) == b.num_src, "{} source rows for a block with {} source nodes",
                  x.size(0), b.num_src);
   const at::TensorOptions f = x.options();
   at::Tensor ones_e = at::ones({b.src.size(0)}, f);
-  at::Tensor out_deg = at::zeros({b.num_src}, f).index_add_(0, b.src, ones_e);
-  out_deg.slice(0, 0, b.num_dst).add_(1);
+  at::Tensor out_deg;
+  if (b.src_out_deg.defined()) {
+    TESSERA_ASSERT(b.src_out_deg.size(0) == b.num_src, "{} source degrees for {} source nodes",
+                   b.src_out_deg.size(0), b.num_src);
+    out_deg = b.src_out_deg.to(f);
+  } else {
+    out_deg = at::zeros({b.num_src}, f).index_add_(0, b.src, ones_e);
+    out_deg.slice(0, 0, b.num_dst).add_(1);
+  }
   at::Tensor in_deg = at::zeros({b.num_dst}, f).index_add_(0, b.dst, ones_e).add_(1);
   at::Tensor h = x * out_deg.pow(-0.5).view({-1, 1});
   if (l.in > l.out) {

@@ -24,6 +24,10 @@ struct TBlock {
   /// The CSR offsets of the destinations' edges (num_dst + 1, int64), when the batch has them
   /// (the GPU loader's): SAGE's mean aggregation on a GPU then runs Tessera's row kernels.
   at::Tensor indptr = {};
+  /// The sources' out-degrees in the whole graph, self loop included (float, num_src), when
+  /// known (layer-wise inference): GCN divides by them instead of the block's counts, which
+  /// cover only the edges into this block's destinations.
+  at::Tensor src_out_deg = {};
 };
 
 /// A stack of SAGEConv or GCN layers with ReLU, optional layer norm and dropout between them

@@ -682,13 +682,42 @@ struct Inference {
   int64_t epoch = -1;
 };
 
+/// Every node's out-degree in the whole graph plus its self loop (float32 [num_nodes] on the
+/// job's device): what GCN divides a source by in layer-wise inference, where an eval batch's
+/// block, or one rank's nodes, holds only some of a source's out-edges. Collective: each rank
+/// counts the sources of the edges it owns, and the counts are summed.
+at::Tensor graph_out_degrees(const Job& job) {
+  const dist::DistGraph& g = *job.g;
+  const dist::DistTensor& ends = g.edge_endpoints();  // int64 [num_edges, 2]: (src, dst)
+  const auto [e0, e1] = ends.local_range();
+  const auto* pairs = static_cast<const int64_t*>(ends.local_data());
+  std::vector<int64_t> deg(static_cast<size_t>(g.num_nodes()), 0);
+  for (int64_t k = 0; k < e1 - e0; ++k) {
+    ++deg[static_cast<size_t>(pairs[2 * k])];
+  }
+  if (job.world > 1) {
+    job.rt->transport().all_reduce(deg.data(), deg.size(), transport::DType::i64,
+                                   transport::ReduceOp::sum);
+  }
+  at::Tensor out = at::empty({g.num_nodes()}, at::kFloat);
+  float* o = out.data_ptr<float>();
+  for (size_t i = 0; i < deg.size(); ++i) {
+    o[i] = static_cast<float>(deg[i] + 1);
+  }
+  return out.to(job.device);
+}
+
 /// train_sage.py's net.inference: every node's outputs with full neighborhoods, one layer at a
-/// time over this rank's nodes (DGL's layer-wise inference), batches of `batch_size`.
+/// time over this rank's nodes (DGL's layer-wise inference), batches of `batch_size`. GCN
+/// normalizes by whole-graph degrees, so the outputs depend on the parameters only, not on
+/// the eval batches or the partitioning.
 Inference inference(const Job& job, const Model& model, const Features& feats) {
   const double t0 = now_seconds();
   at::NoGradGuard no_grad;
   const dist::DistGraph& g = *job.g;
   const int64_t n = g.num_nodes();
+  const at::Tensor out_deg =
+      job.o.model == ModelKind::kGcn ? graph_out_degrees(job) : at::Tensor();
   const bool several = job.world > 1;
   const auto [lo, hi] = g.local_node_range();
   std::vector<int64_t> mine(hi - lo);
@@ -744,6 +773,10 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
                  device_view(blk.dst_ptr(), {blk.num_edges}, at::kLong, job.device, owner),
                  blk.num_src, blk.num_dst, device_indptr(*owner, 0, job.device, owner)};
         const int64_t n_in = owner->num_input_nodes();
+        if (out_deg.defined()) {
+          b.src_out_deg = out_deg.index_select(
+              0, device_view(blk.src_nodes_ptr(), {n_in}, at::kLong, job.device, owner));
+        }
         at::Tensor x;
         if (i == 0) {
           x = feats.normalize(device_view(owner->node_rows.at(0)->data(), {n_in, feats.dim()},
@@ -783,6 +816,10 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
       const ops::Block& blk = owner->blocks.at(0);
       TBlock b{view_of(blk.src, owner, at::kLong), view_of(blk.dst, owner, at::kLong),
                blk.num_src(), blk.num_dst};
+      if (out_deg.defined()) {
+        b.src_out_deg =
+            out_deg.index_select(0, view_of(owner->input_nodes, owner, at::kLong).to(job.device));
+      }
       at::Tensor x;
       if (i == 0) {
         x = feats.normalize(feats.read(owner->input_nodes));
