@@ -151,6 +151,43 @@ def test_resume_gives_exactly_the_same_run(tool, tmp_path, ranks):
     assert [e["val"] for e in b["history"]] == [e["val"] for e in a["history"]]
 
 
+def test_resume_refuses_ranks_at_different_epochs(tool, tmp_path):
+    """A rank whose last save was lost resumes an epoch behind the others: refused on every
+    rank, naming each rank's epoch (the ranks trained one epoch on mixed parameters and then
+    failed in a mismatched collective)."""
+    import shutil
+
+    p = ["--part-dir", str(tmp_path / "parts"), "--threads", "1", "--epochs", "4",
+         "--checkpoint", str(tmp_path / "a.ckpt")]
+    assert _train(tool, tmp_path, "one", *p, "--stop-after", "1", launch=2) is None
+    shutil.copy(tmp_path / "a.ckpt.rank1", tmp_path / "old1")
+    assert _train(tool, tmp_path, "two", *p, "--resume", "--stop-after", "2", launch=2) is None
+    shutil.copy(tmp_path / "old1", tmp_path / "a.ckpt.rank1")
+    out = _train(tool, tmp_path, "bad", *p, "--resume", launch=2, check=False)
+    assert out.returncode != 0
+    assert "checkpoints of split 0 disagree (rank 0: epoch 2, rank 1: epoch 1)" in (
+        out.stdout + out.stderr), out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_resume_without_a_checkpoint_of_this_shape(tool, tmp_path):
+    """--resume without a checkpoint yet starts at epoch 0 and says so; with only the files of
+    a run of another world size it is refused, naming them."""
+    p = ["--part-dir", str(tmp_path / "parts"), "--threads", "1", "--epochs", "2",
+         "--checkpoint", str(tmp_path / "a.ckpt"), "--resume"]
+    out = _train(tool, tmp_path, "fresh", *p, "--stop-after", "1", check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "no checkpoint" in out.stdout and "starting at epoch 0" in out.stdout
+    # The partitioning of 1 part is not reused for 2 (it ended in a vector range error).
+    out = _train(tool, tmp_path, "two", *p, launch=2, check=False)
+    assert out.returncode != 0
+    assert "holds 1 part(s), this run needs 2" in out.stdout + out.stderr
+    p[1] = str(tmp_path / "parts2")
+    out = _train(tool, tmp_path, "two", *p, launch=2, check=False)
+    assert out.returncode != 0
+    assert "written by a run of another world size or --split" in out.stdout + out.stderr
+    assert not (tmp_path / "a.ckpt.rank0").exists()
+
+
 @pytest.mark.parametrize("bad, says", [
     (["--model", "gat"], "--model"),
     (["--fanouts", "10,x"], "--fanouts"),

@@ -398,6 +398,11 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
   if (rt.rank() == 0) {
     try {
       if (std::filesystem::exists(config) && !o.repartition) {
+        const int64_t have = load_partition_config(config).num_parts;
+        TESSERA_EXPECTS(have == parts, ValueError,
+                        "{} holds {} part(s), this run needs {} (give --repartition, or another "
+                        "--part-dir)",
+                        config, have, parts);
         if (!o.quiet) {
           fmt::print("[train] reusing partitions {}\n", config);
         }

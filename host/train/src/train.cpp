@@ -716,8 +716,7 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
   at::NoGradGuard no_grad;
   const dist::DistGraph& g = *job.g;
   const int64_t n = g.num_nodes();
-  const at::Tensor out_deg =
-      job.o.model == ModelKind::kGcn ? graph_out_degrees(job) : at::Tensor();
+  const at::Tensor out_deg = job.o.model == ModelKind::kGcn ? graph_out_degrees(job) : at::Tensor();
   const bool several = job.world > 1;
   const auto [lo, hi] = g.local_node_range();
   std::vector<int64_t> mine(hi - lo);
@@ -1300,6 +1299,69 @@ std::string checkpoint_path(const Job& job, int64_t split) {
   return ckpt;
 }
 
+/// Files next to --checkpoint whose names extend it (the per-split and per-rank forms), other
+/// than `ckpt`: what a run of another world size or --split wrote.
+std::vector<std::string> other_checkpoints(const std::string& base, const std::string& ckpt) {
+  namespace fs = std::filesystem;
+  const fs::path b(base);
+  const fs::path dir = b.has_parent_path() ? b.parent_path() : fs::path(".");
+  const std::string stem = b.filename().string();
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const bool form = name == stem || (name.rfind(stem + ".split", 0) == 0) ||
+                      (name.rfind(stem + ".rank", 0) == 0);
+    if (form && (dir / name).string() != fs::path(ckpt).string() &&
+        name.find(".tmp") == std::string::npos) {
+      out.push_back((dir / name).string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// --resume: the split's state from its checkpoint, or a fresh start when there is none yet (a
+/// job restarted by its scheduler passes --resume every time). Refused on every rank when the
+/// ranks disagree: a checkpoint missing on some ranks only, or ranks at different epochs (one
+/// rank's save lost), or only files of another world size or --split form exist.
+SplitState resume(Job& job, const std::string& ckpt, Trainee& t, int64_t split,
+                  uint64_t loader_seed) {
+  SplitState state;
+  std::string error;
+  const bool found = std::filesystem::exists(ckpt);
+  try {
+    if (found) {
+      state = load_checkpoint(job, ckpt, t.model, t.opt, split, loader_seed);
+    } else if (const auto others = other_checkpoints(job.o.checkpoint, ckpt); !others.empty()) {
+      throw ValueError(fmt::format(
+          "--resume: no checkpoint {} for this run ({} rank(s), --split {}), but {} exist(s): "
+          "written by a run of another world size or --split",
+          ckpt, job.world, job.o.split, fmt::join(others, ", ")));
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  detail::agree(*job.rt, "resuming", error);
+  const std::string mine = found ? fmt::format("epoch {}", state.epoch) : "no checkpoint";
+  const std::vector<std::string> all = all_gather_strings(*job.rt, mine);
+  std::string each;
+  for (size_t r = 0; r < all.size(); ++r) {
+    each += fmt::format("{}rank {}: {}", r ? ", " : "", r, all[r]);
+  }
+  TESSERA_EXPECTS(
+      std::all_of(all.begin(), all.end(), [&](const std::string& s) { return s == mine; }),
+      ValueError,
+      "--resume: the ranks' checkpoints of split {} disagree ({}); remove them all to "
+      "start again",
+      split, each);
+  log0(job.rank, found ? fmt::format("[train] split {}: resumed from {} at epoch {}", split, ckpt,
+                                     state.epoch)
+                       : fmt::format("[train] split {}: no checkpoint {} yet: starting at epoch 0",
+                                     split, ckpt));
+  return state;
+}
+
 /// After the last epoch: the test metric of the final parameters (evaluated again only when
 /// the last epoch did not, i.e. resumed after it), the ranks' parameters checked identical,
 /// and the predictions saved with --save-predictions.
@@ -1360,16 +1422,8 @@ SplitResult train_split(Job& job, const Features& feats, const Data& data, int64
   SplitState state;
 
   const std::string ckpt = checkpoint_path(job, split);
-  if (!ckpt.empty() && o.resume && std::filesystem::exists(ckpt)) {
-    std::string error;
-    try {
-      state = load_checkpoint(job, ckpt, model, opt, split, lopts.seed);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    detail::agree(*job.rt, "resuming", error);
-    log0(job.rank,
-         fmt::format("[train] split {}: resumed from {} at epoch {}", split, ckpt, state.epoch));
+  if (o.resume) {
+    state = resume(job, ckpt, trainee, split, lopts.seed);
   }
 
   std::optional<Inference> last_eval;
