@@ -188,6 +188,48 @@ def test_resume_without_a_checkpoint_of_this_shape(tool, tmp_path):
     assert not (tmp_path / "a.ckpt.rank0").exists()
 
 
+def _dataset_copy(tmp_path, **arrays):
+    """Cora with some arrays replaced (name -> numpy array)."""
+    import shutil
+
+    d = tmp_path / "cora-copy"
+    shutil.copytree(CORA, d)
+    for name, a in arrays.items():
+        np.save(d / f"{name}.npy", a)
+    return str(d)
+
+
+def test_unlabelled_nodes(tool, tmp_path):
+    """-1 marks an unlabelled node (data/README.md): trained around, as train_sage.py does;
+    refused, naming it, when a split trains or scores it."""
+    label = np.load(os.path.join(CORA, "label.npy"))
+    train = np.load(os.path.join(CORA, "train_mask.npy"))
+    off_split = label.copy()
+    off_split[np.flatnonzero(~(train | np.load(os.path.join(CORA, "val_mask.npy"))
+                               | np.load(os.path.join(CORA, "test_mask.npy"))))[:50]] = -1
+    r = _train(tool, tmp_path, "off", "--threads", "1", "--epochs", "2", "--part-dir",
+               str(tmp_path / "p1"), dataset=_dataset_copy(tmp_path, label=off_split))
+    assert r["splits"]["0"]["final_test"] > 0
+    in_split = label.copy()
+    node = int(np.flatnonzero(train)[3])
+    in_split[node] = -1
+    ds = _dataset_copy(tmp_path / "b", label=in_split)
+    out = _train(tool, tmp_path, "in", "--threads", "1", "--epochs", "2", "--part-dir",
+                 str(tmp_path / "p2"), dataset=ds, check=False)
+    assert out.returncode != 0
+    assert f"node {node} of train_mask (split 0) is unlabelled" in out.stderr + out.stdout
+
+
+def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
+    val = np.zeros_like(np.load(os.path.join(CORA, "val_mask.npy")))
+    out = _train(tool, tmp_path, "noval", "--threads", "1", "--epochs", "2", "--part-dir",
+                 str(tmp_path / "p"), dataset=_dataset_copy(tmp_path, val_mask=val), check=False)
+    assert out.returncode != 0
+    assert "split 0 has no validation nodes (its val_mask column is empty)" in (
+        out.stderr + out.stdout)
+    assert not (tmp_path / "noval.json").exists()
+
+
 @pytest.mark.parametrize("bad, says", [
     (["--model", "gat"], "--model"),
     (["--fanouts", "10,x"], "--fanouts"),
@@ -201,6 +243,7 @@ def test_resume_without_a_checkpoint_of_this_shape(tool, tmp_path):
     # A split the masks lack is refused before partitioning (Cora has one split).
     (["--split", "1,x"], "'x' is not a split index"),
     (["--split", "3"], "split 3 is outside [0, 1)"),
+    (["--metric", "rocauc"], "--metric rocauc scores a binary task, but node data 'label' has 7"),
 ])
 def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     dataset = str(tmp_path / "no/such/folder") if not bad else CORA

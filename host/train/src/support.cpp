@@ -387,7 +387,8 @@ void agree(dist::Runtime& rt, const std::string& what, const std::string& error)
   }
 }
 
-std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts) {
+std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts,
+                               const std::function<void(const Dataset&)>& check) {
   const std::string name = dataset_name(o.dataset);
   const std::filesystem::path out = !o.part_dir.empty()
                                         ? std::filesystem::path(o.part_dir)
@@ -411,9 +412,8 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
         ReadOptions ro;
         ro.build.symmetrize = !o.no_symmetrize;
         Dataset ds = read_dataset(o.dataset, Format::kAuto, ro);
-        // A split the masks lack is refused before the partitioning, not after it.
-        if (const auto mask = ds.ndata.find("train_mask"); mask != ds.ndata.end()) {
-          parse_splits(o.split, mask->second.ndim() == 2 ? mask->second.dim(1) : 1);
+        if (check) {
+          check(ds);
         }
         PartitionOptions po;
         po.num_parts = parts;

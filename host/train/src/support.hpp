@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/dist/runtime.hpp"
+#include "tessera/graph/dataset.hpp"
 #include "tessera/ops/block.hpp"
 #include "tessera/train/train.hpp"
 
@@ -115,8 +117,11 @@ std::string dataset_name(const std::string& dataset);
 /// Partitions `o.dataset` into `parts` parts as train_sage.py does (METIS balanced on
 /// train_mask and edges when parts > 1, 1-hop halo, symmetrized unless no_symmetrize, seed
 /// o.seed), on rank 0 and only when the config does not exist yet (or o.repartition); every rank
-/// then gets the config path. Collective: a failure on rank 0 fails every rank, naming it.
-std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts);
+/// then gets the config path. `check` sees the dataset before it is partitioned, to refuse
+/// what the run cannot train on before the partitioning's work. A config of another part count
+/// is refused. Collective: a failure on rank 0 fails every rank, naming it.
+std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts,
+                               const std::function<void(const Dataset&)>& check = {});
 
 /// Seconds to read every file of partition `part` of `config` once (the floor of loading it).
 double read_partition_files(const std::string& config, int part);

@@ -1034,6 +1034,26 @@ SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
   }
   s.val = nonzero_column(data.val_mask, split);
   s.test = nonzero_column(data.test_mask, split);
+  // The best epoch is chosen on the validation nodes and reported on the test nodes.
+  TESSERA_EXPECTS(!s.val.empty() && !s.test.empty(), ValueError,
+                  "{}: split {} has no {} nodes (its {} column is empty)", job.o.dataset, split,
+                  s.val.empty() ? "validation" : "test", s.val.empty() ? "val_mask" : "test_mask");
+  // -1 marks an unlabelled node (data/README.md); no split may train or score one.
+  for (const auto& [nodes, mask] :
+       {std::pair{&s.train, "train_mask"}, std::pair{&s.val, "val_mask"},
+        std::pair{&s.test, "test_mask"}}) {
+    for (int64_t v : *nodes) {
+      if (data.labels[static_cast<size_t>(v)] < 0) {
+        const int64_t orig = job.g->orig_nid()
+                                 .read(ops::Span<const int64_t>(&v, 1))
+                                 .to_int64_vector("orig_nid")
+                                 .at(0);
+        throw ValueError(fmt::format("{}: node {} of {} (split {}) is unlabelled (label {})",
+                                     job.o.dataset, orig, mask, split,
+                                     data.labels[static_cast<size_t>(v)]));
+      }
+    }
+  }
   return s;
 }
 
@@ -1638,6 +1658,13 @@ void check_options(const TrainOptions& o) {
 
 /// Loads this rank's partition and everything every split shares (labels, masks); on a GPU
 /// places it first (train_sage.py's order).
+void check_metric(const Job& job, int64_t num_classes) {
+  TESSERA_EXPECTS(job.metric != "rocauc" || num_classes == 2, ValueError,
+                  "--metric rocauc scores a binary task, but node data 'label' has {} classes "
+                  "(use --metric acc)",
+                  num_classes);
+}
+
 Data load_graph(Job& job) {
   const TrainOptions& o = job.o;
   // This rank's machine's part (several trainers per machine share one).
@@ -1667,10 +1694,11 @@ Data load_graph(Job& job) {
   d.labels = read_all(label).to_int64_vector("node data 'label'");
   TESSERA_EXPECTS(!d.labels.empty(), ValueError, "{}: the graph has no nodes", job.config);
   d.num_classes = *std::max_element(d.labels.begin(), d.labels.end()) + 1;
-  TESSERA_EXPECTS(d.num_classes >= 2 && *std::min_element(d.labels.begin(), d.labels.end()) >= 0,
+  TESSERA_EXPECTS(d.num_classes >= 2 && *std::min_element(d.labels.begin(), d.labels.end()) >= -1,
                   ValueError,
-                  "node data 'label': labels must be class indices >= 0 of at least "
-                  "2 classes");
+                  "node data 'label': labels must be class indices >= 0 of at least 2 classes, or "
+                  "-1 for an unlabelled node");
+  check_metric(job, d.num_classes);
   d.train_mask = read_all(job.g->node_data("train_mask"));
   d.val_mask = read_all(job.g->node_data("val_mask"));
   d.test_mask = read_all(job.g->node_data("test_mask"));
@@ -1678,6 +1706,20 @@ Data load_graph(Job& job) {
 }
 
 }  // namespace
+
+/// What load_graph refuses, checked on the dataset before it is partitioned: a --split the
+/// masks lack, and ROC-AUC of a task that is not binary.
+void check_dataset(const Job& job, const Dataset& ds) {
+  if (const auto mask = ds.ndata.find("train_mask"); mask != ds.ndata.end()) {
+    detail::parse_splits(job.o.split, mask->second.ndim() == 2 ? mask->second.dim(1) : 1);
+  }
+  if (const auto label = ds.ndata.find("label"); label != ds.ndata.end()) {
+    const std::vector<int64_t> l = label->second.to_int64_vector("node data 'label'");
+    if (!l.empty()) {
+      check_metric(job, *std::max_element(l.begin(), l.end()) + 1);
+    }
+  }
+}
 
 int run_training(const TrainOptions& opts) {
   Job job;
@@ -1730,7 +1772,8 @@ int run_training(const TrainOptions& opts) {
       }
     }
   }
-  job.config = detail::prepare_partitions(*job.rt, job.o, parts);
+  job.config = detail::prepare_partitions(*job.rt, job.o, parts,
+                                          [&](const Dataset& ds) { check_dataset(job, ds); });
   Data data = load_graph(job);
   Features feats(*job.g, job.h.feat_norm, job.device);
   const std::vector<int64_t> splits =
