@@ -188,11 +188,27 @@ def test_resume_without_a_checkpoint_of_this_shape(tool, tmp_path):
     assert not (tmp_path / "a.ckpt.rank0").exists()
 
 
+def test_a_partitioning_of_another_graph_is_not_reused(tool, tmp_path):
+    """The partition folder is a cache of the dataset's partitioning: one made from the
+    symmetrized graph is not reused for --no-symmetrize, nor one of another dataset folder."""
+    p = ["--threads", "1", "--epochs", "1", "--part-dir", str(tmp_path / "p")]
+    _train(tool, tmp_path, "sym", *p)
+    out = _train(tool, tmp_path, "directed", *p, "--no-symmetrize", check=False)
+    assert out.returncode != 0
+    assert "partitions the symmetrized graph, and --no-symmetrize asks for the stored edges" in (
+        out.stderr + out.stdout)
+    out = _train(tool, tmp_path, "other", *p, dataset=_dataset_copy(tmp_path / "x"), check=False)
+    assert out.returncode != 0
+    assert "not --dataset" in out.stderr + out.stdout
+    # Replacing the folder (it crashed in libtorch's copy of std::filesystem::remove_all).
+    assert _train(tool, tmp_path, "again", *p, "--no-symmetrize", "--repartition") is not None
+
+
 def _dataset_copy(tmp_path, **arrays):
-    """Cora with some arrays replaced (name -> numpy array)."""
+    """Cora with some arrays replaced (name -> numpy array), in tmp_path/cora."""
     import shutil
 
-    d = tmp_path / "cora-copy"
+    d = tmp_path / "cora"
     shutil.copytree(CORA, d)
     for name, a in arrays.items():
         np.save(d / f"{name}.npy", a)

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <numeric>
@@ -387,6 +388,35 @@ void agree(dist::Runtime& rt, const std::string& what, const std::string& error)
   }
 }
 
+// A partitioning found where this run would write its own is reused only when it is one of the
+// same dataset and graph: the same part count, the same source, and not symmetrized when the run
+// asks for the stored edges (--no-symmetrize). A run that symmetrizes may find the flag off
+// where the dataset says both directions are stored already.
+void check_reusable(const std::string& config, const TrainOptions& o, int64_t parts) {
+  const PartitionConfig c = load_partition_config(config);
+  auto refuse = [&](const std::string& why) {
+    throw ValueError(
+        fmt::format("{}: {} (give --repartition, or another --part-dir)", config, why));
+  };
+  if (c.num_parts != parts) {
+    refuse(fmt::format("holds {} part(s), this run needs {}", c.num_parts, parts));
+  }
+  if (o.no_symmetrize && c.build.symmetrize) {
+    refuse("partitions the symmetrized graph, and --no-symmetrize asks for the stored edges");
+  }
+  std::ifstream f(config);
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("source") && j["source"].contains("path") &&
+      j["source"]["path"].is_string()) {
+    const std::string theirs = j["source"]["path"].get<std::string>();
+    std::error_code ec;  // a source moved or removed since: not compared
+    const bool same = std::filesystem::equivalent(theirs, o.dataset, ec);
+    if (!same && !ec) {
+      refuse(fmt::format("partitions {}, not --dataset {}", theirs, o.dataset));
+    }
+  }
+}
+
 std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts,
                                const std::function<void(const Dataset&)>& check) {
   const std::string name = dataset_name(o.dataset);
@@ -399,11 +429,7 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
   if (rt.rank() == 0) {
     try {
       if (std::filesystem::exists(config) && !o.repartition) {
-        const int64_t have = load_partition_config(config).num_parts;
-        TESSERA_EXPECTS(have == parts, ValueError,
-                        "{} holds {} part(s), this run needs {} (give --repartition, or another "
-                        "--part-dir)",
-                        config, have, parts);
+        check_reusable(config, o, parts);
         if (!o.quiet) {
           fmt::print("[train] reusing partitions {}\n", config);
         }
