@@ -16,6 +16,8 @@ namespace {
 
 std::vector<int64_t> parse_fanouts(const std::string& s) {
   std::vector<int64_t> out;
+  TESSERA_EXPECTS(s.empty() || s.back() != ',', ValueError,
+                  "--fanouts {}: ends with a comma (give e.g. 10,25, input layer first)", s);
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
     char* end = nullptr;
@@ -48,7 +50,8 @@ void register_train(CLI::App& app) {
       "(libtorch): python/examples/train_sage.py's presets, partitions, batches and results. "
       "Run it under tessera launch, torchrun, srun or mpirun for several ranks.");
   sub->add_option("--dataset", o->dataset, "Dataset folder (npy layout)")->required();
-  sub->add_option("--parts", o->parts, "Partitions (default: the number of ranks)");
+  sub->add_option("--parts", o->parts, "Partitions (default: the number of ranks)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--batching", o->batching, "global (the same batches for any P) or split")
       ->capture_default_str();
   sub->add_option("--part-method", o->part_method, "metis or random")->capture_default_str();

@@ -260,6 +260,11 @@ def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
     (["--split", "1,x"], "'x' is not a split index"),
     (["--split", "3"], "split 3 is outside [0, 1)"),
     (["--metric", "rocauc"], "--metric rocauc scores a binary task, but node data 'label' has 7"),
+    # Options that were ignored or changed the model silently.
+    (["--fanouts", "10,"], "--fanouts 10,: ends with a comma"),
+    (["--parts", "0"], "--parts"),
+    (["--grad-sync", "nccl"], "--grad-sync nccl needs the GPU path, and this run trains on cpu"),
+    (["--gpu-budget", "5"], "--gpu-budget needs the GPU path"),
 ])
 def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     dataset = str(tmp_path / "no/such/folder") if not bad else CORA
@@ -269,6 +274,19 @@ def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     assert says in out.stderr + out.stdout
     assert not (tmp_path / "bad.json").exists()
     assert not (tmp_path / "p").exists()  # nothing partitioned
+
+
+def test_the_default_loss_curve_path_is_checked_before_training(tool, tmp_path):
+    """Without --loss-curve the curve goes to out/...; a file named out failed the run after
+    its last epoch, and --results was never written."""
+    (tmp_path / "out").write_text("")
+    out = subprocess.run([tool, "train", "--dataset", CORA, "--device", "cpu", "--quiet",
+                          "--epochs", "1", "--part-dir", str(tmp_path / "p"), "--results",
+                          str(tmp_path / "r.json")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode != 0
+    assert "--loss-curve (default) out/cora-p1-cpp-loss.csv" in out.stderr + out.stdout
+    assert not (tmp_path / "p").exists()
 
 
 def _free_port():

@@ -1568,11 +1568,7 @@ void write_results(const Job& job, const std::map<int64_t, SplitResult>& results
                    double stdev) {
   const int64_t parts = job.o.parts == 0 ? job.world : job.o.parts;
   // The loss curve: one row per split and epoch.
-  const std::string curve =
-      !job.o.loss_curve.empty()
-          ? job.o.loss_curve
-          : (std::filesystem::path("out") / fmt::format("{}-p{}-cpp-loss.csv", job.name, parts))
-                .string();
+  const std::string& curve = job.o.loss_curve;  // the default filled in by run_training
   std::string csv = "split,epoch,loss,val\n";
   for (const auto& [s, r] : results) {
     for (const EpochRecord& e : r.state.history) {
@@ -1734,6 +1730,10 @@ int run_training(const TrainOptions& opts) {
   job.device = pick_device(job.o.device);
   job.gpu = job.device.is_cuda();
   job.log_every = job.o.log_every.value_or(job.gpu ? 20 : 1);
+  TESSERA_EXPECTS(job.gpu || (job.o.grad_sync != "nccl" && !job.o.gpu_budget_gb), ValueError,
+                  "{} needs the GPU path, and this run trains on {}",
+                  job.o.grad_sync == "nccl" ? "--grad-sync nccl" : "--gpu-budget",
+                  job.device.str());
 
   job.rt = dist::Runtime::create();
   job.rank = job.rt->rank();
@@ -1771,6 +1771,12 @@ int run_training(const TrainOptions& opts) {
         }
       }
     }
+  }
+  if (job.o.loss_curve.empty()) {  // the default, checked before any work as the others are
+    job.o.loss_curve =
+        (std::filesystem::path("out") / fmt::format("{}-p{}-cpp-loss.csv", job.name, parts))
+            .string();
+    check_output_path("--loss-curve (default)", job.o.loss_curve);
   }
   job.config = detail::prepare_partitions(*job.rt, job.o, parts,
                                           [&](const Dataset& ds) { check_dataset(job, ds); });
