@@ -94,7 +94,8 @@ ProgressBar::ProgressBar(int64_t total, std::string desc, bool enabled)
       desc_(std::move(desc)),
       enabled_(enabled),
       tty_(isatty(STDERR_FILENO) != 0),
-      t0_(now_seconds()) {}
+      t0_(now_seconds()),
+      last_(t0_) {}
 
 void ProgressBar::update(double loss) {
   ++n_;
@@ -103,7 +104,9 @@ void ProgressBar::update(double loss) {
   }
   const double t = now_seconds();
   const bool last = n_ == total_;
-  if (!last && (!tty_ || t - last_ < 0.1)) {
+  // A terminal gets a bar redrawn 10 times a second; a log file (tessera launch, srun) a line
+  // every kLogInterval seconds, so a long epoch still shows that it moves.
+  if (!last && t - last_ < (tty_ ? 0.1 : kLogInterval)) {
     return;
   }
   last_ = t;

@@ -31,7 +31,8 @@ std::string batch_digest(const std::vector<int64_t>& seeds, const std::vector<op
 double roc_auc(const std::vector<double>& pos, const std::vector<double>& neg);
 
 /// train_sage.py's progress bar: one status line on stderr, rewritten in place on a terminal,
-/// else printed once at the end ("split 0 epoch   3: 40/40 batches, loss 0.1234, 1.2s").
+/// else a line every kLogInterval seconds and one at the end ("split 0 epoch   3: 40/40
+/// batches, loss 0.1234, 1.2s").
 class ProgressBar {
  public:
   ProgressBar(int64_t total, std::string desc, bool enabled);
@@ -42,8 +43,11 @@ class ProgressBar {
   int64_t total_, n_ = 0;
   std::string desc_;
   bool enabled_, tty_;
-  double t0_, last_ = 0;
+  double t0_, last_;
 };
+
+/// Seconds between the progress lines of an epoch when stderr is not a terminal.
+inline constexpr double kLogInterval = 30;
 
 /// One epoch of the training record (train_sage.py's state["history"] entries).
 struct EpochRecord {
