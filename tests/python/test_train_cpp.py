@@ -82,6 +82,7 @@ def test_cora_accuracy_one_rank_and_predictions(tool, parts, tmp_path):
     assert r["mean"] >= 79.0, r["mean"]
     hist = r["splits"]["0"]["history"]
     assert len(hist) == 100 and hist[-1]["loss"] < hist[0]["loss"] / 3
+    assert all(e["loader_sampling"] > 0 for e in hist)  # the loader's sampling time is timed
     curve = (tmp_path / "one.csv").read_text().splitlines()
     assert curve[0] == "split,epoch,loss,val" and len(curve) == 101
     labels = np.load(os.path.join(CORA, "label.npy"))

@@ -3,6 +3,7 @@
 
 #include "batch_plan.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
 
@@ -46,7 +47,13 @@ ops::NodeMiniBatch DistNodeDataLoader::sample_batch(int64_t epoch, int64_t b) co
   mb.epoch = epoch;
   mb.index = global_batch_index(b);
   mb.seeds = batch_seeds(epoch, b);
+  const double t0 = now_seconds();
   mb.blocks = sampler_.sample_blocks(mb.seeds, ops::make_rng_key(opts_.seed, epoch, mb.index, 0));
+  mb.stats.sample_seconds = now_seconds() - t0;  // compaction and remote requests included
+  mb.stats.seeds = static_cast<int64_t>(mb.seeds.size());
+  for (const ops::Block& blk : mb.blocks) {
+    mb.stats.sampled_edges += static_cast<int64_t>(blk.src.size());
+  }
   mb.input_nodes = mb.blocks.front().src_nodes;
   return mb;
 }
