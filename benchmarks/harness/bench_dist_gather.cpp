@@ -29,6 +29,7 @@
 #include "bench_commands.hpp"
 #include "bench_util.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/tensor.hpp"
 #include "tessera/transport/launch.hpp"
@@ -269,7 +270,7 @@ void run(const DistGatherArgs& a) {
     j["ucx_tls"] = tls;
     j["batch_rows"] = a.batch;
     j["iters"] = a.iters;
-    j["commit"] = commit_id();
+    j["commit"] = source_commit();
     j["machine"] = machine_json();
     j["ucx_version"] = run_capture("ucx_info -v 2>/dev/null | head -1");
     j["perftest_window"] = a.perftest_window > 0 ? a.perftest_window : a.batch;

@@ -23,6 +23,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/parallel.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/placement.hpp"
@@ -219,7 +220,7 @@ void run(const GatherArgs& a, const std::string& cmdline) {
   nlohmann::json j;
   j["benchmark"] = "gather";
   j["command"] = cmdline;
-  j["commit"] = commit_id();
+  j["commit"] = source_commit();
   j["machine"] = machine_json();
   j["machine"]["cuda"] = cuda::describe();
   j["device"] = a.device;

@@ -22,6 +22,7 @@
 #include "bench_util.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
@@ -437,7 +438,7 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   nlohmann::json j;
   j["benchmark"] = "sample";
   j["command"] = r.command;
-  j["commit"] = commit_id();
+  j["commit"] = source_commit();
   j["machine"] = machine_json();
   j["device"] = cuda::describe();
   j["graph"] = {{"spec", r.graph_spec},         {"num_nodes", g.num_nodes},

@@ -20,6 +20,7 @@
 #include "bench_commands.hpp"
 #include "bench_util.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/dist/graph.hpp"
@@ -200,7 +201,7 @@ void run(const UpdateAllArgs& a) {
     j["local_spmm_median_seconds"] = sp;
     j["local_spmm_edges_per_second"] = e / sp;
     j["ratio_update_all_vs_local_spmm"] = sp / upd;
-    j["commit"] = commit_id();
+    j["commit"] = source_commit();
     j["machine"] = machine_json();
     if (gpu) {
       j["machine"]["cuda"] = cuda::describe();

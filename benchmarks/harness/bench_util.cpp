@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/cuda/runtime.hpp"
 
 namespace tessera::tools {
@@ -76,18 +77,6 @@ nlohmann::json machine_json() {
   m["kernel"] = run_capture("uname -sr 2>/dev/null");
   m["load_average"] = run_capture("cut -d' ' -f1-3 /proc/loadavg 2>/dev/null");
   return m;
-}
-
-std::string commit_id() {
-  // A copy of the tree without its git metadata (a lent GPU machine) is told by the caller.
-  if (const char* env = std::getenv("TESSERA_COMMIT"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  std::string c = run_capture("git rev-parse --short HEAD 2>/dev/null");
-  if (c.empty()) return "unknown";
-  if (!run_capture("git status --porcelain --untracked-files=no 2>/dev/null").empty())
-    c += "+dirty";
-  return c;
 }
 
 double median(std::vector<double> v) {
@@ -254,7 +243,7 @@ std::string result_path(const std::string& dir, const std::string& bench,
   gmtime_r(&t, &tm);
   char date[16];
   std::strftime(date, sizeof date, "%Y-%m-%d", &tm);
-  std::string commit = commit_id();
+  std::string commit = source_commit();
   std::replace(commit.begin(), commit.end(), '+', '-');
   return (folder / fmt::format("{}-{}-{}.json", date, commit, machine)).string();
 }

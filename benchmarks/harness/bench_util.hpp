@@ -26,9 +26,6 @@ std::string run_capture(const std::string& cmd);
 /// The machine a result was measured on: hostname, hardware threads, CPU model, memory,
 /// kernel, load average.
 nlohmann::json machine_json();
-/// `git rev-parse --short HEAD`, with "+dirty" when tracked files are modified; "unknown"
-/// outside a repository.
-std::string commit_id();
 /// Median (upper median for even sizes); 0 for an empty vector.
 double median(std::vector<double> v);
 /// Parses a size list for `flag`: "128..4096" (doubling), "128,256,1000" or "512"; every item
@@ -57,7 +54,7 @@ std::string machine_tag(bool gpu);
 std::string sample_config_tag(const std::string& graph, const std::vector<int64_t>& fanouts,
                               int64_t batch_size, bool weighted, bool replace,
                               const std::string& order);
-/// `dir`/`bench`/<YYYY-MM-DD>-<commit>-<machine>.json (UTC date, commit_id() with '+' as '-'),
+/// `dir`/`bench`/<YYYY-MM-DD>-<commit>-<machine>.json (UTC date, source_commit() with '+' as '-'),
 /// creating `dir`/`bench`: where results live (benchmarks/results/<bench>/).
 std::string result_path(const std::string& dir, const std::string& bench,
                         const std::string& machine);

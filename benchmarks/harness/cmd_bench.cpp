@@ -25,6 +25,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/philox.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/cuda/placement.hpp"
 #include "tessera/cuda/runtime.hpp"
 #include "tessera/graph/dataset.hpp"
@@ -503,7 +504,7 @@ void run_bench_sample(const SampleArgs& a) {
     nlohmann::json j;
     j["benchmark"] = "sample";
     j["command"] = cmd;
-    j["commit"] = commit_id();
+    j["commit"] = source_commit();
     j["machine"] = machine_json();
     j["graph"] = {{"spec", a.graph},
                   {"num_nodes", g.num_nodes},

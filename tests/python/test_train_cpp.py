@@ -83,6 +83,11 @@ def test_cora_accuracy_one_rank_and_predictions(tool, parts, tmp_path):
     hist = r["splits"]["0"]["history"]
     assert len(hist) == 100 and hist[-1]["loss"] < hist[0]["loss"] / 3
     assert all(e["loader_sampling"] > 0 for e in hist)  # the loader's sampling time is timed
+    # The commit of the sources the tool was built from, though it ran outside the repository.
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    if head and not os.environ.get("TESSERA_COMMIT"):
+        assert r["commit"].split("+")[0] == head, (r["commit"], head)
     curve = (tmp_path / "one.csv").read_text().splitlines()
     assert curve[0] == "split,epoch,loss,val" and len(curve) == 101
     labels = np.load(os.path.join(CORA, "label.npy"))

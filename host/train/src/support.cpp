@@ -19,6 +19,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/core/sha256.hpp"
 #include "tessera/graph/dataset.hpp"
 #include "tessera/partition/format.hpp"
@@ -318,24 +319,6 @@ void atomic_write_text(const std::filesystem::path& path, const std::string& tex
     TESSERA_FAIL(IOError, "{}: cannot rename {} onto it: {}", path.string(), tmp.string(),
                  ec.message());
   }
-}
-
-std::string commit_id() {
-  if (const char* c = std::getenv("TESSERA_COMMIT"); c != nullptr && *c != '\0') {
-    return c;
-  }
-  FILE* p = popen("git rev-parse --short HEAD 2>/dev/null", "r");
-  if (p == nullptr) {
-    return "unknown";
-  }
-  char buf[64] = {};
-  const bool ok = std::fgets(buf, sizeof(buf), p) != nullptr;
-  pclose(p);
-  std::string s = ok ? buf : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) {
-    s.pop_back();
-  }
-  return s.empty() ? "unknown" : s;
 }
 
 namespace {

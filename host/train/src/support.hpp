@@ -105,10 +105,6 @@ Checkpoint read_checkpoint(const std::filesystem::path& path);
 /// Writes text through a temporary sibling and a rename (IOError naming the file).
 void atomic_write_text(const std::filesystem::path& path, const std::string& text);
 
-/// The commit of the source tree: TESSERA_COMMIT when set, else `git rev-parse --short HEAD` in
-/// the current folder, else "unknown".
-std::string commit_id();
-
 /// This process's rank among its node's (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK)
 /// and the node's number of ranks (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE,
 /// OMPI_COMM_WORLD_LOCAL_SIZE; else `world`). ValueError naming a variable that is no integer.

@@ -44,6 +44,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/provenance.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/loader.hpp"
 #include "tessera/dist/runtime.hpp"
@@ -1598,7 +1599,7 @@ void write_results(const Job& job, const std::map<int64_t, SplitResult>& results
       {"dataset", job.o.dataset},
       {"parts", parts},
       {"ranks", job.world},
-      {"commit", detail::commit_id()},
+      {"commit", source_commit()},
       {"device", job.device.str()},
       {"gpu", gpu.empty() ? nlohmann::json(nullptr) : nlohmann::json(gpu)},
       {"torch_threads", at::get_num_threads()},
