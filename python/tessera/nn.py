@@ -101,10 +101,21 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
         if tops is not None:  # one dispatcher call, its backward in C++ autograd
             return tops.mean_aggregate(h_src, src, indptr, engine)
         return _SortedMean.apply(h_src, src.contiguous(), indptr, engine)
-    out = h_src.new_zeros((num_dst,) + tuple(h_src.shape[1:]))
-    out.index_add_(0, dst, h_src.index_select(0, src))
-    deg = h_src.new_zeros(num_dst).index_add_(0, dst, h_src.new_ones(dst.shape[0]))
-    return out / deg.clamp_(min=1).view(-1, *([1] * (h_src.dim() - 1)))
+    # float16 / bfloat16 stop counting at 2048 / 256: sums, counts and the division run in
+    # float32 (float32 and float64 in their own dtype), then the mean is cast back.
+    acc = _accumulation_dtype(h_src.dtype)
+    out = torch.zeros((num_dst,) + tuple(h_src.shape[1:]), dtype=acc, device=h_src.device)
+    out.index_add_(0, dst, h_src.index_select(0, src).to(acc))
+    deg = torch.zeros(num_dst, dtype=torch.int64, device=dst.device).index_add_(
+        0, dst, torch.ones_like(dst))
+    out = out / deg.clamp_(min=1).to(acc).view(-1, *([1] * (h_src.dim() - 1)))
+    return out if acc == h_src.dtype else out.to(h_src.dtype)
+
+
+def _accumulation_dtype(dtype: "torch.dtype") -> "torch.dtype":
+    """The dtype sums and counts of ``dtype`` features run in: float32 for the 16-bit floats
+    (whose integers stop being exact at 2048 and 256), else ``dtype`` itself."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _hooked(*modules) -> bool:
@@ -299,11 +310,15 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
         out = h.new_zeros(shape)
         index = ids.view(-1, *([1] * (h.dim() - 1))).expand_as(h)
         return out.scatter_reduce(0, index, h, reduce="amax", include_self=False)
-    out = h.new_zeros(shape).index_add_(0, ids, h)
-    if op == "mean":
-        cnt = h.new_zeros(int(num_graphs)).index_add_(0, ids, h.new_ones(ids.shape[0]))
-        out = out / cnt.clamp_(min=1).view(-1, *([1] * (h.dim() - 1)))
-    return out
+    if op == "sum":
+        return h.new_zeros(shape).index_add_(0, ids, h)
+    # The mean's sums, counts and division in float32 for 16-bit floats (see mean_aggregate).
+    acc = _accumulation_dtype(h.dtype)
+    out = torch.zeros(shape, dtype=acc, device=h.device).index_add_(0, ids, h.to(acc))
+    cnt = torch.zeros(int(num_graphs), dtype=torch.int64, device=h.device).index_add_(
+        0, ids, torch.ones_like(ids))
+    out = out / cnt.clamp_(min=1).to(acc).view(-1, *([1] * (h.dim() - 1)))
+    return out if acc == h.dtype else out.to(h.dtype)
 
 
 class _Pooling(nn.Module):

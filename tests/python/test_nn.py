@@ -73,3 +73,27 @@ def test_dgl_block_conversion_when_dgl_is_installed(cora):
     _, _, blocks = tessera.NeighborSampler([3]).sample_blocks(cora, np.arange(8), seed=0)
     b = tessera.convert.to_dgl_block(blocks[0])
     assert b.num_src_nodes() == blocks[0].num_src and b.num_edges() == blocks[0].num_edges()
+
+
+@pytest.mark.parametrize("dtype,fan_in", [(torch.bfloat16, 1000), (torch.float16, 5000)])
+def test_mean_of_low_precision_features_counts_past_their_integers(dtype, fan_in):
+    # bfloat16 counts no further than 256, float16 no further than 2048: one destination with
+    # more in-edges than that must still average its sources.
+    from tessera.nn import AvgPooling, mean_aggregate, readout_nodes
+
+    src, dst = torch.arange(1, fan_in + 1), torch.zeros(fan_in, dtype=torch.long)
+    h = torch.ones(fan_in + 1, 4, dtype=dtype)
+    out = mean_aggregate(h, src, dst, 2)
+    assert out.dtype == dtype
+    assert out.float().tolist() == [[1.0] * 4, [0.0] * 4]
+    vals = torch.linspace(-3, 5, fan_in + 1).to(dtype)[:, None]
+    ref = vals[1:].double().mean()
+    assert float(mean_aggregate(vals, src, dst, 1)) == pytest.approx(float(ref), abs=2e-2)
+    ids = torch.zeros(fan_in, dtype=torch.long)
+    got = readout_nodes(h[1:], ids, 2, "mean")
+    assert got.dtype == dtype and got.float().tolist() == [[1.0] * 4, [0.0] * 4]
+
+    class Batch:
+        graph_ids, num_graphs = ids, 1
+
+    assert AvgPooling()(Batch(), h[1:]).float().tolist() == [[1.0] * 4]
