@@ -386,7 +386,9 @@ def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
     w = torch.exp(z - zmax.index_select(0, dst).detach())
     den = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w)
     num = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w * msg)
-    return num / den.clamp(min=1e-16)
+    # A node with in-edges has den >= 1 (its largest message contributes exp(0)); one without
+    # has num = den = 0 and divides by 1 (a tiny clamp such as 1e-16 is 0 in float16).
+    return num / torch.where(den > 0, den, torch.ones_like(den))
 
 
 class GENConv(nn.Module):

@@ -97,3 +97,20 @@ def test_mean_of_low_precision_features_counts_past_their_integers(dtype, fan_in
         graph_ids, num_graphs = ids, 1
 
     assert AvgPooling()(Batch(), h[1:]).float().tolist() == [[1.0] * 4]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_softmax_aggregate_gives_zeros_without_in_edges_in_any_dtype(dtype):
+    from tessera.nn import softmax_aggregate
+
+    # Node 2 has no in-edges.
+    msg = torch.tensor([[1.0], [2.0], [3.0]], dtype=dtype, requires_grad=True)
+    t = torch.tensor(1.0, dtype=dtype, requires_grad=True)
+    out = softmax_aggregate(msg, torch.tensor([0, 0, 1]), 3, t)
+    assert out.dtype == dtype
+    e1, e2 = torch.exp(torch.tensor(1.0)), torch.exp(torch.tensor(2.0))
+    want = [float((e1 * 1 + e2 * 2) / (e1 + e2)), 3.0, 0.0]
+    tol = 1e-6 if dtype in (torch.float32, torch.float64) else 1e-2
+    assert out.float().flatten().tolist() == pytest.approx(want, abs=tol)
+    out.sum().backward()
+    assert torch.isfinite(msg.grad).all() and torch.isfinite(t.grad).all()
