@@ -7,12 +7,18 @@ import numpy as np
 __all__ = ["roc_auc", "hits_at_k", "accuracy"]
 
 
+def _all_finite(*scores: np.ndarray) -> bool:
+    return all(bool(np.isfinite(s).all()) for s in scores)
+
+
 def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """ROC-AUC of positive against negative scores (Mann-Whitney U, average ranks for ties);
-    NaN when either side is empty. For binary labels: ``roc_auc(s[y == 1], s[y == 0])``."""
-    pos, neg = np.asarray(pos), np.asarray(neg)
+    NaN when either side is empty or any score is NaN or infinite (a diverged model has no
+    ranking; a caller that keeps the best ``>`` value never picks it). For binary labels:
+    ``roc_auc(s[y == 1], s[y == 0])``."""
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
     npos, nneg = len(pos), len(neg)
-    if npos == 0 or nneg == 0:
+    if npos == 0 or nneg == 0 or not _all_finite(pos, neg):
         return float("nan")
     s = np.concatenate([pos, neg]).astype(np.float64)
     _, inv, counts = np.unique(s, return_inverse=True, return_counts=True)
@@ -23,9 +29,10 @@ def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
 
 def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
     """OGB's Hits@K: the fraction of positives scored strictly above the K-th highest negative
-    (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator)."""
-    pos, neg = np.asarray(pos), np.asarray(neg)
-    if len(pos) == 0:
+    (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator); NaN when
+    there are no positives or any score is NaN or infinite."""
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    if len(pos) == 0 or not _all_finite(pos, neg):
         return float("nan")
     if len(neg) < k:
         return 1.0

@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: Apache-2.0
+"""tessera.metrics: ROC-AUC and Hits@K of scores that are not all finite, accuracy's shapes."""
+import math
+
+import numpy as np
+import pytest
+
+from tessera.metrics import hits_at_k, roc_auc
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_scores_that_are_not_finite_give_nan(bad):
+    # A diverged model's NaN scores used to rank above every other score: AUC 1.0.
+    pos, neg = np.array([0.9, 0.8]), np.array([0.1, 0.2])
+    assert roc_auc(pos, neg) == 1.0 and hits_at_k(pos, neg, 1) == 1.0
+    for p, n in ((pos, np.array([0.1, bad])), (np.array([bad, 0.8]), neg),
+                 (np.array([bad, bad]), np.array([bad, bad]))):
+        assert math.isnan(roc_auc(p, n)), (p, n)
+        assert math.isnan(hits_at_k(p, n, 1)), (p, n)
+    # float32 scores too
+    assert math.isnan(roc_auc(pos.astype(np.float32), np.array([bad], np.float32)))
+
+
+def test_a_nan_metric_is_never_the_best_epoch():
+    # How the examples keep the best validation metric (in %): `val > best`, best from -inf.
+    best, at = -math.inf, None
+    for epoch, val in enumerate([60.0, 100 * roc_auc([np.nan], [0.1]), 70.0,
+                                 100 * roc_auc([0.5], [np.nan])]):
+        if val > best:
+            best, at = val, epoch
+    assert (best, at) == (70.0, 2)
