@@ -41,6 +41,13 @@ def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
 
 
 def accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
-    """Fraction of equal entries (NaN when empty)."""
+    """Fraction of equal entries of ``pred`` and ``labels`` (NaN when empty). Both are
+    flattened (``[N]`` against ``[N, 1]`` compares N pairs); ValueError when their sizes
+    differ."""
     pred, labels = np.asarray(pred), np.asarray(labels)
-    return float((pred == labels).mean()) if len(labels) else float("nan")
+    if pred.size != labels.size:
+        raise ValueError(f"accuracy: pred has shape {pred.shape} but labels have shape "
+                         f"{labels.shape} (sizes {pred.size} and {labels.size} differ)")
+    if labels.size == 0:
+        return float("nan")
+    return float((pred.reshape(-1) == labels.reshape(-1)).mean())

@@ -29,3 +29,17 @@ def test_a_nan_metric_is_never_the_best_epoch():
         if val > best:
             best, at = val, epoch
     assert (best, at) == (70.0, 2)
+
+
+def test_accuracy_compares_pairs_whatever_the_shapes():
+    from tessera.metrics import accuracy
+
+    # [N] against [N, 1] used to broadcast to N x N: 1/3 instead of 1.0.
+    assert accuracy(np.array([0, 1, 2]), np.array([[0], [1], [2]])) == 1.0
+    assert accuracy(np.array([[0, 1], [2, 3]]), np.array([0, 1, 2, 0])) == 0.75
+    assert math.isnan(accuracy([], []))
+    assert math.isnan(accuracy(np.zeros((0, 1)), np.zeros(0)))
+    with pytest.raises(ValueError, match=r"shape \(3,\).*shape \(2, 1\)"):
+        accuracy(np.array([0, 1, 2]), np.array([[0], [1]]))
+    with pytest.raises(ValueError, match=r"shape \(2,\).*shape \(3,\)"):
+        accuracy(np.array([0, 1]), np.array([0, 1, 2]))
