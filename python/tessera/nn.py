@@ -236,12 +236,20 @@ class GraphSAGE(nn.Module):
         sampled by the GPU sampler straight into device memory (``NeighborSampler([-1],
         device="cuda")``), ``x_of`` gets the input nodes on the device (a DistTensor with a
         device mirror gathers them there), and with one rank each layer's output stays on the
-        GPU."""
+        GPU. The model runs in eval mode and is left in the mode it was in."""
+        modes = [(m, m.training) for m in self.modules()]
+        self.eval()
+        try:
+            return self._layerwise_inference(g, x_of, batch_size, name)
+        finally:
+            for m, training in modes:
+                m.training = training
+
+    def _layerwise_inference(self, g, x_of, batch_size: int, name: str):
         import numpy as np
 
         import tessera
 
-        self.eval()
         n = g.num_nodes()
         distributed = bool(getattr(g, "is_distributed", False))
         several = distributed and tessera.get_world_size() > 1

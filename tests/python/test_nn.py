@@ -114,3 +114,32 @@ def test_softmax_aggregate_gives_zeros_without_in_edges_in_any_dtype(dtype):
     assert out.float().flatten().tolist() == pytest.approx(want, abs=tol)
     out.sum().backward()
     assert torch.isfinite(msg.grad).all() and torch.isfinite(t.grad).all()
+
+
+def test_inference_leaves_the_model_in_its_mode(cora_one):
+    from tessera.nn import GraphSAGE
+
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    feat = g.ndata["feat"]
+
+    def x_of(ids):
+        return torch.as_tensor(np.asarray(feat[ids]), dtype=torch.float32)
+
+    model = GraphSAGE(int(feat.shape[1]), 8, 7, dropout=0.5)
+    model.train()
+    out = model.inference(g, x_of, batch_size=1000)
+    assert out.shape == (g.num_nodes(), 7)
+    assert model.training and all(m.training for m in model.modules())
+    model.eval()
+    model.layers[0].train()  # a mixed state comes back as it was
+    model.inference(g, x_of, batch_size=1000)
+    assert [m.training for m in model.modules()] == [
+        m is model.layers[0] or m in list(model.layers[0].modules()) for m in model.modules()]
+
+    def fail(ids):
+        raise RuntimeError("x_of failed")
+
+    model.train()
+    with pytest.raises(RuntimeError, match="x_of failed"):
+        model.inference(g, fail)
+    assert model.training and model.dropout.training
