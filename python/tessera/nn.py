@@ -181,7 +181,10 @@ class SAGEConv(nn.Module):
             return self._finish(rst)
         h_dst = feat[1] if isinstance(feat, tuple) else feat[:num_dst]
         if self.feat_drop.p > 0:  # dropout(p=0) returns its input: skip the module calls
-            h_src, h_dst = self.feat_drop(h_src), self.feat_drop(h_dst)
+            # As DGL: one mask over a block's features, whose first rows are the destinations;
+            # a pair (h_src, h_dst) is dropped side by side.
+            h_src = self.feat_drop(h_src)
+            h_dst = self.feat_drop(h_dst) if isinstance(feat, tuple) else h_src[:num_dst]
         if self.in_feats > self.out_feats:
             h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered, indptr)
         else:

@@ -143,3 +143,23 @@ def test_inference_leaves_the_model_in_its_mode(cora_one):
     with pytest.raises(RuntimeError, match="x_of failed"):
         model.inference(g, fail)
     assert model.training and model.dropout.training
+
+
+def test_feat_drop_drops_a_block_once_as_dgl():
+    from tessera.nn import SAGEConv
+
+    torch.manual_seed(0)
+    conv = SAGEConv(1000, 1000, feat_drop=0.5, bias=False)
+    with torch.no_grad():
+        conv.fc_self.weight.copy_(torch.eye(1000))
+        conv.fc_neigh.weight.copy_(torch.eye(1000))
+    h = torch.ones(1, 1000)
+    # One node with an in-edge from itself: h_dst is the dropped h_src, so every channel is
+    # dropped in both terms (0) or kept in both (2 + 2), never in one only (2).
+    out = conv((torch.tensor([[0], [0]]), (1, 1)), h)
+    assert set(out.unique().tolist()) == {0.0, 4.0}
+    # A pair (h_src, h_dst) is dropped side by side, as DGL does.
+    out = conv((torch.tensor([[0], [0]]), (1, 1)), (h, h))
+    assert set(out.unique().tolist()) == {0.0, 2.0, 4.0}
+    conv.eval()
+    assert set(conv((torch.tensor([[0], [0]]), (1, 1)), h).unique().tolist()) == {2.0}
