@@ -135,7 +135,8 @@ class SAGEConv(nn.Module):
     On a GPU block with its CSR offsets (the GPU loader's) and no feature dropout, the layer
     runs as one call of ``torch.ops.tessera.sage_layer`` (the same operators in the same order,
     issued from C++: a training step there is bound by the host's time per call), unless a
-    forward hook on ``fc_self`` / ``fc_neigh`` (or a global module hook) wants their calls.
+    forward hook on ``fc_self`` / ``fc_neigh`` (or a global module hook) wants their calls or
+    autocast is on for the features' device.
     """
 
     def __init__(self, in_feats: int, out_feats: int, aggregator_type: str = "mean",
@@ -170,9 +171,10 @@ class SAGEConv(nn.Module):
         indptr = getattr(block, "indptr", None) if ordered else None
         # A GPU block with its CSR offsets (the GPU loader's) and no feature dropout: the layer in
         # one call of the torch operator (the same operators in the same order as below), unless
-        # a hook on fc_self / fc_neigh wants their calls.
+        # a hook on fc_self / fc_neigh wants their calls, or autocast would make the projection
+        # before aggregation 16-bit (the operator aggregates float32 only).
         fused = fused and indptr is not None and self.feat_drop.p == 0 and not _hooked(
-            self.fc_self, self.fc_neigh)
+            self.fc_self, self.fc_neigh) and not torch.is_autocast_enabled(h_src.device.type)
         engine = _csr_engine(h_src, ordered) if fused else None
         tops = _torch_ops.ops() if engine is not None else None
         if tops is not None:

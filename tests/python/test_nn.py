@@ -6,6 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tessera  # noqa: E402
+from conftest import needs_cuda_build  # noqa: E402
 
 
 def test_sageconv_matches_hand_computation():
@@ -163,3 +164,70 @@ def test_feat_drop_drops_a_block_once_as_dgl():
     assert set(out.unique().tolist()) == {0.0, 2.0, 4.0}
     conv.eval()
     assert set(conv((torch.tensor([[0], [0]]), (1, 1)), h).unique().tolist()) == {2.0}
+
+
+class _SortedBlock:
+    """A block with its CSR offsets, as the GPU loader's: what SAGEConv's fused path takes."""
+    dst_sorted = True
+
+    def __init__(self, src, dst, num_src, num_dst):
+        self.src, self.dst, self.num_src, self.num_dst = src, dst, num_src, num_dst
+        self.indptr = torch.searchsorted(dst, torch.arange(num_dst + 1, device=dst.device))
+
+    def edges(self):
+        return self.src, self.dst
+
+    def num_src_nodes(self):
+        return self.num_src
+
+    def num_dst_nodes(self):
+        return self.num_dst
+
+
+def _hub_block(device, fan_in=600):
+    src = torch.arange(1, fan_in + 1, device=device)
+    return _SortedBlock(src, torch.zeros(fan_in, dtype=torch.long, device=device), fan_in + 1, 1)
+
+
+def test_autocast_keeps_sageconv_off_the_fused_operator(monkeypatch):
+    # The fused operator aggregates float32 only; under autocast the projection before the
+    # aggregation is 16-bit, so the layer must take the per-operator path.
+    from tessera import nn as tnn
+
+    calls = []
+
+    class FusedOps:
+        def sage_layer(self, x, *args):
+            calls.append(x.dtype)
+            return torch.zeros(1, 4)
+
+    monkeypatch.setattr(tnn._torch_ops, "ops", lambda: FusedOps())
+    monkeypatch.setattr(tnn, "_csr_engine",
+                        lambda h, ordered: "rows" if h.dtype == torch.float32 else None)
+    torch.manual_seed(0)
+    conv = tnn.SAGEConv(16, 4)  # in > out: projected before aggregating
+    block, x = _hub_block("cpu"), torch.randn(601, 16)
+    conv(block, x)
+    assert calls == [torch.float32]  # without autocast the fused operator runs
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = conv(block, x)
+    assert calls == [torch.float32]
+    monkeypatch.setattr(tnn._torch_ops, "ops", lambda: None)
+    ref = conv(block, x)
+    torch.testing.assert_close(y.float(), ref, rtol=2e-2, atol=2e-2)
+
+
+@needs_cuda_build
+def test_sageconv_under_cuda_autocast_matches_float32():
+    from tessera import _torch_ops
+    from tessera.nn import SAGEConv
+
+    assert _torch_ops.ops() is not None, _torch_ops.why()
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+    conv = SAGEConv(16, 4).to(dev)
+    block, x = _hub_block(dev), torch.randn(601, 16, device=dev)
+    ref = conv(block, x)  # the fused operator
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = conv(block, x)  # the fused operator raised TypeError on the 16-bit projection
+    torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
