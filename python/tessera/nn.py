@@ -208,12 +208,16 @@ class GraphSAGE(nn.Module):
     """A stack of mean-aggregator SAGEConv layers for mini-batch training on blocks.
 
     ``forward(blocks, x)``: ``x`` holds the features of ``blocks[0]``'s source nodes; returns
-    the outputs of ``blocks[-1]``'s destination nodes. ReLU, optional layer norm and dropout
-    between layers (not after the last)."""
+    the outputs of ``blocks[-1]``'s destination nodes. ReLU, optional layer norm
+    (``norm="layer"``; ``None`` for none) and dropout between layers (not after the last)."""
 
     def __init__(self, in_feats: int, hidden: int, out_feats: int, num_layers: int = 2,
                  dropout: float = 0.5, input_dropout: float = 0.0, norm: Optional[str] = None):
         super().__init__()
+        if num_layers < 1:
+            raise ValueError(f"GraphSAGE: num_layers must be >= 1, got {num_layers}")
+        if norm not in (None, "layer"):
+            raise ValueError(f"GraphSAGE: norm must be None or 'layer', got {norm!r}")
         dims = [in_feats] + [hidden] * (num_layers - 1) + [out_feats]
         self.layers = nn.ModuleList(SAGEConv(dims[i], dims[i + 1]) for i in range(num_layers))
         self.norms = nn.ModuleList(

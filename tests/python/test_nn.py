@@ -231,3 +231,17 @@ def test_sageconv_under_cuda_autocast_matches_float32():
     with torch.autocast("cuda", dtype=torch.float16):
         y = conv(block, x)  # the fused operator raised TypeError on the 16-bit projection
     torch.testing.assert_close(y.float(), ref, rtol=1e-2, atol=1e-2)
+
+
+def test_graphsage_refuses_what_it_cannot_build():
+    from tessera.nn import GraphSAGE
+
+    with pytest.raises(ValueError, match="num_layers must be >= 1, got 0"):
+        GraphSAGE(8, 16, 3, num_layers=0)
+    # An unknown norm used to build a model without any norm.
+    for norm in ("batch", "Layer", ""):
+        with pytest.raises(ValueError, match=f"norm must be None or 'layer', got {norm!r}"):
+            GraphSAGE(8, 16, 3, norm=norm)
+    assert isinstance(GraphSAGE(8, 16, 3, norm="layer").norms[0], torch.nn.LayerNorm)
+    assert isinstance(GraphSAGE(8, 16, 3, norm=None).norms[0], torch.nn.Identity)
+    assert len(GraphSAGE(8, 16, 3, num_layers=1).layers) == 1
