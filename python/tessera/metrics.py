@@ -30,7 +30,10 @@ def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
 def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
     """OGB's Hits@K: the fraction of positives scored strictly above the K-th highest negative
     (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator); NaN when
-    there are no positives or any score is NaN or infinite."""
+    there are no positives or any score is NaN or infinite. ValueError for ``k`` < 1."""
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"hits_at_k: k must be an integer >= 1, got {k!r}")
+    k = int(k)
     pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
     if len(pos) == 0 or not _all_finite(pos, neg):
         return float("nan")

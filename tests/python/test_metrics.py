@@ -43,3 +43,12 @@ def test_accuracy_compares_pairs_whatever_the_shapes():
         accuracy(np.array([0, 1, 2]), np.array([[0], [1]]))
     with pytest.raises(ValueError, match=r"shape \(2,\).*shape \(3,\)"):
         accuracy(np.array([0, 1]), np.array([0, 1, 2]))
+
+
+@pytest.mark.parametrize("k", [0, -1, 1.5])
+def test_hits_at_k_refuses_k_below_one(k):
+    # k = 0 used to fail inside np.partition ("kth(=2) out of bounds"), k = -1 likewise.
+    with pytest.raises(ValueError, match=f"k must be an integer >= 1, got {k!r}"):
+        hits_at_k([0.5], [0.1, 0.2], k)
+    assert hits_at_k([0.5], [0.1, 0.2], 1) == 1.0
+    assert hits_at_k([0.5], [0.1, 0.2], np.int64(2)) == 1.0
