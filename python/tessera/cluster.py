@@ -134,7 +134,11 @@ class ClusterGCNSampler:
         self.num_threads = int(num_threads)
         self._fixed = None
         if self.method == "fixed":
-            p = np.ascontiguousarray(np.asarray(part_of_node), dtype=np.int64)
+            p = np.asarray(part_of_node)
+            if p.dtype.kind not in "iu":  # a cast would truncate 0.5 and 1.5 into parts 0, 1
+                raise TypeError(f"ClusterGCNSampler: part_of_node must hold integers, got "
+                                f"dtype {p.dtype}")
+            p = np.ascontiguousarray(p, dtype=np.int64)
             if p.shape != (n,):
                 raise ValueError(f"ClusterGCNSampler: part_of_node has shape {p.shape} for a "
                                  f"graph of {n} nodes")

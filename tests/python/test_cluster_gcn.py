@@ -109,6 +109,18 @@ def test_bad_arguments_name_what_was_wrong(cora):
         ClusterGCNSampler(g, 4).sample(0, 9)
 
 
+def test_a_clustering_of_floats_is_refused(cora):
+    # 0.5, 1.5, ... used to be truncated into parts 0, 1, ... without a word.
+    g = cora.graph
+    p = np.arange(g.num_nodes) % 4
+    for bad in (p + 0.5, p.astype(np.float32), p.astype(bool)):
+        with pytest.raises(TypeError, match=f"part_of_node must hold integers, got dtype "
+                                            f"{bad.dtype}"):
+            ClusterGCNSampler(g, part_of_node=bad)
+    for good in (p, p.astype(np.int32), p.astype(np.uint8), p.tolist()):
+        assert ClusterGCNSampler(g, part_of_node=good).num_parts == 4
+
+
 @requires_torch
 def test_loader_gathers_the_rows_of_each_batch(cora):
     import torch
