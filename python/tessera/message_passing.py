@@ -69,12 +69,31 @@ def update_all(g: DistGraph, x: Union[DistTensor, str], message: str = "copy_src
     return _update_all_simulated(g, x, message, reduce, w, name)
 
 
+def _check_edge_weight(g: DistGraph, w: DistTensor) -> None:
+    """What the distributed mode's UpdateAllPlan requires of an edge weight: float32
+    (TypeError), [num_edges] or [num_edges, 1] over the edge policy of ``g`` (ValueError)."""
+    shape, dtype = tuple(w.shape), np.dtype(w._dtype)
+    kind = getattr(w.part_policy, "kind", None)
+    got = f"got {dtype} of shape {shape} over the {kind} policy"
+    if dtype != np.float32:
+        raise TypeError(f"update_all: edge_weight {w.name!r} must be float32, {got}")
+    e = g.num_edges()
+    one_col = len(shape) == 1 or (len(shape) == 2 and shape[1] == 1)
+    if not (one_col and shape[0] == e and kind == "edge" and np.array_equal(
+            w.part_policy.offsets(), g.get_edge_partition_policy().offsets())):
+        raise ValueError(f"update_all: edge_weight {w.name!r} must be [num_edges] or "
+                         f"[num_edges, 1] over the edge policy of graph {g.graph_name!r} "
+                         f"({e} edges), {got}")
+
+
 def _update_all_simulated(g: DistGraph, x: DistTensor, message: str, reduce: str,
                           w: Optional[DistTensor], name: Optional[str]) -> DistTensor:
     n = g.num_nodes()
     if x.shape[0] != n or np.dtype(x._dtype) != np.float32:
         raise ValueError(f"update_all: x {x.name!r} must be float32 with {n} rows, got "
                          f"{x._dtype} {x.shape}")
+    if w is not None:
+        _check_edge_weight(g, w)
     graph = g._graph
     indptr = np.asarray(graph.indptr, dtype=np.int64)
     src = np.asarray(graph.indices, dtype=np.int64)
@@ -84,10 +103,7 @@ def _update_all_simulated(g: DistGraph, x: DistTensor, message: str, reduce: str
         eids = np.asarray(graph.eids, dtype=np.int64)
         if eids.size == 0:
             eids = np.arange(g.num_edges(), dtype=np.int64)
-        wv = w.gather(eids).reshape(-1).astype(np.float32)
-        if wv.size != src.size:
-            raise ValueError(f"update_all: edge_weight {w.name!r} must have one float32 per "
-                             f"edge ({src.size}), got {wv.size}")
+        wv = w.gather(eids).reshape(-1)
         msgs = msgs * wv[:, None]
     deg = np.diff(indptr)
     out = np.zeros_like(feats)

@@ -128,6 +128,34 @@ def test_update_all_errors(partitionings):  # noqa: F811
         tessera.update_all(g, "label")
 
 
+def test_update_all_simulated_mode_checks_edge_weights_as_distributed(partitionings):  # noqa: F811
+    # The distributed mode's UpdateAllPlan refuses these; the simulated mode cast a float64
+    # weight silently, read a node tensor as edges (IndexError) and reported only a size.
+    g = tessera.DistGraph("cora", part_config=partitionings[("metis", 2)].config)
+    assert not g.is_distributed
+    n, e = g.num_nodes(), g.num_edges()
+    x = tessera.DistTensor((n, 2), np.float32, "ua-sim-wcheck-x",
+                           part_policy=g.get_node_partition_policy())
+
+    def weight(shape, dtype, policy, name):
+        return tessera.DistTensor(shape, dtype, name, part_policy=policy)
+
+    edges, nodes = g.get_edge_partition_policy(), g.get_node_partition_policy()
+    with pytest.raises(TypeError, match=r"edge_weight 'w64' must be float32, got float64 of "
+                                        rf"shape \({e},\) over the edge policy"):
+        tessera.update_all(g, x, "u_mul_e", edge_weight=weight((e,), np.float64, edges, "w64"))
+    with pytest.raises(ValueError, match=rf"\[num_edges, 1\] over the edge policy of graph "
+                                         rf"'cora' \({e} edges\), got float32 of shape "
+                                         rf"\({e}, 2\) over the edge policy"):
+        tessera.update_all(g, x, "u_mul_e", edge_weight=weight((e, 2), np.float32, edges, "w2"))
+    with pytest.raises(ValueError, match=rf"got float32 of shape \({n},\) over the node "
+                                         "policy"):
+        tessera.update_all(g, x, "u_mul_e", edge_weight=weight((n,), np.float32, nodes, "wn"))
+    for shape in ((e,), (e, 1)):
+        w = weight(shape, np.float32, edges, f"w-ok{len(shape)}")
+        assert tessera.update_all(g, x, "u_mul_e", edge_weight=w).shape == (n, 2)
+
+
 EXAMPLE = os.path.join(REPO, "python", "examples", "full_graph.py")
 
 
