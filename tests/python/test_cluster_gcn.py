@@ -247,7 +247,7 @@ def test_each_rank_clusters_its_own_partition(tmp_path, num_parts, ranks):
 
 @needs_gpu
 @requires_torch
-def test_loader_on_the_gpu(cora):
+def test_loader_on_cuda(cora):
     import torch
 
     from tessera.nn import DeepGCN
