@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -89,7 +90,7 @@ def train(args, g, deg, px, labels, masks, estimator: str, fanout: int, device,
                                  placement=placement, tag=tag)
     y = torch.as_tensor(labels, dtype=torch.int64)
     label = ("full" if fanout == -1 else f"{estimator} fanout {fanout}") + f" seed {seed}"
-    best = {"val": -1.0, "test": 0.0, "epoch": -1}
+    best = {"val": -math.inf, "test": float("nan"), "epoch": -1}  # NaN epochs never best
     history = []
     steps = -(-len(train_ids) // args.batch_size)
     t0 = time.time()

@@ -259,7 +259,8 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
     """Collective. Exact layer-wise inference of ``model`` over every node (each rank computes
     its own nodes' rows layer by layer through two DistTensor buffers), then the metric (%) on
     each boolean mask, over all ranks' nodes: ``"accuracy"``, or ``"roc_auc"`` of two classes
-    (score: logit of class 1 minus logit of class 0). ``labels``: [N] int64."""
+    (score: logit of class 1 minus logit of class 0); NaN for a mask without nodes, as
+    ``tessera.metrics`` gives. ``labels``: [N] int64."""
     if metric not in ("accuracy", "roc_auc"):
         raise ValueError(f"vrgcn.evaluate: metric must be accuracy or roc_auc, got {metric!r}")
     _check_distributed(g, "vrgcn.evaluate")
@@ -323,4 +324,4 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
             out.append(100.0 * roc_auc(sc[y == 1], sc[y == 0]))
         return out
     all_reduce(correct)
-    return [100.0 * c / max(t, 1.0) for c, t in correct]
+    return [100.0 * c / t if t else float("nan") for c, t in correct]

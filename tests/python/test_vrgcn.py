@@ -188,6 +188,19 @@ def test_evaluate_matches_the_dense_model(tiny):
     assert got == pytest.approx(want)
 
 
+def test_evaluate_gives_nan_for_an_empty_mask(tiny):
+    # An empty mask used to score 0.0% accuracy, a figure no model earned.
+    t, m = tiny, model_for(tiny)
+    labels = np.asarray(t["g"].ndata["label"].numpy(), dtype=np.int64)
+    empty, some = np.zeros(N, dtype=bool), np.arange(N) < 20
+    acc = vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [empty, some], labels)
+    assert np.isnan(acc[0]) and 0.0 <= acc[1] <= 100.0
+    binary = (np.arange(N) % 3 == 0).astype(np.int64)
+    auc = vrgcn.evaluate(t["g"], vrgcn.GCN(F, HIDDEN, 2, 2), t["px"], t["deg"], [empty],
+                         binary, metric="roc_auc")
+    assert np.isnan(auc[0])
+
+
 def test_evaluate_roc_auc_matches_the_dense_model(tiny):
     from tessera.metrics import roc_auc
     t = tiny
