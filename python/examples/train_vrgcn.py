@@ -231,6 +231,9 @@ def main(argv=None) -> int:
     masks = [mask_of(g, m, args.split) for m in ("train_mask", "val_mask", "test_mask")]
     for m in masks:
         m &= labels >= 0
+    classes = int(labels.max()) + 1 if labels.size else 0
+    if args.metric == "roc_auc" and classes > 2:
+        p.error(f"--metric roc_auc scores two classes; {name} has {classes} (use accuracy)")
     deg, px = vrgcn.precompute(g)
     log(f"[vrgcn] {name}: {g.num_nodes()} nodes, {g.num_edges()} edges, {px.shape[1]} "
         f"features; {world} rank(s) on {device}; {args.layers} layers, hidden {args.hidden}, "

@@ -263,6 +263,11 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
     ``tessera.metrics`` gives. ``labels``: [N] int64."""
     if metric not in ("accuracy", "roc_auc"):
         raise ValueError(f"vrgcn.evaluate: metric must be accuracy or roc_auc, got {metric!r}")
+    labels = np.asarray(labels)
+    if metric == "roc_auc" and labels.size and int(labels.max()) > 1:
+        raise ValueError(f"vrgcn.evaluate: roc_auc scores two classes (labels 0 and 1), but "
+                         f"the labels go up to {int(labels.max())} ({int(labels.max()) + 1} "
+                         "classes); use accuracy")
     _check_distributed(g, "vrgcn.evaluate")
     torch = _torch()
     from .distributed import all_reduce

@@ -219,6 +219,16 @@ def test_evaluate_roc_auc_matches_the_dense_model(tiny):
         vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels, metric="f1")
 
 
+def test_evaluate_refuses_roc_auc_of_more_than_two_classes(tiny):
+    # Scores of class 1 against class 0 used to drop the nodes of classes 2.. silently.
+    t = tiny
+    labels = np.arange(N, dtype=np.int64) % CLASSES
+    m = vrgcn.GCN(F, HIDDEN, CLASSES, 2)
+    with pytest.raises(ValueError, match=r"roc_auc scores two classes .* up to 2 \(3 classes\)"):
+        vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [np.ones(N, bool)], labels,
+                       metric="roc_auc")
+
+
 def test_bad_arguments_are_refused(tiny):
     t = tiny
     with pytest.raises(ValueError, match="estimator"):
@@ -290,3 +300,16 @@ def test_plot_script_draws_results_and_refuses_other_files(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 1 and "bad.json: not a train_vrgcn.py results file" in r.stderr
     assert not (tmp_path / "q.png").exists()
+
+
+@requires_torch
+def test_example_refuses_roc_auc_of_more_than_two_classes(tmp_path, capsys):
+    sys.path.insert(0, os.path.dirname(EXAMPLE))
+    import train_vrgcn
+
+    with pytest.raises(SystemExit) as e:
+        train_vrgcn.main(["--dataset", CORA, "--metric", "roc_auc", "--epochs", "1",
+                          "--no-full", "--device", "cpu", "--part-dir", str(tmp_path / "p")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: --metric roc_auc scores two classes; cora has 7" in err
