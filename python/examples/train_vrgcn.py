@@ -172,6 +172,7 @@ def plot(results: dict, path: str) -> None:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     print(f"[vrgcn] plot: {path}", flush=True)
 
@@ -202,7 +203,9 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--results", default=None, help="write the figures to this JSON file")
-    p.add_argument("--plot", default=None, help="plot path (default: the results' .png)")
+    p.add_argument("--plot", default=None,
+                   help="plot path (default with --results: the results' .png; drawn without "
+                        "--results too)")
     p.add_argument("--machine", default=platform.node(), help="machine name in the results")
     p.add_argument("--verbose", action="store_true", help="one line per evaluated epoch")
     p.add_argument("--progress", action="store_true", help="a progress bar per epoch")
@@ -267,15 +270,16 @@ def main(argv=None) -> int:
         log(f"[vrgcn] result full: test {full[0]['test']:.2f}% +- {full[0]['test_std']:.2f} "
             f"over {args.seeds} seed(s), "
             f"{full[0]['sampled_edges_per_epoch']:,.0f} sampled edges per epoch")
-    if args.results and tessera.get_rank() == 0:
+    if (args.results or args.plot) and tessera.get_rank() == 0:
         results = {"dataset": name, "ranks": world, "layers": args.layers, "metric": args.metric,
                    "epochs": args.epochs, "batch_size": args.batch_size, "seeds": args.seeds,
                    "commit": commit_id(__file__),
                    "machine": args.machine, "device": str(device),
                    "command": " ".join([os.path.basename(sys.executable)] + sys.argv),
                    "args": vars(args), "runs": runs}
-        atomic_write_json(results, args.results)
-        print(f"[vrgcn] results: {args.results}", flush=True)
+        if args.results:
+            atomic_write_json(results, args.results)
+            print(f"[vrgcn] results: {args.results}", flush=True)
         plot(results, args.plot or os.path.splitext(args.results)[0] + ".png")
     return 0
 

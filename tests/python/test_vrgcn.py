@@ -313,3 +313,18 @@ def test_example_refuses_roc_auc_of_more_than_two_classes(tmp_path, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "error: --metric roc_auc scores two classes; cora has 7" in err
+
+
+@requires_torch
+def test_example_draws_plot_without_results(tmp_path):
+    # --plot without --results used to be ignored: no plot, exit 0.
+    pytest.importorskip("matplotlib")
+    sys.path.insert(0, os.path.dirname(EXAMPLE))
+    import train_vrgcn
+
+    png = tmp_path / "plots" / "vrgcn.png"
+    assert train_vrgcn.main(["--dataset", CORA, "--epochs", "1", "--no-full", "--device", "cpu",
+                             "--threads", "1", "--part-dir", str(tmp_path / "p"),
+                             "--plot", str(png)]) == 0
+    assert png.stat().st_size > 1000
+    assert not list(tmp_path.glob("*.json"))
