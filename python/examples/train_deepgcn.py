@@ -311,6 +311,12 @@ def main(argv=None) -> int:
         metric = "rocauc" if "ROC" in str(meta.get("metric", "")).upper() else "acc"
     t_load = time.time()
     whole = WholeGraph(args.dataset)  # every rank: evaluation (rank 0) and parallel epochs
+    classes = int(whole.label.max()) + 1 if whole.label.size else 0
+    if metric == "rocauc" and classes > 2:
+        raise SystemExit(f"train_deepgcn.py: --metric rocauc scores two classes; "
+                         f"{args.dataset} has {classes}"
+                         + (" (rocauc was picked from its meta.json)" if args.metric == "auto"
+                            else " (use --metric acc)"))
     g = None
     if world > 1 and not args.parallel_epochs:
         g = partitioned(args, world)

@@ -186,6 +186,21 @@ def test_deepgcn_learns_tolokers(tmp_path):
 
 
 @requires_torch
+def test_deepgcn_refuses_rocauc_of_more_than_two_classes(tmp_path):
+    # Class 1 against class 0 used to drop Cora's classes 2-6 from the metric silently.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_deepgcn", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit, match=r"--metric rocauc scores two classes; .*cora has 7 "
+                                         r"\(use --metric acc\)"):
+        mod.main(["--dataset", CORA, "--metric", "rocauc", "--epochs", "1", "--quiet",
+                  "--threads", "1", "--device", "cpu", "--results", str(tmp_path / "r.json")])
+    assert not (tmp_path / "r.json").exists()
+
+
+@requires_torch
 @pytest.mark.multiprocess
 def test_parallel_epochs_on_two_ranks(tmp_path):
     from test_distributed import launch
