@@ -669,7 +669,7 @@ def plot(results: dict, path: str, metric: str) -> None:
     print(f"[train] loss curve: {path}", flush=True)
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", required=True, help="dataset folder (npy layout) or path")
     p.add_argument("--parts", type=int, default=None,
@@ -742,7 +742,19 @@ def parse_args(argv=None):
     p.add_argument("--batch-digests", type=int, default=0, metavar="K",
                    help="record digests of the first K batches of every epoch in the results "
                         "(to compare the batches with tessera train's)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None):
+    p = build_parser()
+    args = p.parse_args(argv)
+    # Options the preset fills are checked when given; the presets' values are valid.
+    problems = [f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
+                for name in ("epochs", "batch_size", "eval_batch_size", "eval_every", "hidden")
+                if getattr(args, name) is not None and getattr(args, name) < 1]
+    if problems:
+        p.error("; ".join(problems))
+    return args
 
 
 # Defaults per task: GraphSAGE settings that reach the published figures.

@@ -77,3 +77,20 @@ def test_outputs_are_checked_before_training(tmp_path, option, path, says):
         train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
                          "--device", "cpu", "--epochs", "1", option, path])
     assert not (tmp_path / "parts").exists()  # nothing was partitioned
+
+
+@pytest.mark.parametrize("bad,says", [
+    (["--eval-every", "0"], "--eval-every must be >= 1, got 0"),  # was ZeroDivisionError
+    (["--batch-size", "0"], "--batch-size must be >= 1, got 0"),  # was trained at batch 1
+    (["--hidden", "0"], "--hidden must be >= 1, got 0"),
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+    (["--eval-batch-size", "-2"], "--eval-batch-size must be >= 1, got -2"),
+])
+def test_sizes_below_one_are_one_argparse_error(tmp_path, capsys, bad, says):
+    with pytest.raises(SystemExit) as e:
+        train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
+                         "--device", "cpu", "--threads", "1", "--epochs", "1",
+                         "--plot", str(tmp_path / "loss.png"), *bad])
+    assert e.value.code == 2
+    assert f"error: {says}" in capsys.readouterr().err
+    assert not (tmp_path / "parts").exists()  # refused before partitioning
