@@ -745,6 +745,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def split_indices(spec: str, num_splits: Optional[int] = None) -> list:
+    """The splits ``spec`` names ("0", "1,3", "all") for masks of ``num_splits`` columns (None:
+    the syntax only, "all" then names none); ValueError naming --split otherwise (the
+    messages of tessera train's parse_splits)."""
+    if spec == "all":
+        return list(range(num_splits or 0))
+    out = []
+    for item in str(spec).split(","):
+        try:
+            v = int(item)
+        except ValueError:
+            raise ValueError(f"--split {spec}: {item!r} is not a split index (give an index, a "
+                             "comma-separated list or 'all')") from None
+        if v < 0:
+            raise ValueError(f"--split {spec}: split {v} is negative")
+        if num_splits is not None and v >= num_splits:
+            raise ValueError(f"--split {spec}: split {v} is outside [0, {num_splits}) (the "
+                             f"masks have {num_splits} split(s))")
+        out.append(v)
+    return out
+
+
 def parse_args(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
@@ -752,6 +774,10 @@ def parse_args(argv=None):
     problems = [f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
                 for name in ("epochs", "batch_size", "eval_batch_size", "eval_every", "hidden")
                 if getattr(args, name) is not None and getattr(args, name) < 1]
+    try:
+        split_indices(args.split)  # the syntax; the range once the masks are read
+    except ValueError as e:
+        problems.append(str(e))
     if problems:
         p.error("; ".join(problems))
     return args
@@ -817,6 +843,13 @@ def main(argv=None) -> int:
     t_load = time.time()
     g = tessera.DistGraph(name, part_config=config)
     load["seconds"] = time.time() - t_load
+    # What the data cannot serve is refused before any work on it.
+    tm = g.ndata["train_mask"]
+    nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
+    try:
+        splits = split_indices(args.split, nsplits)
+    except ValueError as e:  # Cora's masks are 1-D: split 0 only
+        build_parser().error(str(e))
     if args.log_every is None:
         args.log_every = 20 if device.type == "cuda" else 1
     if device.type == "cuda" and g.is_distributed and tessera._C.cuda_compiled:
@@ -829,10 +862,6 @@ def main(argv=None) -> int:
         f"files takes {load['files_seconds']:.2f}s)")
     feats = Features(g, args.feat_norm, device)
     labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64).reshape(-1))
-    tm = g.ndata["train_mask"]
-    nsplits = tm.shape[1] if len(tm.shape) == 2 else 1
-    splits = list(range(nsplits)) if args.split == "all" else \
-        [int(x) for x in str(args.split).split(",")]
     log(f"[train] {g}; {world} rank(s) on {device}; {metric}; splits {splits}; "
         f"fanouts {args.fanouts}, "
         f"batch {args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "

@@ -94,3 +94,22 @@ def test_sizes_below_one_are_one_argparse_error(tmp_path, capsys, bad, says):
     assert e.value.code == 2
     assert f"error: {says}" in capsys.readouterr().err
     assert not (tmp_path / "parts").exists()  # refused before partitioning
+
+
+@pytest.mark.parametrize("split,says,partitioned", [
+    # Cora's masks are 1-D: split 0 only. Split 1 used to train split 0 under its name.
+    ("1", "--split 1: split 1 is outside [0, 1) (the masks have 1 split(s))", True),
+    ("0,3", "--split 0,3: split 3 is outside [0, 1)", True),
+    ("1,x", "--split 1,x: 'x' is not a split index", False),  # was a ValueError traceback
+    ("-1", "--split -1: split -1 is negative", False),
+])
+def test_a_split_the_masks_lack_is_one_argparse_error(tmp_path, capsys, split, says,
+                                                      partitioned):
+    with pytest.raises(SystemExit) as e:
+        train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
+                         "--device", "cpu", "--threads", "1", "--epochs", "1",
+                         "--plot", str(tmp_path / "loss.png"), "--split", split])
+    assert e.value.code == 2
+    assert f"error: {says}" in capsys.readouterr().err
+    assert (tmp_path / "parts").exists() == partitioned  # the syntax is checked first
+    assert not (tmp_path / "loss.png").exists()
