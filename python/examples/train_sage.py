@@ -850,6 +850,12 @@ def main(argv=None) -> int:
         splits = split_indices(args.split, nsplits)
     except ValueError as e:  # Cora's masks are 1-D: split 0 only
         build_parser().error(str(e))
+    labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64).reshape(-1))
+    classes = int(labels.max()) + 1 if len(labels) else 0
+    if metric == "rocauc" and classes > 2:  # class 1 against 0 would drop the others
+        build_parser().error(f"--metric rocauc scores two classes; {name} has {classes}"
+                             + (" (rocauc was picked from its meta.json)" if args.metric == "auto"
+                                else " (use --metric acc)"))
     if args.log_every is None:
         args.log_every = 20 if device.type == "cuda" else 1
     if device.type == "cuda" and g.is_distributed and tessera._C.cuda_compiled:
@@ -861,7 +867,6 @@ def main(argv=None) -> int:
     log(f"[train] loaded partition {tessera.get_rank()} in {load['seconds']:.2f}s (reading its "
         f"files takes {load['files_seconds']:.2f}s)")
     feats = Features(g, args.feat_norm, device)
-    labels = torch.from_numpy(np.array(g.ndata["label"].numpy(), dtype=np.int64).reshape(-1))
     log(f"[train] {g}; {world} rank(s) on {device}; {metric}; splits {splits}; "
         f"fanouts {args.fanouts}, "
         f"batch {args.batch_size} ({per_rank_batch(args.batch_size)} per rank), "

@@ -113,3 +113,15 @@ def test_a_split_the_masks_lack_is_one_argparse_error(tmp_path, capsys, split, s
     assert f"error: {says}" in capsys.readouterr().err
     assert (tmp_path / "parts").exists() == partitioned  # the syntax is checked first
     assert not (tmp_path / "loss.png").exists()
+
+
+def test_rocauc_of_more_than_two_classes_is_one_argparse_error(tmp_path, capsys):
+    # ROC-AUC of class 1 against class 0 used to leave Cora's classes 2-6 out of the figure.
+    with pytest.raises(SystemExit) as e:
+        train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
+                         "--device", "cpu", "--threads", "1", "--epochs", "1",
+                         "--plot", str(tmp_path / "loss.png"), "--metric", "rocauc"])
+    assert e.value.code == 2
+    assert "error: --metric rocauc scores two classes; cora has 7 (use --metric acc)" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "loss.png").exists()
