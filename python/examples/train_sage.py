@@ -695,7 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, default=None)
     p.add_argument("--dropout", type=float, default=None)
     p.add_argument("--input-dropout", type=float, default=None)
-    p.add_argument("--layer-norm", action="store_true", default=None)
+    p.add_argument("--layer-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="layer norm between layers (preset: off for acc, on for rocauc)")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--weight-decay", type=float, default=None)
     p.add_argument("--feat-norm", default=None, choices=["none", "row", "standard"])

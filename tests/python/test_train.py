@@ -125,3 +125,11 @@ def test_rocauc_of_more_than_two_classes_is_one_argparse_error(tmp_path, capsys)
     assert "error: --metric rocauc scores two classes; cora has 7 (use --metric acc)" in \
         capsys.readouterr().err
     assert not (tmp_path / "loss.png").exists()
+
+
+def test_layer_norm_preset_can_be_turned_off():
+    # --layer-norm was store_true: the rocauc preset's layer norm could not be turned off.
+    args = train_sage.parse_args(["--dataset", CORA, "--no-layer-norm"])
+    assert args.layer_norm is False
+    assert train_sage.parse_args(["--dataset", CORA, "--layer-norm"]).layer_norm is True
+    assert train_sage.parse_args(["--dataset", CORA]).layer_norm is None  # the preset's
