@@ -124,7 +124,10 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: cores / ranks)")
     p.add_argument("--grad-sync", choices=["auto", "ddp", "host"], default="auto")
     p.add_argument("--results", help="write per-epoch figures to this JSON (rank 0)")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.batch_size < 1:
+        p.error(f"--batch-size must be >= 1, got {a.batch_size}")
+    return a
 
 
 def main(argv=None) -> int:

@@ -108,8 +108,11 @@ def pyplot(who: str):
 
 def per_rank_batch(global_batch: int) -> int:
     """Items per rank and step when ``global_batch`` is the batch of one step over all ranks:
-    ceil(global_batch / P), so a step trains on as many items at any number of ranks P."""
-    return max(1, -(-int(global_batch) // _runtime.get_world_size()))
+    ceil(global_batch / P), so a step trains on as many items at any number of ranks P.
+    ValueError for a batch below 1."""
+    if int(global_batch) < 1:
+        raise ValueError(f"per_rank_batch: the global batch must be >= 1, got {global_batch}")
+    return -(-int(global_batch) // _runtime.get_world_size())
 
 
 def local_rank() -> int:

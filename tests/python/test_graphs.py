@@ -446,3 +446,16 @@ def test_plot_gin_on_committed_results(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "not a train_gin.py results file" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@requires_torch
+def test_gin_example_refuses_a_batch_below_one(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_gin", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit) as e:
+        mod.parse_args(["--batch-size", "0"])
+    assert e.value.code == 2
+    assert "error: --batch-size must be >= 1, got 0" in capsys.readouterr().err

@@ -133,3 +133,13 @@ def test_layer_norm_preset_can_be_turned_off():
     assert args.layer_norm is False
     assert train_sage.parse_args(["--dataset", CORA, "--layer-norm"]).layer_norm is True
     assert train_sage.parse_args(["--dataset", CORA]).layer_norm is None  # the preset's
+
+
+def test_per_rank_batch_refuses_a_batch_below_one():
+    # It used to clamp to 1, so a --batch-size 0 trained one item per step.
+    from tessera.utils import per_rank_batch
+
+    assert per_rank_batch(1) == 1 and per_rank_batch(64) == 64
+    for bad in (0, -3):
+        with pytest.raises(ValueError, match=f"global batch must be >= 1, got {bad}"):
+            per_rank_batch(bad)
