@@ -147,6 +147,35 @@ def _partition(args, name: str, out: str, config: str) -> str:
     return config
 
 
+#: Bytes of float64 rows column_stats holds at a time.
+STATS_CHUNK_BYTES = 16 << 20
+
+
+def column_stats(t, lo: int, hi: int) -> tuple:
+    """Mean and standard deviation (float64, population) of every column of the [N, F] feature
+    DistTensor ``t``, each rank reading only its rows [lo, hi) and in chunks of
+    STATS_CHUNK_BYTES; two all-reduces (collective). Each sum runs row by row in node order,
+    as NumPy's ``x.mean(0)`` / ``x.std(0)`` over the whole matrix and tessera train do, so at
+    one rank the result is theirs to the bit; the all-reduce adds the ranks' sums in rank
+    order."""
+    n, f = int(t.shape[0]), int(np.prod(t.shape[1:]))
+    rows = max(1, STATS_CHUNK_BYTES // (8 * max(f, 1)))
+
+    def column_sum(term) -> np.ndarray:
+        acc = np.zeros((1, f), dtype=np.float64)
+        for a in range(lo, hi, rows):
+            b = min(a + rows, hi)
+            x = np.asarray(t.gather(np.arange(a, b, dtype=np.int64)), dtype=np.float64)
+            # accumulate runs strictly in row order, continuing from the sum so far
+            acc = np.add.accumulate(np.concatenate([acc, term(x.reshape(b - a, f))]),
+                                    axis=0)[-1:]
+        return dist.all_reduce(np.ascontiguousarray(acc[0]))
+
+    mean = column_sum(lambda x: x) / max(n, 1)
+    var = column_sum(lambda x: np.square(x - mean)) / max(n, 1)
+    return mean, np.sqrt(var)
+
+
 class Features:
     """Input features: read through the DistTensor (``feats(ids)``, for inference) or taken from
     a batch the loader prefetched them into (``feats.of_batch``), with the chosen normalization
@@ -158,9 +187,9 @@ class Features:
         self.t = g.ndata["feat"]
         self.mode = mode
         if mode == "standard":
-            x = self.t.numpy().astype(np.float64)
-            self.mean = torch.from_numpy(x.mean(0).astype(np.float32)).to(device)
-            self.std = torch.from_numpy(np.maximum(x.std(0), 1e-6).astype(np.float32)).to(device)
+            mean, std = column_stats(self.t, *g.local_node_range())
+            self.mean = torch.from_numpy(mean.astype(np.float32)).to(device)
+            self.std = torch.from_numpy(np.maximum(std, 1e-6).astype(np.float32)).to(device)
 
     @property
     def dim(self) -> int:

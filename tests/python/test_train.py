@@ -143,3 +143,95 @@ def test_per_rank_batch_refuses_a_batch_below_one():
     for bad in (0, -3):
         with pytest.raises(ValueError, match=f"global batch must be >= 1, got {bad}"):
             per_rank_batch(bad)
+
+
+def _wide_range_dataset(folder, n=300, f=5, seed=4):
+    """Features whose float64 column sums depend on the order of the additions."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    folder.mkdir()
+    pairs = {(int(u), int(v)) for u, v in rng.integers(0, n, (3 * n, 2)) if u != v}
+    np.save(folder / "edge_index.npy", np.array(sorted(pairs), dtype=np.int64).T.copy())
+    x = rng.standard_normal((n, f)) * 10.0 ** rng.integers(-3, 6, (n, f))
+    np.save(folder / "feat.npy", x.astype(np.float32))
+    np.save(folder / "label.npy", rng.integers(0, 2, n).astype(np.int64))
+    for name, lo, hi in (("train", 0, 100), ("val", 100, 200), ("test", 200, n)):
+        m = np.zeros(n, dtype=bool)
+        m[lo:hi] = True
+        np.save(folder / f"{name}_mask.npy", m)
+    return str(folder)
+
+
+def _numpy_stats(t):
+    """The statistics as the whole-matrix NumPy code (and tessera train) compute them."""
+    import numpy as np
+
+    x = t.numpy().astype(np.float64)
+    return x.mean(0).astype(np.float32), np.maximum(x.std(0), 1e-6).astype(np.float32)
+
+
+@pytest.mark.parametrize("parts", [1, 2])  # 2: simulated mode, both parts in this process
+def test_standard_statistics_read_chunks_and_keep_the_bits(tmp_path, monkeypatch, parts):
+    # Every rank used to read the whole feature matrix as float64 (N x F per rank).
+    import numpy as np
+
+    import tessera
+
+    data = _wide_range_dataset(tmp_path / "wide")
+    config = tessera.partition_graph(data, "wide", parts, tmp_path / "p", symmetrize=True)
+    tessera.initialize()
+    g = tessera.DistGraph("wide", part_config=config)
+    t = g.ndata["feat"]
+    want_mean, want_std = _numpy_stats(t)
+    x = t.numpy().astype(np.float64)
+    reads = []
+    gather = type(t).gather
+
+    def recording_gather(self, ids):
+        reads.append(len(np.asarray(ids)))
+        return gather(self, ids)
+
+    def no_whole_matrix(self):
+        raise AssertionError("the whole feature matrix was read")
+
+    monkeypatch.setattr(type(t), "gather", recording_gather)
+    monkeypatch.setattr(type(t), "numpy", no_whole_matrix)
+    monkeypatch.setattr(train_sage, "STATS_CHUNK_BYTES", 8 * 5 * 7)  # 7 rows a read
+    f = train_sage.Features(g, "standard", torch.device("cpu"))
+    assert max(reads) == 7 and sum(reads) == 2 * g.num_nodes()  # two passes
+    # Row by row in node order, as before: the same bits. In float64 already, where adding
+    # per-chunk sums would differ from NumPy's order in the last bits on these features.
+    assert f.mean.numpy().tobytes() == want_mean.tobytes()
+    assert f.std.numpy().tobytes() == want_std.tobytes()
+    mean, std = train_sage.column_stats(t, 0, g.num_nodes())
+    assert mean.tobytes() == x.mean(0).tobytes() and std.tobytes() == x.std(0).tobytes()
+    chunked = sum(x[a:a + 7].sum(0) for a in range(0, len(x), 7)) / len(x)
+    assert chunked.tobytes() != x.mean(0).tobytes()  # the order matters on these features
+
+
+@pytest.mark.multiprocess
+def test_standard_statistics_on_two_ranks(tmp_path):
+    import numpy as np
+
+    import tessera
+    from test_distributed import launch
+
+    data = _wide_range_dataset(tmp_path / "wide")
+    config = tessera.partition_graph(data, "wide", 2, tmp_path / "p", symmetrize=True)
+    tessera.initialize()
+    want_mean, want_std = _numpy_stats(tessera.DistGraph("wide", part_config=config)
+                                       .ndata["feat"])
+    script = os.path.join(REPO, "tests", "python", "dist_scripts", "feature_stats.py")
+    launch(2, script, "wide", config, tmp_path).check()
+    r = [np.load(tmp_path / f"rank{k}.npz") for k in range(2)]
+    for d in r:  # its own rows only, twice, 13 at a time
+        lo, hi = int(d["lo"]), int(d["hi"])
+        assert int(d["most"]) <= 13
+        assert np.array_equal(d["ids"], np.tile(np.arange(lo, hi), 2))
+    assert int(r[0]["hi"]) == int(r[1]["lo"]) and int(r[0]["lo"]) == 0
+    for k in ("mean", "std"):  # the same bits on every rank
+        assert r[0][k].tobytes() == r[1][k].tobytes()
+    # The ranks' sums are added in rank order: equal to the whole-matrix figures up to rounding.
+    np.testing.assert_allclose(r[0]["mean"], want_mean, rtol=1e-6)
+    np.testing.assert_allclose(r[0]["std"], want_std, rtol=1e-6)
