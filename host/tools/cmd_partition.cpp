@@ -168,7 +168,7 @@ void register_partition(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--node-order", args->node_order,
                   "Numbering within a partition: degree (highest in-degree first: hubs share "
-                  "cache lines, faster neighbor sampling) or original (the input's order)")
+                  "cache lines) or original (the input's order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"original", "degree"}));
   cmd->add_flag("--symmetrize", args->symmetrize,

@@ -134,9 +134,9 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
 
     ``node_order`` (not in DGL) numbers the nodes within each partition: ``"degree"`` (the
     default) puts them by in-degree, highest first, so the hubs that neighbor sampling visits
-    in almost every batch share the cache lines of every per-node array (about 9% faster CPU
-    sampling on R-MAT scale 21; docs/sampling.md); ``"original"`` keeps the input's relative
-    order. Either way ``return_mapping`` and the partition book give each node's input ID.
+    in almost every batch share the cache lines of every per-node array (the committed CPU
+    sampling runs do not show it faster; docs/sampling.md); ``"original"`` keeps the input's
+    relative order. Either way ``return_mapping`` and the partition book give each node's input ID.
 
     ``num_trainers_per_machine`` (DGL's) is accepted and stores nothing: the partition is the
     machine's, and a job of ``num_parts`` x T ranks (``tessera launch --nproc-per-node T`` on

@@ -51,8 +51,8 @@ struct PartitionOptions {
   int halo_hops = 1;
   /// Numbering of the nodes within each partition. Degree order by default: the hubs that
   /// neighbor sampling visits in almost every batch then share the cache lines of every
-  /// per-node array (indptr, compaction tags, features); sampling R-MAT scale 21 is about 9%
-  /// faster than in the input's order (docs/sampling.md).
+  /// per-node array (indptr, compaction tags, features). The committed CPU sampling runs do
+  /// not show it faster than the input's order (docs/sampling.md).
   NodeOrder node_order = NodeOrder::kDegree;
   /// METIS: its RNG seed (-1: METIS's default, which is what Debian's gpmetis uses).
   /// random: the shuffle seed (-1 means 0).
