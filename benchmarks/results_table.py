@@ -805,10 +805,12 @@ run.
 
 **Layout.** `<bench>/<date>-<commit>-<machine>.json`: one folder per benchmark and
 configuration, the current run only (history is in git), plots beside their JSON under the same
-name. `tessera bench ... --results benchmarks/results` and `scripts/gpu-check` write there; other
-scripts say where in their usage. A commit ending in `-dirty` ran with modified tracked files;
-where a JSON did not record its date, the name carries the day the result was committed, and
-where it did not record the commit or the machine, `unknown`. After adding or replacing a result:
+name. `tessera bench sample|gather|update-all ... --results benchmarks/results` and
+`scripts/gpu-check` write there (`tessera bench dist-gather` takes only `--json FILE`;
+`benchmarks/dist_gather.sh` writes its folders); other scripts say where in their usage. A
+commit ending in `-dirty` ran with modified tracked files; where a JSON did not record its date,
+the name carries the day the result was committed, and where it did not record the commit or
+the machine, `unknown`. After adding or replacing a result:
 
 ```sh
 python3 benchmarks/results_table.py          # rewrites this file
