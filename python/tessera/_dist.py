@@ -796,11 +796,13 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
                world_size: Optional[int] = None):
     """This trainer's share of ``nodes`` (a boolean mask over all nodes, or node IDs).
 
-    DGL semantics: with ``force_even`` the selected IDs (sorted, so mostly grouped by owner)
-    are split into ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T
-    trainers with T per machine); otherwise each trainer gets the selected nodes its machine's
-    partition owns, cut evenly (by count, in ID order) among the machine's T trainers. At world
-    size 1 that is every selected node.
+    With ``force_even`` the selected IDs (sorted, so mostly grouped by owner) are split into
+    ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T trainers with T per
+    machine); otherwise each trainer gets the selected nodes its machine's partition owns, cut
+    evenly (by count, in ID order) among the machine's T trainers. At world size 1 that is every
+    selected node. With one trainer per machine this is DGL's split; with several, DGL splits
+    each machine's chunk among its trainers at random, and its ``force_even=False`` gives the
+    last trainer the remainder (docs/dist.md, "Several trainers per machine").
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
     computes another trainer's share, e.g. to simulate ranks in one process.
     """
