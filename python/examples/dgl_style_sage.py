@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Distributed GraphSAGE node classification, written as DGL's own example
+r"""Distributed GraphSAGE node classification, written as DGL's own example
 (dgl/examples/distributed/graphsage/node_classification.py, DGL 2.x) is, on Tessera: the
 same arguments, the same calls in the same order, the same printouts. It shows what a DGL
 user's script needs to run on Tessera.
 
     export PYTHONPATH=$PWD/python        # or pip install .
-    python3 python/examples/dgl_style_partition.py --dataset data/cora --num_parts 2 \\
+    python3 python/examples/dgl_style_partition.py --dataset data/cora --num_parts 2 \
         --undirected --balance_train --balance_edges --output out/dgl_style/cora-p2
-    python3 -m tessera launch --nproc-per-node 2 -- python3 python/examples/dgl_style_sage.py \\
-        --graph_name cora --part_config out/dgl_style/cora-p2/cora.json \\
+    python3 -m tessera launch --nproc-per-node 2 -- python3 python/examples/dgl_style_sage.py \
+        --graph_name cora --part_config out/dgl_style/cora-p2/cora.json \
         --num_epochs 60 --num_hidden 64 --batch_size 32 --lr 0.005 --eval_every 10
 
 With a 1-part partitioning the same command without the launcher (or with
