@@ -13,8 +13,9 @@ void register_launch(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "launch",
       "Start --nproc-per-node ranks of CMD on this node with RANK, WORLD_SIZE, LOCAL_RANK, "
-      "MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set; prefix their output with the rank; "
-      "when one fails, stop the others and return its exit code");
+      "LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set; "
+      "prefix their output with the rank; when one fails, stop the others and return its "
+      "exit code");
   sub->add_option("--nproc-per-node", opts->nproc_per_node, "Ranks to start on this node")
       ->required();
   sub->add_option("--nnodes", opts->nnodes, "Number of nodes in the job")->capture_default_str();
