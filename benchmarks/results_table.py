@@ -177,6 +177,46 @@ def plots_line(runs):
     return "Plots: " + ", ".join(links) + "." if links else ""
 
 
+def recorded(d, field):
+    """Whether a result JSON records `field` (command, commit or machine): at its top level, or
+    in every entry of its `runs` list (a file that gathers several runs)."""
+    if not isinstance(d, dict):
+        return False
+    if d.get(field) not in (None, "", "unknown"):
+        return True
+    sub = d.get("runs")
+    return (isinstance(sub, list) and bool(sub) and
+            all(isinstance(x, dict) and x.get(field) not in (None, "", "unknown") for x in sub))
+
+
+def provenance(runs):
+    """The runs whose JSON files do not all record the command, the commit and the machine,
+    grouped by what they lack; empty when every file records all three."""
+    fields = ("command", "commit", "machine")
+    groups = {}
+    for bench in sorted(runs):
+        for run in runs[bench]:
+            missing = tuple(f for f in fields
+                            if not all(recorded(d, f) for d in run.files.values()))
+            if missing:
+                n = len(run.files)
+                name = f"`{bench}/{run.stem}`" + (f" ({n} files)" if n > 1 else "")
+                groups.setdefault(missing, []).append(name)
+    if not groups:
+        return ""
+    lines = [wrap("**Provenance.** Every JSON should record the command, the commit and the "
+                  "machine that produced it (the file name gives the date, and the commit and "
+                  "machine where known). These runs lack some of that, in some or all of their "
+                  "files:"), ""]
+    for missing in sorted(groups, key=lambda m: (-len(m), m)):
+        what = (", ".join(missing[:-1]) + " or " + missing[-1]) if len(missing) > 1 \
+            else missing[0]
+        lines.append(textwrap.fill(f"- no {what}: " + ", ".join(groups[missing]) + ".", 96,
+                                   subsequent_indent="  ", break_on_hyphens=False,
+                                   break_long_words=False))
+    return "\n".join(lines)
+
+
 def commands(runs):
     lines = []
     for r in runs:
@@ -799,9 +839,9 @@ PREFACE = """\
      script, not this file. CI fails when the two differ. -->
 
 The current figures of every benchmark, one table per benchmark, each figure read from the
-result JSON linked in its row. Every JSON records the command, the commit and the machine that
-produced it, and each figure sits next to the limit or peer it is measured against in the same
-run.
+result JSON linked in its row, and each figure next to the limit or peer it is measured against
+in the same run. The JSON files record the command, the commit and the machine that produced
+them, but for the runs listed under *Provenance* below.
 
 **Layout.** `<bench>/<date>-<commit>-<machine>.json`: one folder per benchmark and
 configuration, the current run only (history is in git), plots beside their JSON under the same
@@ -830,6 +870,9 @@ def render(root=RESULTS):
     if desc:
         parts.append(wrap("**Machines.** " + "; ".join(
             f"`{tag}`: {desc[tag] or 'not recorded'}" for tag in sorted(desc)) + "."))
+    prov = provenance(runs)
+    if prov:
+        parts.append(prov)
     done = set()
     for prefix, renderer in SECTIONS:
         benches = [b for b in runs if b.startswith(prefix) and b not in done]
