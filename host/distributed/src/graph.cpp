@@ -350,6 +350,9 @@ class MachineSegment {
     add(l.ni, 8);  // orig_nid
     add(l.m, 8);   // orig_eid
     add(l.m, 16);  // edge endpoints
+    // A machine whose partition is empty (METIS leaves parts empty on small graphs) still maps
+    // a page, so that every tensor has a base address to register.
+    total = std::max<size_t>(total, 4096);
     const char* token = std::getenv("TESSERA_JOB_TOKEN");
     const std::string tok = token ? token : "";
     const std::string tag =
