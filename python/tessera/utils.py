@@ -183,9 +183,11 @@ def read_partition_files(config: str, part: int) -> float:
     with open(config) as f:
         c = json.load(f)
     folder = os.path.join(os.path.dirname(os.path.abspath(config)), c["partitions"][part]["dir"])
+    buf = memoryview(bytearray(64 << 20))  # one buffer: no page faults of fresh memory timed
+    buf[::4096] = b"\0" * len(buf[::4096])  # its pages touched before the clock starts
     t0 = time.time()
     for name in c["partitions"][part]["files"]:
         with open(os.path.join(folder, name), "rb", buffering=0) as fh:
-            while fh.read(64 << 20):
+            while fh.readinto(buf):
                 pass
     return time.time() - t0
