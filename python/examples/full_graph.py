@@ -45,6 +45,7 @@ except ImportError:  # running from a source tree without `pip install .`
 import torch
 
 from tessera import distributed as dist
+from tessera.utils import reusable_partitions
 
 
 def log(msg: str) -> None:
@@ -58,7 +59,7 @@ def prepare_partitions(args, world: int) -> str:
     config = os.path.join(out, f"{name}.json")
     if tessera.get_rank() == 0:
         try:
-            if not os.path.exists(config) or args.repartition:
+            if args.repartition or not reusable_partitions(config, args.dataset, world):
                 tessera.partition_graph(args.dataset, name, world, out, num_hops=1,
                                         part_method=args.part_method, seed=args.seed,
                                         symmetrize=True)

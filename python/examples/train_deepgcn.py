@@ -68,7 +68,8 @@ import tessera.distributed as dist
 from tessera.cluster import ClusterGCNLoader, ClusterGCNSampler
 from tessera.metrics import accuracy, roc_auc
 from tessera.nn import DeepGCN
-from tessera.utils import Progress, atomic_write_json, commit_id, log, pick_device
+from tessera.utils import (Progress, atomic_write_json, commit_id, log, pick_device,
+                           reusable_partitions)
 
 
 def lr_scale(rule: str, world: int) -> float:
@@ -359,7 +360,7 @@ def partitioned(args, world: int):
     name = os.path.basename(os.path.normpath(args.dataset))
     out = args.part_dir or os.path.join("out", "partitions", f"{name}-metis-p{world}")
     config = os.path.join(out, f"{name}.json")
-    if tessera.get_rank() == 0 and not os.path.exists(config):
+    if tessera.get_rank() == 0 and not reusable_partitions(config, args.dataset, world):
         tessera.partition_graph(args.dataset, name, world, out, num_hops=1, part_method="metis",
                                 symmetrize=True, seed=args.seed)
     dist.barrier()

@@ -74,7 +74,7 @@ from tessera import _torch_ops
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
 from tessera.utils import (Progress, check_output_path, commit_id, log, per_rank_batch,
-                           pick_device, pyplot, read_partition_files)
+                           pick_device, pyplot, read_partition_files, reusable_partitions)
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -133,7 +133,8 @@ def prepare_partitions(args) -> str:
 
 
 def _partition(args, name: str, out: str, config: str) -> str:
-    if os.path.exists(config) and not args.repartition:
+    if not args.repartition and reusable_partitions(config, args.dataset, args.parts,
+                                                    symmetrize=not args.no_symmetrize):
         print(f"[train] reusing partitions {config}", flush=True)
         return config
     t0 = time.time()

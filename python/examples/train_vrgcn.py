@@ -27,7 +27,6 @@ against sampled edges per epoch next to it.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -47,7 +46,8 @@ import torch.nn.functional as F
 
 import tessera.distributed as dist
 from tessera import vrgcn
-from tessera.utils import Progress, atomic_write_json, commit_id, log, pick_device, pyplot
+from tessera.utils import (Progress, atomic_write_json, commit_id, log, pick_device, pyplot,
+                           reusable_partitions)
 
 
 def prepare_partitions(args, name: str, parts: int) -> str:
@@ -55,7 +55,7 @@ def prepare_partitions(args, name: str, parts: int) -> str:
     config = os.path.join(out, f"{name}.json")
     if tessera.get_rank() == 0:
         try:
-            if not os.path.exists(config):
+            if not reusable_partitions(config, args.dataset, parts):
                 tessera.partition_graph(args.dataset, name, parts, out, num_hops=1,
                                         part_method="metis", balance_edges=parts > 1,
                                         symmetrize=True, seed=args.seed)

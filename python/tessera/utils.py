@@ -176,6 +176,32 @@ def commit_id(where: str, dirty: bool = False, missing: str = "unknown") -> str:
     return f"{head}+dirty" if changed else head
 
 
+def reusable_partitions(config: str, dataset: str, num_parts: int,
+                        symmetrize: bool = True) -> bool:
+    """Whether a run may reuse the partitioning at ``config`` (an example's cache of the
+    dataset's partitioning): False when there is none; True when it partitions ``dataset``
+    into ``num_parts`` parts; ValueError naming what differs when it holds another part count,
+    another dataset folder, or the symmetrized graph for a run that asks for the stored edges
+    (``symmetrize=False``; a run that symmetrizes may find the flag off where the dataset says
+    both directions are stored already). `tessera train` applies the same rule."""
+    if not os.path.exists(config):
+        return False
+    with open(config) as f:
+        c = json.load(f)
+    why = None
+    source = (c.get("source") or {}).get("path")
+    if c.get("num_parts") != num_parts:
+        why = f"holds {c.get('num_parts')} part(s), this run needs {num_parts}"
+    elif not symmetrize and (c.get("build") or {}).get("symmetrize"):
+        why = "partitions the symmetrized graph, and --no-symmetrize asks for the stored edges"
+    elif source and os.path.exists(source) and os.path.exists(dataset) \
+            and not os.path.samefile(source, dataset):
+        why = f"partitions {source}, not --dataset {dataset}"
+    if why:
+        raise ValueError(f"{config}: {why} (give --repartition, or another --part-dir)")
+    return True
+
+
 def read_partition_files(config: str, part: int) -> float:
     """Seconds to read every file of partition ``part`` of the partitioning ``config`` once
     with plain reads: the floor of loading it (what ``train_sage.py`` and

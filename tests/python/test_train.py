@@ -45,6 +45,26 @@ def test_resume_gives_bitwise_the_same_parameters(tmp_path):
     assert resumed["splits"]["0"]["digest"] == full["splits"]["0"]["digest"]
 
 
+def test_a_partitioning_of_another_graph_is_not_reused(tmp_path):
+    """The partition folder caches the dataset's partitioning: one of the symmetrized graph is
+    not reused for --no-symmetrize (it trained on 10556 edges instead of 5278), nor one of
+    another part count."""
+    _run(tmp_path, "--epochs", "1")
+    with pytest.raises(ValueError, match="partitions the symmetrized graph, and "
+                                         "--no-symmetrize asks for the stored edges"):
+        _run(tmp_path, "--epochs", "1", "--no-symmetrize")
+    from tessera.utils import reusable_partitions
+
+    config = str(tmp_path / "parts" / "cora.json")
+    assert reusable_partitions(config, CORA, 1)
+    assert not reusable_partitions(str(tmp_path / "none.json"), CORA, 1)
+    with pytest.raises(ValueError, match="holds 1 part"):
+        reusable_partitions(config, CORA, 2)
+    with pytest.raises(ValueError, match="not --dataset"):
+        reusable_partitions(config, str(tmp_path), 1)
+    assert _run(tmp_path, "--epochs", "1", "--no-symmetrize", "--repartition")["mean"] > 0
+
+
 def test_import_without_torch(tmp_path):
     """tessera imports and samples without torch; loaders then yield NumPy arrays."""
     code = (
