@@ -8,10 +8,11 @@ same run.
 
 One panel per result file (placement, weighted or not). Each panel draws the sweep's two lines
 (one stream with a call per batch; the best configuration the run found) and a dashed line at
-the limit: sampled edges per second when a plain kernel reads, for the frontier visits of the
-checked batches, only what the sampler must read of the placed graph (docs/sampling.md, "The
-GPU benchmark's limit"). Files written before that limit existed carry a single-entry
-random-read rate instead, drawn as such. A table of the figures is printed as well.
+the limit: sampled edges per second when a plain kernel reads, for the frontier visits of
+batches of that size, only what the sampler must read of the placed graph (docs/sampling.md,
+"The GPU benchmark's limit"). Files written before each size had its own limit draw the main
+run's as a flat line; files written before that limit existed carry a single-entry random-read
+rate instead, drawn as such. A table of the figures is printed as well.
 """
 import argparse
 import json
@@ -72,10 +73,15 @@ def main():
         row_reads = "edges_per_s" in lim
         limit = (lim["edges_per_s"] if row_reads else lim["random_reads_per_s"]) / 1e9
         limit_name = "limit (row reads)" if row_reads else "random-read rate"
+        # Each batch size's own limit where the run measured one; else the main run's.
+        limits = [s.get("limit_edges_per_s", limit * 1e9) / 1e9 for s in sweep]
         ax.plot(bs, one, "o-", label="one stream, a call per batch")
         ax.plot(bs, best, "s-", label="best: " + config_name(sweep[0]["best"]))
-        ax.axhline(limit, color="grey", ls="--",
-                   label=f"{limit_name} {limit:.2f} G/s")
+        if any("limit_edges_per_s" in s for s in sweep):
+            ax.plot(bs, limits, "--", color="grey", label="limit of each batch size (row reads)")
+        else:
+            ax.axhline(limit, color="grey", ls="--",
+                       label=f"{limit_name} {limit:.2f} G/s")
         tgt = j.get("target", {}).get("edges_per_s")
         if tgt:
             ax.axhline(tgt / 1e9, color="tab:red", ls=":", label=f"target {tgt / 1e9:g} G/s")
@@ -90,9 +96,9 @@ def main():
         ax.legend(fontsize=8)
         print(f"{label} ({j.get('device', '')}; commit {j.get('commit')}):")
         print(f"  {limit_name} {limit:.3f} G/s, memcpy {lim['memcpy_gbps']:.1f} GB/s")
-        for s, o, b in zip(bs, one, best):
-            print(f"  {s:>6} seeds: one stream {o:.3f} G/s ({o / limit:.2f} of the limit), "
-                  f"best {b:.3f} G/s ({b / limit:.2f})")
+        for s, o, b, li in zip(bs, one, best, limits):
+            print(f"  {s:>6} seeds: one stream {o:.3f} G/s ({o / li:.2f} of the limit), "
+                  f"best {b:.3f} G/s ({b / li:.2f})")
     fig.tight_layout()
     fig.savefig(a.out, dpi=120)
     print(f"wrote {a.out}")

@@ -95,6 +95,22 @@ def test_gpu_plot_draws_the_row_read_limit(tmp_path):
     assert "8192 seeds: one stream 8.192 G/s (0.41 of the limit), best 3.000 G/s (0.15)" in r.stdout
 
 
+def test_gpu_plot_scores_each_batch_size_against_its_own_limit(tmp_path):
+    """A sweep whose sizes carry their own limits is scored against them (the main run's limit
+    put a batch of 8192 above 1 of it)."""
+    p = gpu_result(tmp_path / "a.json", row_read_limit=True)
+    j = json.loads(p.read_text())
+    for s in j["sweep"]:
+        s["limit_edges_per_s"] = 1e7 * s["batch_size"]
+    p.write_text(json.dumps(j))
+    out = tmp_path / "gpu.png"
+    r = subprocess.run([sys.executable, str(GPU_SCRIPT), str(p), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "8192 seeds: one stream 8.192 G/s (0.10 of the limit), best 3.000 G/s (0.04)" in r.stdout
+    assert "256 seeds: one stream 0.256 G/s (0.10 of the limit)" in r.stdout
+
+
 def test_gpu_plot_names_bad_input(tmp_path):
     cpu = tmp_path / "cpu.json"
     cpu.write_text(json.dumps({"benchmark": "sample", "params": {}}))
