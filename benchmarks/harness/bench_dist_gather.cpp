@@ -40,6 +40,7 @@ namespace tessera::tools {
 namespace {
 
 struct DistGatherArgs {
+  std::string command;  // as given, for the results
   std::string row_bytes = "128..4096";
   int64_t batch = 10000;
   int64_t rows_per_rank = 0;  // 0: 64 MiB per rank (at least 2 batches)
@@ -265,6 +266,7 @@ void run(const DistGatherArgs& a) {
   if (me == 0 && !a.json.empty()) {
     nlohmann::json j;
     j["benchmark"] = "dist-gather";
+    j["command"] = fmt::format("tessera launch --nproc-per-node {} -- {}", world, a.command);
     j["world_size"] = world;
     j["transport"] = rt->transport().name();
     j["ucx_tls"] = tls;
@@ -303,7 +305,10 @@ void register_bench_dist_gather(CLI::App& bench) {
   c->add_flag("!--no-perftest", args->perftest, "skip ucx_perftest");
   c->add_option("--seed", args->seed, "RNG seed")->capture_default_str();
   c->add_option("--json", args->json, "write the results as JSON to this file (rank 0)");
-  c->callback([args] { run(*args); });
+  c->callback([args, c] {
+    args->command = given_command(*c);
+    run(*args);
+  });
 }
 
 }  // namespace tessera::tools

@@ -292,13 +292,7 @@ void register_bench_gather(CLI::App& bench) {
                   "write the results as JSON under DIR/<bench>/<date>-<commit>-<machine>.json");
   cmd->callback([a, cmd] {
     refuse_options_of_device(*cmd, a->device, "cuda", {"--placement", "--probe"});
-    std::string line = "tessera bench gather";
-    for (const auto* opt : cmd->get_options())
-      if (opt->count() && !opt->get_lnames().empty())
-        line += opt->get_type_size() == 0
-                    ? fmt::format(" --{}", opt->get_lnames()[0])
-                    : fmt::format(" --{} {}", opt->get_lnames()[0], opt->as<std::string>());
-    run(*a, line);
+    run(*a, given_command(*cmd));
   });
 }
 

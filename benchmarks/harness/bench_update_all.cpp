@@ -34,6 +34,7 @@ namespace tessera::tools {
 namespace {
 
 struct UpdateAllArgs {
+  std::string command;  // as given, for the results
   std::string part_config;
   std::string graph_spec;  // recorded only (what the partitioning was made from)
   int64_t feat = 100;
@@ -176,11 +177,7 @@ void run(const UpdateAllArgs& a) {
   if (me == 0 && (!a.json.empty() || !a.results.empty())) {
     nlohmann::json j;
     j["benchmark"] = "update-all";
-    j["command"] = fmt::format(
-        "tessera launch --nproc-per-node {} -- tessera bench update-all --part-config {}{} "
-        "--feat {} --warmup {} --iters {} --device {} --json {}",
-        world, a.part_config, a.graph_spec.empty() ? "" : " --graph " + a.graph_spec, F, a.warmup,
-        a.iters, a.device, a.json);
+    j["command"] = fmt::format("tessera launch --nproc-per-node {} -- {}", world, a.command);
     j["graph"] = a.graph_spec;
     j["num_nodes"] = g.num_nodes();
     j["num_edges"] = g.num_edges();
@@ -235,7 +232,10 @@ void register_bench_update_all(CLI::App& bench) {
   c->add_option("--json", args->json, "write the results as JSON to this file (rank 0)");
   c->add_option("--results", args->results,
                 "write the results as JSON under DIR/update-all/<date>-<commit>-<machine>.json");
-  c->callback([args] { run(*args); });
+  c->callback([args, c] {
+    args->command = given_command(*c);
+    run(*args);
+  });
 }
 
 }  // namespace tessera::tools

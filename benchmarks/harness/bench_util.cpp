@@ -21,6 +21,18 @@
 
 namespace tessera::tools {
 
+std::string given_command(const CLI::App& cmd) {
+  std::string line = "tessera bench " + cmd.get_name();
+  for (const auto* opt : cmd.get_options()) {
+    if (opt->count() > 0 && !opt->get_lnames().empty()) {
+      const bool flag = opt->get_type_size() == 0 || opt->get_expected_max() == 0;
+      line += flag ? fmt::format(" --{}", opt->get_lnames()[0])
+                   : fmt::format(" --{} {}", opt->get_lnames()[0], opt->as<std::string>());
+    }
+  }
+  return line;
+}
+
 void refuse_options_of_device(const CLI::App& cmd, const std::string& device,
                               const std::string& only_on, const std::vector<std::string>& names) {
   if (device == only_on) {

@@ -15,6 +15,10 @@
 
 namespace tessera::tools {
 
+/// "tessera bench <name> --opt value ..." with the options given on `cmd`'s command line (as
+/// results record the command that made them).
+std::string given_command(const CLI::App& cmd);
+
 /// ValueError naming the options among `names` given on `cmd`'s command line, when `device`
 /// is not `only_on`: they tune the `only_on` run only, and another run would ignore them
 /// silently.

@@ -1164,7 +1164,15 @@ TEST(DistBench, DistGatherUnderLaunch) {
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("row  4096 B  get"), std::string::npos) << out;
   EXPECT_NE(out.find("row   128 B  request"), std::string::npos) << out;
-  EXPECT_TRUE(fs::exists(json)) << out;
+  ASSERT_TRUE(fs::exists(json)) << out;
+  nlohmann::json j;
+  std::ifstream(json) >> j;
+  // The command that made the result, with the options as given.
+  EXPECT_EQ(j.value("command", ""),
+            fmt::format("tessera launch --nproc-per-node 2 -- tessera bench dist-gather "
+                        "--row-bytes 128,4096 --batch 2000 --rows-per-rank 5000 --warmup 1 "
+                        "--iters 2 --no-perftest --json {}",
+                        json));
 }
 
 TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
