@@ -313,21 +313,21 @@ void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n,
   auto& t = *st.t;
   const int world = t.world_size();
   const size_t rb = s.row_bytes;
-  if (rb == 0) {
-    check();
-    return;  // the same on every rank: nothing to exchange
-  }
-  // IDs to their owners over the host transport, every rank's check agreed in the same step.
+  // IDs to their owners over the host transport, every rank's check agreed in the same step
+  // (also for rows of 0 bytes: a bad ID on one rank fails every rank, as read_collective does).
   std::vector<std::vector<int64_t>> pos;
   const auto asked = exchange_read_requests(
       s, ids, n, "read_collective_into_device",
       [&] {
         check();
-        if (s.dev) {
+        if (s.dev && rb > 0) {
           check_same_device(s, "read_collective_into_device");
         }
       },
       pos);
+  if (rb == 0) {
+    return;  // nothing to send
+  }
   auto& dt = *st.dt;
   // The rows this rank sends, grouped by the asking rank.
   std::vector<int64_t> rel;
