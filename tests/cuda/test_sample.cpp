@@ -519,6 +519,12 @@ TEST(EngineTwinRows, RowMapRenamesNodesKeepsDraws) {
     for (auto& v : b.src_nodes)
       v = new_of[v];
   expect_same_blocks(got, want, "row map");
+  // An exclusion set names rows of the graph, which a row map renames: refused, not misapplied.
+  const std::vector<int64_t> ex_rows = {new_seeds[0]}, ex_eids = {0};
+  const ops::ExcludeEdges ex(ex_rows, ex_eids);
+  TESSERA_EXPECT_THROW_MSG(
+      gpu.sample_blocks(static_cast<const int64_t*>(d.data()), 300, key, stream.get(), &ex),
+      ValueError, "maps nodes to rows");
 }
 
 // One hop over a placed graph's view (the packed adjacency; through UVA the rows are read whole),

@@ -248,7 +248,11 @@ cuda::GraphView DeviceGraph::view() const {
 
 DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vector<int64_t> fanouts,
                                              bool replace, EdgeDir dir, DeviceSamplerOptions opts)
-    : graph_(graph), fanouts_(std::move(fanouts)), replace_(replace), dir_(dir) {
+    : graph_(graph),
+      fanouts_(std::move(fanouts)),
+      replace_(replace),
+      dir_(dir),
+      mapped_rows_(opts.rows.rows != nullptr) {
   TESSERA_EXPECTS(graph.view().row_keys == nullptr || opts.rows.rows != nullptr, ValueError,
                   "DeviceNeighborSampler: a graph of keyed rows (row_keys) names its neighbors by "
                   "node, not by row: sample it one hop at a time, or map nodes to rows "
@@ -277,6 +281,10 @@ DeviceNeighborSampler::DeviceNeighborSampler(const DeviceGraph& graph, std::vect
 DeviceNeighborSampler::Pending DeviceNeighborSampler::sample_blocks_async(
     const int64_t* d_seeds, const std::vector<int64_t>& seed_offsets,
     const std::vector<RngKey>& keys, cuda::StreamHandle stream, const ExcludeEdges* exclude) const {
+  TESSERA_EXPECTS(exclude == nullptr || exclude->empty() || !mapped_rows_, ValueError,
+                  "DeviceNeighborSampler: an ExcludeEdges set names rows of the graph, and this "
+                  "sampler maps nodes to rows (DeviceSamplerOptions::rows): exclude edges with "
+                  "the CPU sampler, or build the set over row numbers of an unmapped graph");
   const cuda::DeviceGuard guard(graph_.device());
   Pending p;
   p.t0_ = now_seconds();

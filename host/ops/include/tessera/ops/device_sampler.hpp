@@ -167,7 +167,9 @@ class DeviceNeighborSampler {
   /// within the batch), its key keys[k]. Does not synchronize, unless a hop needs exact sizes
   /// (fanout -1, or `exclude`: then once per such hop, and the batches run one by one).
   /// `exclude` (host memory, may be null or empty; not owned) is copied to device scratch on
-  /// `stream` and left out of every hop, as by the CPU sampler.
+  /// `stream` and left out of every hop, as by the CPU sampler. Its rows are row numbers of the
+  /// graph, so a sampler with a node-to-row map (DeviceSamplerOptions::rows) refuses a
+  /// non-empty one (ValueError).
   Pending sample_blocks_async(const int64_t* d_seeds, const std::vector<int64_t>& seed_offsets,
                               const std::vector<RngKey>& keys, cuda::StreamHandle stream,
                               const ExcludeEdges* exclude = nullptr) const;
@@ -203,6 +205,7 @@ class DeviceNeighborSampler {
   std::vector<int64_t> fanouts_;
   bool replace_;
   EdgeDir dir_;
+  bool mapped_rows_ = false;  // DeviceSamplerOptions::rows set: nodes are not row numbers
   std::unique_ptr<cuda::BlockSampler> engine_;
 };
 
