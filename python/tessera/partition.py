@@ -37,6 +37,26 @@ def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool
                            ogb_split)
 
 
+def _edges(edge_index) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of a [2, E] ``edge_index`` or a pair (src, dst), as int64."""
+    if isinstance(edge_index, (tuple, list)) and len(edge_index) == 2:
+        src, dst = _np(edge_index[0]), _np(edge_index[1])
+    else:
+        ei = _np(edge_index)
+        if ei.ndim != 2 or ei.shape[0] != 2:
+            raise ValueError(f"edge_index: expected shape [2, E], got {list(ei.shape)}")
+        src, dst = ei[0], ei[1]
+    return (np.ascontiguousarray(src, dtype=np.int64),
+            np.ascontiguousarray(dst, dtype=np.int64))
+
+
+def _num_nodes(src: np.ndarray, dst: np.ndarray, ndata: Mapping[str, Any]) -> int:
+    """The node count a graph given as arrays implies: its node arrays' rows, else the
+    largest ID + 1."""
+    sizes = [int(_np(v).shape[0]) for v in ndata.values()]
+    return sizes[0] if sizes else int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+
+
 def graph_from_arrays(edge_index, num_nodes: int | None = None,
                       ndata: Mapping[str, Any] | None = None,
                       edata: Mapping[str, Any] | None = None, name: str = "graph",
@@ -45,69 +65,93 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
     or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``symmetrize``
     adds the reverse E + i of edge i unless the input already holds that reversed pair."""
-    if isinstance(edge_index, (tuple, list)) and len(edge_index) == 2:
-        src, dst = _np(edge_index[0]), _np(edge_index[1])
-    else:
-        ei = _np(edge_index)
-        if ei.ndim != 2 or ei.shape[0] != 2:
-            raise ValueError(f"edge_index: expected shape [2, E], got {list(ei.shape)}")
-        src, dst = ei[0], ei[1]
-    src = np.ascontiguousarray(src, dtype=np.int64)
-    dst = np.ascontiguousarray(dst, dtype=np.int64)
+    src, dst = _edges(edge_index)
     nd = {k: np.ascontiguousarray(_np(v)) for k, v in (ndata or {}).items()}
     ed = {k: np.ascontiguousarray(_np(v)) for k, v in (edata or {}).items()}
     if num_nodes is None:
-        sizes = [int(v.shape[0]) for v in nd.values()]
-        num_nodes = sizes[0] if sizes else (int(max(src.max(initial=-1), dst.max(initial=-1))) + 1)
+        num_nodes = _num_nodes(src, dst, nd)
     return _C.dataset_from_arrays(src, dst, int(num_nodes), nd, ed, name, symmetrize,
                                   drop_self_loops, deduplicate)
 
 
-def _as_dataset(g, symmetrize: bool | None) -> "_C.Dataset":
-    if isinstance(g, _C.Dataset):
-        return g
-    if isinstance(g, (str, os.PathLike)):
-        return load_dataset(g, symmetrize=symmetrize)
-    # Arrays say nothing about their edges: None keeps them as they are.
+def _arrays_of(g) -> Mapping[str, Any] | None:
+    """A graph given as arrays ({edge_index, num_nodes, ndata, edata}; a PyG ``Data`` or a
+    DGLGraph converted to that), or None for a dataset path or a ``tessera.load_dataset``
+    result."""
+    if isinstance(g, (_C.Dataset, str, os.PathLike)):
+        return None
     if isinstance(g, Mapping):
-        return graph_from_arrays(g["edge_index"], g.get("num_nodes"), g.get("ndata"),
-                                 g.get("edata"), g.get("name", "graph"),
-                                 symmetrize=bool(symmetrize))
+        return g
     from . import convert  # PyG Data / DGLGraph, when those libraries are installed
 
-    d = convert.to_arrays(g)
-    return graph_from_arrays(d["edge_index"], d["num_nodes"], d["ndata"], d["edata"],
-                             symmetrize=bool(symmetrize))
+    return convert.to_arrays(g)
 
 
-def _balance_masks(ds: "_C.Dataset", balance_ntypes) -> tuple["_C.Dataset", list[str]]:
-    """Maps DGL's ``balance_ntypes`` onto Tessera's balance masks (names of ndata masks).
+# Node arrays with a meaning of their own (METIS vertex weights, IDs in the source file): never
+# taken for a balance mask.
+_RESERVED_NDATA = ("node_weight", "orig_id")
 
-    Accepts mask names ("train_mask", "train_mask:3" for column 3 of [N, S]), a
-    {name: bool mask} mapping, or DGL's array of per-node types, where every non-zero type
-    value v becomes one constraint (type 0, like DGL's unlabelled nodes, is the "in none"
-    constraint Tessera adds itself). Arrays are added to ndata as balance_<name>."""
+
+def _find_mask(ndata: Mapping[str, Any], mask: np.ndarray) -> str | None:
+    """The balance-mask name ("name", or "name:c" for column c of an [N, S] array) of the node
+    array whose non-zero entries are exactly ``mask``, or None."""
+    for name in sorted(ndata):
+        if name in _RESERVED_NDATA:
+            continue
+        a = _np(ndata[name])
+        if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.integer):
+            continue
+        if a.ndim == 1 and a.shape[0] == mask.shape[0]:
+            if np.array_equal(a != 0, mask):
+                return name
+        elif a.ndim == 2 and a.shape[0] == mask.shape[0]:
+            for c in range(a.shape[1]):
+                if np.array_equal(a[:, c] != 0, mask):
+                    return f"{name}:{c}"
+    return None
+
+
+def _balance_constraints(balance_ntypes, ndata: Mapping[str, Any],
+                         num_nodes: int) -> tuple[list[str], dict[str, np.ndarray]]:
+    """Maps DGL's ``balance_ntypes`` onto Tessera's balance masks: (names of node arrays to
+    balance, {name: bool mask} of the masks no node array holds).
+
+    Accepts mask names ("train_mask", "train_mask:3" for column 3 of [N, S]), DGL's array of
+    per-node types, or a {name: types} mapping. Every non-zero type value v becomes one
+    constraint, the nodes of type v (type 0, like DGL's unlabelled nodes, is the "in none"
+    constraint Tessera adds itself). A constraint whose nodes are exactly the non-zero entries
+    of a node array (``balance_ntypes=g.ndata["train_mask"]``) is that array's name, so the
+    partitioning is the one the name gives."""
     if balance_ntypes is None:
-        return ds, []
+        return [], {}
     if isinstance(balance_ntypes, str):
-        return ds, [balance_ntypes]
+        return [balance_ntypes], {}
     if isinstance(balance_ntypes, Sequence) and all(isinstance(x, str) for x in balance_ntypes):
-        return ds, list(balance_ntypes)
+        return list(balance_ntypes), {}
     if isinstance(balance_ntypes, Mapping):
-        masks = {f"balance_{k}": _np(v).astype(bool) for k, v in balance_ntypes.items()}
+        given = [(str(k), v, False) for k, v in balance_ntypes.items()]
     else:
-        types = _np(balance_ntypes)
-        if types.shape[0] != ds.num_nodes:
-            raise ValueError(f"balance_ntypes: expected {ds.num_nodes} entries (one per node), "
-                             f"got {types.shape[0]}")
-        masks = {f"balance_ntype{int(v)}": types == v for v in np.unique(types) if v != 0}
-    nd = dict(ds.ndata)
-    nd.update(masks)
-    g = ds.graph
-    # Rebuild the dataset with the extra masks (CSC rows -> edge list keeps every edge).
-    dst = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(g.indptr))
-    ds2 = _C.dataset_from_arrays(np.asarray(g.indices), dst, ds.num_nodes, nd, {}, ds.name)
-    return ds2, sorted(masks)
+        given = [("ntype", balance_ntypes, True)]
+    names: list[str] = []
+    extra: dict[str, np.ndarray] = {}
+    for key, value, by_type in given:
+        types = _np(value)
+        what = "balance_ntypes" if by_type else f"balance_ntypes[{key!r}]"
+        if types.ndim != 1 or types.shape[0] != num_nodes:
+            raise ValueError(f"{what}: expected {num_nodes} entries (one per node), got shape "
+                             f"{list(types.shape)}")
+        if types.dtype != np.bool_ and not np.issubdtype(types.dtype, np.integer):
+            raise TypeError(f"{what}: expected bool or integer node types, got {types.dtype}")
+        values = [v for v in np.unique(types) if v != 0]
+        for v in values:
+            mask = types == v
+            name = _find_mask(ndata, mask)
+            if name is None:
+                name = f"balance_{key}{int(v)}" if by_type or len(values) > 1 else \
+                    f"balance_{key}"
+                extra[name] = mask
+            names.append(name)
+    return names, extra
 
 
 def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathLike,
@@ -125,6 +169,13 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     libraries are installed (``symmetrize=None`` keeps their edges as they are). Writes ``<out_path>/<graph_name>.json`` and
     ``part<p>/`` atomically. Returns the config path, or with ``return_mapping`` the pair
     (orig_nids, orig_eids): for every new (relabelled) node / edge ID, its ID in the input.
+
+    ``balance_ntypes`` (DGL's; METIS only) balances node sets across the partitions, one
+    constraint each: node-array names ("train_mask", "train_mask:c" for column c of [N, S]),
+    DGL's array of per-node types, or {name: types}, where every non-zero type is one set.
+    A set that is a node array's non-zero entries (DGL's ``balance_ntypes=g.ndata["train_mask"]``)
+    is that array's constraint, as its name would be. Other sets need a graph given as arrays,
+    and are written with it as node arrays ``balance_<name>``.
 
     ``low_memory`` (METIS only; not in DGL) keeps the graph's CSR in a temporary file while
     METIS runs, as ``tessera partition --low-memory`` does: the peak drops by 16 bytes per edge
@@ -152,8 +203,27 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                          "path (or arrays) instead of a loaded tessera dataset")
     if low_memory and part_method != "metis":
         raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
-    ds = _as_dataset(g, symmetrize)
-    ds, masks = _balance_masks(ds, balance_ntypes)
+    arrays = _arrays_of(g)
+    if arrays is None:
+        ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)
+        masks, extra = _balance_constraints(balance_ntypes, ds.ndata, ds.num_nodes)
+        if extra:
+            raise ValueError(
+                f"balance_ntypes: {', '.join(sorted(extra))} matches no node array of the "
+                "dataset: add it to the dataset's node arrays and pass its name, or pass the "
+                "graph as arrays (a dict with edge_index, ndata, edata)")
+    else:
+        # Arrays say nothing about their edges: None keeps them as they are. Masks that no node
+        # array holds join the node arrays before the dataset is built.
+        src, dst = _edges(arrays["edge_index"])
+        ndata = {k: _np(v) for k, v in (arrays.get("ndata") or {}).items()}
+        num_nodes = arrays.get("num_nodes")
+        if num_nodes is None:
+            num_nodes = _num_nodes(src, dst, ndata)
+        masks, extra = _balance_constraints(balance_ntypes, ndata, int(num_nodes))
+        ndata.update(extra)
+        ds = graph_from_arrays((src, dst), num_nodes, ndata, arrays.get("edata"),
+                               arrays.get("name", "graph"), symmetrize=bool(symmetrize))
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
     # The config's graph_name is the dataset's name: make it the name asked for.

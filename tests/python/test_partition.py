@@ -155,6 +155,91 @@ def test_balance_ntypes_forms(tmp_path, cora, balance):
     assert opts["balance_edges"] and opts["constraints"]
 
 
+def _graph_with_edge_data(num_nodes=40, num_edges=120):
+    """A random directed multigraph as arrays: feat[v] = v, w[e] = e (each row names its node or
+    edge), and a train_mask over the first quarter of the nodes."""
+    rng = np.random.default_rng(0)
+    train = np.zeros(num_nodes, bool)
+    train[: num_nodes // 4] = True
+    return {"edge_index": rng.integers(0, num_nodes, (2, num_edges)), "num_nodes": num_nodes,
+            "ndata": {"feat": np.arange(num_nodes, dtype=np.float32)[:, None],
+                      "train_mask": train},
+            "edata": {"w": np.arange(num_edges, dtype=np.float32)}}
+
+
+def _assert_edges_keep_their_input_ids(config, g, orig_nids, orig_eids):
+    """Every stored edge joins the input endpoints of the input edge orig_eids names, and
+    carries that edge's row of edge data."""
+    src, dst = g["edge_index"]
+    for p in range(tessera.load_partition_config(config)["num_parts"]):
+        lp = tessera._C.load_partition(config, p)
+        k = int(lp.num_inner_nodes)
+        ip, nid = np.asarray(lp.indptr), np.asarray(lp.nid)
+        e = orig_eids[np.asarray(lp.eid)[: ip[k]]]
+        assert np.array_equal(src[e], orig_nids[nid[np.asarray(lp.indices)[: ip[k]]]])
+        assert np.array_equal(dst[e], orig_nids[np.repeat(nid[:k], np.diff(ip[: k + 1]))])
+    w = tessera.DistGraph("g", part_config=config).edata["w"]
+    assert np.array_equal(w.gather(np.arange(len(orig_eids))), g["edata"]["w"][orig_eids])
+
+
+@pytest.mark.parametrize("form", ["int64", "torch", "dict"])
+def test_balance_ntypes_array_of_a_node_mask_partitions_as_its_name(tmp_path, form):
+    """DGL's balance_ntypes=g.ndata["train_mask"] is the train_mask constraint: the same
+    partitions, config and mapping as balance_ntypes=["train_mask"], edge data included."""
+    g = _graph_with_edge_data()
+    train = g["ndata"]["train_mask"]
+    if form == "torch":
+        balance = pytest.importorskip("torch").from_numpy(train)
+    else:
+        balance = {"tr": train} if form == "dict" else train.astype(np.int64)
+    named = tessera.partition_graph(g, "g", 2, tmp_path / "named", balance_ntypes=["train_mask"],
+                                    return_mapping=True)
+    got = tessera.partition_graph(g, "g", 2, tmp_path / "array", balance_ntypes=balance,
+                                  return_mapping=True)
+    config = str(tmp_path / "array" / "g.json")
+    assert tessera.load_partition_config(config) == \
+        tessera.load_partition_config(tmp_path / "named" / "g.json")
+    assert all(np.array_equal(a, b) for a, b in zip(got, named))
+    _assert_edges_keep_their_input_ids(config, g, *got)
+
+
+def test_balance_ntypes_array_of_a_dataset_path_keeps_its_build(tmp_path):
+    """A path read with symmetrize keeps it: the same config as the mask's name (no rebuild
+    from the CSC recording symmetrize: false and doubled input edges)."""
+    train = np.load(os.path.join(CORA, "train_mask.npy"))
+    named = tessera.partition_graph(CORA, "cora", 2, tmp_path / "named", symmetrize=True,
+                                    balance_ntypes=["train_mask"], return_mapping=True)
+    got = tessera.partition_graph(CORA, "cora", 2, tmp_path / "array", symmetrize=True,
+                                  balance_ntypes=train, return_mapping=True)
+    config = tessera.load_partition_config(tmp_path / "array" / "cora.json")
+    assert config["build"]["symmetrize"] and config["num_input_edges"] == 5278
+    assert config["partition_options"]["constraints"] == ["train_mask", "(no mask)"]
+    assert config == tessera.load_partition_config(tmp_path / "named" / "cora.json")
+    assert all(np.array_equal(a, b) for a, b in zip(got, named))
+
+
+def test_balance_ntypes_of_no_node_array(tmp_path):
+    """Node types no node array holds: each non-zero type is one constraint, and the edges keep
+    their data and input IDs."""
+    g = _graph_with_edge_data()
+    types = np.arange(40) % 3  # types 1 and 2 are constraints, 0 the "in none" one
+    got = tessera.partition_graph(g, "g", 2, tmp_path / "t", balance_ntypes=types,
+                                  return_mapping=True)
+    config = str(tmp_path / "t" / "g.json")
+    cfg = tessera.load_partition_config(config)
+    assert cfg["partition_options"]["constraints"] == ["balance_ntype1", "balance_ntype2",
+                                                       "(no mask)"]
+    assert list(cfg["edata_schema"]) == ["w"] and cfg["num_input_edges"] == 120
+    _assert_edges_keep_their_input_ids(config, g, *got)
+
+
+def test_balance_ntypes_of_no_node_array_of_a_dataset_path_is_refused(tmp_path):
+    types = np.arange(2708) % 3
+    with pytest.raises(ValueError, match="balance_ntype1, balance_ntype2 matches no node array"):
+        tessera.partition_graph(CORA, "cora", 2, tmp_path, balance_ntypes=types)
+    assert not tmp_path.joinpath("cora.json").exists()
+
+
 def test_random_method_and_no_halo(tmp_path):
     config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
                                      part_method="random", num_hops=0, seed=7)
