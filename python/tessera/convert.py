@@ -2,6 +2,8 @@
 """Conversions to and from PyTorch Geometric and DGL (used only when they are installed)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ._tensor import require_torch
@@ -19,17 +21,81 @@ def to_pyg(block):
         (block.num_src_nodes(), block.num_dst_nodes())
 
 
+# PyG attributes with a name of their own in DGL's datasets (and so in Tessera's): node
+# features and labels, edge features; edge_weight keeps its name, the one weighted formats are
+# read into and samplers are pointed at.
+_PYG_NODE_NAMES = {"x": "feat", "y": "label"}
+_PYG_EDGE_NAMES = {"edge_attr": "feat", "edge_weight": "edge_weight"}
+
+
+def _pyg_attributes(data) -> dict:
+    """Every attribute of a PyG ``Data`` (or of an object with its attributes), renamed ones
+    first so that they win a clash with an attribute already holding their new name."""
+    if hasattr(data, "to_dict"):
+        attrs = dict(data.to_dict())
+    else:
+        attrs = {k: v for k, v in vars(data).items() if not k.startswith("_")}
+    first = [k for k in attrs if k in _PYG_NODE_NAMES or k in _PYG_EDGE_NAMES]
+    return {k: attrs[k] for k in first + [k for k in attrs if k not in first]}
+
+
+def _pyg_level(data, key: str, rows: int, num_nodes: int, num_edges: int) -> str | None:
+    """"node", "edge" or None (neither) for an attribute of ``rows`` rows: PyG's own answer
+    where ``data`` gives one, else PyG's rule (by the rows; when nodes and edges are equally
+    many, by whether the name says "edge")."""
+    if callable(getattr(data, "is_node_attr", None)):
+        node, edge = data.is_node_attr(key), data.is_edge_attr(key)
+    else:
+        node = rows == num_nodes and (num_nodes != num_edges or "edge" not in key)
+        edge = rows == num_edges and not node
+    if node and rows == num_nodes:
+        return "node"
+    return "edge" if edge and rows == num_edges else None
+
+
 def from_pyg(data) -> dict:
-    """A PyG ``Data`` (edge_index, x, y, *_mask) as the mapping ``partition_graph`` takes."""
-    nd = {}
-    for key, name in (("x", "feat"), ("y", "label")):
-        if getattr(data, key, None) is not None:
-            nd[name] = _np(getattr(data, key))
-    for key in ("train_mask", "val_mask", "test_mask"):
-        if getattr(data, key, None) is not None:
-            nd[key] = _np(getattr(data, key))
-    return {"edge_index": _np(data.edge_index), "num_nodes": int(data.num_nodes), "ndata": nd,
-            "edata": {}}
+    """A PyG ``Data`` as the mapping ``partition_graph`` takes.
+
+    ``x`` becomes ndata["feat"], ``y`` ndata["label"], ``edge_attr`` edata["feat"] (DGL's
+    names) and ``edge_weight`` edata["edge_weight"]; every other array with one row per node
+    (masks, ``pos``, ...) is node data and one with one row per edge is edge data, under its
+    own name. Attributes that are neither (graph-level ones, sparse adjacency, scalars, strings)
+    are dropped with a warning."""
+    edge_index = _np(data.edge_index)
+    num_nodes = int(data.num_nodes)
+    num_edges = int(edge_index.shape[1]) if edge_index.ndim == 2 else 0
+    nd, ed, dropped = {}, {}, []
+    for key, value in _pyg_attributes(data).items():
+        if key in ("edge_index", "num_nodes") or value is None:
+            continue
+        a = _array_or_none(value)
+        if a is None:
+            dropped.append(f"{key} ({type(value).__name__})")
+            continue
+        level = None if a.ndim == 0 else \
+            _pyg_level(data, key, int(a.shape[0]), num_nodes, num_edges)
+        if level is None:
+            dropped.append(f"{key} (shape {list(a.shape)})")
+            continue
+        out, name = (nd, _PYG_NODE_NAMES.get(key, key)) if level == "node" else \
+            (ed, _PYG_EDGE_NAMES.get(key, key))
+        if name in out:
+            dropped.append(f"{key} (its name {name!r} is taken)")
+            continue
+        out[name] = a
+    if dropped:
+        warnings.warn(f"from_pyg: dropped {', '.join(dropped)}: Tessera keeps arrays with one "
+                      f"row per node ({num_nodes}) or per edge ({num_edges})", stacklevel=2)
+    return {"edge_index": edge_index, "num_nodes": num_nodes, "ndata": nd, "edata": ed}
+
+
+def _array_or_none(value) -> np.ndarray | None:
+    """A dense tensor or array as NumPy; None for anything else (sparse tensors, scalars)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "detach") and str(getattr(value, "layout", "")) == "torch.strided":
+        return _np(value)
+    return None
 
 
 def to_dgl_block(block):

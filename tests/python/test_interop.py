@@ -140,3 +140,62 @@ def test_partition_of_a_pyg_data_equals_partition_of_its_arrays(tmp_path):
                                 balance_ntypes="train_mask", return_mapping=True)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+class _PygLikeData:
+    """What from_pyg reads of a PyG Data (attributes and to_dict()), for machines without
+    torch_geometric; partition_graph recognises a PyG graph by its module."""
+
+    def __init__(self, **attrs):
+        self._attrs = attrs
+
+    def __getattr__(self, key):
+        try:
+            return self.__dict__["_attrs"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def to_dict(self):
+        return dict(self._attrs)
+
+
+_PygLikeData.__module__ = "torch_geometric.data.data"
+
+
+@pytest.mark.parametrize("kind", ["pyg", "pyg-like"])
+def test_from_pyg_keeps_edge_attr_edge_weight_and_every_node_or_edge_array(tmp_path, kind):
+    make = pytest.importorskip("torch_geometric.data").Data if kind == "pyg" else _PygLikeData
+    edge_index = torch.tensor([[0, 1, 2, 3, 0], [1, 2, 3, 0, 2]])
+    edge_attr = torch.arange(10, 20, dtype=torch.float32).view(5, 2)
+    edge_weight = torch.tensor([0.5, 0.25, 1.0, 2.0, 4.0])
+    pos = torch.arange(8, dtype=torch.float32).view(4, 2)
+    data = make(x=torch.eye(4), edge_index=edge_index, edge_attr=edge_attr,
+                edge_weight=edge_weight, y=torch.tensor([0, 1, 0, 1]), pos=pos,
+                edge_type=torch.tensor([0, 1, 0, 1, 1]), num_nodes=4, name="ring",
+                graph_y=torch.tensor([1]))
+    with pytest.warns(UserWarning, match=r"dropped name \(str\), graph_y \(shape \[1\]\)"):
+        arrays = tessera.convert.from_pyg(data)
+    assert sorted(arrays["ndata"]) == ["feat", "label", "pos"]
+    assert sorted(arrays["edata"]) == ["edge_type", "edge_weight", "feat"]
+    with pytest.warns(UserWarning, match="dropped name"):
+        orig_nids, orig_eids = tessera.partition_graph(data, "ring", 2, tmp_path,
+                                                       return_mapping=True)
+    g = tessera.DistGraph("ring", part_config=tmp_path / "ring.json")
+    eids, nids = np.arange(5), np.arange(4)
+    np.testing.assert_array_equal(g.edata["feat"].gather(eids), edge_attr.numpy()[orig_eids])
+    np.testing.assert_array_equal(g.edata["edge_weight"].gather(eids),
+                                  edge_weight.numpy()[orig_eids])
+    np.testing.assert_array_equal(g.ndata["pos"].gather(nids), pos.numpy()[orig_nids])
+
+
+def test_from_pyg_as_many_nodes_as_edges_goes_by_the_name():
+    """With as many nodes as edges, an array is edge data when its name says "edge" (PyG's
+    rule), and a renamed attribute wins its new name over an attribute holding it."""
+    data = _PygLikeData(edge_index=torch.tensor([[0, 1, 2], [1, 2, 0]]), num_nodes=3,
+                        edge_label=torch.ones(3), score=torch.zeros(3), x=torch.ones(3, 1),
+                        feat=torch.zeros(3, 1))
+    with pytest.warns(UserWarning, match=r"dropped feat \(its name 'feat' is taken\)"):
+        arrays = tessera.convert.from_pyg(data)
+    assert sorted(arrays["ndata"]) == ["feat", "score"]
+    assert sorted(arrays["edata"]) == ["edge_label"]
+    np.testing.assert_array_equal(arrays["ndata"]["feat"], np.ones((3, 1)))
