@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -154,12 +155,35 @@ def _balance_constraints(balance_ntypes, ndata: Mapping[str, Any],
     return names, extra
 
 
+def _check_not_empty(ds: "_C.Dataset", num_parts: int, what: str, allow_empty: bool) -> None:
+    """An empty graph, or more partitions than nodes, is almost always a mistake (a wrong file
+    or argument): refused unless asked for, as ``tessera partition`` does."""
+    if allow_empty:
+        return
+    if ds.num_nodes == 0:
+        raise ValueError(f"{what}: the graph has no nodes; pass allow_empty=True to write an "
+                         "empty partitioning on purpose")
+    if num_parts > ds.num_nodes:
+        raise ValueError(f"num_parts {num_parts} is more than the {ds.num_nodes} nodes of {what}: "
+                         f"at most {ds.num_nodes} partitions can hold a node each "
+                         "(allow_empty=True writes the others empty on purpose)")
+
+
+def _report(stats: str, summary: str) -> None:
+    """Prints the partitioning's summary as ``tessera partition`` does, its warnings raised as
+    UserWarnings (by the caller of partition_graph) instead of printed."""
+    for w in json.loads(stats)["warnings"]:
+        warnings.warn(w, stacklevel=3)
+    print("".join(line for line in summary.splitlines(keepends=True)
+                  if not line.startswith("warning: ")), end="", flush=True)
+
+
 def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathLike,
                     num_hops: int = 1, part_method: str = "metis", balance_ntypes=None,
                     balance_edges: bool = False, return_mapping: bool = False,
                     num_trainers_per_machine: int = 1, symmetrize: bool | None = None,
                     seed: int = -1, overwrite: bool = True, low_memory: bool = False,
-                    node_order: str = "degree"):
+                    node_order: str = "degree", allow_empty: bool = False):
     """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
 
     ``g`` is a dataset path (read with ``symmetrize`` as ``load_dataset`` and
@@ -188,6 +212,11 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     in almost every batch share the cache lines of every per-node array (the committed CPU
     sampling runs do not show it faster; docs/sampling.md); ``"original"`` keeps the input's
     relative order. Either way ``return_mapping`` and the partition book give each node's input ID.
+
+    Prints what ``tessera partition`` prints: each partition's nodes, edges, halo and
+    constraint weights, the edge cut and the balance; what it warns of (empty partitions, METIS
+    skipped) comes as a ``UserWarning``. A graph without nodes, or fewer nodes than
+    ``num_parts``, is refused unless ``allow_empty`` (not in DGL) asks for empty partitions.
 
     ``num_trainers_per_machine`` (DGL's) is accepted and stores nothing: the partition is the
     machine's, and a job of ``num_parts`` x T ranks (``tessera launch --nproc-per-node T`` on
@@ -226,14 +255,16 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                                arrays.get("name", "graph"), symmetrize=bool(symmetrize))
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
+    _check_not_empty(ds, int(num_parts), source or f"graph {graph_name!r}", allow_empty)
     # The config's graph_name is the dataset's name: make it the name asked for.
     saved_name, ds.name = ds.name, graph_name
     try:
-        _C.partition_dataset(ds, out_path, graph_name, int(num_parts), part_method, masks,
-                             bool(balance_edges), int(num_hops), int(seed), -1, overwrite,
-                             source, bool(low_memory), str(node_order))
+        stats, summary = _C.partition_dataset(
+            ds, out_path, graph_name, int(num_parts), part_method, masks, bool(balance_edges),
+            int(num_hops), int(seed), -1, overwrite, source, bool(low_memory), str(node_order))
     finally:
         ds.name = saved_name
+    _report(stats, summary)
     config = os.path.join(out_path, f"{graph_name}.json")
     if not return_mapping:
         return config

@@ -179,6 +179,7 @@ def test_from_pyg_keeps_edge_attr_edge_weight_and_every_node_or_edge_array(tmp_p
     assert sorted(arrays["edata"]) == ["edge_type", "edge_weight", "feat"]
     with pytest.warns(UserWarning, match="dropped name"):
         orig_nids, orig_eids = tessera.partition_graph(data, "ring", 2, tmp_path,
+                                                       part_method="random",
                                                        return_mapping=True)
     g = tessera.DistGraph("ring", part_config=tmp_path / "ring.json")
     eids, nids = np.arange(5), np.arange(4)

@@ -240,6 +240,38 @@ def test_balance_ntypes_of_no_node_array_of_a_dataset_path_is_refused(tmp_path):
     assert not tmp_path.joinpath("cora.json").exists()
 
 
+def test_summary_is_printed_and_its_warnings_raised(tmp_path, capsys):
+    """partition_graph prints what `tessera partition` prints, and warns of what it warns of."""
+    g = _graph_with_edge_data()
+    tessera.partition_graph(g, "g", 2, tmp_path / "two", balance_ntypes=["train_mask"])
+    out = capsys.readouterr().out
+    assert "partitioned g: 40 nodes, 120 edges into 2 parts (metis, halo 1)" in out
+    assert "edge cut: " in out and "balance (max/mean): nodes " in out and "train_mask" in out
+    ring = {"edge_index": np.array([[0, 1, 2], [1, 2, 0]]), "num_nodes": 4}
+    with pytest.warns(UserWarning, match=r"2 of 6 partitions are empty \(4 nodes\)"):
+        tessera.partition_graph(ring, "ring", 6, tmp_path / "six", part_method="random",
+                                allow_empty=True)
+    assert "warning:" not in capsys.readouterr().out  # raised, not printed
+
+
+@pytest.mark.filterwarnings("ignore:.*(partitions are empty|METIS skipped)")
+@pytest.mark.parametrize("method", ["metis", "random"])
+def test_more_partitions_than_nodes_needs_allow_empty(tmp_path, method):
+    ring = {"edge_index": np.array([[0, 1, 2], [1, 2, 0]]), "num_nodes": 4}
+    with pytest.raises(ValueError, match="num_parts 6 is more than the 4 nodes of graph 'ring'"):
+        tessera.partition_graph(ring, "ring", 6, tmp_path / "six", part_method=method)
+    assert not (tmp_path / "six").exists()
+    with pytest.warns(UserWarning, match="partitions are empty"):
+        config = tessera.partition_graph(ring, "ring", 6, tmp_path / "six", part_method=method,
+                                         allow_empty=True)
+    assert tessera.load_partition_config(config)["num_parts"] == 6
+    empty = {"edge_index": np.zeros((2, 0), np.int64), "num_nodes": 0}
+    with pytest.raises(ValueError, match="graph 'e': the graph has no nodes; pass allow_empty"):
+        tessera.partition_graph(empty, "e", 1, tmp_path / "e", part_method=method)
+    tessera.partition_graph(empty, "e", 1, tmp_path / "e", part_method=method, allow_empty=True)
+    assert tessera.load_partition_config(tmp_path / "e" / "e.json")["num_nodes"] == 0
+
+
 def test_random_method_and_no_halo(tmp_path):
     config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
                                      part_method="random", num_hops=0, seed=7)
