@@ -232,6 +232,9 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                          "path (or arrays) instead of a loaded tessera dataset")
     if low_memory and part_method != "metis":
         raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
+    if part_method != "metis" and (balance_ntypes is not None or balance_edges):
+        raise ValueError(f"balance_ntypes/balance_edges need part_method='metis', not "
+                         f"'{part_method}' (the random partitioner balances node counts only)")
     arrays = _arrays_of(g)
     if arrays is None:
         ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)

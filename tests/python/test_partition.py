@@ -272,6 +272,16 @@ def test_more_partitions_than_nodes_needs_allow_empty(tmp_path, method):
     assert tessera.load_partition_config(tmp_path / "e" / "e.json")["num_nodes"] == 0
 
 
+@pytest.mark.parametrize("balance", [dict(balance_ntypes=["train_mask"]),
+                                     dict(balance_ntypes=np.ones(40, bool)),
+                                     dict(balance_edges=True)])
+def test_balance_constraints_need_metis(tmp_path, balance):
+    with pytest.raises(ValueError, match="balance_ntypes/balance_edges need part_method='metis'"):
+        tessera.partition_graph(_graph_with_edge_data(), "g", 2, tmp_path / "r",
+                                part_method="random", **balance)
+    assert not (tmp_path / "r").exists()
+
+
 def test_random_method_and_no_halo(tmp_path):
     config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
                                      part_method="random", num_hops=0, seed=7)
