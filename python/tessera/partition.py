@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
+import re
 import warnings
 from typing import Any, Mapping, Sequence
 
@@ -155,6 +157,79 @@ def _balance_constraints(balance_ntypes, ndata: Mapping[str, Any],
     return names, extra
 
 
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _integer(name: str, value, lo: int, hi: int | None = None) -> int:
+    """``value`` as an int in [lo, hi]; a ValueError naming the argument otherwise (floats and
+    bools are not integers here)."""
+    try:
+        v = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        v = None
+    if v is None or v < lo or (hi is not None and v > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}")
+    return v
+
+
+def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, balance_ntypes,
+                     balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
+                     node_order) -> None:
+    """partition_graph's arguments, checked before anything is read, each error naming the
+    argument as the caller wrote it."""
+    if not isinstance(graph_name, str) or not _NAME.fullmatch(graph_name) or \
+            graph_name in (".", ".."):
+        raise ValueError(f"graph_name {graph_name!r}: use letters, digits, '_', '-' and '.' only "
+                         "(it names the config file)")
+    _integer("num_parts", num_parts, 1, 2**31 - 1)
+    _integer("num_hops", num_hops, 0, 2**31 - 1)
+    _integer("num_trainers_per_machine", num_trainers_per_machine, 1)
+    _integer("seed", seed, -1)
+    if part_method not in ("metis", "random"):
+        raise ValueError(f"part_method must be 'metis' or 'random', got {part_method!r}")
+    if node_order not in ("degree", "original"):
+        raise ValueError(f"node_order: unknown node order {node_order!r} (expected 'degree' or "
+                         "'original')")
+    if part_method != "metis" and (balance_ntypes is not None or balance_edges):
+        raise ValueError(f"balance_ntypes/balance_edges need part_method='metis', not "
+                         f"'{part_method}' (the random partitioner balances node counts only)")
+    if low_memory and isinstance(g, _C.Dataset):
+        raise ValueError("low_memory releases the graph's arrays during METIS: pass the dataset's "
+                         "path (or arrays) instead of a loaded tessera dataset")
+    if low_memory and part_method != "metis":
+        raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
+    if not isinstance(out_path, (str, os.PathLike)) or not os.fspath(out_path):
+        raise ValueError(f"out_path must name a folder, got {out_path!r}")
+    if not overwrite and os.path.exists(out_path):
+        raise ValueError(f"out_path {os.fspath(out_path)} already exists (pass overwrite=True to "
+                         "replace it)")
+
+
+def _check_masks(masks: Sequence[str], ndata: Mapping[str, Any]) -> None:
+    """Each balance mask ("name" or "name:column") names a bool or integer node array of shape
+    [N] or [N, S] (and one of its S columns)."""
+    for spec in masks:
+        name, colon, col = spec.rpartition(":") if ":" in spec else (spec, "", "")
+        if colon and not (col.isdigit() and col.isascii() and len(col) < 10):
+            raise ValueError(f"balance_ntypes {spec!r}: expected NAME or NAME:COLUMN")
+        if name not in ndata:
+            have = ", ".join(sorted(ndata)) or "none"
+            raise ValueError(f"balance_ntypes {spec!r}: the dataset has no node array {name!r} "
+                             f"(it has: {have})")
+        a = ndata[name]
+        if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"balance_ntypes {spec!r}: node array {name!r} must be bool or "
+                            f"integer, got {a.dtype}")
+        if a.ndim not in (1, 2):
+            raise ValueError(f"balance_ntypes {spec!r}: node array {name!r} must have shape [N] "
+                             f"or [N, S], got {list(a.shape)}")
+        ncol = a.shape[1] if a.ndim == 2 else 1
+        if colon and int(col) >= ncol:
+            raise IndexError(f"balance_ntypes {spec!r}: column {col} outside [0, {ncol}) of "
+                             f"{name!r} (shape {list(a.shape)})")
+
+
 def _check_not_empty(ds: "_C.Dataset", num_parts: int, what: str, allow_empty: bool) -> None:
     """An empty graph, or more partitions than nodes, is almost always a mistake (a wrong file
     or argument): refused unless asked for, as ``tessera partition`` does."""
@@ -224,17 +299,9 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     T contiguous ranges, one per trainer (docs/dist.md, "Several trainers per machine"). DGL
     instead stores a trainer ID per node for ``node_split(node_trainer_ids=...)``.
     """
-    if isinstance(num_trainers_per_machine, bool) or int(num_trainers_per_machine) < 1:
-        raise ValueError(f"num_trainers_per_machine must be an integer >= 1, got "
-                         f"{num_trainers_per_machine!r}")
-    if low_memory and isinstance(g, _C.Dataset):
-        raise ValueError("low_memory releases the graph's arrays during METIS: pass the dataset's "
-                         "path (or arrays) instead of a loaded tessera dataset")
-    if low_memory and part_method != "metis":
-        raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
-    if part_method != "metis" and (balance_ntypes is not None or balance_edges):
-        raise ValueError(f"balance_ntypes/balance_edges need part_method='metis', not "
-                         f"'{part_method}' (the random partitioner balances node counts only)")
+    _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, balance_ntypes,
+                     balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
+                     node_order)
     arrays = _arrays_of(g)
     if arrays is None:
         ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)
@@ -258,6 +325,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                                arrays.get("name", "graph"), symmetrize=bool(symmetrize))
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
+    _check_masks(masks, ds.ndata)
     _check_not_empty(ds, int(num_parts), source or f"graph {graph_name!r}", allow_empty)
     # The config's graph_name is the dataset's name: make it the name asked for.
     saved_name, ds.name = ds.name, graph_name

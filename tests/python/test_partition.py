@@ -282,6 +282,33 @@ def test_balance_constraints_need_metis(tmp_path, balance):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("kwargs,error,message", [
+    (dict(num_parts=0), ValueError, r"num_parts must be an integer in \[1, 2147483647\], got 0"),
+    (dict(num_parts=2.5), ValueError, r"num_parts must be an integer .*got 2.5"),
+    (dict(num_hops=-1), ValueError, r"num_hops must be an integer in \[0, .*got -1"),
+    (dict(seed=-2), ValueError, r"seed must be an integer >= -1, got -2"),
+    (dict(graph_name="a/b"), ValueError, r"graph_name 'a/b': use letters, digits"),
+    (dict(part_method="kway"), ValueError, r"part_method must be 'metis' or 'random', got 'kway'"),
+    (dict(balance_ntypes=["train_mask:x"]), ValueError,
+     r"balance_ntypes 'train_mask:x': expected NAME or NAME:COLUMN"),
+    (dict(balance_ntypes=["nope"]), ValueError,
+     r"balance_ntypes 'nope': the dataset has no node array 'nope' \(it has: feat, train_mask\)"),
+    (dict(balance_ntypes=["feat"]), TypeError,
+     r"balance_ntypes 'feat': node array 'feat' must be bool or integer, got float32"),
+    (dict(balance_ntypes=["train_mask:1"]), IndexError,
+     r"balance_ntypes 'train_mask:1': column 1 outside \[0, 1\)"),
+    (dict(overwrite=False), ValueError, r"out_path .* already exists \(pass overwrite=True"),
+])
+def test_argument_errors_name_the_python_argument(tmp_path, kwargs, error, message):
+    """partition_graph's errors name its own arguments, never the command line's flags."""
+    args = dict(graph_name="g", num_parts=2, out_path=tmp_path)
+    args.update(kwargs)
+    with pytest.raises(error, match=message) as e:
+        tessera.partition_graph(_graph_with_edge_data(), **args)
+    assert "--" not in str(e.value)
+    assert not (tmp_path / "g.json").exists()
+
+
 def test_random_method_and_no_halo(tmp_path):
     config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
                                      part_method="random", num_hops=0, seed=7)
