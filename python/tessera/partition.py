@@ -49,6 +49,10 @@ def _edges(edge_index) -> tuple[np.ndarray, np.ndarray]:
         if ei.ndim != 2 or ei.shape[0] != 2:
             raise ValueError(f"edge_index: expected shape [2, E], got {list(ei.shape)}")
         src, dst = ei[0], ei[1]
+    for a in (src, dst):
+        # A float ID would be truncated to another node's; an empty edge list may be of any type.
+        if a.size and not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"edge_index: node IDs must be integers, got {a.dtype}")
     return (np.ascontiguousarray(src, dtype=np.int64),
             np.ascontiguousarray(dst, dtype=np.int64))
 

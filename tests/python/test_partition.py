@@ -416,6 +416,19 @@ def test_graph_from_arrays(tmp_path):
     assert tessera.validate_partitions(config)["ok"]
 
 
+@pytest.mark.parametrize("edge_index", [np.array([[0.0, 1.5], [1.0, 0.0]]),
+                                        (np.array([0, 1]), np.array([1.0, 0.0])),
+                                        np.array([[True, False], [False, True]])])
+def test_edge_index_of_non_integers_is_refused(tmp_path, edge_index):
+    """A float ID is not truncated to another node's."""
+    with pytest.raises(TypeError, match="edge_index: node IDs must be integers, got (float|bool)"):
+        tessera.graph_from_arrays(edge_index, 2)
+    with pytest.raises(TypeError, match="edge_index: node IDs must be integers"):
+        tessera.partition_graph({"edge_index": edge_index, "num_nodes": 2}, "g", 1, tmp_path)
+    empty = tessera.graph_from_arrays(np.zeros((2, 0)), 2)  # no ID to truncate
+    assert empty.num_edges == 0
+
+
 def test_dgl_style_namespace_and_torch_edge_index(tmp_path):
     import tessera.distributed as dist
 
