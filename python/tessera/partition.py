@@ -210,6 +210,35 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
                          "replace it)")
 
 
+# Keyword arguments DGL's partition_graph passes on to its GraphBolt conversion.
+_GRAPHBOLT_KWARGS = ("store_eids", "store_inner_node", "store_inner_edge", "n_jobs")
+
+
+def _check_dgl_arguments(objtype, graph_formats, use_graphbolt, kwargs: Mapping[str, Any]) -> None:
+    """DGL's arguments that Tessera takes and does not act on: a UserWarning for each value
+    that asks for something Tessera does not do; unknown keywords are a TypeError."""
+    unknown = sorted(set(kwargs) - set(_GRAPHBOLT_KWARGS))
+    if unknown:
+        raise TypeError(f"partition_graph() got an unexpected keyword argument {unknown[0]!r}")
+    if objtype not in ("cut", "vol"):
+        raise ValueError(f"objtype must be 'cut' or 'vol', got {objtype!r}")
+    if objtype == "vol":
+        warnings.warn("partition_graph: objtype='vol' is ignored: METIS minimizes the edge cut",
+                      stacklevel=3)
+    if graph_formats is not None:
+        formats = [graph_formats] if isinstance(graph_formats, str) else list(graph_formats)
+        bad = [f for f in formats if f not in ("coo", "csr", "csc")]
+        if bad:
+            raise ValueError(f"graph_formats: expected 'coo', 'csr' or 'csc', got {bad[0]!r}")
+        if set(formats) != {"csc"}:
+            warnings.warn(f"partition_graph: graph_formats={graph_formats!r} is ignored: each "
+                          "partition is stored as CSC, which DistGraph reads", stacklevel=3)
+    if use_graphbolt or kwargs:
+        given = (["use_graphbolt=True"] if use_graphbolt else []) + sorted(kwargs)
+        warnings.warn(f"partition_graph: {', '.join(given)} ignored: Tessera writes its own "
+                      "partition format (DistGraph reads it), not GraphBolt's", stacklevel=3)
+
+
 def _check_masks(masks: Sequence[str], ndata: Mapping[str, Any]) -> None:
     """Each balance mask ("name" or "name:column") names a bool or integer node array of shape
     [N] or [N, S] (and one of its S columns)."""
@@ -260,9 +289,11 @@ def _report(stats: str, summary: str) -> None:
 def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathLike,
                     num_hops: int = 1, part_method: str = "metis", balance_ntypes=None,
                     balance_edges: bool = False, return_mapping: bool = False,
-                    num_trainers_per_machine: int = 1, symmetrize: bool | None = None,
+                    num_trainers_per_machine: int = 1, objtype: str = "cut",
+                    graph_formats: str | Sequence[str] | None = None,
+                    use_graphbolt: bool = False, symmetrize: bool | None = None,
                     seed: int = -1, overwrite: bool = True, low_memory: bool = False,
-                    node_order: str = "degree", allow_empty: bool = False):
+                    node_order: str = "degree", allow_empty: bool = False, **kwargs):
     """Partitions a graph into ``num_parts`` parts under ``out_path`` (DGL's signature).
 
     ``g`` is a dataset path (read with ``symmetrize`` as ``load_dataset`` and
@@ -297,6 +328,12 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     skipped) comes as a ``UserWarning``. A graph without nodes, or fewer nodes than
     ``num_parts``, is refused unless ``allow_empty`` (not in DGL) asks for empty partitions.
 
+    DGL's other arguments are accepted so that DGL code runs unchanged, with a UserWarning for
+    a value Tessera does not honour: ``objtype="vol"`` (METIS minimizes the edge cut here),
+    ``graph_formats`` other than CSC (partitions are stored as CSC, which DistGraph reads),
+    ``use_graphbolt=True`` and the GraphBolt conversion's keyword arguments (``store_eids``,
+    ``store_inner_node``, ``store_inner_edge``, ``n_jobs``): Tessera writes its own format.
+
     ``num_trainers_per_machine`` (DGL's) is accepted and stores nothing: the partition is the
     machine's, and a job of ``num_parts`` x T ranks (``tessera launch --nproc-per-node T`` on
     each machine) shares it among the machine's T trainers at load, cutting its node range into
@@ -306,6 +343,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, balance_ntypes,
                      balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
                      node_order)
+    _check_dgl_arguments(objtype, graph_formats, use_graphbolt, kwargs)
     arrays = _arrays_of(g)
     if arrays is None:
         ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)

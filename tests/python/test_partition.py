@@ -309,6 +309,31 @@ def test_argument_errors_name_the_python_argument(tmp_path, kwargs, error, messa
     assert not (tmp_path / "g.json").exists()
 
 
+def test_dgl_arguments_are_accepted(tmp_path):
+    """DGL's partition_graph call runs as it is, positional arguments included; what Tessera
+    does not honour is warned of, and a misspelt keyword is still an error."""
+    import warnings
+
+    g = _graph_with_edge_data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tessera.partition_graph(g, "g", 2, tmp_path / "a", 1, "metis", None, False, False, 1,
+                                "cut", None, False)
+        tessera.partition_graph(g, "g", 2, tmp_path / "b", objtype="cut", graph_formats=["csc"],
+                                use_graphbolt=False)
+    for kwargs, message in [(dict(objtype="vol"), "objtype='vol' is ignored"),
+                            (dict(graph_formats=["csc", "coo"]), "graph_formats=.* is ignored"),
+                            (dict(use_graphbolt=True, store_eids=False),
+                             "use_graphbolt=True, store_eids ignored")]:
+        with pytest.warns(UserWarning, match=message):
+            tessera.partition_graph(g, "g", 2, tmp_path / "c", **kwargs)
+    with pytest.raises(ValueError, match="objtype must be 'cut' or 'vol', got 'volume'"):
+        tessera.partition_graph(g, "g", 2, tmp_path / "d", objtype="volume")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_hop'"):
+        tessera.partition_graph(g, "g", 2, tmp_path / "d", num_hop=2)
+    assert not (tmp_path / "d").exists()
+
+
 def test_random_method_and_no_halo(tmp_path):
     config = tessera.partition_graph(CORA, "cora", 3, tmp_path, symmetrize=True,
                                      part_method="random", num_hops=0, seed=7)
