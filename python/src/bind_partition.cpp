@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Partitioning, the partition config and book, loading one partition, the validator.
+#include <algorithm>
+
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -26,6 +28,23 @@ nb::dict arrays_to_dict(const std::map<std::string, Array>& m) {
   return d;
 }
 
+// {name: [N] integer array} (non-zero: in the set) as PartitionOptions::balance_sets.
+std::vector<std::pair<std::string, std::vector<uint8_t>>> balance_sets_from(const nb::dict& d) {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> out;
+  for (auto [k, v] : d) {
+    const std::string name = nb::cast<std::string>(k);
+    const std::string what = "balance_sets['" + name + "']";
+    AnyArray a;
+    if (!nb::try_cast(v, a))
+      TESSERA_FAIL(TypeError, "{}: expected a C-contiguous CPU array (numpy or torch)", what);
+    const std::vector<int64_t> vals = int64_vector(a, what);
+    std::vector<uint8_t> set(vals.size());
+    std::transform(vals.begin(), vals.end(), set.begin(), [](int64_t x) { return x != 0; });
+    out.emplace_back(name, std::move(set));
+  }
+  return out;
+}
+
 }  // namespace
 
 void bind_partition(nb::module_& m) {
@@ -34,11 +53,12 @@ void bind_partition(nb::module_& m) {
       [](Dataset& ds, const std::string& out_dir, const std::string& name, int64_t num_parts,
          const std::string& method, std::vector<std::string> balance_masks, bool balance_edges,
          int halo_hops, int64_t seed, int ufactor, bool overwrite, const std::string& source_path,
-         bool low_memory, const std::string& node_order) {
+         bool low_memory, const std::string& node_order, nb::dict balance_sets) {
         PartitionOptions o;
         o.num_parts = num_parts;
         o.method = parse_part_method(method);
         o.balance_masks = std::move(balance_masks);
+        o.balance_sets = balance_sets_from(balance_sets);
         o.balance_edges = balance_edges;
         o.halo_hops = halo_hops;
         o.seed = seed;
@@ -66,9 +86,12 @@ void bind_partition(nb::module_& m) {
       nb::arg("balance_edges") = false, nb::arg("halo_hops") = 1, nb::arg("seed") = -1,
       nb::arg("ufactor") = -1, nb::arg("overwrite") = false, nb::arg("source_path") = "",
       nb::arg("low_memory") = false, nb::arg("node_order") = "degree",
+      nb::arg("balance_sets") = nb::dict(),
       "Partitions a finalized dataset and writes <out_dir>/<name>.json and part<p>/ "
       "atomically. Returns (stats as JSON text, summary table). low_memory (METIS only) parks "
-      "the CSC on disk during METIS and leaves the dataset's graph empty afterwards.");
+      "the CSC on disk during METIS and leaves the dataset's graph empty afterwards. "
+      "balance_sets: {name: [N] integer array, non-zero in the set}, node sets to balance that "
+      "no node array holds (not written).");
 
   m.def(
       "validate_partitions",

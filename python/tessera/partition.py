@@ -57,13 +57,6 @@ def _edges(edge_index) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(dst, dtype=np.int64))
 
 
-def _num_nodes(src: np.ndarray, dst: np.ndarray, ndata: Mapping[str, Any]) -> int:
-    """The node count a graph given as arrays implies: its node arrays' rows, else the
-    largest ID + 1."""
-    sizes = [int(_np(v).shape[0]) for v in ndata.values()]
-    return sizes[0] if sizes else int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
-
-
 def graph_from_arrays(edge_index, num_nodes: int | None = None,
                       ndata: Mapping[str, Any] | None = None,
                       edata: Mapping[str, Any] | None = None, name: str = "graph",
@@ -76,7 +69,8 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     nd = {k: np.ascontiguousarray(_np(v)) for k, v in (ndata or {}).items()}
     ed = {k: np.ascontiguousarray(_np(v)) for k, v in (edata or {}).items()}
     if num_nodes is None:
-        num_nodes = _num_nodes(src, dst, nd)
+        sizes = [int(v.shape[0]) for v in nd.values()]
+        num_nodes = sizes[0] if sizes else (int(max(src.max(initial=-1), dst.max(initial=-1))) + 1)
     return _C.dataset_from_arrays(src, dst, int(num_nodes), nd, ed, name, symmetrize,
                                   drop_self_loops, deduplicate)
 
@@ -120,8 +114,8 @@ def _find_mask(ndata: Mapping[str, Any], mask: np.ndarray) -> str | None:
 
 def _balance_constraints(balance_ntypes, ndata: Mapping[str, Any],
                          num_nodes: int) -> tuple[list[str], dict[str, np.ndarray]]:
-    """Maps DGL's ``balance_ntypes`` onto Tessera's balance masks: (names of node arrays to
-    balance, {name: bool mask} of the masks no node array holds).
+    """Maps DGL's ``balance_ntypes`` onto Tessera's balance constraints: (names of node arrays
+    to balance, {name: uint8 [N], 1 in the set} of the node sets no node array holds).
 
     Accepts mask names ("train_mask", "train_mask:3" for column 3 of [N, S]), DGL's array of
     per-node types, or a {name: types} mapping. Every non-zero type value v becomes one
@@ -153,11 +147,12 @@ def _balance_constraints(balance_ntypes, ndata: Mapping[str, Any],
         for v in values:
             mask = types == v
             name = _find_mask(ndata, mask)
-            if name is None:
+            if name is not None:
+                names.append(name)
+            else:
                 name = f"balance_{key}{int(v)}" if by_type or len(values) > 1 else \
                     f"balance_{key}"
-                extra[name] = mask
-            names.append(name)
+                extra[name] = mask.astype(np.uint8)
     return names, extra
 
 
@@ -308,8 +303,8 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     constraint each: node-array names ("train_mask", "train_mask:c" for column c of [N, S]),
     DGL's array of per-node types, or {name: types}, where every non-zero type is one set.
     A set that is a node array's non-zero entries (DGL's ``balance_ntypes=g.ndata["train_mask"]``)
-    is that array's constraint, as its name would be. Other sets need a graph given as arrays,
-    and are written with it as node arrays ``balance_<name>``.
+    is that array's constraint, as its name would be; any other is balanced as given, named
+    ``balance_<name>`` in the config, and not written with the partitions.
 
     ``low_memory`` (METIS only; not in DGL) keeps the graph's CSR in a temporary file while
     METIS runs, as ``tessera partition --low-memory`` does: the peak drops by 16 bytes per edge
@@ -347,24 +342,12 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     arrays = _arrays_of(g)
     if arrays is None:
         ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)
-        masks, extra = _balance_constraints(balance_ntypes, ds.ndata, ds.num_nodes)
-        if extra:
-            raise ValueError(
-                f"balance_ntypes: {', '.join(sorted(extra))} matches no node array of the "
-                "dataset: add it to the dataset's node arrays and pass its name, or pass the "
-                "graph as arrays (a dict with edge_index, ndata, edata)")
     else:
-        # Arrays say nothing about their edges: None keeps them as they are. Masks that no node
-        # array holds join the node arrays before the dataset is built.
-        src, dst = _edges(arrays["edge_index"])
-        ndata = {k: _np(v) for k, v in (arrays.get("ndata") or {}).items()}
-        num_nodes = arrays.get("num_nodes")
-        if num_nodes is None:
-            num_nodes = _num_nodes(src, dst, ndata)
-        masks, extra = _balance_constraints(balance_ntypes, ndata, int(num_nodes))
-        ndata.update(extra)
-        ds = graph_from_arrays((src, dst), num_nodes, ndata, arrays.get("edata"),
-                               arrays.get("name", "graph"), symmetrize=bool(symmetrize))
+        # Arrays say nothing about their edges: None keeps them as they are.
+        ds = graph_from_arrays(arrays["edge_index"], arrays.get("num_nodes"), arrays.get("ndata"),
+                               arrays.get("edata"), arrays.get("name", "graph"),
+                               symmetrize=bool(symmetrize))
+    masks, sets = _balance_constraints(balance_ntypes, ds.ndata, ds.num_nodes)
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
     _check_masks(masks, ds.ndata)
@@ -374,7 +357,8 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     try:
         stats, summary = _C.partition_dataset(
             ds, out_path, graph_name, int(num_parts), part_method, masks, bool(balance_edges),
-            int(num_hops), int(seed), -1, overwrite, source, bool(low_memory), str(node_order))
+            int(num_hops), int(seed), -1, overwrite, source, bool(low_memory), str(node_order),
+            **({"balance_sets": sets} if sets else {}))
     finally:
         ds.name = saved_name
     _report(stats, summary)

@@ -219,8 +219,8 @@ def test_balance_ntypes_array_of_a_dataset_path_keeps_its_build(tmp_path):
 
 
 def test_balance_ntypes_of_no_node_array(tmp_path):
-    """Node types no node array holds: each non-zero type is one constraint, and the edges keep
-    their data and input IDs."""
+    """Node types no node array holds: each non-zero type is one constraint, not written with
+    the partitions, and the edges keep their data and input IDs."""
     g = _graph_with_edge_data()
     types = np.arange(40) % 3  # types 1 and 2 are constraints, 0 the "in none" one
     got = tessera.partition_graph(g, "g", 2, tmp_path / "t", balance_ntypes=types,
@@ -230,14 +230,23 @@ def test_balance_ntypes_of_no_node_array(tmp_path):
     assert cfg["partition_options"]["constraints"] == ["balance_ntype1", "balance_ntype2",
                                                        "(no mask)"]
     assert list(cfg["edata_schema"]) == ["w"] and cfg["num_input_edges"] == 120
+    assert sorted(cfg["ndata_schema"]) == ["feat", "train_mask"]
     _assert_edges_keep_their_input_ids(config, g, *got)
 
 
-def test_balance_ntypes_of_no_node_array_of_a_dataset_path_is_refused(tmp_path):
+def test_balance_ntypes_of_no_node_array_of_a_dataset_path(tmp_path):
+    """A path (or a loaded dataset) takes node types too, without being rebuilt."""
     types = np.arange(2708) % 3
-    with pytest.raises(ValueError, match="balance_ntype1, balance_ntype2 matches no node array"):
-        tessera.partition_graph(CORA, "cora", 2, tmp_path, balance_ntypes=types)
-    assert not tmp_path.joinpath("cora.json").exists()
+    tessera.partition_graph(CORA, "cora", 2, tmp_path / "plain", symmetrize=True)
+    tessera.partition_graph(CORA, "cora", 2, tmp_path / "t", symmetrize=True, balance_ntypes=types)
+    plain = tessera.load_partition_config(tmp_path / "plain" / "cora.json")
+    cfg = tessera.load_partition_config(tmp_path / "t" / "cora.json")
+    assert cfg["partition_options"]["constraints"] == ["balance_ntype1", "balance_ntype2",
+                                                       "(no mask)"]
+    for key in ("build", "num_input_edges", "num_edges", "ndata_schema", "edata_schema"):
+        assert cfg[key] == plain[key], key
+    assert tessera.validate_partitions(tmp_path / "t" / "cora.json",
+                                       original=tessera.load_dataset(CORA, symmetrize=True))["ok"]
 
 
 def test_summary_is_printed_and_its_warnings_raised(tmp_path, capsys):

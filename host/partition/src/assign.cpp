@@ -347,7 +347,7 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
   const int64_t n = ds.num_nodes;
   std::vector<std::vector<int32_t>> cols;
   std::vector<std::string> col_names;
-  if (!opts.balance_masks.empty()) {
+  if (!opts.balance_masks.empty() || !opts.balance_sets.empty()) {
     std::vector<uint8_t> in_any(static_cast<size_t>(n), 0);
     for (const std::string& spec : opts.balance_masks) {
       std::string name = spec;
@@ -392,6 +392,18 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
       }
       cols.push_back(std::move(w));
       col_names.push_back(spec);
+    }
+    for (const auto& [name, set] : opts.balance_sets) {
+      TESSERA_EXPECTS(static_cast<int64_t>(set.size()) == n, ValueError,
+                      "balance set '{}': {} entries for the {} nodes of {}", name, set.size(), n,
+                      ds.name);
+      std::vector<int32_t> w(static_cast<size_t>(n));
+      for (int64_t v = 0; v < n; ++v) {
+        w[v] = set[v] != 0;
+        in_any[v] |= static_cast<uint8_t>(w[v]);
+      }
+      cols.push_back(std::move(w));
+      col_names.push_back(name);
     }
     std::vector<int32_t> rest(static_cast<size_t>(n));
     for (int64_t v = 0; v < n; ++v) {

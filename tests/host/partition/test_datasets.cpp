@@ -140,6 +140,35 @@ TEST(Balance, MultiSplitMaskColumn) {
   TESSERA_EXPECT_THROW_MSG(balance_weights(ds, po, &names), TypeError, "bool or integer");
 }
 
+TEST(Balance, SetsWeighAsTheMaskTheyCopy) {
+  // A node set given as such (Python's balance_ntypes arrays) is the same METIS constraint as
+  // the node array holding it, under its own name, and is not a node array of the dataset.
+  const Dataset ds = read_real("cora");
+  PartitionOptions named;
+  named.num_parts = 4;
+  named.balance_masks = {"train_mask"};
+  PartitionOptions sets = named;
+  sets.balance_masks = {};
+  const std::vector<int64_t> train = ds.ndata.at("train_mask").to_int64_vector("train_mask");
+  sets.balance_sets = {{"train", std::vector<uint8_t>(train.begin(), train.end())}};
+  std::vector<std::string> names_named, names_sets;
+  EXPECT_EQ(balance_weights(ds, sets, &names_sets), balance_weights(ds, named, &names_named));
+  EXPECT_EQ(names_sets, (std::vector<std::string>{"train", "(no mask)"}));
+  EXPECT_EQ(assign_parts(ds, sets).part, assign_parts(ds, named).part);
+  TempDir tmp;
+  const PartitionStats st = partition_checked(ds, sets, tmp / "out");
+  EXPECT_EQ(st.constraints, names_sets);
+  std::vector<std::string> written;
+  for (const ArraySchema& a : load_partition_config(tmp / "out" / "g.json").ndata) {
+    written.push_back(a.name);
+  }
+  EXPECT_EQ(written.size(), ds.ndata.size());
+  EXPECT_EQ(std::count(written.begin(), written.end(), "train"), 0);
+  sets.balance_sets[0].second.pop_back();
+  TESSERA_EXPECT_THROW_MSG(balance_weights(ds, sets, &names_sets), ValueError,
+                           "balance set 'train': 2707 entries for the 2708 nodes");
+}
+
 TEST(EdgeCut, MetisFarBelowRandomOnCora) {
   const Dataset ds = read_real("cora");
   for (int64_t P : {2, 4, 8}) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,11 @@ struct PartitionOptions {
   /// column c of an [N, S] mask (several fixed splits); a bare name of an [N, S] mask uses
   /// column 0.
   std::vector<std::string> balance_masks;
+  /// Node sets to balance that no node array holds (Python's balance_ntypes arrays): a name
+  /// for the config and the summary, and one entry per node (non-zero: in the set). One METIS
+  /// constraint each, after balance_masks and counted with them for the "in none" constraint;
+  /// never written with the partitions.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> balance_sets;
   /// Balance in-edges too (DGL's balance_edges): in-degree becomes one more vertex-weight
   /// constraint.
   bool balance_edges = false;
@@ -111,11 +117,12 @@ SymmetricCut symmetric_cut(const Graph& csc, const std::vector<int32_t>& part);
 /// Stored (directed) edges whose source and destination are in different partitions.
 int64_t directed_edge_cut(const Graph& csc, const std::vector<int32_t>& part);
 
-/// METIS vertex weights for the balance constraints of `opts`, row-major [N, ncon]; `names`
-/// receives the constraint names. Without masks or balance_edges, the dataset's own vertex
-/// weights (ndata "node_weight", e.g. from a METIS .graph file) are used, as gpmetis would.
-/// Constraints with zero total weight are dropped (METIS cannot balance them). Returns an empty
-/// vector (ncon = 1, node count) when nothing is balanced.
+/// METIS vertex weights for the balance constraints of `opts` (balance_masks, balance_sets,
+/// then balance_edges), row-major [N, ncon]; `names` receives the constraint names. Without
+/// any of them, the dataset's own vertex weights (ndata "node_weight", e.g. from a METIS .graph
+/// file) are used, as gpmetis would. Constraints with zero total weight are dropped (METIS
+/// cannot balance them). Returns an empty vector (ncon = 1, node count) when nothing is
+/// balanced.
 std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& opts,
                                      std::vector<std::string>* names);
 
