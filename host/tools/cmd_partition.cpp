@@ -64,21 +64,6 @@ void run_partition(const PartitionArgs& a) {
                   "output {} already exists (pass --overwrite to replace it)", a.out);
   check_output_path("--stats-json", a.stats_json);
 
-  // The stats file is written beside its final name and renamed, and its folder is checked
-  // before any work so a bad path fails fast.
-  const std::string stats_tmp = a.stats_json.empty() ? "" : a.stats_json + ".tmp";
-  if (!stats_tmp.empty()) {
-    std::ofstream probe(stats_tmp);
-    TESSERA_EXPECTS(probe.good(), IOError, "--stats-json {}: cannot open for writing",
-                    a.stats_json);
-  }
-  struct RemoveTmp {
-    const std::string& path;
-    ~RemoveTmp() {
-      if (!path.empty()) std::remove(path.c_str());
-    }
-  } remove_tmp{stats_tmp};
-
 #ifdef __GLIBC__
   if (a.low_memory) {
     // glibc serves blocks under a threshold from its heap and keeps them resident after free,
@@ -132,15 +117,8 @@ void run_partition(const PartitionArgs& a) {
   // ds is not needed afterwards: with --low-memory its CSC is not read back at the end.
   PartitionStats st = partition_dataset(std::move(ds), po, wo, timer);
   fmt::print("{}", st.summary());
-  if (!stats_tmp.empty()) {
-    {
-      std::ofstream f(stats_tmp);
-      f << st.to_json().dump(2) << "\n";
-      f.close();
-      TESSERA_EXPECTS(f.good(), IOError, "--stats-json {}: write failed", a.stats_json);
-    }
-    TESSERA_EXPECTS(std::rename(stats_tmp.c_str(), a.stats_json.c_str()) == 0, IOError,
-                    "--stats-json {}: cannot rename {} onto it", a.stats_json, stats_tmp);
+  if (!a.stats_json.empty()) {  // its path was checked before the work
+    write_text_atomic(a.stats_json, st.to_json().dump(2) + "\n");
   }
 }
 

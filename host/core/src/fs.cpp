@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -304,6 +305,33 @@ uint32_t file_crc32(const fs::path& path) {
 
 std::string crc32_hex(uint32_t crc) {
   return fmt::format("{:08x}", crc);
+}
+
+void write_text_atomic(const fs::path& path, const std::string& text) {
+  if (!path.parent_path().empty()) {
+    fs::create_directories(path.parent_path());
+  }
+  const fs::path tmp =
+      path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot open {} for writing", path.string(),
+                    tmp.string());
+    f << text;
+    f.flush();
+    if (!f.good()) {
+      f.close();
+      fs::remove(tmp);
+      TESSERA_FAIL(IOError, "{}: writing failed (disk full?)", path.string());
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp);
+    TESSERA_FAIL(IOError, "{}: cannot rename {} onto it: {}", path.string(), tmp.string(),
+                 ec.message());
+  }
 }
 
 void check_output_path(const std::string& option, const fs::path& path, bool folder) {

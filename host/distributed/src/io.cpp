@@ -64,21 +64,6 @@ std::pair<int64_t, uint32_t> write_part(const DistTensor& t, const fs::path& pat
   }
 }
 
-void write_text_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = tmp_sibling(path);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      TESSERA_FAIL(IOError, "cannot write {}", tmp.string());
-    }
-  }
-  rename_onto(tmp, path);
-}
-
 std::string read_text(const fs::path& path) {
   std::error_code ec;
   TESSERA_EXPECTS(fs::is_regular_file(path, ec), IOError,
@@ -254,7 +239,7 @@ void save_dist_tensor(const DistTensor& t, const std::filesystem::path& dir) {
                       {"crc32", crc32_hex(crc)}});
       }
       j["parts"] = pj;
-      write_text_atomically(dir / (stem + ".json"), j.dump(2) + "\n");
+      write_text_atomic(dir / (stem + ".json"), j.dump(2) + "\n");
     } catch (...) {
       err = std::current_exception();
     }

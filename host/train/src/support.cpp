@@ -294,33 +294,6 @@ Checkpoint read_checkpoint(const std::filesystem::path& path) {
 }
 
 // --- files and environment -------------------------------------------------------------------
-void atomic_write_text(const std::filesystem::path& path, const std::string& text) {
-  if (!path.parent_path().empty()) {
-    std::filesystem::create_directories(path.parent_path());
-  }
-  const std::filesystem::path tmp =
-      path.parent_path() / fmt::format(".{}.tmp-{}", path.filename().string(), getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot open {} for writing", path.string(),
-                    tmp.string());
-    f << text;
-    f.flush();
-    if (!f.good()) {
-      f.close();
-      std::filesystem::remove(tmp);
-      TESSERA_FAIL(IOError, "{}: writing failed (disk full?)", path.string());
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    TESSERA_FAIL(IOError, "{}: cannot rename {} onto it: {}", path.string(), tmp.string(),
-                 ec.message());
-  }
-}
-
 namespace {
 int env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* name : names) {

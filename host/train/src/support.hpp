@@ -102,9 +102,6 @@ struct Checkpoint {  // NOLINT(bugprone-exception-escape)
 };
 Checkpoint read_checkpoint(const std::filesystem::path& path);
 
-/// Writes text through a temporary sibling and a rename (IOError naming the file).
-void atomic_write_text(const std::filesystem::path& path, const std::string& text);
-
 /// This process's rank among its node's (LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK)
 /// and the node's number of ranks (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE,
 /// OMPI_COMM_WORLD_LOCAL_SIZE; else `world`). ValueError naming a variable that is no integer.

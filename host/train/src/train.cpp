@@ -1577,7 +1577,7 @@ void write_results(const Job& job, const std::map<int64_t, SplitResult>& results
                          std::isnan(e.val) ? "" : fmt::format("{:.9g}", e.val));
     }
   }
-  detail::atomic_write_text(curve, csv);
+  write_text_atomic(curve, csv);
   log0(0, fmt::format("[train] loss curve data: {}", curve));
   if (job.o.results.empty()) {
     return;
@@ -1612,7 +1612,7 @@ void write_results(const Job& job, const std::map<int64_t, SplitResult>& results
       {"copy_bound_gbps", std::isnan(copy) ? nlohmann::json(nullptr) : nlohmann::json(copy)},
       {"splits", splits},
       {"args", args_json(job)}};
-  detail::atomic_write_text(job.o.results, out.dump(1) + "\n");
+  write_text_atomic(job.o.results, out.dump(1) + "\n");
   log0(0, fmt::format("[train] results: {}", job.o.results));
 }
 

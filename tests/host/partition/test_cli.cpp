@@ -336,6 +336,17 @@ TEST_F(Cli, BadArguments) {
   EXPECT_NE(r.out.find("--stats-json " + tmp.path().string() + ": is a folder"), std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(tmp / "o2"));
+  // A --stats-json in a folder still to be made is made (it failed 'cannot open for writing'),
+  // and one inside --out does not block replacing it (its probe file did).
+  r = run(fmt::format("partition -i {} -k 2 --out {} --stats-json {} -q", cora,
+                      (tmp / "o3").string(), (tmp / "new" / "s.json").string()));
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(fs::exists(tmp / "new" / "s.json"));
+  for (int i = 0; i < 2; ++i) {
+    r = run(fmt::format("partition -i {} -k 2 --out {} --stats-json {} --overwrite -q", cora,
+                        (tmp / "o3").string(), (tmp / "o3" / "s.json").string()));
+    EXPECT_EQ(r.rc, 0) << r.out;
+  }
 }
 
 // --overwrite never destroys what the command did not write: generate gets partition's guard.

@@ -51,6 +51,11 @@ class AtomicDir {
 /// "--results") and the path, so a bad path fails at once instead of after hours of training.
 void check_output_path(const std::string& option, const fs::path& path, bool folder = false);
 
+/// Writes `text` to `path` through a hidden temporary file beside it and a rename, creating
+/// the missing folders above it: readers see the old file or the whole new one, never a part.
+/// IOError naming `path` when it cannot be written.
+void write_text_atomic(const fs::path& path, const std::string& text);
+
 /// Writes / reads exactly `n` bytes at offset `off` of an open descriptor, retrying short counts
 /// and EINTR; throws IOError "<what>: write failed: <reason>" (or "read failed", "file ends
 /// early" for a read past the end).
