@@ -13,6 +13,16 @@ namespace tessera::tools {
 int run_cli(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    if (app.got_subcommand("launch")) {
+      // Options of the ranks' command (python3 -c ...) were taken for launch's own.
+      fmt::print(stderr,
+                 "tessera launch: {}: put the command the ranks run after `--` (tessera launch "
+                 "--nproc-per-node 2 -- python3 -c ...)\n",
+                 e.what());
+      return e.get_exit_code();
+    }
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tessera::Error& e) {

@@ -228,6 +228,11 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   r = run("generate rmat --scale 4 --edge-factor 2 --seed -1 --out /nonexistent-never-made");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
+  // The ranks' command given without `--`: its options are not launch's, and the error says
+  // where the command goes.
+  r = run("launch --nproc-per-node 1 true -x");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("put the command the ranks run after `--`"), std::string::npos) << r.out;
   // Options only the GPU run reads are refused on a CPU run, not silently ignored.
   r = run("bench sample --graph rmat:10,8 --streams 8 --no-cuda-graph");
   EXPECT_EQ(r.rc, 1) << r.out;
