@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   try {
-    CLI::App app{"Tessera: the libtorch trainer (run as tessera train)"};
+    // Named as the user called it (tessera train), not by this executable's path.
+    CLI::App app{"Tessera: the libtorch trainer (run as tessera train)", "tessera"};
     app.require_subcommand(1);
     tessera::tools::register_train(app);
     return tessera::tools::run_cli(app, argc, argv);
