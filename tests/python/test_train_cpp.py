@@ -261,6 +261,28 @@ def test_unlabelled_nodes(tool, tmp_path):
     assert f"node {node} of train_mask (split 0) is unlabelled" in out.stderr + out.stdout
 
 
+def test_a_rank_without_training_nodes_under_split_batching_is_refused(tool, tmp_path):
+    """One training node, 2 ranks each training on its own: one rank has none. Refused up
+    front, naming --batching split (the loader's message named drop_last, which the trainer
+    does not set)."""
+    d = tmp_path / "tiny"
+    d.mkdir()
+    n = 6
+    np.save(d / "edge_index.npy", np.array([[0, 1, 2, 3, 4], [1, 2, 3, 4, 5]], dtype=np.int64))
+    np.save(d / "feat.npy", np.arange(n * 4, dtype=np.float32).reshape(n, 4))
+    np.save(d / "label.npy", np.arange(n, dtype=np.int64) % 2)
+    for name, nodes in (("train_mask", [0]), ("val_mask", [1, 2]), ("test_mask", [3, 4, 5])):
+        m = np.zeros(n, dtype=bool)
+        m[nodes] = True
+        np.save(d / f"{name}.npy", m)
+    out = _train(tool, tmp_path, "split", "--threads", "1", "--epochs", "1", "--part-dir",
+                 str(tmp_path / "p"), "--part-method", "random", "--batching", "split",
+                 launch=2, check=False, dataset=str(d))
+    assert out.returncode != 0
+    assert "--batching split: rank" in out.stderr and "holds no training node of split 0" in (
+        out.stderr), out.stderr[-2000:]
+
+
 def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
     val = np.zeros_like(np.load(os.path.join(CORA, "val_mask.npy")))
     out = _train(tool, tmp_path, "noval", "--threads", "1", "--epochs", "2", "--part-dir",

@@ -67,6 +67,7 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     own_batches_ = count_batches(n, opts_);
     w.put<int64_t>(order_ == BatchOrder::kGlobal ? 1 : 0);
     w.put<int64_t>(own_batches_);
+    w.put<int64_t>(n);
     if (order_ == BatchOrder::kGlobal) {
       // Order by original ID, so the batches do not depend on the partitioning's numbering.
       const Array o = orig.read(ids_);
@@ -81,7 +82,6 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
         fp += mix64(static_cast<uint64_t>(op[i]));
       }
       ids_ = std::move(sorted);
-      w.put<int64_t>(n);
       w.put<uint64_t>(fp);
       const std::string settings =
           fmt::format("batch_size {}, shuffle {}, drop_last {}, seed {}{}", opts_.batch_size,
@@ -127,11 +127,15 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
     steps_ = ceil_div(own_batches_, world_);
   } else {
     for (int r = 0; r < world_; ++r) {
+      const std::string why =
+          field(r, 16) == 0
+              ? fmt::format("rank {} has no {}s", r, what)
+              : fmt::format("rank {}'s {} {}s are fewer than batch_size {} with drop_last", r,
+                            field(r, 16), what, opts_.batch_size);
       TESSERA_EXPECTS(counts[r] > 0, ValueError,
-                      "{}: rank {} has no batch of {}s (its share is smaller than batch_size {} "
-                      "with drop_last, or empty); every rank needs one so that all ranks run the "
-                      "same number of steps",
-                      loader_, r, what, opts_.batch_size);
+                      "{} (local batch order): {}; every rank needs a batch of its own, so that "
+                      "all ranks run the same number of steps",
+                      loader_, why);
     }
     steps_ = *std::max_element(counts.begin(), counts.end());
     global_batches_ = std::accumulate(counts.begin(), counts.end(), int64_t{0});

@@ -1718,6 +1718,41 @@ void check_dataset(const Job& job, const Dataset& ds) {
   }
 }
 
+/// Every rank evaluates its own nodes, and with --batching split trains on its own seeds: a rank
+/// with none would fail in the first evaluation, or in the loader with a message about its
+/// options. Refused up front, naming the rank and the way out. Collective.
+void check_every_rank_has_work(const Job& job, const Data& data,
+                               const std::vector<int64_t>& splits) {
+  const auto [lo, hi] = job.g->local_node_range();
+  std::string mine = fmt::format("{}", hi - lo);
+  if (job.o.batching == "split") {
+    for (int64_t s : splits) {
+      mine += fmt::format(
+          " {}", dist::node_split(data.train_mask, job.g->book(), job.rank, true, s).size());
+    }
+  }
+  const std::vector<std::string> all = all_gather_strings(*job.rt, mine);
+  for (int r = 0; r < job.world; ++r) {
+    std::istringstream in(all[static_cast<size_t>(r)]);
+    int64_t nodes = 0;
+    in >> nodes;
+    TESSERA_EXPECTS(nodes > 0, ValueError,
+                    "rank {} owns no nodes ({}: its part, or its share of its machine's part, is "
+                    "empty) and could not evaluate: partition into fewer parts, or run fewer "
+                    "trainers per part",
+                    r, job.config);
+    for (int64_t s : job.o.batching == "split" ? splits : std::vector<int64_t>{}) {
+      int64_t seeds = 0;
+      in >> seeds;
+      TESSERA_EXPECTS(seeds > 0, ValueError,
+                      "--batching split: rank {} holds no training node of split {} (each rank "
+                      "trains on its own); use --batching global, or --part-method metis, which "
+                      "balances the training nodes",
+                      r, s);
+    }
+  }
+}
+
 int run_training(const TrainOptions& opts) {
   Job job;
   job.o = opts;
@@ -1785,6 +1820,7 @@ int run_training(const TrainOptions& opts) {
   Features feats(*job.g, job.h.feat_norm, job.device);
   const std::vector<int64_t> splits =
       detail::parse_splits(job.o.split, num_splits(data.train_mask));
+  check_every_rank_has_work(job, data, splits);
   log0(job.rank,
        fmt::format("[train] {} ({} nodes, {} edges); {} rank(s) on {}; {}; {} model; splits [{}]; "
                    "fanouts [{}], batch {} ({} per rank), hidden {}, lr {}, epochs {}; torch "
