@@ -446,14 +446,18 @@ def gather_section(runs):
             rows.append([where, x["row_bytes"], gbps(x["gather_gbps"]), d.get("bound", DASH),
                          gbps(x["bound_gbps"]), ratio(x["fraction_of_bound"]), r.link()])
         for p in d.get("probes", []):
+            # The sort alone moves no rows: its time, and its share of the sorted gather's.
+            alone = not p.get("gather_gbps") and p.get("share_of_sorted_gather")
             probes.append([where, p["name"], p["row_bytes"], f"{p['source_bytes'] / 2**20:.0f} MiB",
-                           gbps(p["gather_gbps"]), ratio(p["fraction_of_bound"])])
+                           f"{p['ms']:.3f} ms" if alone else gbps(p["gather_gbps"]),
+                           f"{p['share_of_sorted_gather']:.2f} of the sorted gather's time"
+                           if alone else ratio(p["fraction_of_bound"])])
     body = table(["device, placement", "row bytes", "gather GB/s", "bound", "bound GB/s",
                   "fraction of the bound", "run"], rows)
     if probes:
         body += ("\n\nProbes (`--probe`): variants of the small-row gathers, each against the "
                  "same bound:\n\n")
-        body += table(["device, placement", "variant", "row bytes", "source", "GB/s",
+        body += table(["device, placement", "variant", "row bytes", "source", "GB/s (or time)",
                        "fraction of the bound"], probes)
     intro = """
 `tessera bench gather`: random rows of a table gathered into a batch (uniform random int64
