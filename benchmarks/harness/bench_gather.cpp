@@ -118,7 +118,7 @@ struct Probe {
 };
 
 // Diagnostics of the small-row gather, each the library's gather with its plan forced, next to
-// the bound of its row width measured above. HBM: one or four rows per thread group (the
+// the memcpy bound of its own payload (64 MiB). HBM: one or four rows per thread group (the
 // library takes four up to gather::kGroupRowsMaxBytes). UVA: the indices as given, sorted (the
 // sort included), and the sort alone (what sorting costs per batch).
 std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const GatherArgs& a) {
@@ -140,11 +140,19 @@ std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const
   const std::vector<int64_t> widths =
       uva ? std::vector<int64_t>{128, 256, 512, 1024} : std::vector<int64_t>{128, 256, 512};
   for (int64_t rb : widths) {
-    double bound = 0;
-    for (const Row& r : rows_done)
-      if (r.row_bytes == rb) bound = r.bound_gbps;
     const int64_t n = (int64_t{64} << 20) / rb;
     const double payload = static_cast<double>(n) * static_cast<double>(rb);
+    // The bound of the same payload: the main run's at this width when it moved as many rows
+    // (the defaults), else measured here.
+    double bound = 0;
+    for (const Row& r : rows_done) {
+      if (r.row_bytes == rb && r.batch == n) {
+        bound = r.bound_gbps;
+      }
+    }
+    if (bound == 0) {
+      bound = copy_bandwidth_gbps(static_cast<size_t>(payload), uva, a.iters);
+    }
     auto probe = [&](const std::string& name, cuda::GatherOrder order, int per, bool sort_only) {
       const double ms =
           cuda::probe_gather_ms(src, src_bytes / rb, rb, n, order, per, sort_only, a.iters, a.seed);
