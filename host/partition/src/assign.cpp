@@ -387,7 +387,14 @@ std::vector<int32_t> balance_weights(const Dataset& ds, const PartitionOptions& 
       const std::vector<int64_t> vals = m.to_int64_vector(name);
       std::vector<int32_t> w(static_cast<size_t>(n));
       for (int64_t v = 0; v < n; ++v) {
-        w[v] = vals[v * ncol + col] != 0;
+        const int64_t x = vals[v * ncol + col];
+        // A mask, not a type array: label's classes or a feature column would be balanced as
+        // "nonzero", one set, which is not what DGL does with a type array.
+        TESSERA_EXPECTS(x == 0 || x == 1, ValueError,
+                        "--balance-mask '{}': node {} holds {} in '{}'; a mask holds 0 or 1 (to "
+                        "balance each class of a label, give one mask per class)",
+                        spec, v, x, name);
+        w[v] = x != 0;
         in_any[v] |= static_cast<uint8_t>(w[v]);
       }
       cols.push_back(std::move(w));

@@ -138,6 +138,10 @@ TEST(Balance, MultiSplitMaskColumn) {
   TESSERA_EXPECT_THROW_MSG(balance_weights(ds, po, &names), ValueError, "no node array 'nope'");
   po.balance_masks = {"feat"};
   TESSERA_EXPECT_THROW_MSG(balance_weights(ds, po, &names), TypeError, "bool or integer");
+  // An integer array of more than 0/1 (classes) is not a mask: it balanced "class != 0".
+  po.balance_masks = {"label"};
+  TESSERA_EXPECT_THROW_MSG(balance_weights(read_real("cora"), po, &names), ValueError,
+                           "a mask holds 0 or 1");
 }
 
 TEST(Balance, SetsWeighAsTheMaskTheyCopy) {
