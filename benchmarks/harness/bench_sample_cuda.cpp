@@ -506,10 +506,23 @@ void run_bench_sample_cuda(const SampleCudaRun& r) {
   j["phases"] = phases_json(timer);
   if (!r.json.empty()) write_json_report(r.json, j);
   if (!r.results.empty()) {
+    std::vector<std::string> switches;  // what sets this run apart from the defaults
+    if (!r.symmetrized) {
+      switches.emplace_back("directed");
+    }
+    if (!r.interleave) {
+      switches.emplace_back("no-interleave");
+    }
+    if (!r.cuda_graph) {
+      switches.emplace_back("no-cuda-graph");
+    }
+    if (r.stage_bytes >= 0) {
+      switches.push_back(fmt::format("stage-bytes-{}", r.stage_bytes));
+    }
     const std::string bench =
         fmt::format("sample-cuda-{}{}", uva ? "uva" : "hbm",
                     sample_config_tag(r.graph_spec, r.fanouts, r.batch_size, !r.weights.empty(),
-                                      r.replace, r.order));
+                                      r.replace, r.order, switches));
     write_json_report(result_path(r.results, bench, machine_tag(true)), j);
   }
 }

@@ -207,7 +207,9 @@ void run(const UpdateAllArgs& a) {
       write_json_report(a.json, j);
     }
     if (!a.results.empty()) {
-      write_json_report(result_path(a.results, "update-all", machine_tag(gpu)), j);
+      // Runs of another world size keep their own folder (the machine tag names the device).
+      const std::string bench = world > 1 ? fmt::format("update-all-{}ranks", world) : "update-all";
+      write_json_report(result_path(a.results, bench, machine_tag(gpu)), j);
     }
   }
   rt->barrier();

@@ -214,7 +214,7 @@ std::string machine_tag(bool gpu) {
 
 std::string sample_config_tag(const std::string& graph, const std::vector<int64_t>& fanouts,
                               int64_t batch_size, bool weighted, bool replace,
-                              const std::string& order) {
+                              const std::string& order, const std::vector<std::string>& flags) {
   std::string tag;
   if (weighted) {
     tag += "-weighted";
@@ -239,6 +239,9 @@ std::string sample_config_tag(const std::string& graph, const std::vector<int64_
     const std::string name =
         p.has_filename() ? p.filename().string() : p.parent_path().filename().string();
     tag += "-" + tag_chars(name.empty() ? graph : name);
+  }
+  for (const std::string& f : flags) {
+    tag += "-" + tag_chars(f);
   }
   return tag;
 }

@@ -54,10 +54,12 @@ std::string machine_tag(bool gpu);
 /// configuration (graph rmat:21,25, fanouts 15,10,5, batch 1024, uniform, without replacement,
 /// stored node order), else one "-<what>" per setting that differs, in this order: -weighted,
 /// -replace, -degree, -fanouts-10-25, -batch-512, -<graph> (the graph's file name or spec in
-/// tag characters, e.g. -rmat21 for /tmp/rmat21). So each configuration keeps its own folder.
+/// tag characters, e.g. -rmat21 for /tmp/rmat21), then "-<flag>" for each of `flags` (the
+/// switches given away from their defaults, e.g. no-symmetrize, stage-bytes-512). So each
+/// configuration keeps its own folder.
 std::string sample_config_tag(const std::string& graph, const std::vector<int64_t>& fanouts,
                               int64_t batch_size, bool weighted, bool replace,
-                              const std::string& order);
+                              const std::string& order, const std::vector<std::string>& flags = {});
 /// `dir`/`bench`/<YYYY-MM-DD>-<commit>-<machine>.json (UTC date, source_commit() with '+' as '-'),
 /// creating `dir`/`bench`: where results live (benchmarks/results/<bench>/).
 std::string result_path(const std::string& dir, const std::string& bench,

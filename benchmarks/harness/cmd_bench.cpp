@@ -545,13 +545,23 @@ void run_bench_sample(const SampleArgs& a) {
     j["digest"] = {{"batches", static_cast<int64_t>(digest_blocks.size())}, {"value", digest}};
     j["phases"] = phases_json(timer);
     if (!a.json.empty()) write_json_report(a.json, j);
+    std::vector<std::string> switches;  // what sets this run apart from the defaults
+    for (const auto& [on, name] :
+         {std::pair{a.no_symmetrize, "no-symmetrize"}, std::pair{a.no_interleave, "no-interleave"},
+          std::pair{a.no_huge_pages, "no-huge-pages"},
+          std::pair{a.no_weight_prefix, "no-weight-prefix"}}) {
+      if (on) {
+        switches.push_back(name);
+      }
+    }
     if (!a.results.empty())
-      write_json_report(result_path(a.results,
-                                    fmt::format("sample-cpu-t{}{}", a.threads,
-                                                sample_config_tag(a.graph, fanouts, a.batch_size,
-                                                                  a.weighted, a.replace, a.order)),
-                                    machine_tag(false)),
-                        j);
+      write_json_report(
+          result_path(a.results,
+                      fmt::format("sample-cpu-t{}{}", a.threads,
+                                  sample_config_tag(a.graph, fanouts, a.batch_size, a.weighted,
+                                                    a.replace, a.order, switches)),
+                      machine_tag(false)),
+          j);
   }
 }
 
