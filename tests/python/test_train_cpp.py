@@ -229,6 +229,19 @@ def test_a_partitioning_of_another_graph_is_not_reused(tool, tmp_path):
     assert _train(tool, tmp_path, "again", *p, "--no-symmetrize", "--repartition") is not None
 
 
+def test_resume_of_several_splits(tool, tmp_path):
+    """--split all, stopped in split 0: the resumed run finishes split 0 and starts split 1,
+    whose missing checkpoint is no other run's (split 0's file is this run's own)."""
+    masks = {k: np.stack([np.load(os.path.join(CORA, f"{k}.npy"))] * 2)
+             for k in ("train_mask", "val_mask", "test_mask")}
+    p = ["--threads", "1", "--epochs", "2", "--split", "all", "--part-dir", str(tmp_path / "p"),
+         "--checkpoint", str(tmp_path / "a.ckpt")]
+    ds = _dataset_copy(tmp_path, **masks)
+    assert _train(tool, tmp_path, "stop", *p, "--stop-after", "1", dataset=ds) is None
+    r = _train(tool, tmp_path, "resumed", *p, "--resume", dataset=ds)
+    assert sorted(r["splits"]) == ["0", "1"]
+
+
 def _dataset_copy(tmp_path, **arrays):
     """Cora with some arrays replaced (name -> numpy array), in tmp_path/cora."""
     import shutil

@@ -36,6 +36,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -1320,21 +1321,28 @@ std::string checkpoint_path(const Job& job, int64_t split) {
   return ckpt;
 }
 
-/// Files next to --checkpoint whose names extend it (the per-split and per-rank forms), other
-/// than `ckpt`: what a run of another world size or --split wrote.
-std::vector<std::string> other_checkpoints(const std::string& base, const std::string& ckpt) {
+/// Files next to --checkpoint in the per-split and per-rank forms that a run of another world
+/// size or --split form writes (this run writes <base>[.split<S>][.rank<R>], R < world, with
+/// .split unless --split names one split, .rank with several ranks).
+std::vector<std::string> other_checkpoints(const Job& job) {
   namespace fs = std::filesystem;
-  const fs::path b(base);
+  const fs::path b(job.o.checkpoint);
   const fs::path dir = b.has_parent_path() ? b.parent_path() : fs::path(".");
   const std::string stem = b.filename().string();
+  const bool want_split = !one_split_named(job.o), want_rank = job.world > 1;
+  const std::regex form(R"((\.split[0-9]+)?(\.rank([0-9]+))?)");
   std::vector<std::string> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    const bool form = name == stem || (name.rfind(stem + ".split", 0) == 0) ||
-                      (name.rfind(stem + ".rank", 0) == 0);
-    if (form && (dir / name).string() != fs::path(ckpt).string() &&
-        name.find(".tmp") == std::string::npos) {
+    std::smatch m;
+    const std::string rest = name.rfind(stem, 0) == 0 ? name.substr(stem.size()) : "";
+    if (name.rfind(stem, 0) != 0 || !std::regex_match(rest, m, form)) {
+      continue;
+    }
+    const bool ours = m[1].matched == want_split && m[2].matched == want_rank &&
+                      (!m[2].matched || std::stoll(m[3].str()) < job.world);
+    if (!ours) {
       out.push_back((dir / name).string());
     }
   }
@@ -1354,7 +1362,7 @@ SplitState resume(Job& job, const std::string& ckpt, Trainee& t, int64_t split,
   try {
     if (found) {
       state = load_checkpoint(job, ckpt, t.model, t.opt, split, loader_seed);
-    } else if (const auto others = other_checkpoints(job.o.checkpoint, ckpt); !others.empty()) {
+    } else if (const auto others = other_checkpoints(job); !others.empty()) {
       throw ValueError(fmt::format(
           "--resume: no checkpoint {} for this run ({} rank(s), --split {}), but {} exist(s): "
           "written by a run of another world size or --split",
