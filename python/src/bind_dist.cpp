@@ -663,7 +663,7 @@ void bind_dist(nb::module_& m) {
   m.def(
       "launch",
       [](std::vector<std::string> command, int nproc_per_node, int nnodes, int node_rank,
-         const std::string& master_addr, int master_port, bool prefix_output) {
+         const std::string& master_addr, int master_port, bool prefix_output, double grace_s) {
         transport::LaunchOptions o;
         o.command = std::move(command);
         o.nproc_per_node = nproc_per_node;
@@ -672,14 +672,17 @@ void bind_dist(nb::module_& m) {
         o.master_addr = master_addr;
         o.master_port = master_port;
         o.prefix_output = prefix_output;
+        o.grace_s = grace_s;
         nb::gil_scoped_release nogil;
         return transport::launch(o);
       },
       nb::arg("command"), nb::arg("nproc_per_node") = 1, nb::arg("nnodes") = 1,
       nb::arg("node_rank") = 0, nb::arg("master_addr") = "127.0.0.1", nb::arg("master_port") = 0,
-      nb::arg("prefix_output") = true,
+      nb::arg("prefix_output") = true, nb::arg("grace_s") = 5.0,
       "Runs `command` once per local rank with the rendezvous environment set (tessera "
-      "launch); returns the first failing rank's exit code, else 0.");
+      "launch); returns the first failing rank's exit code, else 0. `grace_s`: seconds "
+      "between SIGTERM and SIGKILL when stopping the ranks. The job token comes from "
+      "TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE, else is made (single node).");
 }
 
 }  // namespace tessera::python

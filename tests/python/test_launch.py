@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``python -m tessera launch``: the options of the C++ ``tessera launch`` (--token-file, --grace,
+a required --nproc-per-node), and one clear error when the command is not after ``--``."""
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import tessera
+
+
+def launch(*args, cwd):
+    # A scratch folder as the working directory: the installed package, not a source folder.
+    return subprocess.run([sys.executable, "-m", "tessera", "launch", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def describe(r):
+    return f"exit code {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-4000:]}"
+
+
+def token_file(tmp_path, token, mode=0o600):
+    path = tmp_path / "token"
+    path.write_text(token + "\n")
+    path.chmod(mode)
+    return path
+
+
+def test_help_describes_every_option_and_the_command(tmp_path):
+    r = launch("--help", cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    for option in ("--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                   "--master-port", "--token-file", "--grace", "--no-prefix", "-- CMD"):
+        assert option in r.stdout, describe(r)
+    assert "Seconds between SIGTERM and SIGKILL" in r.stdout, describe(r)
+
+
+def test_nproc_per_node_is_required(tmp_path):
+    r = launch("--", "true", cwd=tmp_path)
+    assert r.returncode == 2, describe(r)
+    assert "--nproc-per-node" in r.stderr, describe(r)
+
+
+def test_a_command_without_double_dash_is_one_clear_error(tmp_path):
+    r = launch("--nproc-per-node", 2, "python3", "-c", "print(1)", cwd=tmp_path)
+    assert r.returncode == 2, describe(r)
+    assert "put the command the ranks run after `--`" in r.stderr, describe(r)
+    assert "-- python3 -c 'print(1)'" in r.stderr, describe(r)
+    assert "unrecognized arguments" not in r.stderr, describe(r)
+    assert r.stdout == "", describe(r)
+
+
+def test_token_file_gives_every_rank_its_token(tmp_path):
+    # The error for several nodes without a token names --token-file: the option exists.
+    r = launch("--nproc-per-node", 1, "--nnodes", 2, "--", "true", cwd=tmp_path)
+    assert r.returncode == 2, describe(r)
+    assert "--token-file" in r.stderr, describe(r)
+    token = secrets.token_hex(32)
+    r = launch("--nproc-per-node", 2, "--nnodes", 2, "--token-file", token_file(tmp_path, token),
+               "--", "sh", "-c", 'echo "token $TESSERA_JOB_TOKEN"', cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    assert sorted(r.stdout.splitlines()) == [f"[rank {k}] token {token}" for k in (0, 1)], \
+        describe(r)
+
+
+def test_token_file_others_can_read_is_refused_by_its_option_name(tmp_path):
+    path = token_file(tmp_path, secrets.token_hex(32), mode=0o644)
+    r = launch("--nproc-per-node", 1, "--token-file", path, "--", "true", cwd=tmp_path)
+    assert r.returncode == 2, describe(r)
+    assert f"--token-file {path}: mode 0644 lets other users read it" in r.stderr, describe(r)
+
+
+def test_launch_function_leaves_the_environment_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_JOB_TOKEN", "x" * 32)
+    monkeypatch.delenv("TESSERA_JOB_TOKEN_FILE", raising=False)
+    out = tmp_path / "seen"
+    token = secrets.token_hex(32)
+    rc = tessera.launch(["sh", "-c", f'echo "$TESSERA_JOB_TOKEN" > {out}'], nproc_per_node=1,
+                        token_file=token_file(tmp_path, token))
+    assert rc == 0
+    assert out.read_text().strip() == token
+    assert os.environ["TESSERA_JOB_TOKEN"] == "x" * 32
+    assert "TESSERA_JOB_TOKEN_FILE" not in os.environ
+
+
+def test_grace_bounds_the_wait_for_a_rank_that_ignores_sigterm(tmp_path):
+    # Rank 0 fails; rank 1 ignores SIGTERM and is killed --grace seconds later (default 5).
+    script = 'if [ "$RANK" = 0 ]; then sleep 0.5; exit 3; fi; trap "" TERM; sleep 60'
+    t0 = time.monotonic()
+    r = launch("--nproc-per-node", 2, "--grace", 0.2, "--", "sh", "-c", script, cwd=tmp_path)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 3, describe(r)
+    assert "sending SIGKILL" in r.stderr, describe(r)
+    assert seconds < 4, f"{seconds:.1f} s\n{describe(r)}"
