@@ -88,7 +88,7 @@ class Propagation:
         self.g = g
         self.lo, self.hi = g.ndata["label"].local_range()
         ones = new_tensor(g, "full-graph:ones", 1, np.ones((self.hi - self.lo, 1), np.float32))
-        deg = tessera.update_all(g, ones, "copy_src", "sum").local_partition().reshape(-1)
+        deg = tessera.update_all(g, ones, "copy_u", "sum").local_partition().reshape(-1)
         self.norm = (1.0 / np.sqrt(deg.astype(np.float64) + 1.0)).astype(np.float32)[:, None]
         self.calls = 0
 
@@ -96,7 +96,7 @@ class Propagation:
         self.calls += 1
         y = (self.norm * local_h).astype(np.float32)
         t = new_tensor(self.g, f"full-graph:h{self.calls}", y.shape[1], y)
-        agg = tessera.update_all(self.g, t, "copy_src", "sum").local_partition()
+        agg = tessera.update_all(self.g, t, "copy_u", "sum").local_partition()
         return self.norm * (agg.reshape(y.shape) + y)
 
 

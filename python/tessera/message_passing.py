@@ -2,7 +2,8 @@
 """Full-graph message passing over a DistGraph (DGL's ``update_all``).
 
 ``update_all(g, x, message, reduce, edge_weight)`` aggregates, for every node v, the messages of
-its in-edges u -> v: ``x[u]`` (``'copy_src'``) or ``x[u] * w[e]`` (``'u_mul_e'``), combined by
+its in-edges u -> v: ``x[u]`` (``'copy_u'``, DGL's ``fn.copy_u``; ``'copy_src'``, its name before
+DGL 0.8, is the same) or ``x[u] * w[e]`` (``'u_mul_e'``), combined by
 ``'sum'``, ``'mean'`` or ``'max'`` (a node without in-edges gets zeros). The result is a new
 DistTensor over the node policy. In distributed mode (one partition per rank) every rank computes
 its owned rows with the local SpMM after one exchange of the remote rows it needs
@@ -20,7 +21,8 @@ from .dist import DistGraph, DistTensor
 
 __all__ = ["update_all"]
 
-_MESSAGES = ("copy_src", "u_mul_e")
+_MESSAGES = ("copy_u", "u_mul_e")
+_MESSAGE_ALIASES = {"copy_src": "copy_u"}  # DGL's name before 0.8
 _REDUCES = ("sum", "mean", "max")
 
 
@@ -36,15 +38,17 @@ def _edge_weight(g: DistGraph, edge_weight) -> Optional[DistTensor]:
                     f"None, got {type(edge_weight).__name__}")
 
 
-def update_all(g: DistGraph, x: Union[DistTensor, str], message: str = "copy_src",
+def update_all(g: DistGraph, x: Union[DistTensor, str], message: str = "copy_u",
                reduce: str = "sum", edge_weight: Union[DistTensor, str, None] = None,
                name: Optional[str] = None) -> DistTensor:
     """The aggregation of ``x`` (a float32 node DistTensor, or the name of node data of ``g``)
     over every in-edge of ``g``, as a new DistTensor. ``edge_weight``: a float32 edge
     DistTensor ``[num_edges]`` or ``[num_edges, 1]`` (or an edge feature name) for
     ``'u_mul_e'``. ``name``: the result's name (default: derived from ``x``'s)."""
-    if message not in _MESSAGES:
-        raise ValueError(f"update_all: message {message!r} is not one of {list(_MESSAGES)}")
+    if message not in _MESSAGES and message not in _MESSAGE_ALIASES:
+        raise ValueError(f"update_all: message {message!r} is not one of 'copy_u' (or "
+                         "'copy_src', its name before DGL 0.8), 'u_mul_e'")
+    given, message = message, _MESSAGE_ALIASES.get(message, message)
     if reduce not in _REDUCES:
         raise ValueError(f"update_all: reduce {reduce!r} is not one of {list(_REDUCES)}")
     if isinstance(x, str):
@@ -55,7 +59,7 @@ def update_all(g: DistGraph, x: Union[DistTensor, str], message: str = "copy_src
     w = _edge_weight(g, edge_weight)
     if (message == "u_mul_e") != (w is not None):
         raise ValueError("update_all: message 'u_mul_e' needs edge_weight" if w is None else
-                         "update_all: edge_weight is given but message is 'copy_src' (use "
+                         f"update_all: edge_weight is given but message is {given!r} (use "
                          "'u_mul_e')")
     if g.is_distributed:
         if x._dist is None or (w is not None and w._dist is None):

@@ -61,7 +61,7 @@ def reference(p, edges, message: str, reduce: str):
 
 
 def check(p, edges, got: dict, orig_nid: np.ndarray) -> None:
-    for message in ("copy_src", "u_mul_e"):
+    for message in ("copy_u", "u_mul_e"):
         for reduce in ("sum", "mean", "max"):
             ref, bound = reference(p, edges, message, reduce)
             have = np.asarray(got[f"{message}-{reduce}"], dtype=np.float64)
@@ -102,12 +102,18 @@ def test_update_all_simulated_mode(partitionings, input_edges):  # noqa: F811
                            part_policy=g.get_edge_partition_policy())
     w[np.arange(g.num_edges())] = ua.weight(np.asarray(p.orig_eids))
     got = {}
-    for message in ("copy_src", "u_mul_e"):
+    for message in ("copy_u", "u_mul_e"):
         for reduce in ("sum", "mean", "max"):
             y = tessera.update_all(g, x, message, reduce,
                                    edge_weight=w if message == "u_mul_e" else None)
             got[f"{message}-{reduce}"] = np.asarray(y.gather(np.arange(n)))
     check(p, input_edges, got, orig_nid)
+    # DGL's name before 0.8 (and the default) is the same message.
+    for reduce in ("sum", "mean", "max"):
+        for y in (tessera.update_all(g, x, "copy_src", reduce),
+                  tessera.update_all(g, x, reduce=reduce)):
+            np.testing.assert_array_equal(np.asarray(y.gather(np.arange(n))),
+                                          got[f"copy_u-{reduce}"])
 
 
 def test_update_all_errors(partitionings):  # noqa: F811
@@ -116,8 +122,12 @@ def test_update_all_errors(partitionings):  # noqa: F811
                            part_policy=g.get_node_partition_policy())
     with pytest.raises(ValueError, match="reduce 'min' is not one of"):
         tessera.update_all(g, x, reduce="min")
-    with pytest.raises(ValueError, match="message 'e_add_u' is not one of"):
+    with pytest.raises(ValueError, match="message 'e_add_u' is not one of 'copy_u'"):
         tessera.update_all(g, x, message="e_add_u")
+    w = tessera.DistTensor((g.num_edges(),), np.float32, "ua-err-w",
+                           part_policy=g.get_edge_partition_policy())
+    with pytest.raises(ValueError, match="message is 'copy_src' \\(use 'u_mul_e'\\)"):
+        tessera.update_all(g, x, message="copy_src", edge_weight=w)
     with pytest.raises(ValueError, match="needs edge_weight"):
         tessera.update_all(g, x, message="u_mul_e")
     with pytest.raises(ValueError, match="is not an edge feature"):

@@ -43,7 +43,7 @@ def main() -> int:
     w.local_partition()[...] = weight(orig_eid[elo:ehi])
     g.barrier()
     res = {}
-    for message in ("copy_src", "u_mul_e"):
+    for message in ("copy_u", "u_mul_e"):
         for reduce in ("sum", "mean", "max"):
             y = tessera.update_all(g, x, message, reduce,
                                    edge_weight=w if message == "u_mul_e" else None)
