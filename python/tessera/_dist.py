@@ -249,6 +249,12 @@ class DistTensor:
             name = f"anonymous-{_anonymous}"
         np_dtype = _to_numpy_dtype(dtype)
         self._name, self._dtype = name, np_dtype
+        if placement == "device" and not _C.cuda_compiled:
+            # Every rank runs the same build: refusing here fails them all, as C++ would.
+            raise _C.NotCompiledError(
+                f"DistTensor {name!r}: placement='device' needs CUDA (not_compiled_with_cuda: "
+                "this Tessera build has none; reinstall with TESSERA_WITH_CUDA=ON pip install "
+                ".), or create the tensor with placement='host'")
         if placement == "device" and init_func is not None:
             raise ValueError(f"DistTensor {name!r}: init_func is not supported with "
                              "placement='device' (write the rows instead)")

@@ -176,6 +176,21 @@ if not _C.cuda_compiled:
                            match="read_into_device: device output needs CUDA"):
             t._dist.read_into(idx, fake_cuda(np.zeros(2, np.int64)))
         assert _C.cuda_device_count() == 0
+
+    def test_device_placement_without_a_cuda_build_is_told_in_python_terms(cora_one):
+        g = tessera.DistGraph("cora", part_config=cora_one)
+        with pytest.raises(tessera.NotCompiledError) as e:
+            tessera.DistTensor((g.num_nodes(), 4), np.float32, "placed-on-device",
+                               part_policy=g.get_node_partition_policy(), placement="device")
+        msg = str(e.value)
+        assert "DistTensor 'placed-on-device': placement='device' needs CUDA" in msg, msg
+        assert "TESSERA_WITH_CUDA=ON pip install" in msg, msg
+        assert "placement='host'" in msg, msg
+        assert "Placement::" not in msg and "-DTESSERA" not in msg, msg
+        # Nothing was created: the same name is free for a host tensor.
+        t = tessera.DistTensor((g.num_nodes(), 4), np.float32, "placed-on-device",
+                               part_policy=g.get_node_partition_policy())
+        assert t.gather([0]).shape == (1, 4)
 elif _C.cuda_device_count() == 0:
     def test_cuda_operands_without_a_gpu_are_value_errors(cora_one):
         src = np.zeros((5, 4), np.float32)
