@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -186,8 +187,17 @@ def test_sgc_same_accuracy_at_one_and_two_ranks(tmp_path):
 @requires_torch
 def test_gcn_inference_over_partitions_equals_torch(tmp_path):
     out = tmp_path / "gcn.json"
-    launch(2, EXAMPLE, "--dataset", CORA, "--model", "gcn", "--gcn-epochs", "30",
-           "--part-dir", tmp_path / "parts", "--results", out).check()
+    run = launch(2, EXAMPLE, "--dataset", CORA, "--model", "gcn", "--gcn-epochs", "30",
+                 "--part-dir", tmp_path / "parts", "--results", out).check()
     r = json.loads(out.read_text())
     assert r["max_abs_diff_to_torch"] < 1e-4, r
     assert r["test_acc"] == r["torch_test_acc"], r
+    # Progress on rank 0 only: every tenth of the training epochs and every inference layer,
+    # each with its time.
+    lines = run.lines(0)
+    epochs = [ln for ln in lines if re.match(r"\[gcn\] epoch \d+/30: loss [\d.]+, val .*s$", ln)]
+    assert [ln.split()[2] for ln in epochs] == [f"{e}/30:" for e in range(3, 31, 3)], lines
+    for layer in (1, 2):
+        assert any(re.match(rf"\[gcn\] inference layer {layer}/2 over the partitions: "
+                            r"[\d.]+s$", ln) for ln in lines), lines
+    assert not [ln for ln in run.lines(1) if ln.startswith(("[gcn]", "[full-graph]"))], run.out
