@@ -9,8 +9,11 @@ The script is the one DGL users know (partition_graph, initialize, DistGraph, no
 DistNodeDataLoader, SAGEConv). It partitions the dataset (or reuses a partitioning), trains,
 prints the loss and validation metric per epoch, the test metric of the epoch with the best
 validation metric, and draws the loss curve. ``--checkpoint`` saves model, optimizer, RNG and
-loader position after every epoch; ``--resume`` continues from it, and reaches bitwise the
-same parameters as an uninterrupted run (with ``--threads 1``).
+loader position after every epoch (a file per rank with several); ``--resume`` continues from
+it, and reaches bitwise the same parameters as an uninterrupted run (with ``--threads 1``).
+Without a checkpoint yet it starts at epoch 0; it is refused on every rank when the ranks'
+checkpoints are at different epochs (one rank's save lost) or only files of another world size
+or ``--split`` form exist.
 
 Distributed: ``tessera launch --nproc-per-node P -- python train_sage.py --dataset D`` runs P
 ranks; rank 0 partitions D into P parts (once; reused), rank r loads partition r, samples
@@ -53,6 +56,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -424,9 +428,63 @@ def checkpoint_path(args, split: int) -> Optional[str]:
     return ckpt
 
 
-def resume(args, ckpt: str, t: Trainee, split: int) -> dict:
-    """The split's state from its checkpoint, with the model, optimizer, loaders, random
-    generators and learned inputs restored."""
+def other_checkpoints(args) -> list:
+    """Checkpoint files next to --checkpoint (its name, .split<S>, .rank<R> forms) that this run
+    would not write: what a run of another world size or --split form wrote."""
+    base = args.checkpoint
+    folder, stem = os.path.split(base)
+    world = tessera.get_world_size()
+    split_form = "" if str(args.split).isdigit() else r"\.split\d+"
+    out = []
+    for name in sorted(os.listdir(folder or ".")):
+        m = re.fullmatch(re.escape(stem) + r"(\.split\d+)?(?:\.rank(\d+))?", name)
+        if m is None:
+            continue
+        ours = re.fullmatch(split_form, m.group(1) or "") is not None and (
+            m.group(2) is None if world == 1 else
+            m.group(2) is not None and int(m.group(2)) < world)
+        if not ours:
+            out.append(os.path.join(folder, name))
+    return out
+
+
+def resume(args, ckpt: str, t: Trainee, split: int) -> Optional[dict]:
+    """--resume: the split's state from its checkpoint (None when there is none yet: a job
+    restarted by its scheduler passes --resume every time). Refused on every rank when the
+    ranks disagree: one rank's save was lost (ranks at different epochs, or a checkpoint on
+    some ranks only), only files of another world size or --split form exist, or a rank cannot
+    read its checkpoint."""
+    found, state, error = os.path.exists(ckpt), None, ""
+    try:
+        if found:
+            state = load_checkpoint(ckpt, t)
+        elif others := other_checkpoints(args):
+            error = (f"--resume: no checkpoint {ckpt} for this run ({tessera.get_world_size()} "
+                     f"rank(s), --split {args.split}), but {', '.join(others)} exist(s): "
+                     "written by a run of another world size or --split")
+    except Exception as e:  # a rank's unreadable checkpoint fails every rank, not only its own
+        error = f"--resume: cannot load {ckpt}: {type(e).__name__}: {e}"
+    mine = "no checkpoint" if state is None else f"epoch {state['epoch']}"
+    every = dist.all_gather_object((error, mine))
+    if error:
+        raise SystemExit(f"train_sage.py: {error}")
+    for r, (e, _) in enumerate(every):
+        if e:
+            raise SystemExit(f"train_sage.py: --resume: rank {r} failed: {e}")
+    if any(m != mine for _, m in every):
+        each = ", ".join(f"rank {r}: {m}" for r, (_, m) in enumerate(every))
+        raise SystemExit(f"train_sage.py: --resume: the ranks' checkpoints of split {split} "
+                         f"disagree ({each}); remove them all to start again")
+    if found and args.embed:
+        t.feats.load(f"{ckpt}.emb")
+    log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}" if found else
+        f"[train] split {split}: no checkpoint {ckpt} yet: starting at epoch 0")
+    return state
+
+
+def load_checkpoint(ckpt: str, t: Trainee) -> dict:
+    """The split's state from ``ckpt``, with the model, optimizer, loaders and random
+    generators restored (not the learned inputs: loading them is collective)."""
     c = torch.load(ckpt, weights_only=False, map_location="cpu")
     t.net.load_state_dict(c["model"])
     t.opt.load_state_dict(c["optimizer"])
@@ -435,9 +493,6 @@ def resume(args, ckpt: str, t: Trainee, split: int) -> dict:
     torch.set_rng_state(c["torch_rng"])
     if t.device.type != "cpu" and c.get("cuda_rng") is not None:
         torch.cuda.set_rng_state(c["cuda_rng"], t.device)
-    if args.embed:
-        t.feats.load(f"{ckpt}.emb")
-    log(f"[train] split {split}: resumed from {ckpt} at epoch {c['state']['epoch']}")
     return c["state"]
 
 
@@ -564,8 +619,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
     ckpt = checkpoint_path(args, split)
-    if ckpt and args.resume and os.path.exists(ckpt):
-        state = resume(args, ckpt, t, split)
+    if ckpt and args.resume:
+        state = resume(args, ckpt, t, split) or state
 
     last_eval = None  # (epoch, logits, seconds) of the latest evaluation
     while state["epoch"] < args.epochs:

@@ -8,7 +8,8 @@ every rank's output.
 * DistTensor writes and reads across ranks, and g.ndata against the dataset;
 * collectives (all_reduce, all_gather_object, broadcast_parameters, all_reduce_gradients);
 * DistEmbedding + SparseAdagrad against a NumPy reference, and save / load;
-* train_sage.py end to end on 2 ranks, and on 2 trainers sharing one part;
+* train_sage.py end to end on 2 ranks, and on 2 trainers sharing one part; --resume refused
+  when the ranks' checkpoints are at different epochs;
 * a rank that dies, and a partitioning that does not match the world size.
 """
 from __future__ import annotations
@@ -389,6 +390,30 @@ def test_train_sage_on_two_ranks(tmp_path):
     assert r["ranks"] == 2 and r["parts"] == 2 and r["batching"] == "global"
     assert abs(r["mean"] - acc) < 0.01
     assert r["splits"]["0"]["epoch"] == 15
+
+
+@requires_torch
+def test_train_sage_resume_refuses_ranks_at_different_epochs(tmp_path):
+    """A rank whose last save was lost resumes an epoch behind the other: refused on every
+    rank, naming each rank's epoch (before, the ranks trained on mixed parameters until a
+    collective did not match)."""
+    import shutil
+
+    args = ["--dataset", CORA, "--epochs", 4, "--quiet", "--threads", 1, "--device", "cpu",
+            "--part-dir", tmp_path / "parts", "--plot", tmp_path / "loss.png",
+            "--checkpoint", tmp_path / "a.ckpt"]
+    launch(2, EXAMPLE, *args, "--stop-after", 1, cwd=tmp_path).check()
+    shutil.copy(tmp_path / "a.ckpt.rank1", tmp_path / "old1")
+    run = launch(2, EXAMPLE, *args, "--resume", "--stop-after", 2, cwd=tmp_path).check()
+    assert "[train] split 0: resumed from" in run.out and "at epoch 1" in run.out, run.out[-3000:]
+    shutil.copy(tmp_path / "old1", tmp_path / "a.ckpt.rank1")
+    run = launch(2, EXAMPLE, *args, "--resume", cwd=tmp_path)
+    assert run.rc != 0, run.out[-3000:]
+    for rank in (0, 1):
+        assert any("--resume: the ranks' checkpoints of split 0 disagree (rank 0: epoch 2, "
+                   "rank 1: epoch 1); remove them all to start again" in ln
+                   for ln in run.lines(rank)), run.out[-3000:]
+    assert not any(ln.startswith("split 0 epoch") for ln in run.lines(0)), run.out[-3000:]
 
 
 @requires_torch

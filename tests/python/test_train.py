@@ -45,6 +45,24 @@ def test_resume_gives_bitwise_the_same_parameters(tmp_path):
     assert resumed["splits"]["0"]["digest"] == full["splits"]["0"]["digest"]
 
 
+def test_resume_without_a_checkpoint_of_this_shape(tmp_path, capsys):
+    """--resume without a checkpoint yet starts at epoch 0 and says so; with only the files of
+    a run of another world size next to it, it is refused, naming them."""
+    ck = tmp_path / "a.ckpt"
+    r = _run(tmp_path, "--epochs", "1", "--checkpoint", str(ck), "--resume")
+    assert r["splits"]["0"]["epoch"] == 1
+    assert f"[train] split 0: no checkpoint {ck} yet: starting at epoch 0" in \
+        capsys.readouterr().out
+    ck.unlink()
+    for rank in (0, 1):  # what a run of 2 ranks wrote
+        (tmp_path / f"a.ckpt.rank{rank}").write_bytes(b"")
+    with pytest.raises(SystemExit, match=(
+            rf"--resume: no checkpoint {ck} for this run \(1 rank\(s\), --split 0\), but "
+            rf"{ck}.rank0, {ck}.rank1 exist\(s\): written by a run of another world size")):
+        _run(tmp_path, "--epochs", "1", "--checkpoint", str(ck), "--resume")
+    assert not ck.exists()
+
+
 def test_a_partitioning_of_another_graph_is_not_reused(tmp_path):
     """The partition folder caches the dataset's partitioning: one of the symmetrized graph is
     not reused for --no-symmetrize (it trained on 10556 edges instead of 5278), nor one of
