@@ -368,13 +368,16 @@ void run_bench_sample(const SampleArgs& a) {
   TESSERA_EXPECTS(batches >= 1, ValueError, "the graph has fewer than --batch-size {} nodes",
                   a.batch_size);
 
-  // Warm-up: one batch per thread (page faults, workspace growth), not timed.
+  // Warm-up, not timed: batches of another epoch through the loader's own workers, so each
+  // worker's workspace (its node table: 4 B per node, zeroed on first use) is grown and its
+  // pages faulted before the timed epoch (a batch sampled outside the pipeline would warm the
+  // graph's pool instead).
   {
-    std::vector<std::thread> warm;
-    for (int t = 0; t < a.threads; ++t)
-      warm.emplace_back([&, t] { loader.sample_batch(1, t % loader.num_batches()); });
-    for (auto& th : warm)
-      th.join();
+    loader.start_epoch(1);
+    const int64_t warm = std::min<int64_t>(int64_t{4} * a.threads, loader.num_batches());
+    NodeMiniBatch mb;
+    for (int64_t w = 0; w < warm && loader.next(mb); ++w) {
+    }
   }
 
   timer.begin("sample (tessera)");
