@@ -174,6 +174,9 @@ struct Job {
   int64_t log_every = 1;
   std::unique_ptr<dist::DistGraph> g;
   nlohmann::json load;
+  /// GCN: every node's out-degree in the whole graph plus its self loop, counted once per job
+  /// (graph_out_degrees) for layer-wise inference.
+  at::Tensor gcn_out_deg;
 #ifdef TESSERA_WITH_CUDA
   dist::DevicePlacement placement;
 #endif
@@ -718,7 +721,7 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
   at::NoGradGuard no_grad;
   const dist::DistGraph& g = *job.g;
   const int64_t n = g.num_nodes();
-  const at::Tensor out_deg = job.o.model == ModelKind::kGcn ? graph_out_degrees(job) : at::Tensor();
+  const at::Tensor& out_deg = job.gcn_out_deg;  // defined for GCN
   const bool several = job.world > 1;
   const auto [lo, hi] = g.local_node_range();
   std::vector<int64_t> mine(hi - lo);
@@ -1829,6 +1832,9 @@ int run_training(const TrainOptions& opts) {
   const std::vector<int64_t> splits =
       detail::parse_splits(job.o.split, num_splits(data.train_mask));
   check_every_rank_has_work(job, data, splits);
+  if (job.o.model == ModelKind::kGcn) {
+    job.gcn_out_deg = graph_out_degrees(job);  // collective
+  }
   log0(job.rank,
        fmt::format("[train] {} ({} nodes, {} edges); {} rank(s) on {}; {}; {} model; splits [{}]; "
                    "fanouts [{}], batch {} ({} per rank), hidden {}, lr {}, epochs {}; torch "
