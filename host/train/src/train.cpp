@@ -1030,23 +1030,19 @@ struct SplitNodes {
   std::vector<int64_t> train, val, test;
 };
 
-SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
-  SplitNodes s;
-  if (job.o.batching == "global") {
-    s.train = nonzero_column(data.train_mask, split);  // the same on every rank: global batches
-  } else {
-    s.train = dist::node_split(data.train_mask, job.g->book(), job.rank, true, split);
-  }
-  s.val = nonzero_column(data.val_mask, split);
-  s.test = nonzero_column(data.test_mask, split);
-  // The best epoch is chosen on the validation nodes and reported on the test nodes.
-  TESSERA_EXPECTS(!s.val.empty() && !s.test.empty(), ValueError,
+/// Refuses a split the run cannot train on, before any split trains: no validation or test
+/// nodes (the best epoch is chosen on the one and reported on the other), or an unlabelled node
+/// (label -1, data/README.md) among its training, validation or test nodes. Every rank reads
+/// the same global masks and labels, so every rank refuses alike.
+void check_split(const Job& job, const Data& data, int64_t split) {
+  const std::vector<int64_t> train = nonzero_column(data.train_mask, split),
+                             val = nonzero_column(data.val_mask, split),
+                             test = nonzero_column(data.test_mask, split);
+  TESSERA_EXPECTS(!val.empty() && !test.empty(), ValueError,
                   "{}: split {} has no {} nodes (its {} column is empty)", job.o.dataset, split,
-                  s.val.empty() ? "validation" : "test", s.val.empty() ? "val_mask" : "test_mask");
-  // -1 marks an unlabelled node (data/README.md); no split may train or score one.
-  for (const auto& [nodes, mask] :
-       {std::pair{&s.train, "train_mask"}, std::pair{&s.val, "val_mask"},
-        std::pair{&s.test, "test_mask"}}) {
+                  val.empty() ? "validation" : "test", val.empty() ? "val_mask" : "test_mask");
+  for (const auto& [nodes, mask] : {std::pair{&train, "train_mask"}, std::pair{&val, "val_mask"},
+                                    std::pair{&test, "test_mask"}}) {
     for (int64_t v : *nodes) {
       if (data.labels[static_cast<size_t>(v)] < 0) {
         const int64_t orig = job.g->orig_nid()
@@ -1059,6 +1055,17 @@ SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
       }
     }
   }
+}
+
+SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
+  SplitNodes s;
+  if (job.o.batching == "global") {
+    s.train = nonzero_column(data.train_mask, split);  // the same on every rank: global batches
+  } else {
+    s.train = dist::node_split(data.train_mask, job.g->book(), job.rank, true, split);
+  }
+  s.val = nonzero_column(data.val_mask, split);
+  s.test = nonzero_column(data.test_mask, split);
   return s;
 }
 
@@ -1831,6 +1838,9 @@ int run_training(const TrainOptions& opts) {
   Features feats(*job.g, job.h.feat_norm, job.device);
   const std::vector<int64_t> splits =
       detail::parse_splits(job.o.split, num_splits(data.train_mask));
+  for (int64_t s : splits) {
+    check_split(job, data, s);  // the same verdict on every rank: the masks are global
+  }
   check_every_rank_has_work(job, data, splits);
   if (job.o.model == ModelKind::kGcn) {
     job.gcn_out_deg = graph_out_degrees(job);  // collective
