@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 #include <new>
 
@@ -14,7 +15,9 @@ int run_cli(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& e) {
-    if (app.got_subcommand("launch")) {
+    const auto subs = app.get_subcommands();  // got_subcommand throws where none is so named
+    if (std::any_of(subs.begin(), subs.end(),
+                    [](const CLI::App* sub) { return sub->get_name() == "launch"; })) {
       // Options of the ranks' command (python3 -c ...) were taken for launch's own.
       fmt::print(stderr,
                  "tessera launch: {}: put the command the ranks run after `--` (tessera launch "

@@ -322,6 +322,7 @@ def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
     (["--metric", "rocauc"], "--metric rocauc scores a binary task, but node data 'label' has 7"),
     # Options that were ignored or changed the model silently.
     (["--fanouts", "10,"], "--fanouts 10,: ends with a comma"),
+    (["--fanouts", "10", "5"], "not expected: 5"),  # it said 'launch not found
     (["--parts", "0"], "--parts"),
     (["--grad-sync", "nccl"], "--grad-sync nccl needs the GPU path, and this run trains on cpu"),
     (["--gpu-budget", "5"], "--gpu-budget needs the GPU path"),
