@@ -111,8 +111,9 @@ void ProgressBar::update(double loss) {
     return;
   }
   last_ = t;
+  // A terminal's bar is redrawn in place and ends its line at the last batch; a log gets lines.
   fmt::print(stderr, "{}{}: {}/{} batches, loss {:.4f}, {:.1f}s{}", tty_ ? "\r" : "", desc_, n_,
-             total_, loss, t - t0_, last ? "\n" : "");
+             total_, loss, t - t0_, last || !tty_ ? "\n" : "");
   std::fflush(stderr);
 }
 
