@@ -7,9 +7,9 @@
 namespace tessera {
 
 /// The short commit of the source tree this binary was built from, with "+dirty" when tracked
-/// files differ from it; $TESSERA_COMMIT when set (a copy of the tree without its git metadata,
-/// as on a lent GPU machine); "unknown" when git cannot tell. Asked of the tree the build was
-/// configured from, not of the current folder, so a run from elsewhere records the right one.
+/// files differed from it at the build (stamped by every build, cmake/TesseraCommitStamp.cmake);
+/// $TESSERA_COMMIT when set (a copy of the tree without its git metadata, as on a lent GPU
+/// machine); "unknown" when git could not tell.
 std::string source_commit();
 
 }  // namespace tessera
