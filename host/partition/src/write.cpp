@@ -368,7 +368,14 @@ void write_config(PartitionConfig& c, const PartitionOptions& opts, const WriteO
                   const Dataset& ds, const PartitionStats& st, const std::filesystem::path& root,
                   const std::string& config_name) {
   nlohmann::json extra = nlohmann::json::object();
-  extra["source"] = {{"path", out.source_path}, {"format", ds.format}};
+  // An existing path is recorded absolute, so that a run from another folder can tell whether
+  // a partitioning it finds is of its dataset; a spec (rmat:21,25) as given.
+  std::error_code ec;
+  const bool is_path = !out.source_path.empty() && std::filesystem::exists(out.source_path, ec);
+  const std::string source =
+      is_path ? std::filesystem::absolute(out.source_path, ec).lexically_normal().string()
+              : out.source_path;
+  extra["source"] = {{"path", source}, {"format", ds.format}};
   nlohmann::json po = {{"num_parts", opts.num_parts},
                        {"method", part_method_name(opts.method)},
                        {"balance_masks", opts.balance_masks},
