@@ -95,7 +95,11 @@ _RESERVED_NDATA = ("node_weight", "orig_id")
 
 def _find_mask(ndata: Mapping[str, Any], mask: np.ndarray) -> str | None:
     """The balance-mask name ("name", or "name:c" for column c of an [N, S] array) of the node
-    array whose non-zero entries are exactly ``mask``, or None."""
+    array of 0/1 entries whose ones are exactly ``mask``, or None (the partitioner balances a
+    named array only as a mask: an array of other values is no such name)."""
+    def is_mask(a):
+        return a.dtype == np.bool_ or bool(np.all((a == 0) | (a == 1)))
+
     for name in sorted(ndata):
         if name in _RESERVED_NDATA:
             continue
@@ -103,11 +107,11 @@ def _find_mask(ndata: Mapping[str, Any], mask: np.ndarray) -> str | None:
         if a.dtype != np.bool_ and not np.issubdtype(a.dtype, np.integer):
             continue
         if a.ndim == 1 and a.shape[0] == mask.shape[0]:
-            if np.array_equal(a != 0, mask):
+            if np.array_equal(a != 0, mask) and is_mask(a):
                 return name
         elif a.ndim == 2 and a.shape[0] == mask.shape[0]:
             for c in range(a.shape[1]):
-                if np.array_equal(a[:, c] != 0, mask):
+                if np.array_equal(a[:, c] != 0, mask) and is_mask(a[:, c]):
                     return f"{name}:{c}"
     return None
 

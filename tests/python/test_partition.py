@@ -475,3 +475,17 @@ def test_dgl_style_namespace_and_torch_edge_index(tmp_path):
     g = dist.DistGraph("tri", part_config=config)
     assert g.num_edges() == 6
     assert torch.equal(g.ndata["x"][torch.arange(3)], torch.eye(3)[torch.from_numpy(g.orig_nids())])
+
+
+def test_balance_ntypes_of_a_type_array_that_a_node_array_holds(tmp_path):
+    """A DGL type array (values 0 and 2) equal to a node array of the graph: balanced as its
+    type's node set. It was mapped to that array's name, which the partitioner balances only as
+    a 0/1 mask, and refused with a message about --balance-mask."""
+    n = 40
+    t = np.zeros(n, dtype=np.int64)
+    t[::3] = 2
+    g = {"edge_index": np.stack([np.arange(n), (np.arange(n) + 1) % n]), "num_nodes": n,
+         "ndata": {"kind": t.copy()}}
+    for i, bal in enumerate([t, {"x": t}]):
+        tessera.partition_graph(g, "g", 2, str(tmp_path / f"p{i}"), balance_ntypes=bal)
+        assert (tmp_path / f"p{i}" / "g.json").exists()
