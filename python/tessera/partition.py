@@ -194,9 +194,6 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
     if node_order not in ("degree", "original"):
         raise ValueError(f"node_order: unknown node order {node_order!r} (expected 'degree' or "
                          "'original')")
-    if part_method != "metis" and (balance_ntypes is not None or balance_edges):
-        raise ValueError(f"balance_ntypes/balance_edges need part_method='metis', not "
-                         f"'{part_method}' (the random partitioner balances node counts only)")
     if low_memory and isinstance(g, _C.Dataset):
         raise ValueError("low_memory releases the graph's arrays during METIS: pass the dataset's "
                          "path (or arrays) instead of a loaded tessera dataset")
@@ -343,6 +340,12 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
                      balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
                      node_order)
     _check_dgl_arguments(objtype, graph_formats, use_graphbolt, kwargs)
+    if part_method != "metis" and (balance_ntypes is not None or balance_edges):
+        # DGL ignores them too; they are left out of the config, which records what was done.
+        warnings.warn(f"balance_ntypes/balance_edges apply to part_method='metis' only: ignored "
+                      f"with '{part_method}' (the random partitioner balances node counts)",
+                      UserWarning, stacklevel=2)
+        balance_ntypes, balance_edges = None, False
     arrays = _arrays_of(g)
     if arrays is None:
         ds = g if isinstance(g, _C.Dataset) else load_dataset(g, symmetrize=symmetrize)
