@@ -108,6 +108,7 @@ def batch_digest(seeds, blocks) -> str:
 
 
 def atomic_save(obj, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)  # as tessera train does
     tmp = f"{path}.tmp{os.getpid()}"
     torch.save(obj, tmp)
     os.replace(tmp, path)
@@ -436,6 +437,8 @@ def other_checkpoints(args) -> list:
     world = tessera.get_world_size()
     split_form = "" if str(args.split).isdigit() else r"\.split\d+"
     out = []
+    if not os.path.isdir(folder or "."):
+        return out  # a first run: the folder is made by the first save
     for name in sorted(os.listdir(folder or ".")):
         m = re.fullmatch(re.escape(stem) + r"(\.split\d+)?(?:\.rank(\d+))?", name)
         if m is None:

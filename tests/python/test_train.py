@@ -49,6 +49,10 @@ def test_resume_without_a_checkpoint_of_this_shape(tmp_path, capsys):
     """--resume without a checkpoint yet starts at epoch 0 and says so; with only the files of
     a run of another world size next to it, it is refused, naming them."""
     ck = tmp_path / "a.ckpt"
+    # In a folder still to be made (a scheduler's first run): it failed with FileNotFoundError.
+    r = _run(tmp_path, "--epochs", "1", "--checkpoint", str(tmp_path / "new" / "a.ckpt"),
+             "--resume")
+    assert (tmp_path / "new" / "a.ckpt").exists()
     r = _run(tmp_path, "--epochs", "1", "--checkpoint", str(ck), "--resume")
     assert r["splits"]["0"]["epoch"] == 1
     assert f"[train] split 0: no checkpoint {ck} yet: starting at epoch 0" in \
