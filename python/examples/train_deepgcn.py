@@ -360,10 +360,15 @@ def partitioned(args, world: int):
     name = os.path.basename(os.path.normpath(args.dataset))
     out = args.part_dir or os.path.join("out", "partitions", f"{name}-metis-p{world}")
     config = os.path.join(out, f"{name}.json")
-    if tessera.get_rank() == 0 and not reusable_partitions(config, args.dataset, world):
-        tessera.partition_graph(args.dataset, name, world, out, num_hops=1, part_method="metis",
-                                symmetrize=True, seed=args.seed)
-    dist.barrier()
+    if tessera.get_rank() == 0:
+        try:  # a refused reuse or a failed partitioning still releases the others
+            if not reusable_partitions(config, args.dataset, world):
+                tessera.partition_graph(args.dataset, name, world, out, num_hops=1,
+                                        part_method="metis", symmetrize=True, seed=args.seed)
+        finally:
+            dist.barrier()
+    else:
+        dist.barrier()
     return tessera.DistGraph(name, part_config=config)
 
 
