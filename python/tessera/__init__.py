@@ -47,7 +47,7 @@ __all__ += ["cluster", "ClusterGCNSampler", "ClusterGCNLoader"]
 __all__ += ["update_all"]
 
 
-def launch(command, nproc_per_node: int, nnodes: int = 1, node_rank: int = 0,
+def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0,
            master_addr: str = "127.0.0.1", master_port: int = 0,
            prefix_output: bool = True, token_file=None, grace=None) -> int:
     """Runs ``command`` (a list of strings) once per local rank with the job's environment
