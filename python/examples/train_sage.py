@@ -262,6 +262,26 @@ def check_embedding_round_trip(inputs: LearnedInputs, path: str) -> None:
     log(f"[train] embeddings saved to {path} and loaded back: identical on every rank")
 
 
+def check_split(g, labels: torch.Tensor, split: int, dataset: str) -> None:
+    """Refuses (SystemExit, on every rank alike: the masks and labels are global) a split that
+    cannot be trained, as tessera train does: no validation or test nodes (the best epoch is
+    chosen on the one and reported on the other), or an unlabelled node (label -1,
+    data/README.md) among its training, validation or test nodes."""
+    nodes = {m: np.nonzero(mask_column(g.ndata[m], split))[0]
+             for m in ("train_mask", "val_mask", "test_mask")}
+    for m, what in (("val_mask", "validation"), ("test_mask", "test")):
+        if len(nodes[m]) == 0:
+            raise SystemExit(f"{dataset}: split {split} has no {what} nodes (its {m} column is "
+                             "empty)")
+    lab = labels.numpy()
+    for m, ids in nodes.items():
+        bad = ids[lab[ids] < 0]
+        if len(bad):
+            orig = int(g.orig_nids(bad[:1])[0])
+            raise SystemExit(f"{dataset}: node {orig} of {m} (split {split}) is unlabelled "
+                             f"(label {int(lab[bad[0]])})")
+
+
 def mask_column(t, split: int) -> np.ndarray:
     m = t.numpy()
     if m.ndim == 2:
@@ -945,6 +965,8 @@ def main(argv=None) -> int:
         build_parser().error(f"--metric rocauc scores two classes; {name} has {classes}"
                              + (" (rocauc was picked from its meta.json)" if args.metric == "auto"
                                 else " (use --metric acc)"))
+    for s in splits:
+        check_split(g, labels, s, args.dataset)
     if args.log_every is None:
         args.log_every = 20 if device.type == "cuda" else 1
     if device.type == "cuda" and g.is_distributed and tessera._C.cuda_compiled:

@@ -277,3 +277,35 @@ def test_standard_statistics_on_two_ranks(tmp_path):
     # The ranks' sums are added in rank order: equal to the whole-matrix figures up to rounding.
     np.testing.assert_allclose(r[0]["mean"], want_mean, rtol=1e-6)
     np.testing.assert_allclose(r[0]["std"], want_std, rtol=1e-6)
+
+
+def _cora_copy(tmp_path, **arrays):
+    import shutil
+
+    import numpy as np
+
+    d = tmp_path / "cora"
+    shutil.copytree(CORA, d)
+    for name, a in arrays.items():
+        np.save(d / f"{name}.npy", a)
+    return str(d)
+
+
+def test_splits_it_cannot_train_are_refused_before_training(tmp_path):
+    """As tessera train: a split without validation nodes, or with an unlabelled node in its
+    training nodes, is one error before any epoch (it trained and reported -inf, or failed in
+    the loss)."""
+    import numpy as np
+
+    val = np.zeros_like(np.load(os.path.join(CORA, "val_mask.npy")))
+    ds = _cora_copy(tmp_path / "a", val_mask=val)
+    with pytest.raises(SystemExit, match="split 0 has no validation nodes"):
+        train_sage.main(["--dataset", ds, "--part-dir", str(tmp_path / "pa"), "--quiet",
+                         "--epochs", "1", "--threads", "1", "--device", "cpu"])
+    label = np.load(os.path.join(CORA, "label.npy"))
+    node = int(np.flatnonzero(np.load(os.path.join(CORA, "train_mask.npy")))[3])
+    label[node] = -1
+    ds = _cora_copy(tmp_path / "b", label=label)
+    with pytest.raises(SystemExit, match=f"node {node} of train_mask \\(split 0\\) is unlabelled"):
+        train_sage.main(["--dataset", ds, "--part-dir", str(tmp_path / "pb"), "--quiet",
+                         "--epochs", "1", "--threads", "1", "--device", "cpu"])
