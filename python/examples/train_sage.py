@@ -493,7 +493,8 @@ def resume(args, ckpt: str, t: Trainee, split: int) -> Optional[dict]:
         raise SystemExit(f"train_sage.py: {error}")
     for r, (e, _) in enumerate(every):
         if e:
-            raise SystemExit(f"train_sage.py: --resume: rank {r} failed: {e}")
+            raise SystemExit(f"train_sage.py: --resume: rank {r} failed: "
+                             f"{e.removeprefix('--resume: ')}")
     if any(m != mine for _, m in every):
         each = ", ".join(f"rank {r}: {m}" for r, (_, m) in enumerate(every))
         raise SystemExit(f"train_sage.py: --resume: the ranks' checkpoints of split {split} "
@@ -509,6 +510,9 @@ def load_checkpoint(ckpt: str, t: Trainee) -> dict:
     """The split's state from ``ckpt``, with the model, optimizer, loaders and random
     generators restored (not the learned inputs: loading them is collective)."""
     c = torch.load(ckpt, weights_only=False, map_location="cpu")
+    world = tessera.get_world_size()
+    if c.get("world_size", world) != world:  # as tessera train checks (older files lack it)
+        raise ValueError(f"written by a run of {c['world_size']} rank(s), this run has {world}")
     t.net.load_state_dict(c["model"])
     t.opt.load_state_dict(c["optimizer"])
     for dl, s in zip(t.loaders, c["loaders"]):
@@ -528,6 +532,7 @@ def save_checkpoint(args, ckpt: str, t: Trainee, state: dict) -> None:
                  "torch_rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(t.device) if on_gpu else None,
                  "state": state,
+                 "world_size": tessera.get_world_size(),
                  "args": vars(args)}, ckpt)
 
 

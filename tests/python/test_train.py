@@ -43,6 +43,17 @@ def test_resume_gives_bitwise_the_same_parameters(tmp_path):
         is None
     resumed = _run(tmp_path / "b", "--epochs", "4", "--checkpoint", ck, "--resume")
     assert resumed["splits"]["0"]["digest"] == full["splits"]["0"]["digest"]
+    # A checkpoint of another world size under this run's name is refused, as tessera train
+    # refuses it (it was caught only, if at all, by the loaders' batch counts).
+    import torch
+
+    c = torch.load(ck, weights_only=False)
+    assert c["world_size"] == 1
+    c["world_size"] = 2
+    torch.save(c, ck)
+    with pytest.raises(SystemExit, match=r"cannot load .*written by a run of 2 rank\(s\), "
+                                         r"this run has 1"):
+        _run(tmp_path / "b", "--epochs", "4", "--checkpoint", ck, "--resume")
 
 
 def test_resume_without_a_checkpoint_of_this_shape(tmp_path, capsys):
