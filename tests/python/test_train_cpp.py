@@ -106,7 +106,9 @@ def test_cora_accuracy_one_rank_and_predictions(tool, parts, tmp_path):
     head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
     if head and not os.environ.get("TESSERA_COMMIT"):
-        assert r["commit"].split("+")[0] == head, (r["commit"], head)
+        assert r["commit"].split("+")[0] == head, (
+            f"{TOOL} reports {r['commit']}, the commit it was built from; HEAD is {head}: "
+            "rebuild it (cmake --build) after committing")
     curve = (tmp_path / "one.csv").read_text().splitlines()
     assert curve[0] == "split,epoch,loss,val" and len(curve) == 101
     labels = np.load(os.path.join(CORA, "label.npy"))
