@@ -64,6 +64,17 @@ def cora_one(tmp_path_factory):
     return tessera.partition_graph(CORA, "cora", 1, out, symmetrize=True)
 
 
+def cora_copy(tmp_path, **arrays):
+    """Cora with some arrays replaced (name -> numpy array), in tmp_path/cora; its path."""
+    import shutil
+
+    d = tmp_path / "cora"
+    shutil.copytree(CORA, d)
+    for name, a in arrays.items():
+        np.save(d / f"{name}.npy", a)
+    return str(d)
+
+
 def in_neighbors(graph, v):
     ip = np.asarray(graph.indptr)
     return np.asarray(graph.indices[ip[v]:ip[v + 1]])

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import CORA, REPO  # noqa: E402
+from conftest import CORA, REPO, cora_copy  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "python", "examples"))
 import train_sage  # noqa: E402
@@ -290,18 +290,6 @@ def test_standard_statistics_on_two_ranks(tmp_path):
     np.testing.assert_allclose(r[0]["std"], want_std, rtol=1e-6)
 
 
-def _cora_copy(tmp_path, **arrays):
-    import shutil
-
-    import numpy as np
-
-    d = tmp_path / "cora"
-    shutil.copytree(CORA, d)
-    for name, a in arrays.items():
-        np.save(d / f"{name}.npy", a)
-    return str(d)
-
-
 def test_splits_it_cannot_train_are_refused_before_training(tmp_path):
     """As tessera train: a split without validation nodes, or with an unlabelled node in its
     training nodes, is one error before any epoch (it trained and reported -inf, or failed in
@@ -309,14 +297,14 @@ def test_splits_it_cannot_train_are_refused_before_training(tmp_path):
     import numpy as np
 
     val = np.zeros_like(np.load(os.path.join(CORA, "val_mask.npy")))
-    ds = _cora_copy(tmp_path / "a", val_mask=val)
+    ds = cora_copy(tmp_path / "a", val_mask=val)
     with pytest.raises(SystemExit, match="split 0 has no validation nodes"):
         train_sage.main(["--dataset", ds, "--part-dir", str(tmp_path / "pa"), "--quiet",
                          "--epochs", "1", "--threads", "1", "--device", "cpu"])
     label = np.load(os.path.join(CORA, "label.npy"))
     node = int(np.flatnonzero(np.load(os.path.join(CORA, "train_mask.npy")))[3])
     label[node] = -1
-    ds = _cora_copy(tmp_path / "b", label=label)
+    ds = cora_copy(tmp_path / "b", label=label)
     with pytest.raises(SystemExit, match=f"node {node} of train_mask \\(split 0\\) is unlabelled"):
         train_sage.main(["--dataset", ds, "--part-dir", str(tmp_path / "pb"), "--quiet",
                          "--epochs", "1", "--threads", "1", "--device", "cpu"])

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import CORA, REPO  # noqa: E402
+from conftest import CORA, REPO, cora_copy  # noqa: E402
 
 sys.path.insert(0, os.path.join(REPO, "python", "examples"))
 import train_sage  # noqa: E402
@@ -224,7 +224,7 @@ def test_a_partitioning_of_another_graph_is_not_reused(tool, tmp_path):
     assert out.returncode != 0
     assert "partitions the symmetrized graph, and --no-symmetrize asks for the stored edges" in (
         out.stderr + out.stdout)
-    out = _train(tool, tmp_path, "other", *p, dataset=_dataset_copy(tmp_path / "x"), check=False)
+    out = _train(tool, tmp_path, "other", *p, dataset=cora_copy(tmp_path / "x"), check=False)
     assert out.returncode != 0
     assert "not --dataset" in out.stderr + out.stdout
     # Replacing the folder (it crashed in libtorch's copy of std::filesystem::remove_all).
@@ -238,21 +238,10 @@ def test_resume_of_several_splits(tool, tmp_path):
              for k in ("train_mask", "val_mask", "test_mask")}
     p = ["--threads", "1", "--epochs", "2", "--split", "all", "--part-dir", str(tmp_path / "p"),
          "--checkpoint", str(tmp_path / "a.ckpt")]
-    ds = _dataset_copy(tmp_path, **masks)
+    ds = cora_copy(tmp_path, **masks)
     assert _train(tool, tmp_path, "stop", *p, "--stop-after", "1", dataset=ds) is None
     r = _train(tool, tmp_path, "resumed", *p, "--resume", dataset=ds)
     assert sorted(r["splits"]) == ["0", "1"]
-
-
-def _dataset_copy(tmp_path, **arrays):
-    """Cora with some arrays replaced (name -> numpy array), in tmp_path/cora."""
-    import shutil
-
-    d = tmp_path / "cora"
-    shutil.copytree(CORA, d)
-    for name, a in arrays.items():
-        np.save(d / f"{name}.npy", a)
-    return str(d)
 
 
 def test_unlabelled_nodes(tool, tmp_path):
@@ -264,12 +253,12 @@ def test_unlabelled_nodes(tool, tmp_path):
     off_split[np.flatnonzero(~(train | np.load(os.path.join(CORA, "val_mask.npy"))
                                | np.load(os.path.join(CORA, "test_mask.npy"))))[:50]] = -1
     r = _train(tool, tmp_path, "off", "--threads", "1", "--epochs", "2", "--part-dir",
-               str(tmp_path / "p1"), dataset=_dataset_copy(tmp_path, label=off_split))
+               str(tmp_path / "p1"), dataset=cora_copy(tmp_path, label=off_split))
     assert r["splits"]["0"]["final_test"] > 0
     in_split = label.copy()
     node = int(np.flatnonzero(train)[3])
     in_split[node] = -1
-    ds = _dataset_copy(tmp_path / "b", label=in_split)
+    ds = cora_copy(tmp_path / "b", label=in_split)
     out = _train(tool, tmp_path, "in", "--threads", "1", "--epochs", "2", "--part-dir",
                  str(tmp_path / "p2"), dataset=ds, check=False)
     assert out.returncode != 0
@@ -301,7 +290,7 @@ def test_a_rank_without_training_nodes_under_split_batching_is_refused(tool, tmp
 def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
     val = np.zeros_like(np.load(os.path.join(CORA, "val_mask.npy")))
     out = _train(tool, tmp_path, "noval", "--threads", "1", "--epochs", "2", "--part-dir",
-                 str(tmp_path / "p"), dataset=_dataset_copy(tmp_path, val_mask=val), check=False)
+                 str(tmp_path / "p"), dataset=cora_copy(tmp_path, val_mask=val), check=False)
     assert out.returncode != 0
     assert "split 0 has no validation nodes (its val_mask column is empty)" in (
         out.stderr + out.stdout)
