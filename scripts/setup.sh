@@ -3,7 +3,7 @@
 # Installs what Tessera needs on Debian 12 (idempotent; quiet when everything is present).
 # Usage: scripts/setup.sh [--python]   (--python also installs numpy and pytest)
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libmetis-dev metis libgtest-dev
+pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libdeflate-dev libmetis-dev metis libgtest-dev
       libbenchmark-dev nlohmann-json3-dev libcli11-dev libfmt-dev libucx-dev ucx-utils
       clang-format clang-tidy python3-pip)
 missing=()

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <libdeflate.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -201,30 +202,18 @@ void AtomicDir::commit() {
   fs::remove_all(old, ec);
 }
 
-namespace {
-
-uint32_t crc32_serial(uint32_t crc, const unsigned char* p, size_t n) {
-  uLong c = crc;
-  while (n > 0) {
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
-    c = ::crc32(c, p, chunk);
-    p += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(c);
-}
-
-}  // namespace
-
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
-  // zlib's CRC-32 runs at about 7 GB/s per core; a large buffer is cut into one slice per thread
-  // and the slices' CRCs joined with crc32_combine (O(log n)), so checking a partition on load
-  // costs a fraction of reading it.
+  // libdeflate's CRC-32 (zlib's polynomial, carry-less multiplication) runs at about 14 GB/s per
+  // core; a large buffer is cut into one slice per thread and the slices' CRCs joined with zlib's
+  // crc32_combine (O(log n)), so checking a partition on load costs a fraction of reading it.
   constexpr size_t kSlice = size_t{16} << 20;
   const auto* p = static_cast<const unsigned char*>(data);
   const auto slices = static_cast<int64_t>(n / kSlice);
+  if (n == 0) {
+    return crc;  // libdeflate (as zlib) answers 0 for a null buffer, whatever `crc` was
+  }
   if (slices < 2 || num_threads() < 2) {
-    return crc32_serial(crc, p, n);
+    return libdeflate_crc32(crc, p, n);
   }
   std::vector<uint32_t> part(static_cast<size_t>(std::min<int64_t>(slices, num_threads())));
   const auto chunks = static_cast<int64_t>(part.size());
@@ -233,7 +222,7 @@ uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
     for (int64_t c = c0; c < c1; ++c) {
       const size_t b = n * static_cast<size_t>(c) / static_cast<size_t>(chunks);
       const size_t e = n * static_cast<size_t>(c + 1) / static_cast<size_t>(chunks);
-      part[c] = crc32_serial(0, p + b, e - b);
+      part[c] = libdeflate_crc32(0, p + b, e - b);
       len[c] = e - b;
     }
   });

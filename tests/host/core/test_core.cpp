@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
@@ -203,6 +207,34 @@ TEST(Checksum, MatchesKnownCrc32) {
   std::ofstream(tmp / "f") << "123456789";
   EXPECT_EQ(crc32_hex(file_crc32(tmp / "f")), "cbf43926");
   EXPECT_THROW(file_crc32(tmp / "missing"), IOError);
+  // Continuing over nothing (a null buffer: an empty array's data) keeps the CRC.
+  const uint32_t head = crc32_update(0, "1234", 4);
+  EXPECT_EQ(crc32_update(head, nullptr, 0), head);
+  EXPECT_EQ(crc32_hex(crc32_update(crc32_update(head, nullptr, 0), "56789", 5)), "cbf43926");
+}
+
+// Large buffers are checksummed in slices on several threads and the slices' CRCs joined: the
+// result is zlib's CRC-32 of the whole, whatever the thread count and the length's remainder.
+TEST(Checksum, SlicedOnThreadsEqualsZlib) {
+  std::vector<unsigned char> buf((size_t{48} << 20) + 12345);
+  std::mt19937_64 rng(7);
+  for (size_t i = 0; i < buf.size(); i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(buf.data() + i, &r, std::min<size_t>(8, buf.size() - i));
+  }
+  uLong want = ::crc32(0, Z_NULL, 0);
+  for (size_t off = 0; off < buf.size(); off += size_t{1} << 20) {
+    const size_t k = std::min(buf.size() - off, size_t{1} << 20);
+    want = ::crc32(want, buf.data() + off, static_cast<uInt>(k));
+  }
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    EXPECT_EQ(crc32_update(0, buf.data(), buf.size()), static_cast<uint32_t>(want)) << threads;
+    EXPECT_EQ(crc32_update(crc32_update(0, buf.data(), 100), buf.data() + 100, buf.size() - 100),
+              static_cast<uint32_t>(want))
+        << threads;
+  }
+  set_num_threads(0);
 }
 
 TEST(Progress, MemoryReadingsArePlausible) {
