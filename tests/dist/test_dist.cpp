@@ -1202,5 +1202,37 @@ TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
   EXPECT_EQ(dist::node_split(mask, book, 1, false), (std::vector<int64_t>{5, 6, 7, 9}));
 }
 
+// A job of one rank keeps node data in a copy-on-write mapping of the partition's file (no copy
+// at load): reads give the stored rows, writes are read back, and the file keeps its bytes.
+TEST(DistStandalone, NodeDataWritesStayOutOfTheFile) {
+  const fs::path cfg = partitions("cora", 1);
+  const PartitionConfig c = load_partition_config(cfg);
+  const fs::path file = c.dir / c.parts[0].dir / "node_feat.npy";
+  const PartFile* pf = c.parts[0].file("node_feat.npy");
+  ASSERT_NE(pf, nullptr);
+  auto res = run_ranks(job(1, ""), [&](int) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", cfg);
+    DistTensor feat = g.node_data("feat");  // a handle on the graph's tensor
+    const Array stored = read_npy(file);
+    const std::vector<int64_t> ids{0, 7, feat.num_rows() - 1};
+    const Array before = feat.read(ids);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      RANK_CHECK(std::memcmp(static_cast<const uint8_t*>(before.raw()) + i * feat.row_bytes(),
+                             static_cast<const uint8_t*>(stored.raw()) +
+                                 static_cast<size_t>(ids[i]) * feat.row_bytes(),
+                             feat.row_bytes()) == 0,
+                 "row " + std::to_string(ids[i]) + " differs from the file");
+    }
+    const std::vector<uint8_t> ones(ids.size() * feat.row_bytes(), 1);  // whatever the dtype
+    feat.write(ids, ones.data());
+    const Array after = feat.read(ids);
+    RANK_CHECK(std::memcmp(after.raw(), ones.data(), after.nbytes()) == 0, "writes were lost");
+    return std::string("ok");
+  });
+  EXPECT_EQ(res[0].exit_code, 0) << describe(res);
+  EXPECT_EQ(crc32_hex(file_crc32(file)), crc32_hex(pf->crc32)) << file << " was written";
+}
+
 }  // namespace
 }  // namespace tessera::test

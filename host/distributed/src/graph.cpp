@@ -393,28 +393,57 @@ class MachineSegment {
   size_t next_ = 0;
 };
 
+// Where a tensor keeps its rows [lo, hi) of data stored in the partition's `file` from row
+// `file_lo` on (`loaded`, the file as load_partition mapped it): in the machine's shared segment
+// (several trainers), else, in a job of one rank, in a copy-on-write mapping of the file itself,
+// so that loading neither copies them nor zero-fills fresh memory for them (0.8 GB of features
+// of a products-sized partition) and they share the page cache's pages until written (writes
+// stay in this process: the file and the partition's read-only arrays keep the stored rows);
+// else (several ranks: transports register their rows) in memory of the tensor's own.
+MachineRows data_rows(const Loading& l, MachineSegment& shared, const std::string& file,
+                      const Array& loaded, int64_t file_lo, int64_t lo, int64_t hi,
+                      const std::string& what) {
+  if (l.world > 1) {
+    return shared.next(lo, hi);
+  }
+  TESSERA_EXPECTS(loaded.rows() >= hi - file_lo, ValueError, "{}: {} rows stored, {} needed", what,
+                  loaded.rows(), hi - file_lo);
+  const std::filesystem::path path = l.g.config.dir / l.g.config.parts[l.mach].dir / file;
+  Array a = mmap_npy(path, /*writable=*/true);
+  TESSERA_EXPECTS(a.dtype() == loaded.dtype() && a.shape() == loaded.shape(), ValueError,
+                  "DistGraph '{}': {} changed while it was loaded (now {} {})", l.name,
+                  path.string(), dtype_name(a.dtype()), a.shape_str());
+  MachineRows mr;
+  mr.base = static_cast<uint8_t*>(a.raw_mut()) + static_cast<size_t>(lo - file_lo) * a.row_bytes();
+  mr.lo = lo;
+  mr.hi = hi;
+  mr.filled = true;
+  mr.hold = std::make_shared<Array>(std::move(a));
+  return mr;
+}
+
 // Node and edge data and orig_nid as DistTensors (collective, in config order on every rank),
-// their rows copied from the partition's files.
+// their rows copied from the partition's files (node and edge data of a job of one rank: mapped,
+// see data_rows).
 void create_data_tensors(const Loading& l, MachineSegment& shared) {
   auto& g = l.g;
   const auto npol = PartPolicy::node(g.book), epol = PartPolicy::edge(g.book);
+  auto create = [&](const ArraySchema& s, const std::map<std::string, Array>& stored,
+                    const char* kind, const PartPolicy& pol, int64_t lo, int64_t hi) {
+    auto it = stored.find(s.name);
+    TESSERA_EXPECTS(it != stored.end(), ValueError,
+                    "DistGraph '{}': partition {} lacks {} data '{}'", l.name, l.mach, kind,
+                    s.name);
+    const std::string what = fmt::format("{} data {}", kind, s.name);
+    const MachineRows rows = data_rows(l, shared, s.file, it->second, lo, lo, hi, what);
+    return DistTensor(l.rt, fmt::format("{}:{}:{}", l.prefix, kind, s.name), s.shape, s.dtype, pol,
+                      copy_rows(it->second, lo, what), true, Placement::kHost, rows);
+  };
   for (const auto& s : g.config.ndata) {
-    auto it = g.part.ndata.find(s.name);
-    TESSERA_EXPECTS(it != g.part.ndata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks node data '{}'", l.name, l.mach, s.name);
-    g.ndata.emplace(s.name,
-                    DistTensor(l.rt, fmt::format("{}:node:{}", l.prefix, s.name), s.shape, s.dtype,
-                               npol, copy_rows(it->second, l.nlo, "node data " + s.name), true,
-                               Placement::kHost, shared.next(l.nlo, l.nhi)));
+    g.ndata.emplace(s.name, create(s, g.part.ndata, "node", npol, l.nlo, l.nhi));
   }
   for (const auto& s : g.config.edata) {
-    auto it = g.part.edata.find(s.name);
-    TESSERA_EXPECTS(it != g.part.edata.end(), ValueError,
-                    "DistGraph '{}': partition {} lacks edge data '{}'", l.name, l.mach, s.name);
-    g.edata.emplace(s.name,
-                    DistTensor(l.rt, fmt::format("{}:edge:{}", l.prefix, s.name), s.shape, s.dtype,
-                               epol, copy_rows(it->second, l.elo, "edge data " + s.name), true,
-                               Placement::kHost, shared.next(l.elo, l.ehi)));
+    g.edata.emplace(s.name, create(s, g.part.edata, "edge", epol, l.elo, l.ehi));
   }
   g.orig_nid = DistTensor(l.rt, fmt::format("{}:orig_nid", l.prefix), {g.config.num_nodes},
                           DType::kInt64, npol, copy_rows(g.part.orig_nid, l.nlo, "orig_nid"), true,

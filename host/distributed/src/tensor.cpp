@@ -583,13 +583,15 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
         s->data = s->heap.get();
       }
       constexpr size_t kGrain = size_t{8} << 20;
-      parallel_for(0, static_cast<int64_t>((bytes + kGrain - 1) / kGrain), 1,
-                   [&](int64_t c0, int64_t c1, int64_t) {
-                     const size_t b = static_cast<size_t>(c0) * kGrain;
-                     const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
-                     std::memset(s->data + b, 0, e - b);
-                   });
-      if (init && s->hi > s->lo) {
+      if (!machine.filled) {
+        parallel_for(0, static_cast<int64_t>((bytes + kGrain - 1) / kGrain), 1,
+                     [&](int64_t c0, int64_t c1, int64_t) {
+                       const size_t b = static_cast<size_t>(c0) * kGrain;
+                       const size_t e = std::min(bytes, static_cast<size_t>(c1) * kGrain);
+                       std::memset(s->data + b, 0, e - b);
+                     });
+      }
+      if (init && s->hi > s->lo && !machine.filled) {
         init(s->lo, s->hi, s->data);
       }
       if (s->stamps != nullptr) {

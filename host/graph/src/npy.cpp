@@ -324,7 +324,7 @@ Array read_npy(const std::filesystem::path& path) {
   return a;
 }
 
-Array mmap_npy(const std::filesystem::path& path) {
+Array mmap_npy(const std::filesystem::path& path, bool writable) {
   const NpyHeader h = read_npy_header(path);
   size_t bytes = dtype_size(h.dtype);
   for (int64_t d : h.shape)
@@ -333,13 +333,14 @@ Array mmap_npy(const std::filesystem::path& path) {
   TESSERA_EXPECTS(fd >= 0, IOError, "{}: cannot open file: {}", path.string(),
                   std::strerror(errno));
   const size_t map_len = h.data_offset + bytes;
-  void* p = ::mmap(nullptr, map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+  void* p =
+      ::mmap(nullptr, map_len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd);
   TESSERA_EXPECTS(p != MAP_FAILED, IOError, "{}: mmap failed: {}", path.string(),
                   std::strerror(errno));
   std::shared_ptr<void> keep(p, [map_len](void* q) { ::munmap(q, map_len); });
   return Array::wrap(h.dtype, h.shape, static_cast<char*>(p) + h.data_offset, std::move(keep),
-                     false);
+                     writable);
 }
 
 void write_npy(const std::filesystem::path& path, DType dtype, const std::vector<int64_t>& shape,

@@ -68,6 +68,9 @@ struct MachineRows {
   int64_t lo = 0, hi = 0;
   int trainers = 1;  ///< trainers of the machine
   int local = 0;     ///< this rank's index among them
+  /// The memory already holds this rank's rows (a copy-on-write mapping of a partition's file,
+  /// for a job of one rank): the tensor neither zero-fills them nor calls `init`.
+  bool filled = false;
 };
 
 /// What DistTensor::mirror_on_device holds on this rank.
@@ -104,7 +107,8 @@ class DistTensor {
   /// kept until the runtime ends, since peers may still read it); a persistent one lives as
   /// long as the runtime. `machine` (kHost only): the rows live in memory shared by the
   /// trainers of this machine (see MachineRows); this rank zero-fills and `init`s only its own
-  /// rows there, and other machines read them by request, never one-sidedly.
+  /// rows there (neither when `machine.filled`), and other machines read them by request, never
+  /// one-sidedly.
   DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
              std::vector<int64_t> shape, DType dtype, PartPolicy policy,
              const InitFn& init = nullptr, bool persistent = false,

@@ -107,8 +107,9 @@ struct NpyHeader {
 NpyHeader read_npy_header(const std::filesystem::path& path);
 /// Reads a whole .npy file into owned memory.
 Array read_npy(const std::filesystem::path& path);
-/// Maps a .npy file read-only (MAP_PRIVATE); the data is paged in on demand.
-Array mmap_npy(const std::filesystem::path& path);
+/// Maps a .npy file (MAP_PRIVATE); the data is paged in on demand. Read-only, or `writable`:
+/// copy-on-write, so that writes change this process's pages and never the file.
+Array mmap_npy(const std::filesystem::path& path, bool writable = false);
 /// Writes an array as .npy version 1.0 (2.0 if the header needs it). Not atomic by itself:
 /// write into an AtomicDir.
 void write_npy(const std::filesystem::path& path, const Array& a);
