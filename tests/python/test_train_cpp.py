@@ -74,10 +74,12 @@ def test_same_batches_losses_and_parameters_as_python(tool, parts, tmp_path):
     assert cpp["digest"] == py["digest"]
 
 
-def test_standard_feature_norm_gives_the_same_parameters_as_python(tool, tmp_path):
-    """--feat-norm standard on features whose column sums depend on the order of the additions
-    (train_sage.py reads them in chunks, tessera train all at once): the same statistics,
-    hence the same losses and parameters, bit for bit."""
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_standard_feature_norm_gives_the_same_parameters_as_python(tool, tmp_path, ranks):
+    """--feat-norm standard on features whose column sums depend on the order of the additions:
+    both trainers read each rank's own rows in chunks, sum them in node order and the ranks'
+    sums in rank order, so the same statistics, hence the same losses and parameters, bit for
+    bit, at 1 rank and at 2."""
     from test_train import _wide_range_dataset
 
     data = _wide_range_dataset(tmp_path / "wide")
@@ -85,10 +87,18 @@ def test_standard_feature_norm_gives_the_same_parameters_as_python(tool, tmp_pat
               "--seed", "7", "--feat-norm", "standard", "--metric", "acc", "--fanouts", "5,5",
               "--batch-size", "32", "--hidden", "16"]
     py_res = tmp_path / "py.json"
-    assert train_sage.main(["--dataset", data, "--device", "cpu", "--quiet", "--results",
-                            str(py_res), "--plot", str(tmp_path / "py.png"), *common]) == 0
+    py_args = ["--dataset", data, "--device", "cpu", "--quiet", "--results", str(py_res),
+               "--plot", str(tmp_path / "py.png"), *common]
+    if ranks == 1:
+        assert train_sage.main(py_args) == 0
+    else:
+        out = subprocess.run([sys.executable, "-m", "tessera", "launch", "--nproc-per-node",
+                              str(ranks), "--", sys.executable, train_sage.__file__, *py_args],
+                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     py = json.loads(py_res.read_text())["splits"]["0"]
-    cpp = _train(tool, tmp_path, "cpp", *common, dataset=data)["splits"]["0"]
+    cpp = _train(tool, tmp_path, "cpp", *common, dataset=data,
+                 launch=ranks if ranks > 1 else 0)["splits"]["0"]
     assert [e["loss"] for e in cpp["history"]] == [e["loss"] for e in py["history"]]
     assert cpp["digest"] == py["digest"]
 

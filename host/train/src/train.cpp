@@ -221,10 +221,12 @@ at::Device pick_device(const std::string& choice) {
   TESSERA_FAIL(ValueError, "--device must be auto, cpu, cuda or cuda:N, got '{}'", choice);
 }
 
+std::vector<double> all_reduce_sum(dist::Runtime& rt, std::vector<double> v);
+
 // --- input features ----------------------------------------------------------------------------
 /// train_sage.py's Features: rows read through the feature DistTensor, normalized on the
 /// training device ("row": divided by their L1 norm; "standard": (x - mean) / std with the
-/// statistics of every node, computed in float64 as NumPy does).
+/// statistics of every node, computed in float64 as NumPy does, each rank reading its own rows).
 class Features {
  public:
   Features(const dist::DistGraph& g, const std::string& mode, const at::Device& device)
@@ -233,34 +235,18 @@ class Features {
                     "node data 'feat' must be [N, F], got {} dimension(s)", t_.shape().size());
     type_ = scalar_type(t_.dtype(), "node data 'feat'");
     if (mode_ == "standard") {
-      const Array x = read_all(t_);
-      const at::Tensor xd = at::from_blob(const_cast<void*>(x.raw()), {x.dim(0), x.dim(1)},
-                                          at::TensorOptions().dtype(type_))
-                                .to(at::kDouble)
-                                .contiguous();
-      const int64_t n = xd.size(0), f = xd.size(1);
-      const double* p = xd.data_ptr<double>();
-      // NumPy's x.mean(0) / x.std(0) over a C-contiguous [N, F] array: each column summed row
-      // by row, divided by N.
-      std::vector<double> mean(f, 0.0), var(f, 0.0);
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < f; ++j) {
-          mean[j] += p[i * f + j];
-        }
-      }
+      const auto [lo, hi] = g.local_node_range();
+      const int64_t n = t_.num_rows(), f = dim();
+      std::vector<double> mean = column_sum(lo, hi, {});
       for (double& m : mean) {
-        m /= static_cast<double>(n);
+        m /= static_cast<double>(std::max<int64_t>(n, 1));
       }
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < f; ++j) {
-          const double d = p[i * f + j] - mean[j];
-          var[j] += d * d;
-        }
-      }
+      const std::vector<double> var = column_sum(lo, hi, mean);
       std::vector<float> mean32(f), std32(f);
       for (int64_t j = 0; j < f; ++j) {
         mean32[j] = static_cast<float>(mean[j]);
-        std32[j] = static_cast<float>(std::max(std::sqrt(var[j] / static_cast<double>(n)), 1e-6));
+        std32[j] = static_cast<float>(
+            std::max(std::sqrt(var[j] / static_cast<double>(std::max<int64_t>(n, 1))), 1e-6));
       }
       mean_ = at::from_blob(mean32.data(), {f}, at::kFloat).clone().to(device);
       std_ = at::from_blob(std32.data(), {f}, at::kFloat).clone().to(device);
@@ -290,6 +276,37 @@ class Features {
   }
 
  private:
+  // train_sage.py's column_stats: per column, the sum over every node (float64) of the rows
+  // (`mean` empty) or of their squared deviations from `mean`. This rank reads only its own rows
+  // [lo, hi), 16 MiB of float64 at a time, and sums them row by row in node order; the ranks'
+  // sums are then added in rank order (all_reduce_sum), so at one rank the result is NumPy's
+  // x.sum(0) to the bit, and at any rank count train_sage.py's. Collective.
+  std::vector<double> column_sum(int64_t lo, int64_t hi, const std::vector<double>& mean) const {
+    const int64_t f = dim();
+    const int64_t rows = std::max<int64_t>(1, (int64_t{16} << 20) / (8 * std::max<int64_t>(f, 1)));
+    std::vector<double> acc(static_cast<size_t>(f), 0.0);
+    std::vector<int64_t> ids;
+    for (int64_t a = lo; a < hi; a += rows) {
+      const int64_t b = std::min(a + rows, hi);
+      ids.resize(static_cast<size_t>(b - a));
+      std::iota(ids.begin(), ids.end(), a);
+      const at::Tensor x = read(ids).to(at::kDouble).contiguous();
+      const double* p = x.data_ptr<double>();
+      for (int64_t i = 0; i < b - a; ++i) {
+        for (int64_t j = 0; j < f; ++j) {
+          const double v = p[i * f + j];
+          if (mean.empty()) {
+            acc[j] += v;
+          } else {
+            const double d = v - mean[j];
+            acc[j] += d * d;
+          }
+        }
+      }
+    }
+    return all_reduce_sum(t_.runtime(), std::move(acc));
+  }
+
   dist::DistTensor t_;
   std::string mode_;
   at::ScalarType type_ = at::kFloat;
