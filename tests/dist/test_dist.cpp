@@ -1067,7 +1067,27 @@ TEST(DistTrainersPerMachine, TwoTrainersShareOnePartition) {
         "a shared segment and one range per trainer");
     const int64_t n = g.num_nodes();
     const auto [lo, hi] = g.local_node_range();
-    RANK_CHECK(lo == (r == 0 ? 0 : n / 2) && hi == (r == 0 ? n / 2 : n), "half of the nodes");
+    // Cut at the first node before which half of the partition's bytes lie: a node's rows of
+    // the node data, indptr and orig_nid, and its in-edges' rows of indices, eid and orig_eid.
+    const PartitionConfig c = load_partition_config(one);
+    int64_t nb = 16, eb = 24;
+    for (const auto& s : c.ndata) {
+      auto rb = static_cast<int64_t>(dtype_size(s.dtype));
+      for (size_t d = 1; d < s.shape.size(); ++d) {
+        rb *= s.shape[d];
+      }
+      nb += rb;
+    }
+    RANK_CHECK(c.edata.empty(), "Cora has no edge data");
+    const int64_t* ip = g.local_partition().indptr.data<int64_t>();
+    auto before = [&](int64_t v) { return v * nb + ip[v] * eb; };
+    int64_t half = 0;
+    while (before(half) < before(n) / 2) {
+      ++half;
+    }
+    RANK_CHECK(half > 0 && half < n && half != n / 2, "Cora's hubs come first (cut at {})", half);
+    RANK_CHECK(lo == (r == 0 ? 0 : half) && hi == (r == 0 ? half : n),
+               "rank {}: [{}, {}), not the half of the weight", r, lo, hi);
     std::vector<int64_t> all(static_cast<size_t>(n));
     std::iota(all.begin(), all.end(), 0);
     const Array got = g.node_data("feat").read(all);
