@@ -262,12 +262,15 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
   const auto& sg = *g.state().sg;
   const int64_t m = sg.arrays.num_edges;
   // What DistDeviceSampler places (ops::DeviceGraph): per row its offset and key (and, weighted,
-  // two table entries), per edge the interleaved adjacency (16 bytes at most) and, weighted, the
-  // weight and its prefix sum.
+  // two table entries), always in device memory (DeviceGraphOptions::node_arrays_on_device: a
+  // frontier node costs no bus read before its row), so charged to the budget first; per edge the
+  // interleaved adjacency (16 bytes at most) and, weighted, the weight and its prefix sum, in
+  // device memory or pinned as the plan says.
   const int64_t rows = sg.hi - sg.lo;
-  const int64_t structure_bytes = (2 * rows + 1) * 8 + m * 16 + (weighted ? m * 12 + rows * 16 : 0);
+  const int64_t row_bytes = (2 * rows + 1) * 8 + (weighted ? rows * 16 : 0);
+  const int64_t edge_bytes = m * 16 + (weighted ? m * 12 : 0);
   std::vector<cuda::ArraySpec> specs;
-  specs.push_back({"structure", structure_bytes, 0, true, true});
+  specs.push_back({"structure", edge_bytes, 0, true, true});
   std::vector<const DistTensor*> tensors;
   for (const auto& name : node_data) {
     const DistTensor& t = g.node_data(name);  // ValueError listing the names when absent
@@ -276,12 +279,12 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
     tensors.push_back(&t);
   }
   cuda::MemoryBudget budget;
-  budget.gpu_bytes = gpu_budget_bytes;
+  budget.gpu_bytes = std::max<int64_t>(0, gpu_budget_bytes - row_bytes);
   budget.pinned_bytes = -1;
   const cuda::PlacementPlan plan = cuda::plan_placement(specs, budget);
   out.structure =
       plan.where[0] == cuda::Placement::kGpu ? cuda::Placement::kGpu : cuda::Placement::kPinnedHost;
-  out.gpu_bytes = plan.gpu_bytes_used;
+  out.gpu_bytes = row_bytes + plan.gpu_bytes_used;
   out.pinned_bytes = plan.pinned_bytes_used;
   int64_t left = plan.gpu_bytes_left;
   for (size_t i = 0; i < tensors.size(); ++i) {
