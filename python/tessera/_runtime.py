@@ -45,7 +45,7 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     world = _env_world_size()
     rt = _C.Runtime.create(backend) if (world > 1 or backend) else _C.Runtime.create("local")
     _state.update(initialized=True, rank=rt.rank, world_size=rt.world_size, runtime=rt)
-    atexit.register(exit_client)
+    atexit.register(_exit_at_interpreter_end)
     if rt.world_size > 1:
         _install_fail_fast()
     _export_torch_env(rt)
@@ -107,6 +107,33 @@ def _install_fail_fast() -> None:
             os._exit(1)
 
     sys.excepthook = hook
+    # sys.exit(status) with a failing status (parser.error() among them) raises SystemExit,
+    # which never reaches the hook: record it, so the exit does not wait in a barrier of the
+    # other ranks (see _exit_at_interpreter_end).
+    real_exit = sys.exit
+
+    def exit(status=None):
+        _state["exit_status"] = status
+        real_exit(status)
+
+    exit.__doc__ = real_exit.__doc__
+    sys.exit = exit
+
+
+def _exit_at_interpreter_end() -> None:
+    """exit_client() at the end of the interpreter, unless the process is leaving through
+    sys.exit with a failing status: then the other ranks may be anywhere in their work, and a
+    barrier here would be matched with one of their collectives (or wait until it times out)
+    instead of letting the launcher name this rank and its exit code at once."""
+    status = _state.get("exit_status")
+    if status is not None and status != 0 and _state["world_size"] > 1:
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except Exception:
+                pass
+        os._exit(status if isinstance(status, int) and 0 < status < 256 else 1)
+    exit_client()
 
 
 def is_initialized() -> bool:

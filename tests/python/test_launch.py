@@ -93,3 +93,36 @@ def test_grace_bounds_the_wait_for_a_rank_that_ignores_sigterm(tmp_path):
     assert r.returncode == 3, describe(r)
     assert "sending SIGKILL" in r.stderr, describe(r)
     assert seconds < 4, f"{seconds:.1f} s\n{describe(r)}"
+
+
+def test_sys_exit_on_one_rank_is_named_with_its_code_at_once(tmp_path):
+    # Rank 1 leaves through sys.exit(3) while rank 0 still works. Its exit ran the teardown's
+    # barrier, which rank 0's next all_reduce then matched: the job failed naming rank 0 (code
+    # 1), or only when an operation timed out.
+    script = tmp_path / "exits.py"
+    script.write_text(
+        "import sys, time\n"
+        "import numpy as np\n"
+        "import tessera.distributed as dist\n"
+        "dist.initialize()\n"
+        "if dist.get_rank() == 1:\n"
+        "    sys.exit(3)\n"
+        "time.sleep(2)\n"
+        "dist.all_reduce(np.ones(4, dtype=np.float32))\n"
+        "dist.all_reduce(np.ones(4, dtype=np.float32))\n"
+        "print('rank 0 went on', flush=True)\n")
+    env_timeout = os.environ.get("TESSERA_OP_TIMEOUT")
+    os.environ["TESSERA_OP_TIMEOUT"] = "60"
+    try:
+        t0 = time.monotonic()
+        r = launch("--nproc_per_node", 2, "--", sys.executable, script, cwd=tmp_path)
+        seconds = time.monotonic() - t0
+    finally:
+        if env_timeout is None:
+            os.environ.pop("TESSERA_OP_TIMEOUT")
+        else:
+            os.environ["TESSERA_OP_TIMEOUT"] = env_timeout
+    assert r.returncode == 3, describe(r)
+    assert "rank 1 exited with code 3" in r.stderr, describe(r)
+    assert "rank 0 went on" not in r.stdout, describe(r)
+    assert seconds < 30, f"{seconds:.1f} s\n{describe(r)}"
