@@ -15,15 +15,18 @@ void register_launch(CLI::App& app) {
       "Start --nproc-per-node ranks of CMD on this node with RANK, WORLD_SIZE, LOCAL_RANK, "
       "LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set; "
       "prefix their output with the rank; when one fails, stop the others and return its "
-      "exit code");
-  sub->add_option("--nproc-per-node", opts->nproc_per_node, "Ranks to start on this node")
+      "exit code (torchrun's spellings --nproc_per_node, --node_rank, --master_addr and "
+      "--master_port work too)");
+  sub->add_option("--nproc-per-node,--nproc_per_node", opts->nproc_per_node,
+                  "Ranks to start on this node")
       ->required();
   sub->add_option("--nnodes", opts->nnodes, "Number of nodes in the job")->capture_default_str();
-  sub->add_option("--node-rank", opts->node_rank, "This node's index in [0, nnodes)")
+  sub->add_option("--node-rank,--node_rank", opts->node_rank, "This node's index in [0, nnodes)")
       ->capture_default_str();
-  sub->add_option("--master-addr", opts->master_addr, "Host of rank 0 (the rendezvous store)")
+  sub->add_option("--master-addr,--master_addr", opts->master_addr,
+                  "Host of rank 0 (the rendezvous store)")
       ->capture_default_str();
-  sub->add_option("--master-port", opts->master_port,
+  sub->add_option("--master-port,--master_port", opts->master_port,
                   "Port of the rendezvous store (default: a free port on one node, 29500 on "
                   "several)");
   // No --token: a command line is readable by every user of the host (ps, /proc/PID/cmdline).

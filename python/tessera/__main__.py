@@ -20,15 +20,15 @@ DESCRIPTION = (
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m tessera launch", usage=USAGE,
                                 description=DESCRIPTION)
-    p.add_argument("--nproc-per-node", type=int, required=True, metavar="N",
+    p.add_argument("--nproc-per-node", "--nproc_per_node", type=int, required=True, metavar="N",
                    help="Ranks to start on this node")
     p.add_argument("--nnodes", type=int, default=1, metavar="M",
                    help="Number of nodes in the job (default: %(default)s)")
-    p.add_argument("--node-rank", type=int, default=0, metavar="R",
+    p.add_argument("--node-rank", "--node_rank", type=int, default=0, metavar="R",
                    help="This node's index in [0, nnodes) (default: %(default)s)")
-    p.add_argument("--master-addr", default="127.0.0.1", metavar="H",
+    p.add_argument("--master-addr", "--master_addr", default="127.0.0.1", metavar="H",
                    help="Host of rank 0, the rendezvous store (default: %(default)s)")
-    p.add_argument("--master-port", type=int, default=0, metavar="P",
+    p.add_argument("--master-port", "--master_port", type=int, default=0, metavar="P",
                    help="Port of the rendezvous store (default: a free port on one node, 29500 "
                         "on several)")
     p.add_argument("--token-file", metavar="FILE",

@@ -121,6 +121,57 @@ TEST(Launch, MissingCommandAndBadOptionsAreRefused) {
       << r.out;
 }
 
+TEST(Launch, SignalsGraceTokensAndTorchrunSpellings) {
+  // A rank killed by a signal is named as such (its code stays 128 + the signal).
+  ToolRun r = run(tool() +
+                  " launch --nproc-per-node 2 --grace 2 -- sh -c 'if [ \"$RANK\" = 1 ]; "
+                  "then kill -9 $$; fi; sleep 30'");
+  EXPECT_EQ(r.code, 137) << r.out;
+  EXPECT_NE(r.out.find("rank 1 was killed by signal 9 (Killed)"), std::string::npos) << r.out;
+  // --grace inf never sends SIGKILL (it overflowed and sent it at once); nan is refused.
+  r = run(tool() +
+          " launch --nproc-per-node 2 --grace inf -- sh -c 'if [ \"$RANK\" = 0 ]; then "
+          "sleep 0.3; exit 5; fi; trap \"sleep 1; echo finished; exit 0\" TERM; sleep 30 "
+          "& wait'");
+  EXPECT_EQ(r.code, 5) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] finished"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("SIGKILL"), std::string::npos) << r.out;
+  EXPECT_LT(r.seconds, 15) << r.out;
+  r = run(tool() + " launch --nproc-per-node 1 --grace nan -- true");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("grace period nan s is not a number of seconds >= 0"), std::string::npos)
+      << r.out;
+  // A token file is held to the same minimum length as TESSERA_JOB_TOKEN.
+  TempDir dir;
+  const std::string tok = (dir.path() / "tok").string();
+  std::ofstream(tok) << "short";
+  std::filesystem::permissions(
+      tok, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  r = run(tool() + " launch --nproc-per-node 1 --token-file " + tok + " -- true");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("the token has 5 characters; use at least 16"), std::string::npos) << r.out;
+  // torchrun's spellings.
+  r = run(tool() +
+          " launch --nproc_per_node=2 --master_addr 127.0.0.1 -- sh -c 'echo w=$WORLD_SIZE'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[rank 1] w=2"), std::string::npos) << r.out;
+}
+
+// Progress bars redraw a line with '\r': each redraw is a line of its own, with the prefix,
+// instead of everything at once when the line ends. And what a failed rank started (a shell's
+// background job) is stopped with the job: its process group is signalled too.
+TEST(Launch, CarriageReturnsEndLinesAndNothingOutlivesTheJob) {
+  ToolRun r = run(tool() + " launch --nproc-per-node 1 -- printf 'a\\rb\\r\\nc\\n'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[rank 0] a\r[rank 0] b\r\n[rank 0] c\n"), std::string::npos) << r.out;
+  r = run(tool() +
+          " launch --nproc-per-node 2 --grace 2 -- sh -c 'if [ \"$RANK\" = 1 ]; then "
+          "sleep 41.5 & sleep 0.3; exit 3; fi; sleep 30'");
+  EXPECT_EQ(r.code, 3) << r.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(run("pgrep -f 'slee[p] 41[.]5'").out, "") << "a rank's background job outlived the job";
+}
+
 TEST(Launch, EndToEndUcxJob) {
   TESSERA_SKIP_WITHOUT_UCX();
   const ToolRun r = run(std::string("UCX_TLS=tcp TESSERA_TRANSPORT=ucx ") + tool() +
@@ -140,7 +191,7 @@ TEST(Launch, KilledRankFailsTheJobWithinTheContract) {
           " launch --nproc-per-node 3 --grace 5 -- " + TESSERA_TRANSPORT_WORKER + " die 1");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_LT(r.seconds, 30) << r.out;
-  EXPECT_NE(r.out.find("rank 1 exited with code 137"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 was killed by signal 9"), std::string::npos) << r.out;
   // The survivors report who was lost (they may be stopped before printing, so accept either).
   const bool named = r.out.find("rank 1 was lost") != std::string::npos;
   const bool stopped = r.out.find("stopping the other ranks") != std::string::npos;

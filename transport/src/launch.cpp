@@ -14,11 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -82,21 +84,35 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-// Emits every complete line of `buf` (all of it when `flush`) to `fd` with the rank prefix.
+// Emits every complete line of `buf` (all of it when `flush`) to `fd` with the rank prefix. A
+// line ends at '\n' or at '\r' (progress bars redraw a line with '\r'; "\r\n" is one end), so
+// such output shows as it comes instead of as one line at the end; a line longer than
+// kMaxLine without an end is emitted in pieces.
+constexpr size_t kMaxLine = size_t{1} << 16;
+
 void emit_lines(std::string& buf, int fd, const std::string& prefix, bool flush) {
   std::string out;
   size_t start = 0;
   for (;;) {
-    const size_t nl = buf.find('\n', start);
-    if (nl == std::string::npos) {
+    size_t end = buf.find_first_of("\r\n", start);
+    if (end == std::string::npos) {
       break;
     }
+    if (buf[end] == '\r' && end + 1 == buf.size() && !flush) {
+      break;  // a '\n' may follow
+    }
+    if (buf[end] == '\r' && end + 1 < buf.size() && buf[end + 1] == '\n') {
+      ++end;
+    } else if (buf[end] == '\r' && end == start) {
+      start = end + 1;  // the '\r' that begins a progress bar's redraw ends nothing
+      continue;
+    }
     out += prefix;
-    out.append(buf, start, nl - start + 1);
-    start = nl + 1;
+    out.append(buf, start, end - start + 1);
+    start = end + 1;
   }
   buf.erase(0, start);
-  if (flush && !buf.empty()) {
+  if ((flush && !buf.empty()) || buf.size() > kMaxLine) {
     out += prefix + buf + "\n";
     buf.clear();
   }
@@ -133,7 +149,8 @@ void check_options(const LaunchOptions& o) {
                   "no command to launch: tessera launch [options] -- CMD [ARGS...]");
   TESSERA_EXPECTS(o.master_port >= 0 && o.master_port <= 65535, ValueError,
                   "--master-port {} is not a TCP port", o.master_port);
-  TESSERA_EXPECTS(o.grace_s >= 0, ValueError, "grace period {} s is negative", o.grace_s);
+  TESSERA_EXPECTS(o.grace_s >= 0, ValueError,
+                  "grace period {} s is not a number of seconds >= 0 (inf: no SIGKILL)", o.grace_s);
   // The launcher holds two pipes per rank (stdout and stderr) and four while one starts.
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
@@ -162,8 +179,8 @@ std::string job_token(const LaunchOptions& o) {
   return token;
 }
 
-// SIGINT, SIGTERM and SIGCHLD written to a self-pipe (read by the supervision loop) while it
-// lives; the previous handlers are restored when it ends.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD written to a self-pipe (read by the supervision
+// loop) while it lives; the previous handlers are restored when it ends.
 class SignalRelay {
  public:
   SignalRelay() {
@@ -175,11 +192,15 @@ class SignalRelay {
     sa.sa_flags = SA_RESTART;
     ::sigaction(SIGINT, &sa, &old_int_);
     ::sigaction(SIGTERM, &sa, &old_term_);
+    ::sigaction(SIGHUP, &sa, &old_hup_);
+    ::sigaction(SIGQUIT, &sa, &old_quit_);
     ::sigaction(SIGCHLD, &sa, &old_chld_);
   }
   ~SignalRelay() {
     ::sigaction(SIGINT, &old_int_, nullptr);
     ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::sigaction(SIGHUP, &old_hup_, nullptr);
+    ::sigaction(SIGQUIT, &old_quit_, nullptr);
     ::sigaction(SIGCHLD, &old_chld_, nullptr);
     ::close(g_sig_pipe[0]);
     ::close(g_sig_pipe[1]);
@@ -192,7 +213,7 @@ class SignalRelay {
 
  private:
   struct sigaction old_int_ {
-  }, old_term_{}, old_chld_{};
+  }, old_term_{}, old_hup_{}, old_quit_{}, old_chld_{};
 };
 
 // What every rank's environment gets besides its own numbers.
@@ -202,11 +223,48 @@ struct JobEnv {
   std::string token;
 };
 
+// The environment of local rank i: the launcher's, with the job's variables set.
+std::vector<std::string> rank_environment(const LaunchOptions& o, int i, int rank,
+                                          const JobEnv& env) {
+  const std::vector<std::pair<std::string, std::string>> set = {
+      {"RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(env.world)},
+      {"LOCAL_RANK", std::to_string(i)},
+      {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+      {"NODE_RANK", std::to_string(o.node_rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", std::to_string(env.port)},
+      {"TESSERA_JOB_TOKEN", env.token}};
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const std::string_view name = kv.substr(0, kv.find('='));
+    if (std::none_of(set.begin(), set.end(), [&](const auto& p) { return p.first == name; })) {
+      out.emplace_back(kv);
+    }
+  }
+  for (const auto& [name, value] : set) {
+    out.push_back(name);
+    out.back().append("=").append(value);
+  }
+  return out;
+}
+
 // Forks local rank i running the command, its stdout and stderr on pipes to the launcher.
+// Everything the child needs is built before the fork: between fork and exec it only calls
+// async-signal-safe functions (the launcher may have threads, e.g. under `tessera.launch()`).
 Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<char*>& argv,
                  pid_t launcher_pid) {
   Child c;
   c.rank = o.node_rank * o.nproc_per_node + i;
+  std::vector<std::string> env_strings = rank_environment(o, i, c.rank, env);
+  std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (std::string& kv : env_strings) {
+    envp.push_back(kv.data());
+  }
+  envp.push_back(nullptr);
+  const std::string cannot_run = fmt::format("tessera launch: cannot run '{}': ", argv[0]);
   int out[2], err[2];
   TESSERA_EXPECTS(::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0, IOError,
                   "pipe2 failed: {}", std::strerror(errno));
@@ -227,23 +285,16 @@ Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<c
       ::_exit(128 + SIGKILL);
     }
     ::setpgid(0, 0);
-    ::signal(SIGINT, SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    ::signal(SIGCHLD, SIG_DFL);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) {
+      ::signal(sig, SIG_DFL);
+    }
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
-    ::setenv("RANK", std::to_string(c.rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", std::to_string(env.world).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(i).c_str(), 1);
-    ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
-    ::setenv("NODE_RANK", std::to_string(o.node_rank).c_str(), 1);
-    ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-    ::setenv("MASTER_PORT", std::to_string(env.port).c_str(), 1);
-    ::setenv("TESSERA_JOB_TOKEN", env.token.c_str(), 1);
-    ::execvp(argv[0], argv.data());
-    const std::string msg =
-        fmt::format("tessera launch: cannot run '{}': {}\n", argv[0], std::strerror(errno));
-    write_all(2, msg);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const char* why = ::strerrordesc_np(errno);  // async-signal-safe, unlike strerror
+    ::write(2, cannot_run.data(), cannot_run.size());
+    ::write(2, why, std::strlen(why));
+    ::write(2, "\n", 1);
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here, so signalling the group never races the child's setpgid
@@ -303,11 +354,11 @@ class Supervisor {
   }
 
  private:
+  // Every rank's process group, also of ranks already reaped: what a rank started (a shell's
+  // command, its own children) lives on in its group after it ended.
   void signal_all(int sig) {
     for (Child& c : kids_) {
-      if (c.running) {
-        ::kill(-c.pid, sig);
-      }
+      ::kill(-c.pid, sig);
     }
   }
 
@@ -317,7 +368,11 @@ class Supervisor {
     }
     stopping_ = true;
     signal_all(sig);
-    kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o_.grace_s * 1000));
+    // inf (or any grace beyond a year) never sends SIGKILL; the conversion would overflow.
+    kill_at_ =
+        o_.grace_s > 3.2e7
+            ? Clock::time_point::max()
+            : Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o_.grace_s * 1000));
   }
 
   // Reaps ended ranks; those that failed go to `failed`.
@@ -362,9 +417,12 @@ class Supervisor {
     }
     failed_rank_ = culprit->rank;
     result_ = culprit->code;
-    write_all(2, fmt::format("[tessera launch] rank {} exited with code {}; stopping the other "
-                             "ranks\n",
-                             culprit->rank, culprit->code));
+    const std::string how = culprit->signaled
+                                ? fmt::format("was killed by signal {} ({})", culprit->code - 128,
+                                              ::strsignal(culprit->code - 128))
+                                : fmt::format("exited with code {}", culprit->code);
+    write_all(2, fmt::format("[tessera launch] rank {} {}; stopping the other ranks\n",
+                             culprit->rank, how));
     begin_stop(SIGTERM);
   }
 
@@ -417,7 +475,7 @@ class Supervisor {
   void forward_signals() {
     unsigned char sig;
     while (::read(sig_fd_, &sig, 1) == 1) {
-      if (sig != SIGINT && sig != SIGTERM) {
+      if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGQUIT) {
         continue;  // SIGCHLD only wakes the loop up
       }
       write_all(2, fmt::format("[tessera launch] got signal {}; forwarding it to every rank\n",

@@ -215,6 +215,10 @@ std::string read_token_file(const std::string& path, const std::string& source) 
     token.pop_back();
   }
   TESSERA_EXPECTS(!token.empty(), ValueError, "{}: the file is empty", src);
+  TESSERA_EXPECTS(token.size() >= kMinTokenLength, ValueError,
+                  "{}: the token has {} characters; use at least {} random ones (e.g. `openssl "
+                  "rand -hex 32`)",
+                  src, token.size(), kMinTokenLength);
   return token;
 }
 

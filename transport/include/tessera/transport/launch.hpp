@@ -30,10 +30,12 @@ struct LaunchOptions {
 /// Runs `command` as ranks node_rank*nproc_per_node ... +nproc_per_node-1 with RANK, WORLD_SIZE,
 /// LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT and TESSERA_JOB_TOKEN set.
 /// When a rank exits non-zero (or is killed), the others get SIGTERM, then SIGKILL after grace_s,
-/// and its exit code (128+signal when killed) is returned. SIGINT/SIGTERM sent to the launcher
-/// are forwarded to every rank. The ranks get SIGKILL when the thread that called launch() ends
-/// (PR_SET_PDEATHSIG), so a launcher killed by SIGKILL leaves no rank behind. Returns 0 when
-/// every rank succeeded. Throws ValueError for bad options.
+/// and its exit code (128+signal when killed) is returned. SIGINT, SIGTERM, SIGHUP and SIGQUIT
+/// sent to the launcher are forwarded to every rank; signals go to each rank's process group, a
+/// failed rank's included. The processes launch() starts get SIGKILL when the thread that
+/// called it ends (PR_SET_PDEATHSIG), so a launcher killed by SIGKILL leaves none of them
+/// behind (their own children only when the command execs: `sh -c 'exec ...'`). grace_s = inf:
+/// no SIGKILL. Returns 0 when every rank succeeded. Throws ValueError for bad options.
 int launch(const LaunchOptions& options);
 
 /// A TCP port that was free a moment ago (bind to port 0, read it, close).
