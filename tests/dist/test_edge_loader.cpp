@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -484,7 +485,7 @@ TEST(DistEdgeLoader, BadInputsFailEveryRank) {
   TESSERA_SKIP_WITHOUT_UCX();
   const fs::path cfg = partitions(2, "metis");
   for (const std::string which : {"global-mismatch", "global-batch-size", "empty-share",
-                                  "out-of-range", "reverse-size", "negatives"}) {
+                                  "out-of-range", "reverse-size", "reverse-wrong", "negatives"}) {
     auto res = run_ranks(job(2, 40), [&](int r) {
       auto rt = Runtime::create();
       DistGraph g(rt, "cora", cfg);
@@ -503,6 +504,11 @@ TEST(DistEdgeLoader, BadInputsFailEveryRank) {
         if (which == "reverse-size") {
           eo.exclude = ops::ExcludeMode::kReverseId;
           eo.reverse_eids.assign(3, 0);
+        }
+        if (which == "reverse-wrong") {  // every edge its own reverse: checked on endpoints
+          eo.exclude = ops::ExcludeMode::kReverseId;
+          eo.reverse_eids.resize(static_cast<size_t>(g.num_edges()));
+          std::iota(eo.reverse_eids.begin(), eo.reverse_eids.end(), int64_t{0});
         }
         if (which == "negatives") eo.negatives = -1;
       }

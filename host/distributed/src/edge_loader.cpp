@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tessera/dist/edge_loader.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "batch_plan.hpp"
 #include "tessera/core/error.hpp"
@@ -51,6 +53,31 @@ DistEdgeDataLoader::DistEdgeDataLoader(const DistNeighborSampler& sampler,
       TESSERA_EXPECTS(r >= -1 && r < ne, IndexError,
                       "{}: reverse_eids[{}] = {} outside [0, {}) (or -1: no reverse)", on, e, r,
                       ne);
+    }
+    // Up to kChecked edges spread over the ID space must have reverses that run the other way:
+    // a map in other IDs (original IDs given for the new ones) would exclude the wrong edges
+    // and leave each seed's reverse in its blocks, without an error.
+    constexpr int64_t kChecked = 4096;
+    std::vector<int64_t> ids, revs;
+    for (int64_t k = 0; k < std::min(ne, kChecked); ++k) {
+      const int64_t e = k * ne / std::min(ne, kChecked);
+      if (eopts_.reverse_eids[static_cast<size_t>(e)] >= 0) {
+        ids.push_back(e);
+        revs.push_back(eopts_.reverse_eids[static_cast<size_t>(e)]);
+      }
+    }
+    if (ids.empty()) {
+      return;
+    }
+    const Array a = g.edge_endpoints().read(ids), b = g.edge_endpoints().read(revs);
+    const int64_t *pa = a.data<int64_t>(), *pb = b.data<int64_t>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      TESSERA_EXPECTS(pa[2 * i] == pb[2 * i + 1] && pa[2 * i + 1] == pb[2 * i], ValueError,
+                      "{}: reverse_eids[{}] = {}, but edge {} runs {} -> {} and edge {} runs {} "
+                      "-> {}, not the other way (reverse_eids must be in the graph's new edge "
+                      "IDs: symmetrized_reverse_eids(g) gives them)",
+                      on, ids[i], revs[i], ids[i], pa[2 * i], pa[2 * i + 1], revs[i], pb[2 * i],
+                      pb[2 * i + 1]);
     }
   };
   plan_ = std::make_unique<detail::BatchPlan>(

@@ -198,6 +198,20 @@ EdgeDataLoader::EdgeDataLoader(const NeighborSampler& sampler, std::vector<int64
       TESSERA_EXPECTS(r >= -1 && r < size, IndexError,
                       "EdgeDataLoader: reverse_eids[{}] = {} outside [-1, {})", e, r, size);
     }
+    // An entry that names a stored edge must name one running the other way: a map of other
+    // IDs (e.g. original IDs given for relabelled edges) would exclude the wrong edges and
+    // leave each seed's reverse in its blocks, without an error.
+    for (int64_t e = 0; e < space; ++e) {
+      const int64_t r = eopts_.reverse_eids[e];
+      if (eid_src_[e] < 0 || r < 0 || r >= space || eid_src_[r] < 0) {
+        continue;
+      }
+      TESSERA_EXPECTS(eid_src_[r] == eid_dst_[e] && eid_dst_[r] == eid_src_[e], ValueError,
+                      "EdgeDataLoader: reverse_eids[{}] = {}, but edge {} runs {} -> {} and edge "
+                      "{} runs {} -> {}, not the other way (reverse_eids must be in the graph's "
+                      "edge IDs)",
+                      e, r, e, eid_src_[e], eid_dst_[e], r, eid_src_[r], eid_dst_[r]);
+    }
   }
 }
 

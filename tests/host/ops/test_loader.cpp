@@ -228,6 +228,11 @@ TEST(Loaders, BadArgumentsGiveClearErrors) {
   eo.negatives = 1;
   eo.exclude = ExcludeMode::kReverseId;
   TESSERA_EXPECT_THROW_MSG(EdgeDataLoader(sampler, {0}, lo, eo), ValueError, "reverse_eids has 0");
+  // A map in other IDs (here: every edge its own reverse) would exclude the wrong edges.
+  eo.reverse_eids.resize(static_cast<size_t>(star.g.num_edges()));
+  std::iota(eo.reverse_eids.begin(), eo.reverse_eids.end(), int64_t{0});
+  TESSERA_EXPECT_THROW_MSG(EdgeDataLoader(sampler, {0}, lo, eo), ValueError,
+                           "not the other way (reverse_eids must be in the graph's edge IDs)");
 }
 
 TEST(Loaders, DuplicateSeedsAndHugeBatchSizes) {
