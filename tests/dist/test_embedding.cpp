@@ -606,6 +606,28 @@ TEST_P(DistEmbedding, SaveLoadRoundTripAndRefusals) {
     adagrad.load(dir);
     for (size_t i = 0; i < all.size(); ++i)
       check_same(whole(all[i]), saved[i], "loaded " + all[i].name());
+    // A save cut short leaves its marker behind, and its state is refused on every rank (its
+    // tensors may come from different steps).
+    const fs::path marker = dir / "emb.optimizer-saving";
+    RANK_CHECK(!fs::exists(marker), "a finished save left {}", marker.string());
+    rt->barrier();
+    if (me == 0) {
+      std::ofstream(marker) << "cut short\n";
+    }
+    rt->barrier();
+    std::string msg;
+    try {
+      adam.load(dir);
+    } catch (const ValueError& x) {
+      msg = x.what();
+    }
+    RANK_CHECK(msg.find("from a save that did not finish") != std::string::npos, "message: {}",
+               msg);
+    rt->barrier();
+    if (me == 0) {
+      fs::remove(marker);
+    }
+    rt->barrier();
     return std::string("ok");
   });
   expect_all_ok(res);

@@ -10,6 +10,7 @@
 #include "agree.hpp"
 #include "state.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 #include "tessera/dist/io.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/partition/format.hpp"
@@ -471,15 +472,58 @@ int64_t SparseOptimizer::num_steps() const {
   return s_->calls;
 }
 
+namespace {
+
+// A save of an optimizer's state tensors in progress: rank 0 creates the marker before any of
+// them is written and removes it once all are, so a save cut short (a crash, a full disk) leaves
+// it behind, and load refuses state of which only some tensors are new (Adam's moments from
+// one step paired with the step counts of another).
+std::filesystem::path saving_marker(const DistTensor& emb, const std::filesystem::path& dir) {
+  return dir / (sanitized_tensor_name(emb.name()) + ".optimizer-saving");
+}
+
+}  // namespace
+
 void SparseOptimizer::save(const std::filesystem::path& dir) const {
   TESSERA_EXPECTS(defined(), ValueError, "save of an undefined SparseOptimizer");
-  for (const auto& t : s_->state) {
-    save_dist_tensor(t, dir);
+  auto& t = s_->emb.runtime().transport();
+  const std::string context = fmt::format("{} of '{}': save to {}", detail::kind_name(s_->kind),
+                                          s_->emb.name(), dir.string());
+  const std::filesystem::path marker = saving_marker(s_->emb, dir);
+  std::exception_ptr err;
+  if (t.rank() == 0) {
+    try {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      TESSERA_EXPECTS(!ec, IOError, "cannot create folder {}: {}", dir.string(), ec.message());
+      write_text_atomic(marker, "a save of this optimizer's state began and has not ended\n");
+    } catch (...) {
+      err = std::current_exception();
+    }
   }
+  detail::all_or_nothing(t, context, err);
+  for (const auto& st : s_->state) {
+    save_dist_tensor(st, dir);  // collective, ends once the tensor is on disk on every rank
+  }
+  err = nullptr;
+  if (t.rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove(marker, ec);
+    if (ec) {
+      err = std::make_exception_ptr(
+          IOError(fmt::format("cannot remove {}: {}", marker.string(), ec.message())));
+    }
+  }
+  detail::all_or_nothing(t, context, err);
 }
 
 void SparseOptimizer::load(const std::filesystem::path& dir) {
   TESSERA_EXPECTS(defined(), ValueError, "load of an undefined SparseOptimizer");
+  const std::filesystem::path marker = saving_marker(s_->emb, dir);
+  TESSERA_EXPECTS(!std::filesystem::exists(marker), ValueError,
+                  "{} of '{}': the state in {} is from a save that did not finish ({} is there), "
+                  "so its tensors may come from different steps; load an older checkpoint",
+                  detail::kind_name(s_->kind), s_->emb.name(), dir.string(), marker.string());
   // Every state tensor's files are checked and read before any is replaced: a missing or bad
   // one leaves the whole state as it was (Adam's moments never paired with other step counts).
   std::vector<Array> rows;
