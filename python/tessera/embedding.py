@@ -73,7 +73,9 @@ class DistEmbedding:
         rows = torch.from_numpy(self.weight._dist.read(ids))
         if torch.is_grad_enabled():
             rows.requires_grad_(True)
-            self._trace.append((ids, rows))
+            # A copy: to_numpy_ids shares the caller's int64 buffer, which may be reused for
+            # the next batch before step() sends the gradients to these rows' owners.
+            self._trace.append((ids.copy(), rows))
         return rows if device is None else rows.to(device)
 
     def reset_trace(self) -> None:

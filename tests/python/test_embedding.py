@@ -81,3 +81,15 @@ def test_an_optimizer_state_with_a_file_missing_loads_nothing(tmp_path):
         opt.load(str(tmp_path / "s"))
     # Nothing replaced: the moments are not the saved ones paired with newer step counts.
     assert all(np.array_equal(a, b) for a, b in zip(state(), now))
+
+
+def test_an_id_buffer_reused_before_step_updates_the_rows_read():
+    emb = tessera.DistEmbedding(6, 2, "reused-ids", init_func=lambda s, d: torch.full(s, 0.5))
+    opt = tessera.optim.SparseAdagrad([emb], lr=0.1)
+    ids = torch.tensor([0, 1])
+    loss = emb(ids).sum()
+    ids.copy_(torch.tensor([4, 5]))  # the buffer staged with the next batch's IDs
+    loss.backward()
+    opt.step()
+    rows = emb.weight[torch.arange(6)]
+    assert (rows[[0, 1]] < 0.5).all() and (rows[2:] == 0.5).all()
