@@ -104,6 +104,12 @@ class _SparseOptimizer:
         self.params = list(params)
         if not self.params or not all(isinstance(p, DistEmbedding) for p in self.params):
             raise TypeError(f"{type(self).__name__}: params must be a list of DistEmbedding")
+        seen = set()
+        for p in self.params:  # one name is one tensor: twice would apply two updates a step
+            if p.name in seen:
+                raise ValueError(f"{type(self).__name__}: DistEmbedding {p.name!r} already "
+                                 "registered in the optimizer")
+            seen.add(p.name)
         self._opt = [make(p.weight._dist) for p in self.params]
 
     def zero_grad(self) -> None:

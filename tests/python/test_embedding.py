@@ -93,3 +93,11 @@ def test_an_id_buffer_reused_before_step_updates_the_rows_read():
     opt.step()
     rows = emb.weight[torch.arange(6)]
     assert (rows[[0, 1]] < 0.5).all() and (rows[2:] == 0.5).all()
+
+
+@pytest.mark.parametrize("twice", ["same object", "same name"])
+def test_an_embedding_registered_twice_in_one_optimizer_is_refused(twice):
+    emb = tessera.DistEmbedding(4, 2, "registered-twice")
+    other = emb if twice == "same object" else tessera.DistEmbedding(4, 2, "registered-twice")
+    with pytest.raises(ValueError, match="'registered-twice' already registered"):
+        tessera.optim.SparseAdagrad([emb, other], lr=0.1)
