@@ -7,7 +7,9 @@ is required).
 The implementation lives in private modules: ``_dist`` (DistGraph, DistTensor, the partition
 book, node_split), ``_collectives``, ``_runtime``, ``dataloading``, ``embedding``.
 """
-from . import optim  # noqa: F401
+import sys as _sys
+
+from . import optim
 from ._collectives import (CommTimer, all_gather_object, all_reduce,  # noqa: F401
                            all_reduce_gradients, broadcast_parameters, data_parallel,
                            gradient_sync_mode)
@@ -18,3 +20,7 @@ from ._runtime import (barrier, exit_client, get_rank, get_world_size,  # noqa: 
 from .dataloading import DistEdgeDataLoader, DistNodeDataLoader  # noqa: F401
 from .embedding import DistEmbedding  # noqa: F401
 from .partition import load_partition_config, partition_graph  # noqa: F401
+
+# DGL's optimizers are dgl.distributed.optim, a subpackage; this is a module, so the name of the
+# submodule is registered for `from tessera.distributed.optim import SparseAdam` (tessera.optim).
+_sys.modules[__name__ + ".optim"] = optim

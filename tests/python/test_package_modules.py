@@ -60,6 +60,15 @@ def test_old_module_name_still_imports():
     assert tessera.dist.DistTensor is tessera.distributed.DistTensor
 
 
+def test_optimizers_import_under_dgls_module_path():
+    # dgl.distributed.optim is a package; a fresh interpreter imports through the name alone.
+    code = ("from tessera.distributed.optim import SparseAdagrad, SparseAdam\n"
+            "import tessera.distributed.optim as o, tessera\n"
+            "assert o is tessera.optim and SparseAdam is tessera.optim.SparseAdam\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_each_public_module_imports_alone():
     # A fresh interpreter per module: an import that works only after another one would fail.
     for mod in ("tessera.distributed", "tessera.dataloading", "tessera.dist", "tessera.embedding",
