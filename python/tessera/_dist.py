@@ -233,9 +233,7 @@ class DistTensor:
                 if init_func is None:
                     arr = np.zeros(pshape, dtype=np_dtype)
                 else:
-                    v = init_func(pshape, dtype)
-                    arr = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
-                        else np.asarray(v)
+                    arr = _init_rows(init_func, pshape, dtype, f"DistTensor {self._name!r}")
                     arr = np.ascontiguousarray(arr, dtype=np_dtype)
                 self._parts.append(arr)
 
@@ -431,18 +429,58 @@ def _default_policy(shape, name) -> _PartitionPolicy:
     return matches[0]
 
 
-def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype) -> None:
+def _init_rows(init_func: Callable, shape, dtype, what: str) -> np.ndarray:
+    """``init_func(shape, dtype)`` as a NumPy array of exactly ``shape``: ValueError naming
+    ``what`` otherwise (assigning it would broadcast, e.g. one row into every row)."""
+    v = init_func(shape, dtype)
+    arr = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
+        else np.asarray(v)
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{what}: init_func(shape, dtype) returned shape {tuple(arr.shape)}, "
+                         f"expected {tuple(shape)}")
+    return arr
+
+
+def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype,
+                what: Optional[str] = None) -> None:
     """DGL's init_func(shape, dtype) fills this rank's rows of a new runtime tensor (not of one
-    that existed under its name: its rows stay as they are, as in DGL); then a barrier, so
-    every rank's rows are initialized before anyone reads them. Collective."""
-    if init_func is not None and t.created:
-        local = t.local_view()
-        v = init_func(local.shape, dtype)
-        v = v.detach().cpu().numpy() if HAVE_TORCH and isinstance(v, torch.Tensor) \
-            else np.asarray(v)
-        local[...] = v.astype(local.dtype, copy=False)
-        t.local_rows_changed(*t.local_range)
-    _runtime.barrier()
+    that existed under its name: its rows stay as they are, as in DGL); then the ranks exchange
+    their outcomes, which also stands for a barrier (every rank's rows are initialized before
+    anyone reads them). A failure on one rank (init_func raises, or returns another shape than
+    this rank's rows) fails every rank, as the C++ creation does, instead of leaving the others
+    waiting at their next collective. Collective."""
+    what = what or f"DistTensor {t.name!r}"
+    try:
+        if init_func is not None and t.created:
+            local = t.local_view()
+            v = _init_rows(init_func, local.shape, dtype, what)
+            local[...] = v.astype(local.dtype, copy=False)
+            t.local_rows_changed(*t.local_range)
+    except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
+        _agree_on_init(what, e)
+        raise
+    _agree_on_init(what, None)
+
+
+# The error types that a rank whose init_func failed names to the others, which raise the same.
+_INIT_ERRORS = {e.__name__: e for e in (ValueError, TypeError, IndexError, OSError)}
+
+
+def _agree_on_init(what: str, err: Optional[BaseException]) -> None:
+    """Every rank's init_func outcome to every rank (a no-op in a world of one); a rank whose
+    own init succeeded raises the first failed rank's error, as the same type where it is one
+    of ``_INIT_ERRORS`` (else RuntimeError). Collective."""
+    if _runtime.get_world_size() == 1:
+        return
+    mine = b"" if err is None else f"{type(err).__name__}\n{err}".encode()
+    failed = [(r, m.decode()) for r, m in
+              enumerate(_runtime.runtime().all_gather_bytes(mine)) if m]
+    if failed and err is None:
+        r, m = failed[0]
+        kind, _, msg = m.partition("\n")
+        raise _INIT_ERRORS.get(kind, RuntimeError)(f"{what} initialization: rank {r} failed: "
+                                                   f"{msg}")
+
 
 _TORCH_DTYPES = {}
 if HAVE_TORCH:

@@ -29,11 +29,11 @@ class DistEmbedding:
 
     ``part_policy``: usually ``g.get_node_partition_policy()`` (row v lives with node v's
     owner); default: even contiguous ranges over the ranks. ``init_func(shape, dtype)`` fills
-    this rank's rows (default zeros, DGL's default too; pass e.g. a uniform init). Creation is
-    collective and idempotent by ``name``: a second embedding of an existing name shares its
-    rows as they are (``init_func`` is not run again). ``emb(ids)`` returns the rows as a torch
-    tensor that
-    records gradients in training mode (``torch.is_grad_enabled()``).
+    this rank's rows (an array of exactly ``shape``; default zeros, DGL's default too; pass
+    e.g. a uniform init). Creation is collective and idempotent by ``name``: a second
+    embedding of an existing name shares its rows as they are (``init_func`` is not run again).
+    ``emb(ids)`` returns the rows as a torch tensor that records gradients in training mode
+    (``torch.is_grad_enabled()``).
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, name: Optional[str] = None,
@@ -57,7 +57,7 @@ class DistEmbedding:
                              f"partition policy covers {offsets[-1]} IDs")
         t = _C.DistTensor(rt, name, [self.num_embeddings, self.embedding_dim], "float32", kind,
                           offsets, True)
-        _fill_local(t, init_func, torch.float32)
+        _fill_local(t, init_func, torch.float32, f"DistEmbedding {name!r}")
         self.name = name
         self.weight = DistTensor(t.shape, None, name, part_policy=part_policy, _dist=t)
         self._trace: list = []  # (ids, rows) read with gradients since the last step

@@ -104,6 +104,22 @@ def test_dist_tensor_default_policy_errors(tmp_path, monkeypatch):
         tessera.DistTensor((4, 2), torch.float32, "ring-u")
 
 
+@pytest.mark.parametrize("parts", [1, 2])  # runtime rows (C++), simulated rows (NumPy)
+def test_dist_tensor_init_func_of_another_shape_is_refused(tmp_path, parts):
+    ring = {"edge_index": (np.arange(4), (np.arange(4) + 1) % 4), "num_nodes": 4}
+    cfg = tessera.partition_graph(ring, "ring", parts, tmp_path, part_method="random")
+    g = tessera.DistGraph("ring", part_config=cfg)
+    policy = g.get_node_partition_policy()
+    with pytest.raises(ValueError, match=r"DistTensor 'ring-init': init_func\(shape, dtype\) "
+                       r"returned shape \(2,\), expected \(\d, 2\)"):
+        # One row: NumPy would broadcast it into every row.
+        tessera.DistTensor((4, 2), torch.float32, "ring-init", lambda s, d: torch.ones(2),
+                           policy)
+    t = tessera.DistTensor((4, 2), torch.float32, "ring-init", lambda s, d: torch.ones(s),
+                           policy)
+    assert torch.equal(t[torch.arange(4)], torch.ones(4, 2))
+
+
 @requires_torch
 def test_torch_process_group_after_initialize_standalone(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "torch_pg.py")], env=_env(),

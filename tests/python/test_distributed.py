@@ -490,6 +490,19 @@ def test_a_rank_that_dies_ends_the_job(tmp_path):
     assert named or stopped, run.out
 
 
+def test_an_init_func_failing_on_one_rank_fails_every_rank(partitionings, tmp_path):
+    run = launch(2, "faults.py", "init-shape", partitionings[("metis", 2)].config,
+                 cwd=tmp_path).check()
+    for r in range(2):
+        lines = run.lines(r)
+        msg = [ln for ln in lines if ln.startswith("ValueError: ")]
+        assert len(msg) == 1 and "no error" not in lines, lines
+        assert "DistTensor 'init-shape'" in msg[0] and "returned shape (3,)" in msg[0], msg[0]
+        assert r == 1 or "rank 1 failed" in msg[0], msg[0]
+        # Still in step: the next tensor was created together and each rank filled its rows.
+        assert "rows [1.0, 2.0]" in lines, lines
+
+
 def test_dist_graph_refuses_a_partitioning_of_another_size(partitionings, tmp_path):
     configs = [partitionings[("metis", 4)].config, partitionings[("metis", 1)].config]
     run = launch(2, "faults.py", "wrong-parts", *configs, cwd=tmp_path).check()

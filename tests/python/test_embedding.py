@@ -101,3 +101,12 @@ def test_an_embedding_registered_twice_in_one_optimizer_is_refused(twice):
     other = emb if twice == "same object" else tessera.DistEmbedding(4, 2, "registered-twice")
     with pytest.raises(ValueError, match="'registered-twice' already registered"):
         tessera.optim.SparseAdagrad([emb, other], lr=0.1)
+
+
+@pytest.mark.parametrize("rows", [(3,), (4, 1), (3, 3)])
+def test_an_init_func_result_of_another_shape_is_refused(rows):
+    # (3,) and (4, 1) would broadcast into the [4, 3] rows; (3, 3) would not fit.
+    name = "init-shape-" + "x".join(map(str, rows))  # the rows of a failed init stay: new names
+    with pytest.raises(ValueError, match=rf"DistEmbedding '{name}': init_func\(shape, dtype\) "
+                       rf"returned shape \({rows[0]},.*\), expected \(4, 3\)"):
+        tessera.DistEmbedding(4, 3, name, init_func=lambda s, d: torch.ones(rows))

@@ -5,6 +5,9 @@
     faults.py wrong-parts CFG..  every rank builds a DistGraph from each config and prints the
                                  error (a partition count that does not divide the world size)
                                  or "no error for CFG"
+    faults.py init-shape CFG     rank 1's DistTensor init_func returns one row for its rows;
+                                 every rank prints the error or "no error", then the rows of a
+                                 tensor created next (the ranks are still in step)
 """
 import sys
 import time
@@ -36,6 +39,23 @@ def main() -> int:
                 print(f"no error for {config}", flush=True)
             except ValueError as e:
                 print(f"ValueError: {e}", flush=True)
+        tessera.exit_client()
+        return 0
+    if mode == "init-shape":
+        g = tessera.DistGraph("cora", part_config=sys.argv[2])
+        n, policy = g.num_nodes(), g.get_node_partition_policy()
+
+        def one_row_on_rank1(shape, dtype):  # NumPy would broadcast the row into every row
+            return np.ones(shape[1:] if rank == 1 else shape, np.float32)
+
+        try:
+            tessera.DistTensor((n, 3), np.float32, "init-shape", one_row_on_rank1, policy)
+            print("no error", flush=True)
+        except ValueError as e:
+            print(f"ValueError: {e}", flush=True)
+        t = tessera.DistTensor((n, 3), np.float32, "init-after",
+                               lambda shape, dtype: np.full(shape, rank + 1.0, np.float32), policy)
+        print(f"rows {t[np.array([0, n - 1])][:, 0].tolist()}", flush=True)
         tessera.exit_client()
         return 0
     raise SystemExit(f"unknown mode {mode}")
