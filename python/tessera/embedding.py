@@ -11,6 +11,7 @@ step, with or without rows of its own.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -31,7 +32,9 @@ class DistEmbedding:
     owner); default: even contiguous ranges over the ranks. ``init_func(shape, dtype)`` fills
     this rank's rows (an array of exactly ``shape``; default zeros, DGL's default too; pass
     e.g. a uniform init). Creation is collective and idempotent by ``name``: a second
-    embedding of an existing name shares its rows as they are (``init_func`` is not run again).
+    embedding of an existing name shares its rows as they are, and its optimizer state, for as
+    long as the runtime lives, also after ``del`` (``init_func`` is not run again: a
+    UserWarning says so).
     ``emb(ids)`` returns the rows as a torch tensor that records gradients in training mode
     (``torch.is_grad_enabled()``).
     """
@@ -57,6 +60,12 @@ class DistEmbedding:
                              f"partition policy covers {offsets[-1]} IDs")
         t = _C.DistTensor(rt, name, [self.num_embeddings, self.embedding_dim], "float32", kind,
                           offsets, True)
+        if init_func is not None and not t.created:
+            # The rows (and the optimizers' state over them) live as long as the runtime: a
+            # script re-creating its embedding would silently warm-start from them.
+            warnings.warn(f"DistEmbedding {name!r} exists in this runtime: its rows (and the "
+                          "state of sparse optimizers over it) are kept and init_func is not "
+                          "applied; pass another name for new rows", UserWarning, stacklevel=2)
         _fill_local(t, init_func, torch.float32, f"DistEmbedding {name!r}")
         self.name = name
         self.weight = DistTensor(t.shape, None, name, part_policy=part_policy, _dist=t)

@@ -47,9 +47,26 @@ def test_zero_grad_drops_gradients_of_a_discarded_forward_pass():
 
 def test_an_embedding_created_again_shares_its_trained_rows():
     first = _train("shared-name", "torch", tessera.optim.SparseAdagrad)
-    again = tessera.DistEmbedding(10, 4, "shared-name", init_func=lambda s, d: torch.full(s, 0.5))
+    with pytest.warns(UserWarning, match="'shared-name' exists in this runtime: its rows .* "
+                      "are kept and init_func is not applied"):
+        again = tessera.DistEmbedding(10, 4, "shared-name",
+                                      init_func=lambda s, d: torch.full(s, 0.5))
     assert torch.equal(again.weight[torch.arange(10)], first)
     assert (first[1] < 0.5).all()
+
+
+def test_only_an_init_func_not_applied_warns():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emb = tessera.DistEmbedding(4, 2, "warns-once", init_func=lambda s, d: torch.ones(s))
+        tessera.DistEmbedding(4, 2, "warns-once")  # attaches, no init_func to skip
+    del emb
+    # The rows outlive the handles: a script re-creating its embedding is told it warm-starts.
+    with pytest.warns(UserWarning, match="init_func is not applied"):
+        again = tessera.DistEmbedding(4, 2, "warns-once", init_func=lambda s, d: torch.zeros(s))
+    assert torch.equal(again.weight[torch.arange(4)], torch.ones(4, 2))
 
 
 def test_an_optimizer_state_with_a_file_missing_loads_nothing(tmp_path):
