@@ -160,18 +160,32 @@ class _SparseOptimizer:
         for o in self._opt:
             o.lr = float(value)
 
+    def _state_dirs(self, path: str) -> list:
+        """The folder of each embedding's state under ``path`` (its file-name form of the
+        name); ValueError when two names have the same one (e.g. "u:v" and "u_v")."""
+        dirs: dict = {}
+        for emb in self.params:
+            d = _C.sanitized_tensor_name(emb.name)
+            if d in dirs:
+                raise ValueError(f"{type(self).__name__}: the states of DistEmbedding "
+                                 f"{dirs[d]!r} and {emb.name!r} would share the folder {d!r} "
+                                 "(names differ only in characters a file name cannot hold)")
+            dirs[d] = emb.name
+        return [os.path.join(path, d) for d in dirs]
+
     def save(self, path: str) -> None:
-        """Writes the optimizer state of every embedding under folder ``path``. Collective."""
+        """Writes the optimizer state of every embedding under folder ``path``, one subfolder
+        per embedding. Collective."""
+        dirs = self._state_dirs(path)
         os.makedirs(path, exist_ok=True)
-        for emb, o in zip(self.params, self._opt):
-            d = os.path.join(path, _C.sanitized_tensor_name(emb.name))
+        for d, o in zip(dirs, self._opt):
             os.makedirs(d, exist_ok=True)
             o.save(d)
 
     def load(self, path: str) -> None:
         """Reads the state ``save`` wrote. Collective."""
-        for emb, o in zip(self.params, self._opt):
-            o.load(os.path.join(path, _C.sanitized_tensor_name(emb.name)))
+        for d, o in zip(self._state_dirs(path), self._opt):
+            o.load(d)
 
 
 class SparseAdagrad(_SparseOptimizer):

@@ -127,3 +127,14 @@ def test_an_init_func_result_of_another_shape_is_refused(rows):
     with pytest.raises(ValueError, match=rf"DistEmbedding '{name}': init_func\(shape, dtype\) "
                        rf"returned shape \({rows[0]},.*\), expected \(4, 3\)"):
         tessera.DistEmbedding(4, 3, name, init_func=lambda s, d: torch.ones(rows))
+
+
+def test_states_that_would_share_a_folder_are_refused(tmp_path):
+    import os
+
+    embs = [tessera.DistEmbedding(3, 2, name) for name in ("u:v", "u_v")]
+    opt = tessera.optim.SparseAdagrad(embs, lr=0.1)
+    for method in ("save", "load"):
+        with pytest.raises(ValueError, match="'u:v' and 'u_v' would share the folder 'u_v'"):
+            getattr(opt, method)(str(tmp_path / "s"))
+    assert not os.path.exists(tmp_path / "s")  # refused before writing anything
