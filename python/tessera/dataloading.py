@@ -308,6 +308,12 @@ class NeighborSampler:
 
     ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all.
 
+    ``edge_dir`` (DGL's): "in" samples each seed's in-edges, "out" its out-edges (read from
+    the graph's transpose, made once per graph: a second copy of its structure). The blocks
+    keep the seeds as destinations either way: with "out" a sampled edge e = (seed -> v)
+    appears as v -> seed with edge ID e (messages flow from the out-neighbors to the seeds).
+    Over a distributed DistGraph of several partitions only "in" is implemented.
+
     ``prob`` (DGL's): the name of an edge feature of the graph (``g.edata[prob]``, one
     non-negative float per edge, indexed by edge ID), or such an array itself (NumPy, torch,
     a DistTensor). Neighbors are then drawn with probability proportional to their edge's
@@ -442,10 +448,23 @@ class NeighborSampler:
         hit = self._bound.get(key)
         if hit is None:
             w = None if self.prob is None else self._edge_weights(g, graph)
-            s = _C.NeighborSampler(graph, self.fanouts, self.replace, self.edge_dir,
-                                   self.num_threads, self.device,
+            s = _C.NeighborSampler(self._adjacency(graph), self.fanouts, self.replace,
+                                   self.edge_dir, self.num_threads, self.device,
                                    "uva" if self.use_uva else "gpu", w)
             hit = self._bound[key] = (s, source)
+        return hit[0]
+
+    def _adjacency(self, graph: "_C.Graph") -> "_C.Graph":
+        """The adjacency the C++ sampler reads for ``self.edge_dir``: ``graph`` (the CSC, rows
+        of in-edges) for "in", its transpose (the CSR, rows of out-edges, the same edge IDs)
+        for "out", made once per graph (the entry keeps ``graph`` alive, so its id, which keys
+        the samplers, is not reused)."""
+        if self.edge_dir != "out":
+            return graph  # "in", or a wrong name the C++ sampler refuses
+        key = ("out-edges", id(graph))
+        hit = self._bound.get(key)
+        if hit is None:
+            hit = self._bound[key] = (graph.transpose(), graph)
         return hit[0]
 
     def sample_blocks(self, g, seed_nodes, seed: int = 0, epoch: int = 0, batch: int = 0):

@@ -320,3 +320,39 @@ def test_standalone_edge_loader_batch_eids_match_its_batches(cora):
     got = [np.asarray(pos.eids) for _, pos, _ in dl]  # the first iteration runs epoch 0
     assert len(got) == len(planned) == 5
     assert all(np.array_equal(a, b) for a, b in zip(planned, got))
+
+
+def test_edge_dir_out_samples_out_edges():
+    # 0 -> 1, 0 -> 2, 1 -> 2, 2 -> 3 (edge IDs 0..3): node 2's in-edges are 0 and 1 (from nodes
+    # 0 and 1), its only out-edge is 3 (to node 3). With "out" a block's edges run from the
+    # sampled neighbor to the seed, under the edge ID of the out-edge.
+    src, dst = np.array([0, 0, 1, 2]), np.array([1, 2, 2, 3])
+    ds = tessera.graph_from_arrays((src, dst), 4)
+
+    def edges(block):
+        ids = np.asarray(block.srcnodes)
+        return sorted(zip(ids[np.asarray(block.src)].tolist(),
+                          ids[np.asarray(block.dst)].tolist(), np.asarray(block.eids).tolist()))
+
+    for edge_dir, want in (("in", [(0, 2, 1), (1, 2, 2)]), ("out", [(3, 2, 3)])):
+        _, _, blocks = tessera.NeighborSampler([-1], edge_dir=edge_dir).sample_blocks(ds, [2])
+        assert edges(blocks[-1]) == want, edge_dir
+    # Node 0 has out-edges 0 and 1 and no in-edge; two layers reach node 3 through 2.
+    _, _, blocks = tessera.NeighborSampler([-1, -1], edge_dir="out").sample_blocks(ds, [0])
+    assert edges(blocks[-1]) == [(1, 0, 0), (2, 0, 1)]
+    assert edges(blocks[0]) == [(1, 0, 0), (2, 0, 1), (2, 1, 2), (3, 2, 3)]
+    # Weights stay keyed by edge ID: a weight of 0 on edge 1 leaves node 0 only edge 0.
+    w = np.array([1, 0, 1, 1], dtype=np.float32)
+    _, _, blocks = tessera.NeighborSampler([2], edge_dir="out", prob=w).sample_blocks(ds, [0])
+    assert edges(blocks[-1]) == [(1, 0, 0)]
+    # The positive pairs of a link-prediction batch are the edges as stored (source first),
+    # and "self" keeps a batch's own out-edges out of its blocks.
+    s = tessera.dataloading.as_edge_prediction_sampler(
+        tessera.NeighborSampler([-1], edge_dir="out"), exclude="self")
+    dl = tessera.EdgeDataLoader(ds, [1, 3], s, batch_size=2, shuffle=False)
+    _, pos, blocks = next(iter(dl))
+    seeds = np.asarray(blocks[-1].dstnodes)
+    ps, pd = (np.asarray(x) for x in pos.edges())
+    assert np.asarray(pos.eids).tolist() == [1, 3]
+    assert list(zip(seeds[ps].tolist(), seeds[pd].tolist())) == [(0, 2), (2, 3)]
+    assert edges(blocks[-1]) == [(1, 0, 0)]  # 0 -> 2 (1) and 2 -> 3 (3) are excluded
