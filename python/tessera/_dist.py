@@ -808,15 +808,22 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     if HAVE_TORCH and isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()
     a = np.asarray(a)
-    if a.dtype == np.bool_ or (a.ndim == 1 and a.shape[0] == total and
-                               not np.issubdtype(a.dtype, np.integer)):
+    # DGL reads the argument as a mask: a boolean array, or one entry per node (edge) of any
+    # dtype, an integer one when it holds only 0 and 1 (IDs are unique, so such an array of
+    # more than two entries cannot be an ID list).
+    if a.dtype == np.bool_ or (a.ndim == 1 and a.shape[0] == total and (
+            not np.issubdtype(a.dtype, np.integer) or ((a == 0) | (a == 1)).all())):
         if a.shape[0] != total:
             raise ValueError(f"{what}: a mask needs {total} entries, got {a.shape[0]}")
         ids = np.nonzero(a)[0].astype(np.int64)
     else:
-        ids = np.unique(to_numpy_ids(a, what))
+        ids = np.sort(to_numpy_ids(a, what))
         if ids.size and (ids[0] < 0 or ids[-1] >= total):
             raise IndexError(f"{what}: ID outside [0, {total})")
+        twice = np.nonzero(ids[1:] == ids[:-1])[0]
+        if twice.size:
+            raise ValueError(f"{what}: ID {ids[twice[0]]} is listed more than once; pass unique "
+                             f"IDs, or a mask of {total} entries")
     if world == 1:
         return on_dev(ids)
     if force_even:
@@ -838,7 +845,8 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
                rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
                world_size: Optional[int] = None):
-    """This trainer's share of ``nodes`` (a boolean mask over all nodes, or node IDs).
+    """This trainer's share of ``nodes``: a mask over all nodes (DGL's argument: boolean, or of
+    any dtype, an integer one holding only 0 and 1), or unique node IDs.
 
     With ``force_even`` the selected IDs (sorted, so mostly grouped by owner) are split into
     ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T trainers with T per
@@ -862,7 +870,7 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
 def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype: str = "_E",
                rank: Optional[int] = None, force_even: bool = True, edge_trainer_ids=None, *,
                world_size: Optional[int] = None):
-    """``node_split`` for edges (a boolean mask over all edges, or edge IDs)."""
+    """``node_split`` for edges (a mask over all edges, or unique edge IDs)."""
     if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
             and world_size is None:
         return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))

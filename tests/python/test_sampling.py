@@ -356,3 +356,31 @@ def test_edge_dir_out_samples_out_edges():
     assert np.asarray(pos.eids).tolist() == [1, 3]
     assert list(zip(seeds[ps].tolist(), seeds[pd].tolist())) == [(0, 2), (2, 3)]
     assert edges(blocks[-1]) == [(1, 0, 0)]  # 0 -> 2 (1) and 2 -> 3 (3) are excluded
+
+
+def test_split_reads_an_integer_0_1_array_as_a_mask(cora_parts):
+    # DGL's node_split / edge_split read their argument as a mask whatever its dtype; IDs are
+    # unique, so a 0/1 array with one entry per node (edge) cannot be an ID list.
+    torch = pytest.importorskip("torch")
+    config, _, _ = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    pb = g.get_partition_book()
+    mask = g.ndata["train_mask"].numpy()
+    want = np.nonzero(mask)[0]
+    for m in (mask.astype(np.uint8), mask.astype(np.int64), torch.from_numpy(mask).to(torch.uint8)):
+        assert np.array_equal(np.asarray(tessera.node_split(m, pb)), want)
+        halves = [np.asarray(tessera.node_split(m, pb, rank=r, world_size=2)) for r in (0, 1)]
+        assert np.array_equal(np.concatenate(halves), want)
+    emask = np.zeros(g.num_edges(), dtype=np.uint8)
+    emask[[40, 9]] = 1
+    assert np.asarray(tessera.edge_split(emask, pb)).tolist() == [9, 40]
+    # ID lists still work (sorted), also one of zeros and ones shorter than the graph.
+    assert np.asarray(tessera.node_split(np.array([7, 3, 5]), pb)).tolist() == [3, 5, 7]
+    assert np.asarray(tessera.node_split(np.array([1, 0]), pb)).tolist() == [0, 1]
+    assert np.asarray(tessera.edge_split([40, 9], pb)).tolist() == [9, 40]
+    with pytest.raises(ValueError, match="node_split: ID 5 is listed more than once"):
+        tessera.node_split([5, 3, 5], pb)
+    with pytest.raises(ValueError, match="edge_split: ID 0 is listed more than once; pass "
+                                         f"unique IDs, or a mask of {g.num_edges()} entries"):
+        tessera.edge_split(np.array([0, 1, 1, 0]), pb)
+
