@@ -529,6 +529,17 @@ def _num_nodes(g) -> Optional[int]:
     return None if n is None else int(n)
 
 
+def _num_edge_ids(g) -> Optional[int]:
+    """One past the largest edge ID of ``g``, the length of a mask over its edges: a DistGraph's
+    ``num_edges()`` (its IDs are 0..E-1); a Dataset or Graph can lack some IDs below it (the
+    reverses ``symmetrize`` did not add, the edges ``deduplicate`` dropped)."""
+    if hasattr(g, "get_partition_book"):  # a DistGraph (local_graph: not in distributed mode)
+        return int(g.num_edges())
+    graph = _graph_of(g)
+    eids = np.asarray(graph.eids)
+    return int(eids.max()) + 1 if eids.size else int(graph.num_edges)
+
+
 class _LoaderBase:
     def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, num_workers: int,
                  seed: Optional[int], device):
@@ -818,7 +829,7 @@ class EdgeDataLoader(_LoaderBase):
         reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")
         self.g = g
         self.graph_sampler = graph_sampler
-        self.eids = to_numpy_ids(eids, "eids")
+        self.eids = to_numpy_ids(eids, "eids", num_edges=_num_edge_ids(g))
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
         if distributed:

@@ -384,3 +384,30 @@ def test_split_reads_an_integer_0_1_array_as_a_mask(cora_parts):
                                          f"unique IDs, or a mask of {g.num_edges()} entries"):
         tessera.edge_split(np.array([0, 1, 1, 0]), pb)
 
+
+def test_edge_loader_checks_the_length_of_a_mask(cora, cora_one):
+    s = tessera.NeighborSampler([2])
+    mask = np.zeros(cora.num_edges + 3, dtype=bool)
+    mask[[5, 9]] = True
+    with pytest.raises(ValueError, match=f"eids: a boolean mask of length {cora.num_edges + 3} "
+                                         f"for a graph whose edge IDs are \\[0, "
+                                         f"{cora.num_edges}\\)"):
+        tessera.EdgeDataLoader(cora, mask, s)
+    with pytest.raises(ValueError, match="a boolean mask of length 20 "):
+        tessera.EdgeDataLoader(cora, mask[:20], s)  # would drop the edges past 20 silently
+    for g in (cora, tessera.DistGraph("cora", part_config=cora_one)):
+        dl = tessera.EdgeDataLoader(g, mask[:cora.num_edges], s, batch_size=10)
+        assert [np.asarray(pos.eids).tolist() for _, pos, _ in dl] == [[5, 9]]
+        with pytest.raises(ValueError, match=f"length {cora.num_edges - 1} for a graph whose "):
+            tessera.EdgeDataLoader(g, mask[:cora.num_edges - 1], s)
+    # Where symmetrize added no reverse (the input held both directions) IDs are missing below
+    # the largest: a mask covers the ID space, not just the stored edges.
+    ds = tessera.graph_from_arrays((np.array([0, 1, 1]), np.array([1, 0, 2])), 3,
+                                   symmetrize=True)  # IDs 0, 1, 2 and 5 (2's reverse)
+    assert ds.num_edges == 4
+    mask = np.zeros(6, dtype=bool)
+    mask[[1, 5]] = True
+    dl = tessera.EdgeDataLoader(ds, mask, s, batch_size=10, shuffle=False)
+    assert [np.asarray(pos.eids).tolist() for _, pos, _ in dl] == [[1, 5]]
+    with pytest.raises(ValueError, match=r"edge IDs are \[0, 6\)"):
+        tessera.EdgeDataLoader(ds, mask[:4], s)
