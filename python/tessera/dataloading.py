@@ -646,6 +646,25 @@ class _LoaderBase:
             return t
         return t.to(self.device)
 
+    def _prefetch_names(self, g, graph_sampler) -> None:
+        """The sampler's DGL ``prefetch_node_feats`` / ``prefetch_labels``, each checked to be
+        node data of ``g`` (KeyError otherwise)."""
+        self._node_names = list(getattr(graph_sampler, "prefetch_node_feats", []))
+        self._label_names = list(getattr(graph_sampler, "prefetch_labels", []))
+        for name in self._node_names + self._label_names:
+            if not hasattr(g, "ndata") or name not in g.ndata:
+                raise KeyError(f"{type(self).__name__}: node data {name!r} to prefetch is not in "
+                               f"the graph; it has {sorted(getattr(g, 'ndata', {}))}")
+
+    def _prefetch(self, blocks, input_nodes, output_nodes) -> None:
+        """DGL's prefetching, read through the DistTensors: the node data into
+        ``blocks[0].srcdata`` (rows of ``input_nodes``), the labels into ``blocks[-1].dstdata``
+        (rows of ``output_nodes``, the last block's destinations)."""
+        for name in self._node_names:
+            blocks[0].srcdata[name] = self.g.ndata[name][input_nodes]
+        for name in self._label_names:
+            blocks[-1].dstdata[name] = self.g.ndata[name][output_nodes]
+
 
 class NodeDataLoader(_LoaderBase):
     """Mini-batches of seed nodes with their sampled blocks (DGL's ``NodeDataLoader`` /
@@ -684,12 +703,7 @@ class NodeDataLoader(_LoaderBase):
         self.nids = to_numpy_ids(nids, "nids", num_nodes=_num_nodes(g))
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
-        self._node_names = list(getattr(graph_sampler, "prefetch_node_feats", []))
-        self._label_names = list(getattr(graph_sampler, "prefetch_labels", []))
-        for name in self._node_names + self._label_names:
-            if not hasattr(g, "ndata") or name not in g.ndata:
-                raise KeyError(f"{type(self).__name__}: node data {name!r} to prefetch is not in "
-                               f"the graph; it has {sorted(getattr(g, 'ndata', {}))}")
+        self._prefetch_names(g, graph_sampler)
         self._device_batches = isinstance(self._sampler, _C.DistDeviceSampler)
         if self._device_batches:
             # The GPU path: batches (blocks, prefetched rows) made in device memory by C++.
@@ -738,11 +752,7 @@ class NodeDataLoader(_LoaderBase):
                 blocks = [b.to(self.device) for b in blocks]
             input_nodes = self._to(as_tensor(mb["input_nodes"]))
             seeds = self._to(as_tensor(mb["seeds"]))
-            # DGL's prefetch_node_feats / prefetch_labels, read through the DistTensors.
-            for name in self._node_names:
-                blocks[0].srcdata[name] = self.g.ndata[name][input_nodes]
-            for name in self._label_names:
-                blocks[-1].dstdata[name] = self.g.ndata[name][seeds]
+            self._prefetch(blocks, input_nodes, seeds)
             yield input_nodes, seeds, blocks
 
     def _iter_device(self):
@@ -796,6 +806,10 @@ class EdgeDataLoader(_LoaderBase):
     ``tessera.dataloading.symmetrized_reverse_eids(E)`` (in the graph's edge IDs: for a
     partitioned graph map it through the relabelling, or pass the DistGraph itself).
 
+    The sampler's ``prefetch_node_feats`` / ``prefetch_labels`` are gathered as by
+    ``NodeDataLoader``: into ``blocks[0].srcdata`` (rows of the input nodes) and
+    ``blocks[-1].dstdata`` (rows of its destinations, the nodes of the pair graphs).
+
     Over a distributed-mode DistGraph of several partitions (one per rank) this is DGL's
     ``DistEdgeDataLoader`` (C++ ``dist::DistEdgeDataLoader``): creation is collective, every
     rank runs the same number of batches per epoch (short shares wrap around), positives are
@@ -829,6 +843,7 @@ class EdgeDataLoader(_LoaderBase):
         reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")
         self.g = g
         self.graph_sampler = graph_sampler
+        self._prefetch_names(g, graph_sampler)
         self.eids = to_numpy_ids(eids, "eids", num_edges=_num_edge_ids(g))
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
         rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids")
@@ -879,6 +894,8 @@ class EdgeDataLoader(_LoaderBase):
             if moved:
                 blocks = [b.to(self.device) for b in blocks]
                 pos = pos.to(self.device)
+            if self._node_names or self._label_names:
+                self._prefetch(blocks, input_nodes, self._to(as_tensor(mb["seeds"])))
             if self.negatives:
                 neg = PairGraph(mb["neg_src_local"], mb["neg_dst_local"], n)
                 yield input_nodes, pos, neg.to(self.device) if moved else neg, blocks

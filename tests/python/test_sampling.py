@@ -411,3 +411,28 @@ def test_edge_loader_checks_the_length_of_a_mask(cora, cora_one):
     assert [np.asarray(pos.eids).tolist() for _, pos, _ in dl] == [[1, 5]]
     with pytest.raises(ValueError, match=r"edge IDs are \[0, 6\)"):
         tessera.EdgeDataLoader(ds, mask[:4], s)
+
+
+def test_edge_loader_prefetches_the_samplers_node_data(cora, cora_parts):
+    torch = pytest.importorskip("torch")
+    neg = tessera.dataloading.negative_sampler
+    g = tessera.DistGraph("cora", part_config=cora_parts[0])
+    for graph in (cora, g):
+        s = tessera.dataloading.as_edge_prediction_sampler(
+            tessera.NeighborSampler([3, 2], prefetch_node_feats=["feat"],
+                                    prefetch_labels=["label"]), negative_sampler=neg.Uniform(2))
+        dl = tessera.EdgeDataLoader(graph, np.arange(0, 3000, 7), s, batch_size=100, seed=4)
+        feat, label = (torch.as_tensor(np.asarray(graph.ndata[n][np.arange(2708)]))
+                       for n in ("feat", "label"))
+        n = 0
+        for input_nodes, _, _, blocks in dl:
+            assert torch.equal(torch.as_tensor(blocks[0].srcdata["feat"]), feat[input_nodes])
+            assert torch.equal(torch.as_tensor(blocks[-1].dstdata["label"]),
+                               label[blocks[-1].dstnodes])
+            n += 1
+        assert n == len(dl) == 5
+        s = tessera.dataloading.as_edge_prediction_sampler(
+            tessera.NeighborSampler([2], prefetch_labels=["labels"]))
+        with pytest.raises(KeyError, match="EdgeDataLoader: node data 'labels' to prefetch is "
+                                           "not in the graph; it has"):
+            tessera.EdgeDataLoader(graph, np.arange(10), s)
