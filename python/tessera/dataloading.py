@@ -9,6 +9,7 @@ counter-based RNG: the same seed gives the same batches for any thread count.
 from __future__ import annotations
 
 import copy
+import operator
 import warnings
 from typing import Optional, Sequence
 
@@ -479,6 +480,10 @@ class _Uniform:
     """Uniform negative sampler: ``k`` negatives (src, random node) per positive edge."""
 
     def __init__(self, k: int):
+        try:
+            k = operator.index(k)  # an integer (NumPy's too), never a truncated float
+        except TypeError:
+            raise TypeError(f"negative_sampler.Uniform: k must be an integer, got {k!r}") from None
         if k < 1:
             raise ValueError(f"negative_sampler.Uniform: k must be >= 1, got {k}")
         self.k = int(k)
@@ -488,11 +493,27 @@ class negative_sampler:  # noqa: N801 - mirrors dgl.dataloading.negative_sampler
     Uniform = _Uniform
 
 
+def _check_edge_prediction_args(what: str, exclude, negative_sampler) -> None:
+    """TypeError for what Tessera's edge loaders cannot take in place of DGL's: a negative
+    sampler other than ``negative_sampler.Uniform``, an ``exclude`` that is not a name (a
+    callable). A name other than "self" / "reverse_id" is refused by the C++ loader."""
+    if negative_sampler is not None and not isinstance(negative_sampler, _Uniform):
+        raise TypeError(f"{what}: negative_sampler must be tessera.dataloading.negative_sampler"
+                        ".Uniform(k), the negative sampler Tessera implements, got "
+                        f"{type(negative_sampler).__name__}")
+    if exclude is not None and not isinstance(exclude, str):
+        raise TypeError(f"{what}: exclude must be None, 'self' or 'reverse_id' (with "
+                        f"reverse_eids), got {type(exclude).__name__}; a callable is not "
+                        "supported")
+
+
 def as_edge_prediction_sampler(sampler: NeighborSampler, exclude=None, reverse_eids=None,
                                negative_sampler=None):
     """DGL's wrapper: a copy of ``sampler`` configured for link prediction. ``sampler`` itself
     is left as it was, so a training and a validation edge sampler can be derived from one base
-    sampler with different exclusions and negatives."""
+    sampler with different exclusions and negatives. ``exclude`` and ``negative_sampler`` as
+    ``EdgeDataLoader`` takes them."""
+    _check_edge_prediction_args("as_edge_prediction_sampler", exclude, negative_sampler)
     out = copy.copy(sampler)  # shares the bound C++ samplers: the same fanouts and weights
     out._edge_pred = {"exclude": exclude, "reverse_eids": reverse_eids,
                       "negative_sampler": negative_sampler}
@@ -801,8 +822,10 @@ class EdgeDataLoader(_LoaderBase):
     ``DistEdgeDataLoader``): yields ``(input_nodes, pos_graph, neg_graph, blocks)``; with no
     negative sampler, ``(input_nodes, pos_graph, blocks)``.
 
-    ``exclude`` is None, "self" or "reverse_id" (with ``reverse_eids``); for a graph built
-    with ``symmetrize`` from E input edges, ``reverse_eids`` is
+    ``negative_sampler`` is None or ``negative_sampler.Uniform(k)`` (DGL's other negative
+    samplers and callables are not implemented). ``exclude`` is None, "self" or "reverse_id"
+    (with ``reverse_eids``; DGL's callable is not supported); for a graph built with
+    ``symmetrize`` from E input edges, ``reverse_eids`` is
     ``tessera.dataloading.symmetrized_reverse_eids(E)`` (in the graph's edge IDs: for a
     partitioned graph map it through the relabelling, or pass the DistGraph itself).
 
@@ -841,6 +864,7 @@ class EdgeDataLoader(_LoaderBase):
         negative_sampler = negative_sampler or ep.get("negative_sampler")
         exclude = exclude if exclude is not None else ep.get("exclude")
         reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")
+        _check_edge_prediction_args(type(self).__name__, exclude, negative_sampler)
         self.g = g
         self.graph_sampler = graph_sampler
         self._prefetch_names(g, graph_sampler)

@@ -436,3 +436,38 @@ def test_edge_loader_prefetches_the_samplers_node_data(cora, cora_parts):
         with pytest.raises(KeyError, match="EdgeDataLoader: node data 'labels' to prefetch is "
                                            "not in the graph; it has"):
             tessera.EdgeDataLoader(graph, np.arange(10), s)
+
+
+def test_edge_loader_names_the_negative_samplers_and_exclusions_it_takes(cora):
+    neg = tessera.dataloading.negative_sampler
+    as_edge = tessera.dataloading.as_edge_prediction_sampler
+    s = tessera.NeighborSampler([2])
+
+    class MyNegatives:  # DGL accepts a callable (g, eids) -> (src, dst)
+        def __call__(self, g, eids):
+            return None
+
+    def loader(**kw):
+        return tessera.EdgeDataLoader(cora, np.arange(10), s, **kw)
+
+    for what, make in (("EdgeDataLoader", loader),
+                       ("as_edge_prediction_sampler", lambda **kw: as_edge(s, **kw))):
+        with pytest.raises(TypeError, match=f"{what}: negative_sampler must be tessera"
+                                            r"\.dataloading\.negative_sampler\.Uniform\(k\), "
+                                            "the negative sampler Tessera implements, got "
+                                            "MyNegatives"):
+            make(negative_sampler=MyNegatives())
+        with pytest.raises(TypeError, match=f"{what}: exclude must be None, 'self' or "
+                                            "'reverse_id' .* got function; a callable is not "
+                                            "supported"):
+            make(exclude=lambda eids: eids)
+    with pytest.raises(TypeError, match="EdgeDataLoader: negative_sampler must be"):
+        tessera.EdgeDataLoader(cora, np.arange(10), as_edge(s), negative_sampler=MyNegatives())
+    with pytest.raises(ValueError, match="exclude must be None, 'self' or 'reverse_id', got "
+                                         "'reverse_types'"):
+        tessera.EdgeDataLoader(cora, np.arange(10), s, exclude="reverse_types")
+    with pytest.raises(TypeError, match=r"Uniform: k must be an integer, got 2\.7"):
+        neg.Uniform(2.7)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        neg.Uniform(2.0)
+    assert neg.Uniform(np.int64(3)).k == 3
