@@ -933,10 +933,35 @@ DistEdgeDataLoader = EdgeDataLoader
 def symmetrized_reverse_eids(num_input_edges) -> np.ndarray:
     """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other.
 
-    Given a distributed-mode DistGraph instead of E: the same in its new (relabelled) edge IDs,
-    -1 where an edge's reverse is not stored (the input held the reversed pair itself, or
-    deduplicate / drop_self_loops dropped it); every rank can call it
+    Given a DistGraph instead of E (distributed or simulated mode): the same in its new
+    (relabelled) edge IDs, -1 where an edge's reverse is not stored (the input held the
+    reversed pair itself, or deduplicate / drop_self_loops dropped it); every rank can call it
     (it reads the original ID of every edge)."""
-    if _is_distributed(num_input_edges):
-        return _C.dist_symmetrized_reverse_eids(num_input_edges.runtime_graph)
+    g = num_input_edges
+    if _is_distributed(g):
+        return _C.dist_symmetrized_reverse_eids(g.runtime_graph)
+    if _is_dist_graph(g):  # simulated: this process holds every partition
+        return _simulated_reverse_eids(g)
     return _C.symmetrized_reverse_eids(int(num_input_edges))
+
+
+def _simulated_reverse_eids(g) -> np.ndarray:
+    """``symmetrized_reverse_eids`` of a DistGraph in simulated mode, as the C++ distributed
+    one computes it: from the original ID of every edge, read from the partitions' inner
+    edges."""
+    what = f"symmetrized_reverse_eids: DistGraph {g.graph_name!r}"
+    if not g.config.get("build", {}).get("symmetrize", False):
+        raise ValueError(f"{what} was not built with symmetrize; pass reverse_eids of your own")
+    ne, ein = g.num_edges(), int(g.config["num_input_edges"])
+    orig = np.full(ne, -1, dtype=np.int64)
+    for p in range(g.get_partition_book().num_partitions()):
+        lp = g.local_partition(p)
+        inner = np.asarray(lp.inner_edge, dtype=bool)
+        orig[np.asarray(lp.eid)[inner]] = np.asarray(lp.orig_eid)[inner]
+    bad = np.nonzero((orig < 0) | (orig >= 2 * ein))[0]
+    if bad.size:
+        raise ValueError(f"{what}: edge {bad[0]} has original ID {orig[bad[0]]} outside the "
+                         f"symmetrized space [0, {2 * ein})")
+    new_of = np.full(2 * ein, -1, dtype=np.int64)
+    new_of[orig] = np.arange(ne, dtype=np.int64)
+    return new_of[np.where(orig < ein, orig + ein, orig - ein)]

@@ -6,7 +6,7 @@ import pytest
 import tessera
 from tessera import _C
 
-from conftest import in_neighbors
+from conftest import CORA, in_neighbors
 
 
 def _blocks_equal(a, b):
@@ -471,3 +471,32 @@ def test_edge_loader_names_the_negative_samplers_and_exclusions_it_takes(cora):
     with pytest.raises(TypeError, match="k must be an integer"):
         neg.Uniform(2.0)
     assert neg.Uniform(np.int64(3)).k == 3
+
+
+def test_symmetrized_reverse_eids_of_a_simulated_dist_graph(cora, cora_parts, tmp_path):
+    # Two partitions opened in one process: the reverse of each new edge ID, as the distributed
+    # graph computes it, usable by the edge loader.
+    config, _, orig_eids = cora_parts
+    g = tessera.DistGraph("cora", part_config=config)
+    assert not g.is_distributed
+    rev = np.asarray(tessera.dataloading.symmetrized_reverse_eids(g))
+    orig_rev = tessera.dataloading.symmetrized_reverse_eids(cora.num_input_edges)
+    new_of = np.empty_like(orig_eids)
+    new_of[orig_eids] = np.arange(len(orig_eids))
+    assert np.array_equal(rev, new_of[orig_rev[orig_eids]])
+    lg = g.local_graph  # the endpoints of every edge ID
+    row = np.repeat(np.arange(lg.num_nodes), np.diff(np.asarray(lg.indptr)))
+    eids = np.asarray(lg.eids) if len(lg.eids) else np.arange(len(row))
+    src, dst = np.empty_like(row), np.empty_like(row)
+    src[eids], dst[eids] = np.asarray(lg.indices), row
+    assert np.array_equal(src[rev], dst) and np.array_equal(dst[rev], src)
+    dl = tessera.EdgeDataLoader(g, np.arange(0, g.num_edges(), 40), tessera.NeighborSampler([-1]),
+                                exclude="reverse_id", reverse_eids=rev, batch_size=50)
+    for _, pos, blocks in dl:
+        banned = set(np.asarray(pos.eids).tolist()) | set(rev[np.asarray(pos.eids)].tolist())
+        assert banned.isdisjoint(np.asarray(blocks[0].eids).tolist())
+    plain = tessera.DistGraph("cora", part_config=tessera.partition_graph(
+        CORA, "cora", 2, tmp_path, symmetrize=False))
+    with pytest.raises(ValueError, match="symmetrized_reverse_eids: DistGraph 'cora' was not "
+                                         "built with symmetrize"):
+        tessera.dataloading.symmetrized_reverse_eids(plain)
