@@ -827,7 +827,10 @@ class EdgeDataLoader(_LoaderBase):
     (with ``reverse_eids``; DGL's callable is not supported); for a graph built with
     ``symmetrize`` from E input edges, ``reverse_eids`` is
     ``tessera.dataloading.symmetrized_reverse_eids(E)`` (in the graph's edge IDs: for a
-    partitioned graph map it through the relabelling, or pass the DistGraph itself).
+    partitioned graph map it through the relabelling, or pass the DistGraph itself). Where the
+    input already lists both directions of a pair, symmetrize adds no E + i: the other
+    direction is an input edge of its own ID, a parallel edge this map does not name, so it is
+    not excluded (DGL's recipe behaves the same); pass ``reverse_eids`` of your own for that.
 
     The sampler's ``prefetch_node_feats`` / ``prefetch_labels`` are gathered as by
     ``NodeDataLoader``: into ``blocks[0].srcdata`` (rows of the input nodes) and
@@ -934,9 +937,10 @@ def symmetrized_reverse_eids(num_input_edges) -> np.ndarray:
     """reverse_eids of a graph built with ``symmetrize``: edges i and E + i reverse each other.
 
     Given a DistGraph instead of E (distributed or simulated mode): the same in its new
-    (relabelled) edge IDs, -1 where an edge's reverse is not stored (the input held the
-    reversed pair itself, or deduplicate / drop_self_loops dropped it); every rank can call it
-    (it reads the original ID of every edge)."""
+    (relabelled) edge IDs, -1 where an edge's partner i or E + i is not stored: symmetrize did
+    not add E + i because the input held the reversed pair itself (that input edge, stored under
+    its own ID, is the reverse but is not named), or deduplicate / drop_self_loops dropped it;
+    every rank can call it (it reads the original ID of every edge)."""
     g = num_input_edges
     if _is_distributed(g):
         return _C.dist_symmetrized_reverse_eids(g.runtime_graph)
