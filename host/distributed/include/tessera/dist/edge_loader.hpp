@@ -88,9 +88,10 @@ class DistEdgeDataLoader {
 
 /// reverse_eids (new edge IDs) of a partitioning built with build.symmetrize: the input edge i
 /// and its reverse (original edge IDs i and num_input_edges + i) are each other's reverse.
-/// Entry e is -1 where e's reverse is not stored: not added because the input held the
-/// reversed pair itself (both directions listed, a self loop), or dropped by build.deduplicate
-/// or build.drop_self_loops. Not collective: reads orig_eid() of every edge (8 bytes per
+/// Entry e is -1 where e's partner is not stored: not added because the input held the reversed
+/// pair itself (both directions listed: that reverse is an input edge of its own ID, which the
+/// map does not name; a self loop), or dropped by build.deduplicate or build.drop_self_loops.
+/// Not collective: reads orig_eid() of every edge (8 bytes per
 /// edge). ValueError when the partitioning was not symmetrized.
 std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g);
 
