@@ -1112,6 +1112,28 @@ TEST(DistTrainersPerMachine, TwoTrainersShareOnePartition) {
   }
 }
 
+// The trainers' cut on its own: a hub heavier than a trainer's share takes one range, and the
+// rest is shared by the others (each cut aims at an equal share of what is left; aiming at i/T
+// of the whole left trainers 1 and 2 one node each and trainer 3 the other 997).
+TEST(DistTrainersPerMachine, CutsShareTheBytesLeftAfterAHub) {
+  std::vector<int64_t> indptr{0, 1000000};
+  for (int v = 1; v < 1000; ++v) {
+    indptr.push_back(indptr.back() + 1);
+  }
+  const std::vector<int64_t> cut = dist::detail::trainer_cuts(indptr.data(), 1000, 4, 1, 1);
+  ASSERT_EQ(cut.size(), 5u);
+  EXPECT_EQ(cut[0], 0);
+  EXPECT_EQ(cut[1], 1);
+  EXPECT_EQ(cut[4], 1000);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_NEAR(static_cast<double>(cut[i + 1] - cut[i]), 333.0, 2.0) << "range " << i;
+  }
+  // Fewer nodes than trainers: sizes differ by at most one; no nodes: empty ranges.
+  EXPECT_EQ(dist::detail::trainer_cuts(indptr.data(), 3, 4, 1, 1),
+            (std::vector<int64_t>{0, 1, 2, 3, 3}));
+  EXPECT_EQ(dist::detail::trainer_cuts(indptr.data(), 0, 2, 1, 1), (std::vector<int64_t>{0, 0, 0}));
+}
+
 // A machine whose partition is empty (2 nodes in 3 random parts), each machine shared by 2
 // trainers: every rank loads the graph and reads every row. The empty machine's shared segment
 // had no base address; its ranks failed to register their tensors and the others reported a

@@ -263,6 +263,10 @@ size_t row_bytes_of(const ArraySchema& s) {
   return rb;
 }
 
+}  // namespace
+
+namespace detail {
+
 // This trainer's rows: the machine's nodes cut into tpm contiguous ranges, each with the in-edges
 // of its nodes, holding about equal shares of the machine's partition in bytes: a node weighs
 // its rows of the node data and of the per-node arrays (indptr, orig_nid), plus its in-edges'
@@ -270,9 +274,10 @@ size_t row_bytes_of(const ArraySchema& s) {
 // places on its GPU, the sampling requests it serves and its evaluation grow with that. Ranges of
 // equal node counts would put nearly every edge into the first trainer's under degree order (hubs
 // first): 99.6% of a products-like graph's edges at 2 trainers (by bytes: 67.0%), 97.1% at 4
-// (33.8%). Every range holds at
-// least one node when the machine has as many nodes as trainers; with fewer, the sizes differ by
-// at most one.
+// (33.8%). Each cut aims at an equal share of what the ranges before it left, so one hub heavier
+// than a share leaves the next trainers more than a node each. Every range holds at least one
+// node when the machine has as many nodes as trainers; with fewer, the sizes differ by at most
+// one.
 std::vector<int64_t> trainer_cuts(const int64_t* indptr, int64_t ni, int tpm, int64_t node_bytes,
                                   int64_t edge_bytes) {
   std::vector<int64_t> cut(static_cast<size_t>(tpm) + 1, 0);
@@ -286,7 +291,10 @@ std::vector<int64_t> trainer_cuts(const int64_t* indptr, int64_t ni, int tpm, in
   // The bytes of the nodes before node r (increasing in r).
   auto before = [&](int64_t r) { return r * node_bytes + indptr[r] * edge_bytes; };
   for (int i = 1; i < tpm; ++i) {
-    const int64_t target = before(ni) / tpm * i + before(ni) % tpm * i / tpm;
+    // An equal share of what the ranges before have left (a hub heavier than a share would
+    // otherwise leave the next trainers one node each and the last one the rest).
+    const int64_t done = before(cut[static_cast<size_t>(i) - 1]);
+    const int64_t target = done + (before(ni) - done) / (tpm - i + 1);
     int64_t lo = 0, hi = ni;  // the first node r with before(r) >= target
     while (lo < hi) {
       const int64_t mid = lo + (hi - lo) / 2;
@@ -302,6 +310,10 @@ std::vector<int64_t> trainer_cuts(const int64_t* indptr, int64_t ni, int tpm, in
   return cut;
 }
 
+}  // namespace detail
+
+namespace {
+
 void cut_trainer_rows(Loading& l) {
   int64_t node_bytes = 16, edge_bytes = 24;  // indptr and orig_nid; indices, eid and orig_eid
   for (const auto& s : l.g.config.ndata) {
@@ -310,7 +322,8 @@ void cut_trainer_rows(Loading& l) {
   for (const auto& s : l.g.config.edata) {
     edge_bytes += static_cast<int64_t>(row_bytes_of(s));
   }
-  const std::vector<int64_t> cut = trainer_cuts(l.indptr, l.ni, l.tpm, node_bytes, edge_bytes);
+  const std::vector<int64_t> cut =
+      detail::trainer_cuts(l.indptr, l.ni, l.tpm, node_bytes, edge_bytes);
   l.row_lo = cut[static_cast<size_t>(l.local)];
   l.row_hi = cut[static_cast<size_t>(l.local) + 1];
   l.edge_lo = l.indptr[l.row_lo];
@@ -453,9 +466,30 @@ MachineRows data_rows(const Loading& l, MachineSegment& shared, const std::strin
                   loaded.rows(), hi - file_lo);
   const std::filesystem::path path = l.g.config.dir / l.g.config.parts[l.mach].dir / file;
   Array a = mmap_npy(path, /*writable=*/true);
-  TESSERA_EXPECTS(a.dtype() == loaded.dtype() && a.shape() == loaded.shape(), ValueError,
-                  "DistGraph '{}': {} changed while it was loaded (now {} {})", l.name,
-                  path.string(), dtype_name(a.dtype()), a.shape_str());
+  // The second mapping must hold what load_partition checked: the file could have been replaced
+  // in between (a new partitioning written over the folder). Compared where both share the page
+  // cache's pages, in parallel.
+  bool same = a.dtype() == loaded.dtype() && a.shape() == loaded.shape();
+  if (same) {
+    std::atomic<bool> equal{true};
+    const auto* x = static_cast<const uint8_t*>(a.raw());
+    const auto* y = static_cast<const uint8_t*>(loaded.raw());
+    constexpr int64_t kChunk = int64_t{4} << 20;
+    const auto n = static_cast<int64_t>(a.nbytes());
+    parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1, int64_t) {
+      for (int64_t c = c0; c < c1 && equal.load(std::memory_order_relaxed); ++c) {
+        const int64_t b = c * kChunk;
+        if (std::memcmp(x + b, y + b, static_cast<size_t>(std::min(kChunk, n - b))) != 0) {
+          equal = false;
+        }
+      }
+    });
+    same = equal.load();
+  }
+  TESSERA_EXPECTS(same, ValueError,
+                  "DistGraph '{}': {} changed while it was loaded (a partitioning written over "
+                  "its folder?); load it again",
+                  l.name, path.string());
   MachineRows mr;
   mr.base = static_cast<uint8_t*>(a.raw_mut()) + static_cast<size_t>(lo - file_lo) * a.row_bytes();
   mr.lo = lo;

@@ -406,4 +406,9 @@ ops::SampledEdges sample_neighbors_with(const DistGraph& g, ops::Span<const int6
 /// The handler of kMsgSample (sampling.cpp).
 transport::Bytes serve_sample(RuntimeState& st, int from, transport::ByteView payload);
 
+/// The tpm + 1 cuts of a machine's ni nodes into its trainers' ranges (graph.cpp): about equal
+/// shares of node_bytes a node plus edge_bytes an in-edge (indptr: the in-edge offsets).
+std::vector<int64_t> trainer_cuts(const int64_t* indptr, int64_t ni, int tpm, int64_t node_bytes,
+                                  int64_t edge_bytes);
+
 }  // namespace tessera::dist::detail
