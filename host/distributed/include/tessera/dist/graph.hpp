@@ -115,7 +115,10 @@ class DistGraph {
 /// force_even: the selected IDs in increasing order are cut into world_size consecutive chunks
 /// whose sizes differ by at most one (the first `count % world` ranks get one more), so every
 /// rank gets (almost) the same number of batches and nobody leaves the gradient all-reduce early;
-/// with range partitioning most of a rank's chunk is its own. Otherwise: the selected IDs this
+/// with one trainer per machine and range partitioning most of a rank's chunk is its own (with
+/// several, trainers' ranges are cut by bytes, chunks by count: a hub-holding trainer owns few
+/// of its own seeds; its machine's siblings' rows are read from shared memory). Otherwise: the
+/// selected IDs this
 /// rank owns; with several trainers per machine (a graph's data), the selected IDs of the
 /// machine cut into trainers_per_machine chunks of (almost) equal count, one per trainer (DGL's
 /// _split_local). Returns sorted global IDs.
