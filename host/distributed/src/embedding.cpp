@@ -519,11 +519,21 @@ void SparseOptimizer::save(const std::filesystem::path& dir) const {
 
 void SparseOptimizer::load(const std::filesystem::path& dir) {
   TESSERA_EXPECTS(defined(), ValueError, "load of an undefined SparseOptimizer");
+  // Rank 0 looks for the marker (it writes it) and every rank learns the outcome: ranks whose
+  // folders differ (node-local disks) must not part ways before the collective reads.
+  auto& t = s_->emb.runtime().transport();
   const std::filesystem::path marker = saving_marker(s_->emb, dir);
-  TESSERA_EXPECTS(!std::filesystem::exists(marker), ValueError,
-                  "{} of '{}': the state in {} is from a save that did not finish ({} is there), "
-                  "so its tensors may come from different steps; load an older checkpoint",
-                  detail::kind_name(s_->kind), s_->emb.name(), dir.string(), marker.string());
+  std::exception_ptr err;
+  if (t.rank() == 0 && std::filesystem::exists(marker)) {
+    err = std::make_exception_ptr(ValueError(fmt::format(
+        "{} of '{}': the state in {} is from a save that did not finish ({} is there), so its "
+        "tensors may come from different steps; load an older checkpoint",
+        detail::kind_name(s_->kind), s_->emb.name(), dir.string(), marker.string())));
+  }
+  detail::all_or_nothing(t,
+                         fmt::format("{} of '{}': load from {}", detail::kind_name(s_->kind),
+                                     s_->emb.name(), dir.string()),
+                         err);
   // Every state tensor's files are checked and read before any is replaced: a missing or bad
   // one leaves the whole state as it was (Adam's moments never paired with other step counts).
   std::vector<Array> rows;
