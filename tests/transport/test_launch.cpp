@@ -164,6 +164,10 @@ TEST(Launch, CarriageReturnsEndLinesAndNothingOutlivesTheJob) {
   ToolRun r = run(tool() + " launch --nproc-per-node 1 -- printf 'a\\rb\\r\\nc\\n'");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("[rank 0] a\r[rank 0] b\r\n[rank 0] c\n"), std::string::npos) << r.out;
+  // A rank's last output, a redrawn line, is ended: the next line must not overwrite it.
+  r = run(tool() + " launch --nproc-per-node 1 -- printf 'end\\r'");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("[rank 0] end\r\n"), std::string::npos) << r.out;
   r = run(tool() +
           " launch --nproc-per-node 2 --grace 2 -- sh -c 'if [ \"$RANK\" = 1 ]; then "
           "sleep 41.5 & sleep 0.3; exit 3; fi; sleep 30'");

@@ -115,6 +115,8 @@ void emit_lines(std::string& buf, int fd, const std::string& prefix, bool flush)
   if ((flush && !buf.empty()) || buf.size() > kMaxLine) {
     out += prefix + buf + "\n";
     buf.clear();
+  } else if (flush && !out.empty() && out.back() == '\r') {
+    out += '\n';  // the rank's last output was a redrawn line: end it, or the next overwrites it
   }
   if (!out.empty()) {
     write_all(fd, out);
@@ -349,13 +351,14 @@ class Supervisor {
       if (c.err_fd >= 0) {
         ::close(c.err_fd);
       }
+      ::waitpid(c.pid, nullptr, 0);  // the zombie reap() left
     }
     return result_;
   }
 
  private:
-  // Every rank's process group, also of ranks already reaped: what a rank started (a shell's
-  // command, its own children) lives on in its group after it ended.
+  // Every rank's process group, also of ranks that ended: what a rank started (a shell's
+  // background job, its own children) lives on in its group after it ended.
   void signal_all(int sig) {
     for (Child& c : kids_) {
       ::kill(-c.pid, sig);
@@ -375,25 +378,24 @@ class Supervisor {
             : Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o_.grace_s * 1000));
   }
 
-  // Reaps ended ranks; those that failed go to `failed`.
+  // Notes ranks that ended; those that failed go to `failed`. An ended rank is left a zombie
+  // (WNOWAIT) until run() returns: its process ID, which is its process group's, stays taken,
+  // so signalling the group (signal_all) can never reach a process that reused the ID.
   void reap(std::vector<Child*>& failed) {
-    for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) {
-        return;
+    for (Child& c : kids_) {
+      if (!c.running) {
+        continue;
       }
-      for (Child& c : kids_) {
-        if (c.pid != pid || !c.running) {
-          continue;
-        }
-        c.running = false;
-        c.signaled = WIFSIGNALED(status);
-        c.code =
-            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (c.signaled ? WTERMSIG(status) : 0);
-        if (c.code != 0) {
-          failed.push_back(&c);
-        }
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != c.pid) {
+        continue;
+      }
+      c.running = false;
+      c.signaled = info.si_code == CLD_KILLED || info.si_code == CLD_DUMPED;
+      c.code = c.signaled ? 128 + info.si_status : info.si_status;
+      if (c.code != 0) {
+        failed.push_back(&c);
       }
     }
   }
