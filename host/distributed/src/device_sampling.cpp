@@ -278,8 +278,13 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
     specs.push_back({name, (hi - lo) * static_cast<int64_t>(t.row_bytes()), 1, true, true});
     tensors.push_back(&t);
   }
+  TESSERA_EXPECTS(row_bytes <= gpu_budget_bytes, ValueError,
+                  "place_on_device: a GPU budget of {} bytes is less than the {} bytes the "
+                  "sampling structure of {} rows keeps in device memory whatever the placement "
+                  "(per-row offsets and keys{})",
+                  gpu_budget_bytes, row_bytes, rows, weighted ? ", weight tables" : "");
   cuda::MemoryBudget budget;
-  budget.gpu_bytes = std::max<int64_t>(0, gpu_budget_bytes - row_bytes);
+  budget.gpu_bytes = gpu_budget_bytes - row_bytes;
   budget.pinned_bytes = -1;
   const cuda::PlacementPlan plan = cuda::plan_placement(specs, budget);
   out.structure =
