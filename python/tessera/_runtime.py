@@ -110,10 +110,14 @@ def _install_fail_fast() -> None:
     # sys.exit(status) with a failing status (parser.error() among them) raises SystemExit,
     # which never reaches the hook: record it, so the exit does not wait in a barrier of the
     # other ranks (see _exit_at_interpreter_end).
+    # Only the main thread's: sys.exit elsewhere ends a thread, not the process. A SystemExit
+    # the script catches and goes on from is forgotten at its next use of the runtime.
     real_exit = sys.exit
+    import threading
 
     def exit(status=None):
-        _state["exit_status"] = status
+        if threading.current_thread() is threading.main_thread():
+            _state["exit_status"] = status
         real_exit(status)
 
     exit.__doc__ = real_exit.__doc__
@@ -126,13 +130,16 @@ def _exit_at_interpreter_end() -> None:
     barrier here would be matched with one of their collectives (or wait until it times out)
     instead of letting the launcher name this rank and its exit code at once."""
     status = _state.get("exit_status")
-    if status is not None and status != 0 and _state["world_size"] > 1:
+    # Python's exit code of the status: an int modulo 256 (-1 is 255), None 0, anything else 1
+    # (its text was printed).
+    code = (status & 0xFF if isinstance(status, int) else 0 if status is None else 1)
+    if code != 0 and _state["world_size"] > 1:
         for f in (sys.stdout, sys.stderr):
             try:
                 f.flush()
             except Exception:
                 pass
-        os._exit(status if isinstance(status, int) and 0 < status < 256 else 1)
+        os._exit(code)
     exit_client()
 
 
@@ -144,6 +151,7 @@ def runtime() -> "_C.Runtime":
     """This rank's runtime (initializes standalone mode when nothing was initialized)."""
     if not _state["initialized"]:
         initialize()
+    _state.pop("exit_status", None)  # the script goes on: a SystemExit it caught is not the end
     return _state["runtime"]
 
 
@@ -164,6 +172,7 @@ def is_distributed() -> bool:
 def barrier() -> None:
     """Returns once every rank has called it."""
     if _state["initialized"]:
+        _state.pop("exit_status", None)  # see runtime()
         _state["runtime"].barrier()
 
 

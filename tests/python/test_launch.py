@@ -126,3 +126,25 @@ def test_sys_exit_on_one_rank_is_named_with_its_code_at_once(tmp_path):
     assert "rank 1 exited with code 3" in r.stderr, describe(r)
     assert "rank 0 went on" not in r.stdout, describe(r)
     assert seconds < 30, f"{seconds:.1f} s\n{describe(r)}"
+
+
+def test_a_caught_or_threaded_sys_exit_does_not_fail_the_job(tmp_path):
+    # Only a SystemExit that ends the process ends the job with its code: one the script catches
+    # (parser.error() in a try) and goes on from, or one in a thread, does not.
+    script = tmp_path / "caught.py"
+    script.write_text(
+        "import sys, threading\n"
+        "import numpy as np\n"
+        "import tessera.distributed as dist\n"
+        "dist.initialize()\n"
+        "try:\n"
+        "    sys.exit(2)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "t = threading.Thread(target=sys.exit, args=(1,))\n"
+        "t.start(); t.join()\n"
+        "dist.all_reduce(np.ones(4, dtype=np.float32))\n"
+        "print('done', dist.get_rank(), flush=True)\n")
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    assert "done 0" in r.stdout and "done 1" in r.stdout, describe(r)
