@@ -809,10 +809,13 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
         a = a.detach().cpu().numpy()
     a = np.asarray(a)
     # DGL reads the argument as a mask: a boolean array, or one entry per node (edge) of any
-    # dtype, an integer one when it holds only 0 and 1 (IDs are unique, so such an array of
-    # more than two entries cannot be an ID list).
+    # dtype, an integer one when it holds only 0 and 1. IDs are unique, so such an array of
+    # more than two entries cannot be an ID list; of one or two ([0], [0, 1], [1, 0]: every
+    # node) it can, and is read as one.
+    every_id = a.ndim == 1 and a.shape[0] <= 2 and sorted(a.tolist()) == list(range(total))
     if a.dtype == np.bool_ or (a.ndim == 1 and a.shape[0] == total and (
-            not np.issubdtype(a.dtype, np.integer) or ((a == 0) | (a == 1)).all())):
+            not np.issubdtype(a.dtype, np.integer)
+            or (((a == 0) | (a == 1)).all() and not every_id))):
         if a.shape[0] != total:
             raise ValueError(f"{what}: a mask needs {total} entries, got {a.shape[0]}")
         ids = np.nonzero(a)[0].astype(np.int64)

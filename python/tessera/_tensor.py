@@ -26,8 +26,8 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
     """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU). A
     boolean array is a mask (the IDs where it is true); given the graph's ``num_nodes``, a node
     mask must be that long (a longer one would surface as an out-of-range ID, a shorter one drop
-    nodes silently); given ``num_edges`` (one past the graph's largest edge ID), so must an edge
-    mask.
+    nodes silently); given ``num_edges`` (one past the graph's largest edge ID), an edge mask
+    must reach it (a longer one's extra true entries are refused as IDs of no edge).
 
     IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
     on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
@@ -43,7 +43,10 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
         if num_nodes is not None and a.ndim == 1 and len(a) != num_nodes:
             raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph of "
                              f"{num_nodes} nodes")
-        if num_edges is not None and a.ndim == 1 and len(a) != num_edges:
+        # A Dataset's edge-ID space can reach past its largest stored ID (a symmetrized one's
+        # is 2E, of which the reverses of self loops and repeated pairs are not stored): a
+        # mask that long is fine, a shorter one would drop edges silently.
+        if num_edges is not None and a.ndim == 1 and len(a) < num_edges:
             raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph whose "
                              f"edge IDs are [0, {num_edges})")
         return np.nonzero(a)[0].astype(np.int64)

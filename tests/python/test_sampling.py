@@ -377,6 +377,12 @@ def test_split_reads_an_integer_0_1_array_as_a_mask(cora_parts):
     # ID lists still work (sorted), also one of zeros and ones shorter than the graph.
     assert np.asarray(tessera.node_split(np.array([7, 3, 5]), pb)).tolist() == [3, 5, 7]
     assert np.asarray(tessera.node_split(np.array([1, 0]), pb)).tolist() == [0, 1]
+    # On a graph of one or two nodes a 0/1 array can list every node: read as IDs then.
+    two = tessera.GraphPartitionBook(tessera.PartitionBook([0, 2], [0, 1]), 0)
+    assert np.asarray(tessera.node_split(np.array([1, 0]), two)).tolist() == [0, 1]
+    assert np.asarray(tessera.node_split(np.array([0, 1], dtype=np.uint8), two)).tolist() == [0, 1]
+    assert np.asarray(tessera.node_split(np.array([1, 1]), two)).tolist() == [0, 1]  # a mask
+    assert np.asarray(tessera.node_split(np.array([0, 0]), two)).tolist() == []
     assert np.asarray(tessera.edge_split([40, 9], pb)).tolist() == [9, 40]
     with pytest.raises(ValueError, match="node_split: ID 5 is listed more than once"):
         tessera.node_split([5, 3, 5], pb)
@@ -389,10 +395,14 @@ def test_edge_loader_checks_the_length_of_a_mask(cora, cora_one):
     s = tessera.NeighborSampler([2])
     mask = np.zeros(cora.num_edges + 3, dtype=bool)
     mask[[5, 9]] = True
-    with pytest.raises(ValueError, match=f"eids: a boolean mask of length {cora.num_edges + 3} "
-                                         f"for a graph whose edge IDs are \\[0, "
-                                         f"{cora.num_edges}\\)"):
+    # Longer is fine (an edge-ID space may reach past the largest stored ID); a true entry past
+    # the edges is an ID of no edge.
+    dl = tessera.EdgeDataLoader(cora, mask, s, batch_size=10)
+    assert [np.asarray(pos.eids).tolist() for _, pos, _ in dl] == [[5, 9]]
+    mask[cora.num_edges + 1] = True
+    with pytest.raises(IndexError, match=f"seed edge {cora.num_edges + 1} at position 2 "):
         tessera.EdgeDataLoader(cora, mask, s)
+    mask[cora.num_edges + 1] = False
     with pytest.raises(ValueError, match="a boolean mask of length 20 "):
         tessera.EdgeDataLoader(cora, mask[:20], s)  # would drop the edges past 20 silently
     for g in (cora, tessera.DistGraph("cora", part_config=cora_one)):
