@@ -4,7 +4,6 @@
 
 #include "commands.hpp"
 #include "tessera/transport/launch.hpp"
-#include "tessera/transport/rendezvous.hpp"
 
 namespace tessera::tools {
 
@@ -30,8 +29,7 @@ void register_launch(CLI::App& app) {
                   "Port of the rendezvous store (default: a free port on one node, 29500 on "
                   "several)");
   // No --token: a command line is readable by every user of the host (ps, /proc/PID/cmdline).
-  auto token_file = std::make_shared<std::string>();
-  sub->add_option("--token-file", *token_file,
+  sub->add_option("--token-file", opts->token_file,
                   "File holding the job token, readable only by you (default: TESSERA_JOB_TOKEN "
                   "or TESSERA_JOB_TOKEN_FILE, else a random token on a single node)");
   sub->add_option("--grace", opts->grace_s, "Seconds between SIGTERM and SIGKILL when stopping")
@@ -40,11 +38,8 @@ void register_launch(CLI::App& app) {
   sub->add_flag("--no-prefix", *no_prefix, "Do not prefix output lines with [rank R]");
   sub->add_option("command", opts->command, "The command to run for every rank (after --)")
       ->required();
-  sub->callback([opts, no_prefix, token_file] {
+  sub->callback([opts, no_prefix] {
     opts->prefix_output = !*no_prefix;
-    if (!token_file->empty()) {
-      opts->job_token = transport::read_token_file(*token_file, "--token-file " + *token_file);
-    }
     const int code = transport::launch(*opts);
     if (code != 0) {
       std::exit(code);

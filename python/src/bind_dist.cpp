@@ -663,7 +663,8 @@ void bind_dist(nb::module_& m) {
   m.def(
       "launch",
       [](std::vector<std::string> command, int nproc_per_node, int nnodes, int node_rank,
-         const std::string& master_addr, int master_port, bool prefix_output, double grace_s) {
+         const std::string& master_addr, int master_port, bool prefix_output, double grace_s,
+         const std::string& token_file) {
         transport::LaunchOptions o;
         o.command = std::move(command);
         o.nproc_per_node = nproc_per_node;
@@ -673,16 +674,18 @@ void bind_dist(nb::module_& m) {
         o.master_port = master_port;
         o.prefix_output = prefix_output;
         o.grace_s = grace_s;
+        o.token_file = token_file;
         nb::gil_scoped_release nogil;
         return transport::launch(o);
       },
       nb::arg("command"), nb::arg("nproc_per_node") = 1, nb::arg("nnodes") = 1,
       nb::arg("node_rank") = 0, nb::arg("master_addr") = "127.0.0.1", nb::arg("master_port") = 0,
-      nb::arg("prefix_output") = true, nb::arg("grace_s") = 5.0,
+      nb::arg("prefix_output") = true, nb::arg("grace_s") = 5.0, nb::arg("token_file") = "",
       "Runs `command` once per local rank with the rendezvous environment set (tessera "
       "launch); returns the first failing rank's exit code, else 0. `grace_s`: seconds "
       "between SIGTERM and SIGKILL when stopping the ranks. The job token comes from "
-      "TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE, else is made (single node).");
+      "`token_file` (tessera launch --token-file), else TESSERA_JOB_TOKEN or "
+      "TESSERA_JOB_TOKEN_FILE, else is made (single node).");
 }
 
 }  // namespace tessera::python

@@ -56,27 +56,11 @@ def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0
     default 5). ``token_file``: a file only you can read holding the job token, which every
     node of a job of several nodes needs (default: TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE,
     else a random token on a single node)."""
-    args = ([str(c) for c in command], int(nproc_per_node), int(nnodes), int(node_rank),
-            str(master_addr), int(master_port), bool(prefix_output))
     kwargs = {} if grace is None else {"grace_s": float(grace)}
-    if token_file is None:
-        return _C.launch(*args, **kwargs)
-    # The launcher reads the token from the environment, with the checks it makes on any
-    # token file (owner, mode, size), when no token is given to it.
-    path = _os.fspath(token_file)
-    saved = {k: _os.environ.pop(k, None) for k in ("TESSERA_JOB_TOKEN", "TESSERA_JOB_TOKEN_FILE")}
-    _os.environ["TESSERA_JOB_TOKEN_FILE"] = path
-    try:
-        return _C.launch(*args, **kwargs)
-    except (ValueError, OSError) as e:
-        msg = str(e).replace(f"TESSERA_JOB_TOKEN_FILE={path}", f"--token-file {path}")
-        raise type(e)(msg.replace("(TESSERA_JOB_TOKEN_FILE)", f"(--token-file {path})")) from None
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                _os.environ.pop(k, None)
-            else:
-                _os.environ[k] = v
+    if token_file is not None:
+        kwargs["token_file"] = _os.fspath(token_file)
+    return _C.launch([str(c) for c in command], int(nproc_per_node), int(nnodes), int(node_rank),
+                     str(master_addr), int(master_port), bool(prefix_output), **kwargs)
 
 
 def __getattr__(name):

@@ -164,9 +164,13 @@ void check_options(const LaunchOptions& o) {
   }
 }
 
-// The job's token: the option, else the environment's, else (one node only) a fresh one.
+// The job's token: the option (or its file), else the environment's, else (one node only) a
+// fresh one.
 std::string job_token(const LaunchOptions& o) {
   std::string token = o.job_token;
+  if (token.empty() && !o.token_file.empty()) {
+    token = read_token_file(o.token_file, "--token-file " + o.token_file);
+  }
   if (token.empty()) {
     token = job_token_from_env();
   }

@@ -19,6 +19,9 @@ struct LaunchOptions {
   /// random token (single node only; with several nodes every node must be given the same
   /// token).
   std::string job_token;
+  /// A file holding the job token (the --token-file option), read by launch() with
+  /// read_token_file's checks and errors naming "--token-file <path>" when job_token is empty.
+  std::string token_file;
   /// Seconds between SIGTERM and SIGKILL when stopping the ranks.
   double grace_s = 5;
   /// Prefix each output line with "[rank R] ".
