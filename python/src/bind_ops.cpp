@@ -572,6 +572,15 @@ void bind_ops(nb::module_& m) {
 
   m.def("symmetrized_reverse_eids",
         [](int64_t n) { return vector_to_numpy(symmetrized_reverse_eids(n)); });
+  m.def(
+      "symmetrized_reverse_eids_of",
+      [](const I64Array& orig_eid, int64_t num_input_edges, const std::string& what) {
+        return vector_to_numpy(symmetrized_reverse_eids(
+            orig_eid.data(), static_cast<int64_t>(orig_eid.shape(0)), num_input_edges, what));
+      },
+      nb::arg("orig_eid"), nb::arg("num_input_edges"), nb::arg("what"),
+      "reverse_eids in relabelled edge IDs from each edge's original ID (ops::"
+      "symmetrized_reverse_eids); ValueError starting with `what` for an ID outside [0, 2E).");
 
   nb::class_<EdgeDataLoader>(m, "EdgeDataLoader")
       .def(

@@ -962,10 +962,4 @@ def _simulated_reverse_eids(g) -> np.ndarray:
         lp = g.local_partition(p)
         inner = np.asarray(lp.inner_edge, dtype=bool)
         orig[np.asarray(lp.eid)[inner]] = np.asarray(lp.orig_eid)[inner]
-    bad = np.nonzero((orig < 0) | (orig >= 2 * ein))[0]
-    if bad.size:
-        raise ValueError(f"{what}: edge {bad[0]} has original ID {orig[bad[0]]} outside the "
-                         f"symmetrized space [0, {2 * ein})")
-    new_of = np.full(2 * ein, -1, dtype=np.int64)
-    new_of[orig] = np.arange(ne, dtype=np.int64)
-    return new_of[np.where(orig < ein, orig + ein, orig - ein)]
+    return _C.symmetrized_reverse_eids_of(orig, ein, what)

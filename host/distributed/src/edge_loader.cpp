@@ -186,26 +186,15 @@ std::vector<int64_t> symmetrized_reverse_eids(const DistGraph& g) {
                   "symmetrized_reverse_eids: '{}' ({}) was not built with symmetrize; pass "
                   "reverse_eids of your own",
                   g.graph_name(), c.path.string());
-  const int64_t ne = g.num_edges(), ein = c.num_input_edges;
+  const int64_t ne = g.num_edges();
   std::vector<int64_t> all(static_cast<size_t>(ne));
   for (int64_t e = 0; e < ne; ++e) {
     all[e] = e;
   }
   const Array orig = g.orig_eid().read(all);
-  const int64_t* o = orig.data<int64_t>();
-  std::vector<int64_t> new_of(static_cast<size_t>(2 * ein), -1);
-  for (int64_t e = 0; e < ne; ++e) {
-    TESSERA_EXPECTS(o[e] >= 0 && o[e] < 2 * ein, ValueError,
-                    "symmetrized_reverse_eids: edge {} of '{}' has original ID {} outside the "
-                    "symmetrized space [0, {})",
-                    e, g.graph_name(), o[e], 2 * ein);
-    new_of[o[e]] = e;
-  }
-  std::vector<int64_t> rev(static_cast<size_t>(ne));
-  for (int64_t e = 0; e < ne; ++e) {
-    rev[e] = new_of[o[e] < ein ? o[e] + ein : o[e] - ein];
-  }
-  return rev;
+  return ops::symmetrized_reverse_eids(
+      orig.data<int64_t>(), ne, c.num_input_edges,
+      fmt::format("symmetrized_reverse_eids: '{}'", g.graph_name()));
 }
 
 }  // namespace tessera::dist

@@ -156,6 +156,23 @@ std::vector<int64_t> symmetrized_reverse_eids(int64_t num_input_edges) {
   return r;
 }
 
+std::vector<int64_t> symmetrized_reverse_eids(const int64_t* orig_eid, int64_t num_edges,
+                                              int64_t num_input_edges, const std::string& what) {
+  const int64_t ein = num_input_edges;
+  std::vector<int64_t> new_of(static_cast<size_t>(2 * ein), -1);
+  for (int64_t e = 0; e < num_edges; ++e) {
+    TESSERA_EXPECTS(orig_eid[e] >= 0 && orig_eid[e] < 2 * ein, ValueError,
+                    "{}: edge {} has original ID {} outside the symmetrized space [0, {})", what, e,
+                    orig_eid[e], 2 * ein);
+    new_of[orig_eid[e]] = e;
+  }
+  std::vector<int64_t> rev(static_cast<size_t>(num_edges));
+  for (int64_t e = 0; e < num_edges; ++e) {
+    rev[e] = new_of[orig_eid[e] < ein ? orig_eid[e] + ein : orig_eid[e] - ein];
+  }
+  return rev;
+}
+
 EdgeDataLoader::EdgeDataLoader(const NeighborSampler& sampler, std::vector<int64_t> seed_eids,
                                LoaderOptions opts, EdgeLoaderOptions eopts)
     : sampler_(sampler), seeds_(std::move(seed_eids)), opts_(opts), eopts_(std::move(eopts)) {
@@ -193,17 +210,14 @@ EdgeDataLoader::EdgeDataLoader(const NeighborSampler& sampler, std::vector<int64
     TESSERA_EXPECTS(size >= space, ValueError,
                     "EdgeDataLoader: reverse_eids has {} entries for an edge-ID space of {}", size,
                     space);
+    // An entry that names a stored edge must also name one running the other way: a map of
+    // other IDs (e.g. original IDs given for relabelled edges) would exclude the wrong edges
+    // and leave each seed's reverse in its blocks, without an error.
     for (int64_t e = 0; e < size; ++e) {
       const int64_t r = eopts_.reverse_eids[e];
       TESSERA_EXPECTS(r >= -1 && r < size, IndexError,
                       "EdgeDataLoader: reverse_eids[{}] = {} outside [-1, {})", e, r, size);
-    }
-    // An entry that names a stored edge must name one running the other way: a map of other
-    // IDs (e.g. original IDs given for relabelled edges) would exclude the wrong edges and
-    // leave each seed's reverse in its blocks, without an error.
-    for (int64_t e = 0; e < space; ++e) {
-      const int64_t r = eopts_.reverse_eids[e];
-      if (eid_src_[e] < 0 || r < 0 || r >= space || eid_src_[r] < 0) {
+      if (e >= space || eid_src_[e] < 0 || r < 0 || r >= space || eid_src_[r] < 0) {
         continue;
       }
       TESSERA_EXPECTS(eid_src_[r] == eid_dst_[e] && eid_dst_[r] == eid_src_[e], ValueError,

@@ -240,6 +240,12 @@ struct EdgeLoaderOptions {
 /// the input held the reversed pair itself (both directions listed, a self loop); that input
 /// edge is then i's reverse, which this mapping does not know.
 std::vector<int64_t> symmetrized_reverse_eids(int64_t num_input_edges);
+/// The same in a relabelled graph's edge IDs, from the original edge ID of each of its
+/// `num_edges` edges: entry e is the new ID of the edge whose original ID is e's partner
+/// (i and E + i), -1 where that partner is not stored. ValueError starting with `what` for an
+/// original ID outside [0, 2E).
+std::vector<int64_t> symmetrized_reverse_eids(const int64_t* orig_eid, int64_t num_edges,
+                                              int64_t num_input_edges, const std::string& what);
 
 /// One link-prediction mini-batch: the positive edges, their negatives, the pair graph over
 /// compacted node IDs, and the blocks to compute the representations of its nodes.
