@@ -22,6 +22,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from . import _C, _runtime
+from ._collectives import all_gather_object
 from ._tensor import (HAVE_TORCH, as_tensor, cuda_stream_of, device_of, on_device_of,
                       to_numpy_ids, torch)
 
@@ -472,12 +473,10 @@ def _agree_on_init(what: str, err: Optional[BaseException]) -> None:
     of ``_INIT_ERRORS`` (else RuntimeError). Collective."""
     if _runtime.get_world_size() == 1:
         return
-    mine = b"" if err is None else f"{type(err).__name__}\n{err}".encode()
-    failed = [(r, m.decode()) for r, m in
-              enumerate(_runtime.runtime().all_gather_bytes(mine)) if m]
+    mine = None if err is None else (type(err).__name__, str(err))
+    failed = [(r, m) for r, m in enumerate(all_gather_object(mine)) if m is not None]
     if failed and err is None:
-        r, m = failed[0]
-        kind, _, msg = m.partition("\n")
+        r, (kind, msg) = failed[0]
         raise _INIT_ERRORS.get(kind, RuntimeError)(f"{what} initialization: rank {r} failed: "
                                                    f"{msg}")
 
