@@ -69,6 +69,8 @@ void bind_device(nb::module_& m) {
         }
         nb::dict d;
         d["structure"] = cuda::placement_name(p.structure);
+        d["weighted"] = p.weighted;
+        d["structure_bytes"] = p.structure_bytes;
         nb::list ts;
         for (const auto& t : p.tensors) {
           nb::dict e;
@@ -81,6 +83,7 @@ void bind_device(nb::module_& m) {
         d["tensors"] = ts;
         d["gpu_budget_bytes"] = p.gpu_budget_bytes;
         d["gpu_bytes"] = p.gpu_bytes;
+        d["gpu_bytes_left"] = p.gpu_bytes_left;
         d["pinned_bytes"] = p.pinned_bytes;
         d["seconds"] = p.seconds;
         d["describe"] = p.describe();

@@ -736,8 +736,13 @@ class DistGraph:
         budget has left caches the hottest rows (highest in-degree) of the first such tensor on
         the GPU. The tensors get read-only device mirrors (writes to them are refused while
         mirrored); GPU samplers created afterwards (``NeighborSampler(device="cuda")``) place
-        the structure as decided. Returns the plan (``device_placement``). Not collective.
-        Needs distributed mode (a partition per process) and a CUDA build."""
+        the structure as decided. ``weighted``: charge the structure with edge weights and
+        their prefix sums, for samplers with ``prob``; a sampler that places a structure the
+        plan did not reserve (weights the plan left out, another placement) is charged to what
+        the budget has left, and refused with ValueError when it does not fit. The per-row
+        arrays of the structure (16 bytes a node, 32 weighted) are always in device memory: a
+        budget below them is a ValueError. Returns the plan (``device_placement``). Not
+        collective. Needs distributed mode (a partition per process) and a CUDA build."""
         if self._g is None:
             raise ValueError("DistGraph.place_on_device: needs distributed mode (one partition "
                              "per process, or one process and a 1-part partitioning)")

@@ -449,9 +449,11 @@ class NeighborSampler:
         hit = self._bound.get(key)
         if hit is None:
             w = None if self.prob is None else self._edge_weights(g, graph)
+            # A GPU sampler places the structure where place_on_device said, else on the GPU.
+            placed = getattr(g, "device_placement", None) or {}
+            where = "uva" if self.use_uva else placed.get("structure", "gpu")
             s = _C.NeighborSampler(self._adjacency(graph), self.fanouts, self.replace,
-                                   self.edge_dir, self.num_threads, self.device,
-                                   "uva" if self.use_uva else "gpu", w)
+                                   self.edge_dir, self.num_threads, self.device, where, w)
             hit = self._bound[key] = (s, source)
         return hit[0]
 

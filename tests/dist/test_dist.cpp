@@ -25,6 +25,7 @@
 #include "state.hpp"  // private: the sampling structure a DeviceGraph places
 #include "tessera/core/fs.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/dist/device_sampling.hpp"
 #include "tessera/dist/graph.hpp"
 #include "tessera/dist/runtime.hpp"
 #include "tessera/dist/sampling.hpp"
@@ -1132,6 +1133,80 @@ TEST(DistTrainersPerMachine, CutsShareTheBytesLeftAfterAHub) {
   EXPECT_EQ(dist::detail::trainer_cuts(indptr.data(), 3, 4, 1, 1),
             (std::vector<int64_t>{0, 1, 2, 3, 3}));
   EXPECT_EQ(dist::detail::trainer_cuts(indptr.data(), 0, 2, 1, 1), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// place_on_device's plan, without a GPU: what a DistDeviceSampler and the mirrors place is
+// charged to the budget (per-row arrays first, the adjacency by its layout, weights, a cache's
+// slot map and fill), and the plan never exceeds the budget.
+TEST(DevicePlacementPlan, ChargesWhatIsPlacedAndStaysInTheBudget) {
+  constexpr int64_t kN = 1000, kM = 20000;  // rows, edges
+  dist::PlacementRequest r;
+  r.rows = kN;
+  r.edges = kM;
+  r.tensors = {{"label", kN, 8}, {"feat", kN, 400}};
+  const int64_t per_row = (2 * kN + 1) * 8;  // offsets and keys
+  EXPECT_EQ(dist::structure_bytes(kN, kM, true, false).per_row_arrays, per_row);
+  EXPECT_EQ(dist::structure_bytes(kN, kM, true, false).edge_arrays, kM * 8 + 16);
+  EXPECT_EQ(dist::structure_bytes(kN, kM, false, false).edge_arrays, kM * 16 + 16);
+  EXPECT_EQ(dist::structure_bytes(kN, kM, true, true).per_row_arrays, per_row + 16 * kN);
+  EXPECT_EQ(dist::structure_bytes(kN, kM, true, true).edge_arrays, kM * 20 + 16);
+  EXPECT_EQ(dist::structure_bytes(kN, 0, true, true).edge_arrays, 0);
+
+  // Everything fits.
+  r.gpu_budget_bytes = int64_t{1} << 30;
+  dist::DevicePlacement p = dist::plan_device_placement(r);
+  EXPECT_EQ(p.structure, cuda::Placement::kGpu);
+  EXPECT_EQ(p.structure_bytes, per_row + kM * 8 + 16);
+  EXPECT_EQ(p.gpu_bytes, p.structure_bytes + kN * 8 + kN * 400);
+  EXPECT_EQ(p.gpu_bytes_left, r.gpu_budget_bytes - p.gpu_bytes);
+  for (const auto& t : p.tensors) {
+    EXPECT_EQ(t.placement, cuda::Placement::kGpu) << t.name;
+  }
+
+  // Below the per-row arrays: refused, naming both figures; exactly them: all in pinned memory.
+  r.gpu_budget_bytes = per_row - 1;
+  TESSERA_EXPECT_THROW_MSG(
+      dist::plan_device_placement(r), ValueError,
+      std::to_string(per_row - 1) + " bytes is less than the " + std::to_string(per_row));
+  r.gpu_budget_bytes = per_row;
+  p = dist::plan_device_placement(r);
+  EXPECT_EQ(p.structure, cuda::Placement::kPinnedHost);
+  EXPECT_EQ(p.gpu_bytes, per_row);
+  for (const auto& t : p.tensors) {
+    EXPECT_EQ(t.placement, cuda::Placement::kPinnedHost) << t.name;
+    EXPECT_EQ(t.cache_rows, 0) << t.name;
+  }
+
+  // The features behind a cache: its slot map (8 bytes a row) and fill (8 a cached row) are
+  // charged, so 10,000 bytes over the structure and labels hold (10000 - 8000) / 408 = 4 rows.
+  const int64_t fixed = per_row + kM * 8 + 16 + kN * 8;
+  r.gpu_budget_bytes = fixed + 10000;
+  p = dist::plan_device_placement(r);
+  EXPECT_EQ(p.structure, cuda::Placement::kGpu);
+  EXPECT_EQ(p.tensors[0].placement, cuda::Placement::kGpu);
+  EXPECT_EQ(p.tensors[1].placement, cuda::Placement::kPinnedHost);
+  EXPECT_EQ(p.tensors[1].cache_rows, 4);
+  EXPECT_EQ(p.gpu_bytes, fixed + kN * 8 + int64_t{4} * 400);
+  // No room for the slot map: no cache.
+  r.gpu_budget_bytes = fixed + kN * 8;
+  EXPECT_EQ(dist::plan_device_placement(r).tensors[1].cache_rows, 0);
+
+  // Over a sweep of budgets and layouts the plan never exceeds its budget.
+  for (const bool weighted : {false, true}) {
+    for (const bool packed : {false, true}) {
+      r.weighted = weighted;
+      r.packed = packed;
+      for (int64_t b = per_row + (weighted ? 16000 : 0); b < int64_t{1200000}; b += 997) {
+        r.gpu_budget_bytes = b;
+        p = dist::plan_device_placement(r);
+        ASSERT_LE(p.gpu_bytes, b) << weighted << packed;
+        ASSERT_EQ(p.gpu_bytes_left, b - p.gpu_bytes);
+        ASSERT_EQ(p.weighted, weighted);
+      }
+    }
+  }
+  r.gpu_budget_bytes = -1;
+  TESSERA_EXPECT_THROW_MSG(dist::plan_device_placement(r), ValueError, ">= 0 bytes");
 }
 
 // A machine whose partition is empty (2 nodes in 3 random parts), each machine shared by 2

@@ -2,9 +2,10 @@
 """The GPU training path (needs a GPU and a CUDA build; every case skips with "no CUDA device"
 otherwise).
 
-* ``DistGraph.place_on_device`` at several budgets (all in HBM; nothing on the GPU: UVA; a
-  budget that leaves a hot-row cache in front of UVA features) and DistTensor reads with IDs on
-  the device equal the host rows;
+* ``DistGraph.place_on_device`` at several budgets (all in HBM; only the structure's per-row
+  arrays on the GPU, the rest in UVA; a budget that leaves a hot-row cache in front of UVA
+  features) and DistTensor reads with IDs on the device equal the host rows; a sampler placing
+  a structure the plan did not reserve is charged to what its budget left;
 * the GPU loader's batches equal the CPU loader's bit for bit (seeds, blocks, prefetched
   features and labels), on one rank here and on two ranks sharing the GPU (UCX between them);
 * the batch memory outlives the loader's next batches while its tensors are alive;
@@ -41,17 +42,28 @@ def bits(t):
     return t.detach().cpu().contiguous().numpy().tobytes()
 
 
-@pytest.mark.parametrize("budget", [None, 0, 300_000])
+def per_row_bytes(g):
+    """The structure's per-row arrays (offsets and keys), in device memory whatever the plan."""
+    return (2 * g.num_nodes() + 1) * 8
+
+
+@pytest.mark.parametrize("budget", [None, "rows", 300_000])
 def test_placement_and_device_id_reads(placed_cora, budget):
     g = placed_cora
+    if budget == "rows":
+        budget = per_row_bytes(g)
+        with pytest.raises(ValueError, match="less than the"):
+            g.place_on_device(["label", "feat"], gpu_budget=budget - 1)
     p = g.place_on_device(["label", "feat"], gpu_budget=budget)
     assert g.device_placement is p
+    assert p["gpu_bytes"] <= p["gpu_budget_bytes"]
+    assert p["gpu_bytes_left"] == p["gpu_budget_bytes"] - p["gpu_bytes"]
     where = {t["name"]: t for t in p["tensors"]}
     if budget is None:
         assert p["structure"] == "gpu" and where["feat"]["placement"] == "gpu"
-    elif budget == 0:
+    elif budget == per_row_bytes(g):
         assert p["structure"] == "uva" and where["feat"]["placement"] == "uva"
-        assert where["feat"]["cache_rows"] == 0
+        assert where["feat"]["cache_rows"] == 0 and p["gpu_bytes"] == budget
     else:  # structure and labels fit; features go to UVA behind a cache of the hottest rows
         assert p["structure"] == "gpu" and where["label"]["placement"] == "gpu"
         assert where["feat"]["placement"] == "uva" and where["feat"]["cache_rows"] > 0
@@ -67,10 +79,24 @@ def test_placement_and_device_id_reads(placed_cora, budget):
         g.ndata["label"][torch.tensor([0])] = torch.tensor([1])
 
 
-@pytest.mark.parametrize("budget", [None, 0])
+def test_a_structure_the_plan_did_not_reserve_is_charged_to_what_it_left(placed_cora):
+    g = placed_cora
+    p = g.place_on_device(["label", "feat"], gpu_budget=per_row_bytes(g))
+    assert p["structure"] == "uva" and p["gpu_bytes_left"] == 0 and not p["weighted"]
+    uva = tessera._C.DistDeviceSampler(g.runtime_graph, [5], False, "uva", "")  # reserved
+    with pytest.raises(ValueError, match="place_on_device's plan"):
+        tessera._C.DistDeviceSampler(g.runtime_graph, [5], False, "gpu", "")
+    del uva
+    p = g.place_on_device(["label", "feat"])  # a new plan with room to spare
+    assert p["structure"] == "gpu" and p["gpu_bytes_left"] > 0
+    tessera._C.DistDeviceSampler(g.runtime_graph, [5], False, "uva", "")
+
+
+@pytest.mark.parametrize("budget", [None, "rows"])
 def test_gpu_loader_equals_the_cpu_loader(placed_cora, budget):
     g = placed_cora
-    g.place_on_device(["label", "feat"], gpu_budget=budget)
+    g.place_on_device(["label", "feat"],
+                      gpu_budget=per_row_bytes(g) if budget == "rows" else budget)
     nids = np.nonzero(g.ndata["train_mask"].numpy())[0]
     nids = np.concatenate([nids, np.nonzero(g.ndata["test_mask"].numpy())[0]])
 

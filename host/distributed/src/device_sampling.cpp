@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tessera/dist/device_sampling.hpp"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "state.hpp"
@@ -57,6 +58,49 @@ std::vector<int64_t> download(const void* src, int64_t n, cuda::StreamHandle str
   return v;  // valid after the caller synchronizes `stream`
 }
 
+/// Whether the placed adjacency surely packs into 8-byte entries: DistDeviceSampler's neighbors
+/// are new node IDs and its edge IDs new edge IDs, below 2^32 when the graph's counts are (it
+/// may still pack otherwise; the plan then charges pairs).
+bool packs_adjacency(const DistGraph& g) {
+  constexpr int64_t kLimit = int64_t{1} << 32;
+  return g.num_nodes() <= kLimit && g.num_edges() <= kLimit;
+}
+
+/// What a structure about to be placed costs place_on_device's plan: the structure the plan
+/// reserved (its placement and weighting, the first time), or GPU bytes from what the plan's
+/// budget left.
+struct PlanCharge {
+  bool reserved = false;
+  int64_t spare_bytes = 0;
+};
+
+/// The charge of placing a structure by `structure` (weighted or not) under the plan in `gs`
+/// (caller holds placed_mu); ValueError, before anything is placed, when it does not fit.
+PlanCharge plan_charge(const detail::GraphState& gs, const detail::SampleGraph& sg, bool packed,
+                       cuda::Placement structure, bool weighted) {
+  PlanCharge c;
+  if (!gs.device_plan) {
+    return c;  // no plan: placed without a budget
+  }
+  const DevicePlacement& plan = *gs.device_plan;
+  if (!gs.device_reserved_used && structure == plan.structure && weighted == plan.weighted) {
+    c.reserved = true;
+    return c;
+  }
+  const StructureBytes b = structure_bytes(sg.hi - sg.lo, sg.arrays.num_edges, packed, weighted);
+  c.spare_bytes = b.per_row_arrays + (structure == cuda::Placement::kGpu ? b.edge_arrays : 0);
+  TESSERA_EXPECTS(c.spare_bytes <= gs.device_spare_bytes, ValueError,
+                  "DistDeviceSampler: placing a{} sampling structure in {} takes {} bytes of GPU "
+                  "memory, and place_on_device's plan (structure in {}{}) left {} of its {}-byte "
+                  "budget: call place_on_device with weighted={} and the same placement, or a "
+                  "larger gpu_budget",
+                  weighted ? " weighted" : "n unweighted", cuda::placement_name(structure),
+                  c.spare_bytes, cuda::placement_name(plan.structure),
+                  plan.weighted ? ", weighted" : "", gs.device_spare_bytes, plan.gpu_budget_bytes,
+                  weighted ? "True" : "False");
+  return c;
+}
+
 }  // namespace
 
 DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fanouts, bool replace,
@@ -94,6 +138,8 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
   }
   TESSERA_ASSERT(!im.one_rank || (im.lo == 0 && im.hi == sg.num_nodes),
                  "one rank owns [{}, {}) of {} nodes", im.lo, im.hi, sg.num_nodes);
+  const PlanCharge charge =
+      plan_charge(gs, sg, packs_adjacency(g), structure, !weights_name_.empty());
   auto p = std::make_shared<Placed>();
   p->device = im.device;
   std::vector<int64_t> renamed;  // neighbors stored as local IDs, as new IDs (freed after)
@@ -111,6 +157,8 @@ DistDeviceSampler::DistDeviceSampler(const DistGraph& g, std::vector<int64_t> fa
       w.empty() ? ops::Span<const float>()
                 : ops::Span<const float>(w.data(), static_cast<int64_t>(w.size())),
       stream.get(), opts);  // synchronizes the stream: the host arrays may go
+  gs.device_reserved_used = gs.device_reserved_used || charge.reserved;
+  gs.device_spare_bytes -= charge.spare_bytes;
   gs.placed[key] = p;
   im.placed = std::move(p);
 }
@@ -248,62 +296,100 @@ std::string DevicePlacement::describe() const {
   return s;
 }
 
+StructureBytes structure_bytes(int64_t rows, int64_t edges, bool packed, bool weighted) {
+  StructureBytes b;
+  // Offsets (rows + 1) and keys; weighted, the row tables {positive weights, last position}.
+  b.per_row_arrays = (2 * rows + 1) * 8 + (weighted ? rows * 16 : 0);
+  if (edges > 0) {
+    // The interleaved adjacency with its 16 bytes of padding; weighted, the float weights and
+    // their double prefix sums.
+    b.edge_arrays = edges * (packed ? 8 : 16) + 16 + (weighted ? edges * 12 : 0);
+  }
+  return b;
+}
+
+DevicePlacement plan_device_placement(const PlacementRequest& r) {
+  TESSERA_EXPECTS(r.gpu_budget_bytes >= 0, ValueError,
+                  "place_on_device: the GPU budget must be >= 0 bytes, got {}", r.gpu_budget_bytes);
+  DevicePlacement out;
+  out.gpu_budget_bytes = r.gpu_budget_bytes;
+  out.weighted = r.weighted;
+  const StructureBytes sb = structure_bytes(r.rows, r.edges, r.packed, r.weighted);
+  out.structure_bytes = sb.per_row_arrays + sb.edge_arrays;
+  TESSERA_EXPECTS(sb.per_row_arrays <= r.gpu_budget_bytes, ValueError,
+                  "place_on_device: a GPU budget of {} bytes is less than the {} bytes the "
+                  "sampling structure of {} rows keeps in device memory whatever the placement "
+                  "(per-row offsets and keys{})",
+                  r.gpu_budget_bytes, sb.per_row_arrays, r.rows,
+                  r.weighted ? ", weight tables" : "");
+  std::vector<cuda::ArraySpec> specs;
+  specs.push_back({"structure", sb.edge_arrays, 0, true, true});
+  for (const auto& t : r.tensors) {
+    specs.push_back({t.name, t.rows * t.row_bytes, 1, true, true});
+  }
+  cuda::MemoryBudget budget;
+  budget.gpu_bytes = r.gpu_budget_bytes - sb.per_row_arrays;
+  budget.pinned_bytes = -1;
+  const cuda::PlacementPlan plan = cuda::plan_placement(specs, budget);
+  out.structure =
+      plan.where[0] == cuda::Placement::kGpu ? cuda::Placement::kGpu : cuda::Placement::kPinnedHost;
+  out.gpu_bytes = sb.per_row_arrays + plan.gpu_bytes_used;
+  out.pinned_bytes = plan.pinned_bytes_used;
+  int64_t left = plan.gpu_bytes_left;
+  for (size_t i = 0; i < r.tensors.size(); ++i) {
+    const auto& t = r.tensors[i];
+    DevicePlacement::Tensor rec;
+    rec.name = t.name;
+    rec.bytes = specs[i + 1].bytes;
+    rec.placement = plan.where[i + 1] == cuda::Placement::kGpu ? cuda::Placement::kGpu
+                                                               : cuda::Placement::kPinnedHost;
+    const int64_t slot_map = t.rows * 8;  // cuda::FeatureCache's slot of every row
+    if (rec.placement == cuda::Placement::kPinnedHost && t.row_bytes > 0 && left > slot_map) {
+      // Each cached row costs its bytes, and 8 more while the cache fills (its ID, freed after).
+      rec.cache_rows = std::min(t.rows, (left - slot_map) / (t.row_bytes + 8));
+      if (rec.cache_rows > 0) {
+        const int64_t held = slot_map + rec.cache_rows * t.row_bytes;
+        left -= held;
+        out.gpu_bytes += held;
+      }
+    }
+    out.tensors.push_back(rec);
+  }
+  out.gpu_bytes_left = out.gpu_budget_bytes - out.gpu_bytes;
+  return out;
+}
+
 DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::string>& node_data,
                                 int64_t gpu_budget_bytes, bool weighted) {
   cuda::require_cuda("place_on_device");
   const double t0 = now_seconds();
-  DevicePlacement out;
   if (gpu_budget_bytes < 0) {
     int64_t free = 0, total = 0;
     cuda::device_memory(&free, &total);
     gpu_budget_bytes = free / 2;  // the rest stays for the model, its activations and scratch
   }
-  out.gpu_budget_bytes = gpu_budget_bytes;
   const auto& sg = *g.state().sg;
-  const int64_t m = sg.arrays.num_edges;
-  // What DistDeviceSampler places (ops::DeviceGraph): per row its offset and key (and, weighted,
-  // two table entries), always in device memory (DeviceGraphOptions::node_arrays_on_device: a
-  // frontier node costs no bus read before its row), so charged to the budget first; per edge the
-  // interleaved adjacency (16 bytes at most) and, weighted, the weight and its prefix sum, in
-  // device memory or pinned as the plan says.
-  const int64_t rows = sg.hi - sg.lo;
-  const int64_t row_bytes = (2 * rows + 1) * 8 + (weighted ? rows * 16 : 0);
-  const int64_t edge_bytes = m * 16 + (weighted ? m * 12 : 0);
-  std::vector<cuda::ArraySpec> specs;
-  specs.push_back({"structure", edge_bytes, 0, true, true});
-  std::vector<const DistTensor*> tensors;
+  PlacementRequest req;
+  req.rows = sg.hi - sg.lo;
+  req.edges = sg.arrays.num_edges;
+  req.packed = packs_adjacency(g);
+  req.weighted = weighted;
+  req.gpu_budget_bytes = gpu_budget_bytes;
+  std::vector<DistTensor> tensors;
   for (const auto& name : node_data) {
     const DistTensor& t = g.node_data(name);  // ValueError listing the names when absent
     const auto [lo, hi] = t.local_range();
-    specs.push_back({name, (hi - lo) * static_cast<int64_t>(t.row_bytes()), 1, true, true});
-    tensors.push_back(&t);
+    req.tensors.push_back({name, hi - lo, static_cast<int64_t>(t.row_bytes())});
+    tensors.push_back(t);  // a handle to the same tensor
   }
-  TESSERA_EXPECTS(row_bytes <= gpu_budget_bytes, ValueError,
-                  "place_on_device: a GPU budget of {} bytes is less than the {} bytes the "
-                  "sampling structure of {} rows keeps in device memory whatever the placement "
-                  "(per-row offsets and keys{})",
-                  gpu_budget_bytes, row_bytes, rows, weighted ? ", weight tables" : "");
-  cuda::MemoryBudget budget;
-  budget.gpu_bytes = gpu_budget_bytes - row_bytes;
-  budget.pinned_bytes = -1;
-  const cuda::PlacementPlan plan = cuda::plan_placement(specs, budget);
-  out.structure =
-      plan.where[0] == cuda::Placement::kGpu ? cuda::Placement::kGpu : cuda::Placement::kPinnedHost;
-  out.gpu_bytes = row_bytes + plan.gpu_bytes_used;
-  out.pinned_bytes = plan.pinned_bytes_used;
-  int64_t left = plan.gpu_bytes_left;
+  DevicePlacement out = plan_device_placement(req);
   for (size_t i = 0; i < tensors.size(); ++i) {
-    DistTensor t = *tensors[i];  // a handle to the same tensor
-    DevicePlacement::Tensor rec;
-    rec.name = node_data[i];
-    rec.bytes = specs[i + 1].bytes;
-    rec.placement = plan.where[i + 1] == cuda::Placement::kGpu ? cuda::Placement::kGpu
-                                                               : cuda::Placement::kPinnedHost;
+    DistTensor& t = tensors[i];
+    const DevicePlacement::Tensor& rec = out.tensors[i];
     std::vector<int64_t> hot;
-    if (rec.placement == cuda::Placement::kPinnedHost && left > 0 && t.row_bytes() > 0) {
-      // The hottest local rows (highest in-degree) in what the GPU budget has left.
-      // The machine's partition stores its rows from the machine's first node on: this
-      // trainer's rows start lo - (that node) rows in.
+    if (rec.cache_rows > 0) {
+      // The hottest local rows (highest in-degree). The machine's partition stores its rows
+      // from the machine's first node on: this trainer's rows start lo - (that node) rows in.
       const auto& part = g.local_partition();
       const auto [lo, hi] = t.local_range();
       const int64_t first = lo - g.machine_book().node_range(g.machine()).first;
@@ -311,15 +397,18 @@ DevicePlacement place_on_device(const DistGraph& g, const std::vector<std::strin
       std::vector<int64_t> deg(static_cast<size_t>(hi - lo));
       for (int64_t r = 0; r < hi - lo; ++r)
         deg[r] = indptr[r + 1] - indptr[r];
-      const cuda::FeatureCachePlan cp =
-          cuda::plan_feature_cache(deg, static_cast<int64_t>(t.row_bytes()), left);
-      hot = cp.hot_rows;
-      rec.cache_rows = cp.capacity_rows();
-      left -= rec.cache_rows * static_cast<int64_t>(t.row_bytes());
-      out.gpu_bytes += rec.cache_rows * static_cast<int64_t>(t.row_bytes());
+      hot = cuda::plan_feature_cache(deg, static_cast<int64_t>(t.row_bytes()),
+                                     rec.cache_rows * static_cast<int64_t>(t.row_bytes()))
+                .hot_rows;
     }
     t.mirror_on_device(rec.placement, hot);
-    out.tensors.push_back(rec);
+  }
+  {
+    auto& gs = g.state();
+    std::lock_guard<std::mutex> lk(gs.placed_mu);
+    gs.device_plan = std::make_shared<const DevicePlacement>(out);
+    gs.device_spare_bytes = out.gpu_bytes_left;
+    gs.device_reserved_used = false;
   }
   out.seconds = now_seconds() - t0;
   return out;

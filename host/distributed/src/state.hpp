@@ -24,6 +24,10 @@
 #include "tessera/dist/tensor.hpp"
 #include "tessera/graph/graph.hpp"
 
+namespace tessera::dist {
+struct DevicePlacement;
+}  // namespace tessera::dist
+
 namespace tessera::dist::detail {
 
 // Message ids of the dist protocol (Tessera's reserved range).
@@ -195,6 +199,12 @@ struct GraphState {
   /// graph with the same device, placement and weights while any of them lives.
   std::mutex placed_mu;
   std::map<std::string, std::weak_ptr<const void>> placed;
+  /// place_on_device's last plan (null before; under placed_mu), the GPU bytes its budget has
+  /// left for structures it did not reserve (another placement or weights; DistDeviceSampler
+  /// charges them), and whether the structure it reserved was placed.
+  std::shared_ptr<const DevicePlacement> device_plan;
+  int64_t device_spare_bytes = 0;
+  bool device_reserved_used = false;
 };
 
 struct RuntimeState {

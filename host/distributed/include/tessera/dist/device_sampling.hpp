@@ -83,6 +83,8 @@ class DistDeviceSampler {
 /// What place_on_device decided and did on this rank.
 struct DevicePlacement {
   cuda::Placement structure = cuda::Placement::kGpu;  ///< for DistDeviceSampler
+  bool weighted = false;        ///< the structure was charged with weights and prefix sums
+  int64_t structure_bytes = 0;  ///< its bytes by the plan, per-row arrays included
   /// Per mirrored node-data tensor: its name, placement and hot-row cache rows.
   struct Tensor {
     std::string name;
@@ -93,11 +95,45 @@ struct DevicePlacement {
   std::vector<Tensor> tensors;
   int64_t gpu_budget_bytes = 0;  ///< the budget the plan used
   int64_t gpu_bytes = 0;         ///< what it placed on the GPU (structure, rows, caches)
+  int64_t gpu_bytes_left = 0;    ///< gpu_budget_bytes - gpu_bytes
   int64_t pinned_bytes = 0;      ///< what it placed in pinned host memory
   double seconds = 0;            ///< time taken by the mirrors (the sampler places the structure)
   /// "structure: gpu (1.68 GB); feat: uva + cache 120000 rows; label: gpu" for logs.
   std::string describe() const;
 };
+
+/// What place_on_device's plan depends on, all of it known without a GPU.
+struct PlacementRequest {
+  int64_t rows = 0;       ///< rows of the sampling structure (this rank's nodes)
+  int64_t edges = 0;      ///< its edges
+  bool packed = true;     ///< every neighbor and edge ID below 2^32: 8-byte adjacency entries
+  bool weighted = false;  ///< weights (4 bytes) and their prefix sums (8) per edge, 16 per row
+  struct Tensor {
+    std::string name;
+    int64_t rows = 0;
+    int64_t row_bytes = 0;
+  };
+  std::vector<Tensor> tensors;   ///< in placement order
+  int64_t gpu_budget_bytes = 0;  ///< >= 0
+};
+
+/// The bytes of a placed sampling structure (ops::DeviceGraph over DistDeviceSampler's rows):
+/// per row, its offset and key (and, weighted, a 16-byte table entry), always in device memory;
+/// per edge, the interleaved adjacency entry (8 bytes packed, else 16) and, weighted, the weight
+/// and its prefix sum, where the plan puts the structure.
+struct StructureBytes {
+  int64_t per_row_arrays = 0;
+  int64_t edge_arrays = 0;
+};
+StructureBytes structure_bytes(int64_t rows, int64_t edges, bool packed, bool weighted);
+
+/// place_on_device's plan, without placing anything (no GPU needed): the per-row arrays of the
+/// structure first (ValueError when they exceed the budget), then the structure's edge arrays,
+/// then each tensor in order, each on the GPU if it fits whole, else in pinned host memory;
+/// a tensor in pinned memory gets a GPU cache of as many rows as the bytes left hold, after its
+/// slot map (8 bytes per row of the tensor) and the cache's fill (8 bytes per cached row, freed
+/// after). gpu_bytes never exceeds the budget. `seconds` is 0.
+DevicePlacement plan_device_placement(const PlacementRequest& request);
 
 /// The placement policy of the GPU training path for this rank: within `gpu_budget_bytes` of
 /// device memory (negative: half of the device's free memory now), the sampling structure goes
