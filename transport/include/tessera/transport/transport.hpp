@@ -92,8 +92,9 @@ struct Options {
   /// Rendezvous: connecting to the store, waiting for every rank to join (s).
   /// Env: TESSERA_RENDEZVOUS_TIMEOUT (default 60).
   double rendezvous_timeout_s = 60;
-  /// Collectives, requests, gets and finalize (s). Env: TESSERA_OP_TIMEOUT (default 300).
-  double op_timeout_s = 300;
+  /// Collectives, requests, gets and finalize (s). Env: TESSERA_OP_TIMEOUT (default 1800, as
+  /// torch.distributed's process groups: a rank may evaluate or save while others wait).
+  double op_timeout_s = 1800;
   /// Liveness, separate from op_timeout_s: a rank whose heartbeat (every 2 s, on its watch
   /// connection to the rendezvous store) stops for this long is reported lost to every rank,
   /// frozen or not (s). Env: TESSERA_HEARTBEAT_TIMEOUT (default 15).
