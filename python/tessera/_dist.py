@@ -167,6 +167,27 @@ class EdgePartitionPolicy(_PartitionPolicy):
         return self.partition_book.trainer_edge_offsets
 
 
+def _check_write_cast(vals: np.ndarray, dtype, name: str) -> None:
+    """Values written into a tensor of ``dtype`` keep their value: floats go only into float
+    tensors (TypeError otherwise, as torch's index_put refuses a dtype mismatch), integers into
+    integer or bool tensors only when every value fits (ValueError naming the first that does
+    not; a bool tensor takes 0 and 1)."""
+    src, dst = np.dtype(vals.dtype), np.dtype(dtype)
+    if src == dst or dst.kind in "fc" or (dst.kind == "V" and src.kind in "fiub"):
+        return  # exact, into floats (bfloat16 as raw rows included), or a raw row type
+    if src.kind not in "iub":
+        raise TypeError(f"DistTensor {name!r}: writing {src} values into a {dst} tensor would "
+                        f"change them; convert them first (e.g. .round().to(...))")
+    if src.kind == "b" or vals.size == 0:
+        return
+    lo, hi = (0, 1) if dst.kind == "b" else (np.iinfo(dst).min, np.iinfo(dst).max)
+    vmin, vmax = vals.min(), vals.max()
+    if vmin < lo or vmax > hi:
+        bad = vmin if vmin < lo else vmax
+        raise ValueError(f"DistTensor {name!r}: value {bad} is outside the range [{lo}, {hi}] "
+                         f"of its {dst} rows")
+
+
 class DistTensor:
     """A tensor whose rows are spread over the partitions (DGL's ``DistTensor``).
 
@@ -289,17 +310,25 @@ class DistTensor:
     def __repr__(self) -> str:
         return f"DistTensor(name={self._name!r}, shape={self._shape}, dtype={self._dtype})"
 
+    def _ids_of(self, ids):
+        """A slice (DGL's ``t[0:3]``, steps included) as the IDs it selects."""
+        if isinstance(ids, slice):
+            return np.arange(*ids.indices(self._shape[0]), dtype=np.int64)
+        return ids
+
     def __getitem__(self, ids):
+        ids = self._ids_of(ids)
         dev = device_of(ids)
         if dev is not None:
             return self.read_to(ids, dev)
         return as_tensor(self.gather(ids))
 
     def __setitem__(self, ids, values) -> None:
-        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        idx = to_numpy_ids(self._ids_of(ids), f"{self._name} IDs")
         self._check_range(idx)
         vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
             else np.asarray(values)
+        _check_write_cast(vals, self._dtype, self._name)
         vals = np.broadcast_to(vals.astype(self._dtype, copy=False), (idx.size,) + self._shape[1:])
         if self._dist is not None:
             self._dist.write(idx, np.ascontiguousarray(vals))
@@ -491,7 +520,11 @@ if HAVE_TORCH:
 
 def _to_numpy_dtype(dtype) -> np.dtype:
     if HAVE_TORCH and isinstance(dtype, torch.dtype):
-        return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
+        try:
+            return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
+        except TypeError:  # bfloat16 and others NumPy has no type for
+            raise TypeError(f"DistTensor: dtype {dtype} is not supported (NumPy has no such "
+                            "type); store float16 or float32 rows") from None
     return np.dtype(dtype)
 
 
@@ -648,9 +681,11 @@ class DistGraph:
 
     # --- DGL's interface -------------------------------------------------------------------
     def num_nodes(self, ntype=None) -> int:
+        _check_type(ntype, "node", "DistGraph.num_nodes")
         return int(self.config["num_nodes"])
 
     def num_edges(self, etype=None) -> int:
+        _check_type(etype, "edge", "DistGraph.num_edges")
         return int(self.config["num_edges"])
 
     number_of_nodes = num_nodes
@@ -660,9 +695,11 @@ class DistGraph:
         return self._book
 
     def get_node_partition_policy(self, ntype: str = "_N") -> NodePartitionPolicy:
+        _check_type(ntype, "node", "DistGraph.get_node_partition_policy")
         return NodePartitionPolicy(self._book)
 
     def get_edge_partition_policy(self, etype: str = "_E") -> EdgePartitionPolicy:
+        _check_type(etype, "edge", "DistGraph.get_edge_partition_policy")
         return EdgePartitionPolicy(self._book)
 
     def rank(self) -> int:
@@ -703,6 +740,14 @@ class DistGraph:
         return self._graph
 
     def in_degrees(self, v=None):
+        """In-degrees of every node (or of ``v``): standalone, simulated or over one partition.
+        A rank of a job over several partitions holds only its own rows: NotImplementedError."""
+        if self._g is not None and self._book.num_owners() > 1:
+            raise NotImplementedError(
+                "DistGraph.in_degrees: a rank of a job over several partitions holds only its "
+                "own nodes' edges, and the distributed degree query is not implemented; count "
+                "them before partitioning (a node-data array) or read this rank's rows from "
+                "g.local_partition()")
         deg = np.diff(np.asarray(self.local_graph.indptr))
         return as_tensor(deg) if v is None else on_device_of(deg[to_numpy_ids(v)], v)
 
@@ -849,6 +894,17 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     return on_dev(mine[left:right])
 
 
+def _check_type(name, kind: str, what: str) -> None:
+    """A homogeneous graph has one node type, "_N", and one edge type, "_E" (canonically
+    ("_N", "_E", "_N")); None means it. Any other name is a ValueError (DGL's DGLError), so a
+    heterograph script's type names do not pass unnoticed."""
+    ok = (None, "_N") if kind == "node" else (None, "_E", ("_N", "_E", "_N"))
+    if (tuple(name) if isinstance(name, list) else name) not in ok:
+        raise ValueError(f"{what}: {kind} type {name!r} does not exist: a Tessera graph is "
+                         f"homogeneous, its only {kind} type is "
+                         f"{'_N' if kind == 'node' else '_E'!r}")
+
+
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
                rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
                world_size: Optional[int] = None):
@@ -865,6 +921,7 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
     computes another trainer's share, e.g. to simulate ranks in one process.
     """
+    _check_type(ntype, "node", "node_split")
     if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
             and world_size is None:  # collective, in C++: no rank reads the whole mask
         return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
@@ -878,6 +935,7 @@ def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype
                rank: Optional[int] = None, force_even: bool = True, edge_trainer_ids=None, *,
                world_size: Optional[int] = None):
     """``node_split`` for edges (a mask over all edges, or unique edge IDs)."""
+    _check_type(etype, "edge", "edge_split")
     if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
             and world_size is None:
         return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))

@@ -31,6 +31,11 @@ def _env_world_size() -> int:
     return 1
 
 
+# dgl.distributed.initialize's keyword arguments (DGL 1.x and 2.x): accepted, without effect.
+_DGL_INITIALIZE_KWARGS = frozenset({"max_queue_size", "net_type", "num_worker_threads",
+                                    "use_graphbolt"})
+
+
 def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: int = 0,
                backend: str = "", **kwargs) -> None:
     """Joins the job and starts this rank's runtime (DGL: ``dgl.distributed.initialize``).
@@ -38,8 +43,14 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     Collective: every rank of the job calls it. ``backend`` picks the transport ("ucx",
     "local"; default: TESSERA_TRANSPORT, else local for one process and ucx otherwise).
     ``ip_config``, ``num_servers`` and ``num_workers`` are accepted for DGL compatibility: each
-    rank serves its own partition and samples in C++ threads. Calling it twice is a no-op.
+    rank serves its own partition and samples in C++ threads, as are DGL's keyword arguments
+    ``max_queue_size``, ``net_type``, ``num_worker_threads`` and ``use_graphbolt``; any other
+    keyword is a TypeError. Calling it twice is a no-op.
     """
+    unknown = sorted(set(kwargs) - _DGL_INITIALIZE_KWARGS)
+    if unknown:
+        raise TypeError(f"initialize() got an unexpected keyword argument {unknown[0]!r} (DGL's "
+                        f"are accepted: {', '.join(sorted(_DGL_INITIALIZE_KWARGS))})")
     if _state["initialized"]:
         return
     world = _env_world_size()

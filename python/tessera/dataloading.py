@@ -304,6 +304,22 @@ def _float_weights(x, what: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float64 else np.float32)
 
 
+def _fanout_list(fanouts, what: str) -> list:
+    """``fanouts`` as a list of ints (each an integer, -1 for all); TypeError for a fraction."""
+    out = []
+    for f in fanouts:
+        try:
+            i = operator.index(f)  # int, NumPy and 0-d torch integers
+        except TypeError:
+            if isinstance(f, (float, np.floating)) and float(f).is_integer():
+                i = int(f)
+            else:
+                raise TypeError(f"{what}: fanouts must be integers (-1 for all), got "
+                                f"{list(fanouts)!r}") from None
+        out.append(int(i))
+    return out
+
+
 class NeighborSampler:
     """Multi-layer neighbor sampler (DGL's ``dgl.dataloading.NeighborSampler``).
 
@@ -356,7 +372,9 @@ class NeighborSampler:
         if device not in ("cpu", "cuda"):
             raise ValueError("NeighborSampler: device must be 'cpu' or 'cuda' (the current CUDA "
                              f"device), got {device!r}")
-        self.fanouts = [int(f) for f in fanouts]
+        self.fanouts = _fanout_list(fanouts, "NeighborSampler")
+        if edge_dir not in ("in", "out"):
+            raise ValueError(f"NeighborSampler: edge_dir must be 'in' or 'out', got {edge_dir!r}")
         self.edge_dir = edge_dir
         self.prob = prob
         self.replace = bool(replace)
@@ -418,13 +436,16 @@ class NeighborSampler:
                                  f"of {g.get_partition_book().num_partitions()} partitions "
                                  "prob must be the name of an edge feature of the graph (each "
                                  "owner samples with its own rows of it), not an array")
-            if not local and (self.prob is None or not one_part):
+            # One part: weights and out-edges are sampled over the whole graph, in this process.
+            if not local and (self.prob is None or not one_part) and \
+                    not (one_part and self.edge_dir == "out"):
                 key = (id(g.runtime_graph), self.prob, self.device)
                 hit = self._bound.get(key)
                 if hit is None:
                     if self.edge_dir != "in":
-                        raise ValueError("NeighborSampler over a distributed DistGraph: only "
-                                         "edge_dir='in' is implemented")
+                        raise ValueError("NeighborSampler over a distributed DistGraph of "
+                                         "several partitions: only edge_dir='in' is "
+                                         "implemented")
                     if self.prob is not None and self.prob not in g.edata:
                         raise KeyError(f"NeighborSampler: prob={self.prob!r} is not an edge "
                                        f"feature of the graph; its edge features: "
@@ -495,10 +516,12 @@ class negative_sampler:  # noqa: N801 - mirrors dgl.dataloading.negative_sampler
     Uniform = _Uniform
 
 
-def _check_edge_prediction_args(what: str, exclude, negative_sampler) -> None:
+def _check_edge_prediction_args(what: str, exclude, negative_sampler,
+                                reverse_eids=None) -> None:
     """TypeError for what Tessera's edge loaders cannot take in place of DGL's: a negative
     sampler other than ``negative_sampler.Uniform``, an ``exclude`` that is not a name (a
-    callable). A name other than "self" / "reverse_id" is refused by the C++ loader."""
+    callable); ValueError for ``exclude="reverse_id"`` without ``reverse_eids``. A name other
+    than "self" / "reverse_id" is refused by the C++ loader."""
     if negative_sampler is not None and not isinstance(negative_sampler, _Uniform):
         raise TypeError(f"{what}: negative_sampler must be tessera.dataloading.negative_sampler"
                         ".Uniform(k), the negative sampler Tessera implements, got "
@@ -507,6 +530,10 @@ def _check_edge_prediction_args(what: str, exclude, negative_sampler) -> None:
         raise TypeError(f"{what}: exclude must be None, 'self' or 'reverse_id' (with "
                         f"reverse_eids), got {type(exclude).__name__}; a callable is not "
                         "supported")
+    if exclude == "reverse_id" and reverse_eids is None:
+        raise ValueError(f"{what}: exclude='reverse_id' needs reverse_eids (the ID of each "
+                         "edge's reverse, e.g. from "
+                         "tessera.dataloading.symmetrized_reverse_eids)")
 
 
 def as_edge_prediction_sampler(sampler: NeighborSampler, exclude=None, reverse_eids=None,
@@ -515,7 +542,8 @@ def as_edge_prediction_sampler(sampler: NeighborSampler, exclude=None, reverse_e
     is left as it was, so a training and a validation edge sampler can be derived from one base
     sampler with different exclusions and negatives. ``exclude`` and ``negative_sampler`` as
     ``EdgeDataLoader`` takes them."""
-    _check_edge_prediction_args("as_edge_prediction_sampler", exclude, negative_sampler)
+    _check_edge_prediction_args("as_edge_prediction_sampler", exclude, negative_sampler,
+                                reverse_eids)
     out = copy.copy(sampler)  # shares the bound C++ samplers: the same fanouts and weights
     out._edge_pred = {"exclude": exclude, "reverse_eids": reverse_eids,
                       "negative_sampler": negative_sampler}
@@ -869,7 +897,8 @@ class EdgeDataLoader(_LoaderBase):
         negative_sampler = negative_sampler or ep.get("negative_sampler")
         exclude = exclude if exclude is not None else ep.get("exclude")
         reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")
-        _check_edge_prediction_args(type(self).__name__, exclude, negative_sampler)
+        _check_edge_prediction_args(type(self).__name__, exclude, negative_sampler,
+                                    reverse_eids)
         self.g = g
         self.graph_sampler = graph_sampler
         self._prefetch_names(g, graph_sampler)

@@ -18,9 +18,13 @@ __all__ = ["partition_graph", "load_dataset", "graph_from_arrays", "validate_par
            "load_partition_config"]
 
 
-def _np(a) -> np.ndarray:
+def _np(a, what: str = "array") -> np.ndarray:
     if HAVE_TORCH and isinstance(a, torch.Tensor):
-        return a.detach().cpu().numpy()
+        try:
+            return a.detach().cpu().numpy()
+        except TypeError:  # bfloat16 and others NumPy has no type for
+            raise TypeError(f"{what}: dtype {a.dtype} is not supported (NumPy has no such "
+                            "type); store float16 or float32") from None
     return np.asarray(a)
 
 
@@ -66,8 +70,8 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``symmetrize``
     adds the reverse E + i of edge i unless the input already holds that reversed pair."""
     src, dst = _edges(edge_index)
-    nd = {k: np.ascontiguousarray(_np(v)) for k, v in (ndata or {}).items()}
-    ed = {k: np.ascontiguousarray(_np(v)) for k, v in (edata or {}).items()}
+    nd = {k: np.ascontiguousarray(_np(v, f"ndata[{k!r}]")) for k, v in (ndata or {}).items()}
+    ed = {k: np.ascontiguousarray(_np(v, f"edata[{k!r}]")) for k, v in (edata or {}).items()}
     if num_nodes is None:
         sizes = [int(v.shape[0]) for v in nd.values()]
         num_nodes = sizes[0] if sizes else (int(max(src.max(initial=-1), dst.max(initial=-1))) + 1)

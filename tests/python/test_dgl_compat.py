@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: Apache-2.0
+"""DGL idioms a ported script uses: each either does what DGL's does or fails with one clear
+error (python/README.md, "Differences from DGL")."""
+import numpy as np
+import pytest
+
+import tessera
+from tessera import dataloading
+
+from conftest import in_neighbors
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def node_policy(cora_one):
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    return g.num_nodes(), g.get_node_partition_policy()
+
+
+def test_writes_keep_their_values_or_are_refused(node_policy):
+    n, policy = node_policy
+    u = tessera.DistTensor((n, 2), torch.uint8, "compat_u8", part_policy=policy)
+    u[torch.tensor([0])] = torch.tensor([[7, 255]])  # int64 values that fit
+    assert u[torch.tensor([0])].tolist() == [[7, 255]]
+    with pytest.raises(TypeError, match="float32 values into a uint8 tensor"):
+        u[torch.tensor([1])] = torch.tensor([[-1.0, 300.0]])
+    with pytest.raises(ValueError, match="value 300 is outside the range"):
+        u[torch.tensor([1])] = torch.tensor([[1, 300]])
+    with pytest.raises(ValueError, match="value -1 is outside"):
+        u[torch.tensor([1])] = np.array([[-1, 2]])
+    assert u[torch.tensor([1])].tolist() == [[0, 0]]  # nothing written by a refused write
+
+    b = tessera.DistTensor((n,), torch.bool, "compat_bool", part_policy=policy)
+    b[torch.tensor([0, 1])] = torch.tensor([1, 0])
+    b[torch.tensor([2])] = True
+    assert b[torch.arange(4)].tolist() == [True, False, True, False]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        b[torch.tensor([3])] = torch.tensor([2])
+    with pytest.raises(TypeError, match="float64 values into a bool tensor"):
+        b[torch.tensor([3])] = 0.2
+
+    f = tessera.DistTensor((n, 1), torch.float32, "compat_f32", part_policy=policy)
+    f[torch.tensor([0, 1])] = torch.tensor([[3], [4]])  # integers into floats: as torch's copy
+    f[torch.tensor([2])] = np.array([[0.5]], dtype=np.float64)
+    assert f[torch.tensor([0, 1, 2])].reshape(-1).tolist() == [3.0, 4.0, 0.5]
+
+
+def test_slices_select_rows_as_in_dgl(node_policy):
+    n, policy = node_policy
+    t = tessera.DistTensor((n, 2), torch.int64, "compat_slices", part_policy=policy)
+    rows = torch.arange(2 * n).reshape(n, 2)
+    t[torch.arange(n)] = rows
+    assert torch.equal(t[0:3], rows[0:3])
+    assert torch.equal(t[::7], rows[::7])
+    assert torch.equal(t[-2:], rows[-2:])
+    t[n - 4:] = torch.zeros(4, 2, dtype=torch.int64)
+    assert t[torch.arange(n)][n - 4:].abs().sum().item() == 0
+
+
+def test_bfloat16_is_refused_by_name(node_policy):
+    n, policy = node_policy
+    with pytest.raises(TypeError, match="bfloat16 is not supported"):
+        tessera.DistTensor((n, 2), torch.bfloat16, "compat_bf16", part_policy=policy)
+    edge_index = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(TypeError, match=r"ndata\['x'\]: dtype torch.bfloat16"):
+        tessera.graph_from_arrays(edge_index, 2, ndata={"x": torch.ones(2, 2, dtype=torch.bfloat16)})
+
+
+def test_fanouts_and_edge_dir_are_checked():
+    with pytest.raises(TypeError, match="fanouts must be integers"):
+        tessera.NeighborSampler([10, 2.5])
+    s = tessera.NeighborSampler([np.int64(10), 2.0, torch.tensor(3)])
+    assert s.fanouts == [10, 2, 3] and all(type(f) is int for f in s.fanouts)
+    with pytest.raises(ValueError, match="edge_dir must be 'in' or 'out', got 'both'"):
+        tessera.NeighborSampler([5], edge_dir="both")
+
+
+def test_out_edges_of_a_one_part_distgraph(cora_one):
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    seeds = torch.tensor([0, 5, 633])
+    _, _, (block,) = tessera.NeighborSampler([-1], edge_dir="out").sample_blocks(g, seeds)
+    src, dst = block.edges()
+    u, v = block.srcnodes[src], block.dstnodes[dst]
+    transposed = g.local_graph.transpose()  # rows of out-edges, the same edge IDs
+    for i, s in enumerate(seeds.tolist()):
+        got = sorted(u[v == s].tolist())
+        assert got == sorted(in_neighbors(transposed, s).tolist()), s
+    assert len(src) == sum(len(in_neighbors(transposed, s)) for s in seeds.tolist())
+
+
+def test_type_names_other_than_the_default_are_refused(cora_parts):
+    config = cora_parts[0]
+    g = tessera.DistGraph("cora", part_config=config)
+    assert g.num_nodes("_N") == g.num_nodes() and g.num_edges(("_N", "_E", "_N")) == g.num_edges()
+    with pytest.raises(ValueError, match="node type 'paper' does not exist"):
+        g.num_nodes("paper")
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        g.get_edge_partition_policy("cites")
+    mask = np.zeros(g.num_nodes(), dtype=bool)
+    with pytest.raises(ValueError, match="node_split: node type 'paper'"):
+        tessera.node_split(mask, g.get_partition_book(), ntype="paper")
+    with pytest.raises(ValueError, match="edge_split: edge type 'cites'"):
+        tessera.edge_split(np.zeros(g.num_edges(), dtype=bool), g.get_partition_book(),
+                           etype="cites")
+
+
+def test_misspelled_initialize_arguments_are_refused():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_server'"):
+        tessera.initialize(num_server=2)
+
+
+def test_reverse_id_exclusion_needs_its_map():
+    with pytest.raises(ValueError, match="exclude='reverse_id' needs reverse_eids"):
+        dataloading.as_edge_prediction_sampler(tessera.NeighborSampler([5]), exclude="reverse_id")
