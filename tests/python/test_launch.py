@@ -2,6 +2,7 @@
 """``python -m tessera launch``: the options of the C++ ``tessera launch`` (--token-file, --grace,
 a required --nproc-per-node), and one clear error when the command is not after ``--``."""
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -139,3 +140,45 @@ def test_a_caught_or_threaded_sys_exit_does_not_fail_the_job(tmp_path):
     r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
     assert r.returncode == 0, describe(r)
     assert "done 0" in r.stdout and "done 1" in r.stdout, describe(r)
+
+
+STORE_SOCKET = """
+import os, socket
+import tessera.distributed as dist
+
+def state(fd):
+    try:
+        s = socket.socket(fileno=fd)
+    except OSError:
+        return "closed"
+    try:
+        listening = s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        return "{}:{}/{}".format(*s.getsockname(), "listening" if listening else "bound")
+    finally:
+        s.detach()
+
+var = os.environ.get("TESSERA_STORE_SOCKET", "-")
+fd = int(var.split(":")[0]) if var != "-" else -1
+master = os.environ["MASTER_PORT"]
+before = state(fd) if fd >= 0 else "none"
+dist.initialize()
+after = state(fd) if fd >= 0 else "none"
+print(f"rank={dist.get_rank()} var={var} master={master} before={before} after={after}",
+      flush=True)
+dist.exit_client()
+"""
+
+
+def test_rank_zero_store_listens_on_the_socket_the_launcher_reserved(tmp_path):
+    # The launcher binds the port it picks for the store and hands the socket to rank 0 alone,
+    # whose store (initialize()) listens on it: the port is never free in between, for another
+    # process's connect() or bind to port 0 to take. It used to be free once picked.
+    script = tmp_path / "store_socket.py"
+    script.write_text(STORE_SOCKET)
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    m = re.search(r"\[rank 0\] rank=0 var=\d+:(\d+) master=(\d+) "
+                  r"before=127\.0\.0\.1:(\d+)/bound after=127\.0\.0\.1:(\d+)/listening\n", r.stdout)
+    assert m and len(set(m.groups())) == 1, describe(r)
+    assert re.search(r"\[rank 1\] rank=1 var=- master=\d+ before=none after=none\n",
+                     r.stdout), describe(r)

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "tessera/transport/rendezvous.hpp"
 #include "tessera_test.hpp"
 
 namespace tessera::test {
@@ -186,6 +187,52 @@ TEST(Launch, EndToEndUcxJob) {
                          "] transport=ucx rank=" + std::to_string(rank) + " world=3 sum=3"),
               std::string::npos)
         << r.out;
+}
+
+// With no --master-port on one node, the launcher binds the store's port itself and hands that
+// socket to rank 0 (TESSERA_STORE_SOCKET), whose store listens on it: the port is never free
+// between the launcher's pick and the store, for another process to take. The other ranks get
+// neither the variable nor the socket; an explicit --master-port is used as given.
+TEST(Launch, RankZeroGetsTheSocketReservedForItsStore) {
+  const std::string worker = std::string(" -- ") + TESSERA_TRANSPORT_WORKER + " store-socket";
+  ToolRun r = run(tool() + " launch --nproc-per-node 3" + worker);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex("\\[rank 0\\] store-socket rank=0 var=[0-9]+:([0-9]+) "
+                 "before=127\\.0\\.0\\.1:([0-9]+)/bound after=127\\.0\\.0\\.1:([0-9]+)/listening "
+                 "store-port=([0-9]+)\\n")))
+      << r.out;
+  EXPECT_TRUE(m[1] == m[2] && m[2] == m[3] && m[3] == m[4]) << r.out;
+  for (int rank = 1; rank < 3; ++rank) {
+    EXPECT_NE(r.out.find(fmt::format("[rank {0}] store-socket rank={0} var=- before=none "
+                                     "after=none store-port=0\n",
+                                     rank)),
+              std::string::npos)
+        << r.out;
+  }
+  // A rank 0 whose socket was closed on the way (by a wrapper) binds the port itself.
+  r = run(tool() +
+          " launch --nproc-per-node 2 -- sh -c 'fd=${TESSERA_STORE_SOCKET%%:*}; [ -z \"$fd\" ] "
+          "|| eval \"exec $fd>&-\"; exec " +
+          TESSERA_TRANSPORT_WORKER + " store-socket'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("\\[rank 0\\] store-socket rank=0 var=[0-9]+:([0-9]+) "
+                                           "before=closed after=\\S+ store-port=([0-9]+)\\n")))
+      << r.out;
+  EXPECT_EQ(m[1], m[2]) << r.out;
+  // --master-port: no socket is passed (the port is held here; the store binds it beside).
+  transport::PortReservation held("127.0.0.1");
+  r = run(tool() + " launch --nproc-per-node 2 --master-port " + std::to_string(held.port()) +
+          worker);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(fmt::format("[rank 0] store-socket rank=0 var=- before=none after=none "
+                                   "store-port={}\n",
+                                   held.port())),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Launch, KilledRankFailsTheJobWithinTheContract) {

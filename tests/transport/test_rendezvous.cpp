@@ -2,6 +2,7 @@
 // The rendezvous store (token, malformed and foreign messages, deadlines) and the launcher
 // environment (torchrun, Slurm, OpenMPI).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "multiprocess.hpp"
 #include "tessera/transport/launch.hpp"
 #include "tessera/transport/rendezvous.hpp"
 #include "tessera_test.hpp"
@@ -310,6 +312,224 @@ TEST(Store, NoServerTimesOutNamingTheAddress) {
   TESSERA_EXPECT_THROW_MSG(StoreClient("127.0.0.1", port, 1, 2, "tok", 0.5), TimeoutError,
                            fmt::format("127.0.0.1:{}", port));
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 3);
+}
+
+// --- the reserved port ------------------------------------------------------------------------
+
+#ifndef IP_LOCAL_PORT_RANGE
+#define IP_LOCAL_PORT_RANGE 51  // Linux 6.3
+#endif
+
+// A TCP socket whose automatic port choice (bind to port 0, connect) may only take `port`
+// (IP_LOCAL_PORT_RANGE of one port), or -1 where the kernel has no such option.
+int socket_limited_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const uint32_t range = (static_cast<uint32_t>(port) << 16) | static_cast<uint32_t>(port);
+  if (::setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &range, sizeof range) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The port bind() to port 0 picked for a socket limited to `port`, or -errno.
+int bind_any_limited_to(int port) {
+  const int fd = socket_limited_to(port);
+  if (fd < 0) {
+    return 0;
+  }
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int got = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+    got = ntohs(a.sin_port);
+  } else {
+    got = -errno;
+  }
+  ::close(fd);
+  return got;
+}
+
+bool listening(int fd) {
+  int on = 0;
+  socklen_t len = sizeof on;
+  return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on != 0;
+}
+
+// What a reservation must do: keep the port from every automatic port choice (bind to port 0,
+// connect) while it is open, and still let the store (SO_REUSEADDR) bind it and listen.
+TEST(PortReservation, HoldsThePortFromAutomaticChoicesButNotFromTheStore) {
+  int port = 0;
+  {
+    PortReservation r("127.0.0.1");
+    ASSERT_TRUE(r.valid());
+    port = r.port();
+    ASSERT_GT(port, 0);
+    EXPECT_EQ(r.address(), htonl(INADDR_LOOPBACK));
+    EXPECT_FALSE(listening(r.fd()));
+    EXPECT_NE(::fcntl(r.fd(), F_GETFD) & FD_CLOEXEC, 0);
+    // A bind without SO_REUSEADDR is refused...
+    const int plain = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    EXPECT_NE(::bind(plain, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(errno, EADDRINUSE);
+    ::close(plain);
+    // ... and so are bind() to port 0 and connect() where that port is their only choice.
+    const int chosen = bind_any_limited_to(port);
+    if (chosen != 0) {  // 0: the kernel has no IP_LOCAL_PORT_RANGE (before 6.3)
+      EXPECT_EQ(chosen, -EADDRINUSE) << "bind() to port 0 took the reserved port";
+      sockaddr_in l{};
+      const int lfd = silent_listener(4, &l);
+      ASSERT_GE(lfd, 0);
+      const int c = socket_limited_to(port);
+      EXPECT_NE(::connect(c, reinterpret_cast<sockaddr*>(&l), sizeof l), 0)
+          << "connect() took the reserved port as its own";
+      EXPECT_EQ(errno, EADDRNOTAVAIL);
+      ::close(c);
+      ::close(lfd);
+    }
+    // The store binds the reserved port beside the reservation and serves on it.
+    StoreServer server(port, 1, "tok");
+    EXPECT_EQ(server.port(), port);
+    StoreClient c("127.0.0.1", port, 0, 1, "tok", 5);
+    c.set("k", ByteView("v", 1));
+    EXPECT_EQ(c.get("k", 1).size(), 1u);
+  }
+  // Once every socket on it is closed, the port is free for anyone again.
+  const int chosen = bind_any_limited_to(port);
+  if (chosen != 0) {
+    EXPECT_EQ(chosen, port);
+  }
+}
+
+TEST(Store, ListensOnTheReservedSocketItself) {
+  PortReservation r("127.0.0.1");
+  const int fd = r.fd(), port = r.port();
+  StoreServer server(std::move(r), 2, "tok");
+  EXPECT_FALSE(r.valid());  // NOLINT(bugprone-use-after-move): moved-from is empty
+  EXPECT_EQ(server.port(), port);
+  EXPECT_TRUE(listening(fd)) << "the store must listen on the socket it was given";
+  StoreClient a("127.0.0.1", port, 0, 2, "tok", 5);
+  StoreClient b("127.0.0.1", port, 1, 2, "tok", 5);
+  a.set("x", ByteView("abc", 3));
+  EXPECT_EQ(b.get("x", 5).size(), 3u);
+}
+
+TEST(Store, RefusesASocketItCannotListenOn) {
+  TESSERA_EXPECT_THROW_MSG(StoreServer(PortReservation(), 1, "tok"), ValueError,
+                           "not an IPv4 TCP socket bound to a port");
+  PortReservation any("0.0.0.0");
+  const int port = any.port();
+  TESSERA_EXPECT_THROW_MSG(
+      StoreServer(std::move(any), 1, "tok", "127.0.0.1"), ValueError,
+      fmt::format("bound to 0.0.0.0:{}, not to the store's address 127.0.0.1", port));
+  // Only a bound, unconnected IPv4 TCP socket is taken; anything else is left alone.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  EXPECT_FALSE(PortReservation::adopt(p[0]).valid());
+  EXPECT_NE(::fcntl(p[0], F_GETFD), -1) << "adopt closed a descriptor it did not take";
+  ::close(p[0]);
+  ::close(p[1]);
+  const int unbound = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_FALSE(PortReservation::adopt(unbound).valid());
+  ::close(unbound);
+  const int udp = ::socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(udp, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_FALSE(PortReservation::adopt(udp).valid());
+  ::close(udp);
+  EXPECT_FALSE(PortReservation::adopt(-1).valid());
+  // Another process bound the reserved port explicitly with SO_REUSEADDR and listens on it
+  // first: the store's listen() fails, naming the address.
+  PortReservation mine("127.0.0.1");
+  const int port2 = mine.port();
+  const int other = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(other, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port2));
+  ASSERT_EQ(::bind(other, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(other, 4), 0);
+  TESSERA_EXPECT_THROW_MSG(StoreServer(std::move(mine), 1, "tok"), IOError,
+                           fmt::format("could not host the rendezvous store on 127.0.0.1:{} "
+                                       "('127.0.0.1'): Address already in use",
+                                       port2));
+  ::close(other);
+}
+
+// The socket `tessera launch` passes down (TESSERA_STORE_SOCKET=FD:PORT): rank 0's store listens
+// on it, it is taken once, and a variable naming another port or a descriptor that is not the
+// socket leaves the store to bind the port itself. In forked processes (taking it is once per
+// process), each of which reserves the port as the launcher would.
+std::vector<RankResult> with_passed_socket(
+    const std::function<std::string(const PortReservation&)>& variable,
+    const std::function<void(PortReservation&)>& check) {
+  JobSpec spec;
+  spec.world = 1;
+  spec.deadline_s = 30;
+  return run_ranks(spec, [&](int) -> std::string {
+    PortReservation r("127.0.0.1");
+    ::setenv("MASTER_PORT", std::to_string(r.port()).c_str(), 1);
+    ::setenv(kStoreSocketEnv, variable(r).c_str(), 1);
+    check(r);
+    return "ok";
+  });
+}
+
+TEST(Store, RendezvousListensOnTheSocketTheLauncherPassed) {
+  auto res = with_passed_socket(
+      [](const PortReservation& r) { return fmt::format("{}:{}", r.fd(), r.port()); },
+      [](PortReservation& r) {
+        const int fd = r.fd(), port = r.port();
+        RANK_CHECK(!listening(fd), "listening before the rendezvous");
+        const LaunchEnv env = detect_launch_env();
+        {
+          Rendezvous rv = rendezvous(env, 10);
+          RANK_CHECK(rv.server && rv.server->port() == port, "store on another port");
+          RANK_CHECK(listening(fd), "the store does not listen on the passed socket");
+          RANK_CHECK(!inherited_store_socket(port).valid(), "the passed socket was taken twice");
+        }
+        // The store closed it (the reservation must not close it again: it gave it up).
+        RANK_CHECK(::fcntl(fd, F_GETFD) == -1, "the passed socket is still open");
+        r.release();
+        // A second store of the process binds the port itself.
+        Rendezvous again = rendezvous(env, 10);
+        RANK_CHECK(again.server && again.server->port() == port, "second store on another port");
+      });
+  EXPECT_EQ(res[0].exit_code, 0) << describe(res);
+  // A descriptor that is not the socket (a process in between closed it): the store binds the
+  // port itself, beside the reservation.
+  res =
+      with_passed_socket([](const PortReservation& r) { return fmt::format("1000:{}", r.port()); },
+                         [](PortReservation& r) {
+                           Rendezvous rv = rendezvous(detect_launch_env(), 10);
+                           RANK_CHECK(rv.server && rv.server->port() == r.port(), "port");
+                           RANK_CHECK(!listening(r.fd()), "listens on the reservation");
+                         });
+  EXPECT_EQ(res[0].exit_code, 0) << describe(res);
+  // Another port (e.g. for a second transport's store): not this store's socket, left alone.
+  res = with_passed_socket(
+      [](const PortReservation& r) { return fmt::format("{}:{}", r.fd(), r.port() ^ 1); },
+      [](PortReservation& r) {
+        Rendezvous rv = rendezvous(detect_launch_env(), 10);
+        RANK_CHECK(rv.server && rv.server->port() == r.port(), "port");
+        RANK_CHECK(!listening(r.fd()), "took a socket passed for another port");
+      });
+  EXPECT_EQ(res[0].exit_code, 0) << describe(res);
+  res = with_passed_socket([](const PortReservation&) { return std::string("3"); },
+                           [](PortReservation&) { rendezvous(detect_launch_env(), 10); });
+  EXPECT_EQ(res[0].exit_code, 1) << describe(res);
+  EXPECT_NE(res[0].message.find("TESSERA_STORE_SOCKET='3' is not FD:PORT"), std::string::npos)
+      << describe(res);
 }
 
 TEST(Store, LostRankIsReportedToTheOthers) {

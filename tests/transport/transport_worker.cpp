@@ -1,21 +1,73 @@
 // SPDX-License-Identifier: Apache-2.0
 // A rank program for the launch tests: `transport_worker allreduce` prints the all-reduced sum of
 // ranks; `transport_worker die R` makes rank R die (SIGKILL) after the first barrier while the
-// others keep all-reducing until they see the loss.
+// others keep all-reducing until they see the loss; `transport_worker store-socket` prints the
+// socket the launcher handed this rank for the store, before and after the rendezvous.
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tessera/transport/rendezvous.hpp"
 #include "tessera/transport/transport.hpp"
+
+namespace {
+
+// "none", "closed", or the address the socket `fd` is bound to and whether it listens.
+std::string describe_socket(int fd) {
+  if (fd < 0) {
+    return "none";
+  }
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET) {
+    return "closed";
+  }
+  int listening = 0;
+  len = sizeof listening;
+  ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len);
+  char ip[INET_ADDRSTRLEN] = {0};
+  ::inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return fmt::format("{}:{}/{}", ip, ntohs(a.sin_port), listening ? "listening" : "bound");
+}
+
+// Every rank meets in the store; prints what the launcher passed (kStoreSocketEnv) and what
+// became of that socket.
+int store_socket() {
+  using namespace tessera::transport;
+  const LaunchEnv env = detect_launch_env();
+  const char* v = std::getenv(kStoreSocketEnv);
+  const int fd = v != nullptr ? std::atoi(v) : -1;
+  const std::string before = describe_socket(fd);
+  Rendezvous rv = rendezvous(env, 30);
+  rv.client->watch([](int, const std::string&) {});
+  const std::string after = describe_socket(fd);
+  const std::string key = "rank/" + std::to_string(env.rank);
+  rv.client->set(key, ByteView(key.data(), key.size()));
+  for (int r = 0; r < env.world_size; ++r) {
+    rv.client->get("rank/" + std::to_string(r), 30);
+  }
+  fmt::print("store-socket rank={} var={} before={} after={} store-port={}\n", env.rank,
+             v != nullptr ? v : "-", before, after, rv.server ? rv.server->port() : 0);
+  std::fflush(stdout);
+  return rv.client->finish(30) ? 0 : 4;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tessera::transport;
   const std::string mode = argc > 1 ? argv[1] : "allreduce";
   try {
+    if (mode == "store-socket") {
+      return store_socket();
+    }
     auto t = create_transport();
     int64_t x = t->rank();
     t->all_reduce(&x, 1, DType::i64, ReduceOp::sum);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -227,6 +228,8 @@ struct JobEnv {
   int world = 1;
   int port = 0;
   std::string token;
+  // The socket reserved for the store on `port` that rank 0 inherits (kStoreSocketEnv), or -1.
+  int store_fd = -1;
 };
 
 // The environment of local rank i: the launcher's, with the job's variables set.
@@ -245,9 +248,15 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int i, int ran
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view kv(*e);
     const std::string_view name = kv.substr(0, kv.find('='));
-    if (std::none_of(set.begin(), set.end(), [&](const auto& p) { return p.first == name; })) {
+    // kStoreSocketEnv is this launcher's to give (a launcher started by a rank of another job
+    // inherits that job's), and only to the rank that hosts the store.
+    if (name != kStoreSocketEnv &&
+        std::none_of(set.begin(), set.end(), [&](const auto& p) { return p.first == name; })) {
       out.emplace_back(kv);
     }
+  }
+  if (rank == 0 && env.store_fd >= 0) {
+    out.push_back(fmt::format("{}={}:{}", kStoreSocketEnv, env.store_fd, env.port));
   }
   for (const auto& [name, value] : set) {
     out.push_back(name);
@@ -296,6 +305,9 @@ Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<c
     }
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+    if (c.rank == 0 && env.store_fd >= 0) {
+      ::fcntl(env.store_fd, F_SETFD, 0);  // rank 0 inherits the reserved socket; no other rank
+    }
     ::execvpe(argv[0], argv.data(), envp.data());
     const char* why = ::strerrordesc_np(errno);  // async-signal-safe, unlike strerror
     ::write(2, cannot_run.data(), cannot_run.size());
@@ -508,6 +520,28 @@ class Supervisor {
   Clock::time_point drain_until_ = Clock::time_point::max();
 };
 
+// The port of rank 0's store when the launcher picks it (one node, no --master-port): a socket
+// bound to a free port as the store binds it (its address: store_bind_address of the ranks'
+// environment), held until rank 0 has inherited it. Rank 0's store listens on that very socket
+// (rendezvous), so the port is never free between the pick and the store: a port that was
+// merely free a moment ago could be taken meanwhile by any process's outgoing connection or
+// bind to port 0, which draw from the same range. The socket does not listen: a rank 0 that
+// binds MASTER_PORT itself (torch's TCPStore, which sets SO_REUSEADDR) still can, while the
+// reservation keeps the port from every bind to port 0 and connect() until then.
+PortReservation reserve_store_port(const LaunchOptions& o) {
+  LaunchEnv ranks;
+  ranks.world_size = ranks.local_world_size = o.nproc_per_node;
+  ranks.master_addr = o.master_addr;
+  PortReservation r(store_bind_address(ranks));
+  if (r.fd() < 3) {
+    // stdin, stdout or stderr was closed: a rank's 0-2 are replaced before it runs.
+    const int fd = ::fcntl(r.fd(), F_DUPFD_CLOEXEC, 3);
+    TESSERA_EXPECTS(fd >= 0, IOError, "fcntl(F_DUPFD_CLOEXEC) failed: {}", std::strerror(errno));
+    r = PortReservation::adopt(fd);
+  }
+  return r;
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& o) {
@@ -515,8 +549,19 @@ int launch(const LaunchOptions& o) {
   JobEnv env;
   env.token = job_token(o);
   env.port = o.master_port;
-  if (env.port == 0) {
-    env.port = o.nnodes == 1 ? pick_free_port() : 29500;
+  PortReservation reserved;
+  if (env.port == 0 && o.nnodes == 1) {
+    try {
+      reserved = reserve_store_port(o);
+      env.port = reserved.port();
+      env.store_fd = reserved.fd();
+    } catch (const std::exception&) {
+      // E.g. TESSERA_STORE_BIND names no address of this host: rank 0's store will say so if
+      // the command runs one; a command that does not is not stopped by it.
+      env.port = pick_free_port();
+    }
+  } else if (env.port == 0) {
+    env.port = 29500;
   }
   env.world = o.nnodes * o.nproc_per_node;
 
@@ -531,6 +576,10 @@ int launch(const LaunchOptions& o) {
   try {
     for (int i = 0; i < o.nproc_per_node; ++i) {
       kids.push_back(spawn_rank(o, i, env, argv, launcher_pid));
+      if (env.store_fd >= 0) {
+        reserved = PortReservation();  // rank 0 holds it now
+        env.store_fd = -1;
+      }
     }
   } catch (...) {
     // A rank could not start: the ones that did are stopped before the error goes up.

@@ -22,6 +22,7 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "random.hpp"
@@ -387,13 +388,183 @@ struct StoreServer::Impl {
   void send_to_watcher(int r, uint8_t op, int32_t rank, const std::string& text);  // mu held
 };
 
+namespace {
+
+std::string dotted(in_addr_t a) {
+  char buf[INET_ADDRSTRLEN] = {0};
+  in_addr in{};
+  in.s_addr = a;
+  ::inet_ntop(AF_INET, &in, buf, sizeof buf);
+  return buf;
+}
+
+// An IPv4 TCP socket (SO_REUSEADDR, close-on-exec) bound to `bind_address`:`port`, as the store
+// binds it. Errors begin with `what`.
+int bind_store_socket(const std::string& bind_address, int port, const char* what) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = resolve_ipv4(bind_address, "the store's bind address");
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  TESSERA_EXPECTS(fd >= 0, IOError, "store: socket() failed: {}", std::strerror(errno));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    const int err = errno;
+    ::close(fd);
+    TESSERA_FAIL(IOError, "{} {}:{} ('{}'): {}{}", what, dotted(addr.sin_addr.s_addr), port,
+                 bind_address, std::strerror(err),
+                 err == EADDRNOTAVAIL ? " (not an address of this host: set MASTER_ADDR to rank "
+                                        "0's host, or TESSERA_STORE_BIND to an address of it)"
+                                      : "");
+  }
+  return fd;
+}
+
+// The address `fd` is bound to, when it is an IPv4 TCP socket bound to a port and not connected
+// (a listening socket or a reservation).
+bool bound_tcp4(int fd, sockaddr_in* out) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 || v != AF_INET) {
+    return false;
+  }
+  len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) {
+    return false;
+  }
+  len = sizeof v;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) != 0 || v != IPPROTO_TCP) {
+    return false;
+  }
+  sockaddr_in a{};
+  len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 || a.sin_family != AF_INET ||
+      a.sin_port == 0) {
+    return false;
+  }
+  sockaddr_in peer{};
+  len = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0 || errno != ENOTCONN) {
+    return false;
+  }
+  *out = a;
+  return true;
+}
+
+}  // namespace
+
+PortReservation::PortReservation(const std::string& bind_address, int port) {
+  TESSERA_EXPECTS(port >= 0 && port <= 65535, ValueError, "{} is not a TCP port", port);
+  const int fd =
+      bind_store_socket(bind_address, port, "could not reserve a port for the rendezvous store on");
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    TESSERA_FAIL(IOError, "getsockname failed on the reserved socket: {}", std::strerror(err));
+  }
+  fd_ = fd;
+  port_ = ntohs(a.sin_port);
+  address_ = a.sin_addr.s_addr;
+}
+
+PortReservation PortReservation::adopt(int fd) {
+  PortReservation r;
+  sockaddr_in a{};
+  if (fd < 0 || !bound_tcp4(fd, &a)) {
+    return r;
+  }
+  const int fl = ::fcntl(fd, F_GETFD);
+  if (fl >= 0) {
+    ::fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+  }
+  r.fd_ = fd;
+  r.port_ = ntohs(a.sin_port);
+  r.address_ = a.sin_addr.s_addr;
+  return r;
+}
+
+PortReservation::~PortReservation() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+PortReservation::PortReservation(PortReservation&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      port_(std::exchange(other.port_, 0)),
+      address_(std::exchange(other.address_, 0)) {}
+
+PortReservation& PortReservation::operator=(PortReservation&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = std::exchange(other.fd_, -1);
+    port_ = std::exchange(other.port_, 0);
+    address_ = std::exchange(other.address_, 0);
+  }
+  return *this;
+}
+
+int PortReservation::release() {
+  port_ = 0;
+  address_ = 0;
+  return std::exchange(fd_, -1);
+}
+
+PortReservation inherited_store_socket(int port) {
+  static std::atomic<bool> taken{false};
+  const char* v = env_or_null(kStoreSocketEnv);
+  if (v == nullptr) {
+    return {};
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long fd = std::strtol(v, &end, 10);
+  const bool fd_ok = errno == 0 && end != v && *end == ':' && fd >= 0 && fd <= (1 << 30);
+  const char* p = fd_ok ? end + 1 : v;
+  const long named_port = fd_ok ? std::strtol(p, &end, 10) : -1;
+  TESSERA_EXPECTS(
+      fd_ok && errno == 0 && end != p && *end == '\0' && named_port >= 1 && named_port <= 65535,
+      ValueError,
+      "environment variable {}='{}' is not FD:PORT (`tessera launch` sets it for the "
+      "rank that hosts the rendezvous store; unset it)",
+      kStoreSocketEnv, v);
+  // Descriptors 0-2 are never the launcher's socket (it moves it above them).
+  if (named_port != port || fd < 3 || taken.exchange(true)) {
+    return {};
+  }
+  PortReservation r = PortReservation::adopt(static_cast<int>(fd));
+  if (r.valid() && r.port() != port) {
+    r.release();  // some other socket of this process, not the launcher's: not ours to close
+    return {};
+  }
+  return r;
+}
+
 StoreServer::StoreServer(int port, int world_size, std::string token,
+                         const std::string& bind_address, double heartbeat_s)
+    : StoreServer(PortReservation::adopt(bind_store_socket(
+                      bind_address, port, "rank 0 could not host the rendezvous store on")),
+                  world_size, std::move(token), bind_address, heartbeat_s) {}
+
+StoreServer::StoreServer(PortReservation reserved, int world_size, std::string token,
                          const std::string& bind_address, double heartbeat_s)
     : impl_(std::make_unique<Impl>()) {
   TESSERA_EXPECTS(world_size >= 1, ValueError, "store: world size {} < 1", world_size);
   TESSERA_EXPECTS(!token.empty(), ValueError, "store: empty job token");
   TESSERA_EXPECTS(heartbeat_s > 0, ValueError, "store: heartbeat timeout {} s is not positive",
                   heartbeat_s);
+  TESSERA_EXPECTS(reserved.valid(), ValueError,
+                  "store: the socket to listen on is not an IPv4 TCP socket bound to a port");
+  const in_addr_t want = resolve_ipv4(bind_address, "the store's bind address");
+  TESSERA_EXPECTS(reserved.address() == want, ValueError,
+                  "store: the socket to listen on is bound to {}:{}, not to the store's address "
+                  "{} ('{}')",
+                  dotted(reserved.address()), reserved.port(), dotted(want), bind_address);
   impl_->world = world_size;
   impl_->token = std::move(token);
   impl_->heartbeat_s = heartbeat_s;
@@ -404,29 +575,14 @@ StoreServer::StoreServer(int port, int world_size, std::string token,
   for (int i = 0; i < world_size; ++i) {
     impl_->write_mu.push_back(std::make_unique<std::mutex>());
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = resolve_ipv4(bind_address, "the store's bind address");
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  TESSERA_EXPECTS(fd >= 0, IOError, "store: socket() failed: {}", std::strerror(errno));
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0) {
-    const int err = errno;
-    ::close(fd);
-    char buf[INET_ADDRSTRLEN] = {0};
-    ::inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof buf);
-    TESSERA_FAIL(IOError, "rank 0 could not host the rendezvous store on {}:{} ('{}'): {}{}", buf,
-                 port, bind_address, std::strerror(err),
-                 err == EADDRNOTAVAIL ? " (not an address of this host: set MASTER_ADDR to rank "
-                                        "0's host, or TESSERA_STORE_BIND to an address of it)"
-                                      : "");
+  const int fd = reserved.fd();
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (::listen(fd, 128) != 0 || fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    TESSERA_FAIL(IOError, "rank 0 could not host the rendezvous store on {}:{} ('{}'): {}",
+                 dotted(reserved.address()), reserved.port(), bind_address, std::strerror(errno));
   }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
-  impl_->listen_fd = fd;
+  port_ = reserved.port();
+  impl_->listen_fd = reserved.release();
   Impl* im = impl_.get();
   impl_->acceptor = std::thread([im] { im->accept_loop(); });
   impl_->pinger = std::thread([im] { im->ping_loop(); });
@@ -1153,8 +1309,17 @@ Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s
       env.local_world_size >= env.world_size && env_or_null("TESSERA_STORE_BIND") == nullptr;
   const std::string connect_to = local ? std::string("127.0.0.1") : env.master_addr;
   if (env.rank == 0) {
-    rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token, bind,
-                                              heartbeat_s);
+    PortReservation reserved = inherited_store_socket(env.master_port);
+    if (reserved.valid() && reserved.port() == env.master_port &&
+        reserved.address() == resolve_ipv4(bind, "the store's bind address")) {
+      rv.server = std::make_unique<StoreServer>(std::move(reserved), env.world_size, env.job_token,
+                                                bind, heartbeat_s);
+    } else {
+      // Bound elsewhere (TESSERA_STORE_BIND changed after the launcher read it): the store binds
+      // its own socket, beside the reservation, which holds the port until then.
+      rv.server = std::make_unique<StoreServer>(env.master_port, env.world_size, env.job_token,
+                                                bind, heartbeat_s);
+    }
   }
   rv.client = std::make_unique<StoreClient>(connect_to, env.master_port, env.rank, env.world_size,
                                             env.job_token, timeout_s, heartbeat_s);

@@ -13,7 +13,8 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  /// 0: a free port on a single node; 29500 when nnodes > 1.
+  /// 0: a free port on a single node, reserved for rank 0's store until that rank holds it
+  /// (inherited; see kStoreSocketEnv in rendezvous.hpp); 29500 when nnodes > 1.
   int master_port = 0;
   /// Empty: job_token_from_env() (TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE), else a fresh
   /// random token (single node only; with several nodes every node must be given the same
@@ -41,7 +42,8 @@ struct LaunchOptions {
 /// no SIGKILL. Returns 0 when every rank succeeded. Throws ValueError for bad options.
 int launch(const LaunchOptions& options);
 
-/// A TCP port that was free a moment ago (bind to port 0, read it, close).
+/// A TCP port that was free a moment ago (bind to port 0, read it, close). Any process may take
+/// it before the caller binds it; PortReservation (rendezvous.hpp) holds one instead.
 int pick_free_port();
 
 }  // namespace tessera::transport

@@ -58,6 +58,53 @@ std::string generate_job_token();
 /// world_size), else MASTER_ADDR (the address the other hosts reach rank 0 by).
 std::string store_bind_address(const LaunchEnv& env);
 
+/// A TCP socket bound to a port as rank 0's store binds it (IPv4, SO_REUSEADDR) but not
+/// listening: a reservation of the port. While it is open, Linux hands the port to no bind() to
+/// port 0 and to no connect() of any process (both skip ports a bound socket holds), while a
+/// socket that sets SO_REUSEADDR can still bind it and listen (the store, torch's TCPStore with
+/// either of its backends). A StoreServer can take the socket over and listen on it, so the port
+/// is never free between the reservation and the store. Closes the socket when destroyed.
+class PortReservation {
+ public:
+  PortReservation() = default;
+  /// Binds `bind_address` (resolved as the store resolves it) : `port` (0: a free port the
+  /// kernel picks). Throws ValueError when the address does not resolve, IOError when the bind
+  /// fails.
+  explicit PortReservation(const std::string& bind_address, int port = 0);
+  /// Takes over `fd` when it is an IPv4 TCP socket bound to a port (listening or not; it is
+  /// marked close-on-exec); otherwise leaves `fd` alone and returns an empty reservation.
+  static PortReservation adopt(int fd);
+  ~PortReservation();
+  PortReservation(PortReservation&& other) noexcept;
+  PortReservation& operator=(PortReservation&& other) noexcept;
+  PortReservation(const PortReservation&) = delete;
+  PortReservation& operator=(const PortReservation&) = delete;
+
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  int port() const { return port_; }
+  /// The bound address in network byte order.
+  uint32_t address() const { return address_; }
+  /// The descriptor, which the caller now owns; the reservation is left empty.
+  int release();
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  uint32_t address_ = 0;
+};
+
+/// The variable through which `tessera launch` hands the rank that hosts the store (rank 0) the
+/// socket it reserved for it when it picked the port itself: "FD:PORT", FD inherited.
+inline constexpr const char* kStoreSocketEnv = "TESSERA_STORE_SOCKET";
+
+/// The socket `tessera launch` passed down for a store on `port` (kStoreSocketEnv), taken at
+/// most once per process. Empty when the variable is unset, names another port, was taken
+/// already, or its descriptor is not an IPv4 TCP socket bound to that port (a process between
+/// the launcher and this one closed it, e.g. Python's subprocess does; the store then binds
+/// the port itself, as without a launcher). Throws ValueError when the value is not FD:PORT.
+PortReservation inherited_store_socket(int port);
+
 /// The store's server. Rank 0 runs one for the lifetime of its transport.
 ///
 /// Before a peer is authenticated it costs the store a fixed 80-byte buffer and one descriptor,
@@ -72,6 +119,12 @@ class StoreServer {
   /// Listens on `bind_address`:`port` (port 0: any free port, see port()). `world_size` ranks
   /// are expected; every connection must prove it knows `token`.
   StoreServer(int port, int world_size, std::string token,
+              const std::string& bind_address = "127.0.0.1", double heartbeat_s = 15);
+  /// Listens on the socket of `reserved` (see PortReservation), which it takes over: its port
+  /// is port(). Throws ValueError when the reservation is empty or bound to another address
+  /// than `bind_address`, IOError when listen() fails (e.g. another socket listens on the port
+  /// already).
+  StoreServer(PortReservation reserved, int world_size, std::string token,
               const std::string& bind_address = "127.0.0.1", double heartbeat_s = 15);
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
@@ -139,7 +192,9 @@ struct Rendezvous {
 };
 /// Sets up the rendezvous for `env` with `timeout_s` as connect deadline and `heartbeat_s` as
 /// the silence after which a rank counts as lost. Rank 0's store listens on
-/// store_bind_address(env); with every rank on this host everyone connects over loopback.
+/// store_bind_address(env); with every rank on this host everyone connects over loopback. Rank
+/// 0's store takes over inherited_store_socket(env.master_port) when that socket is bound to
+/// the store's address; else it binds master_port itself.
 Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s = 15);
 
 /// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
