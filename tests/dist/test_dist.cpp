@@ -578,6 +578,35 @@ INSTANTIATE_TEST_SUITE_P(Cora, DistWeighted, ::testing::ValuesIn(weighted_cases(
                            return fmt::format("cora_{}", i.param);
                          });
 
+// --- the device transport's store ---------------------------------------------------------------
+
+// attach_device_transport(backend) starts a second transport with a store of its own: rank 0
+// binds that store's port, shares it over the host transport, and the store listens on the
+// socket it bound (the port is never free in between). Without a GPU the nccl backend cannot
+// run; ucx serves here to bring the second store up on every rank, then is refused as a device
+// transport, and the host transport works on.
+TEST(DistDeviceTransport, SecondStoreComesUpOnThePortRankZeroBound) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  auto res = run_ranks(job(2, "tcp", 60), [&](int r) {
+    auto rt = Runtime::create();
+    try {
+      rt->attach_device_transport("ucx");
+      return std::string("attached");
+    } catch (const ValueError& e) {
+      RANK_CHECK(std::string(e.what()).find("transport 'ucx' has no device-memory collectives") !=
+                     std::string::npos,
+                 "rank {} said: {}", r, e.what());
+    }
+    RANK_CHECK(!rt->has_device_transport(), "rank {} has a device transport", r);
+    rt->barrier();
+    return std::string("ok");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    EXPECT_EQ(res[r].message, "ok") << describe(res);
+  }
+}
+
 // --- the read path's threshold ------------------------------------------------------------------
 
 TEST(DistAutoGet, ThresholdFollowsTheFabric) {

@@ -466,6 +466,21 @@ TEST(Store, RefusesASocketItCannotListenOn) {
   ::close(other);
 }
 
+// rendezvous() hands rank 0's store the socket of LaunchEnv::store_socket (what
+// dist::Runtime::attach_device_transport reserves for its second store).
+TEST(Store, RendezvousListensOnTheSocketOfTheLaunchEnv) {
+  LaunchEnv env;
+  env.job_token = generate_job_token();
+  env.store_socket = std::make_shared<PortReservation>("127.0.0.1");
+  const int fd = env.store_socket->fd();
+  env.master_port = env.store_socket->port();
+  Rendezvous rv = rendezvous(env, 5);
+  ASSERT_TRUE(rv.server);
+  EXPECT_EQ(rv.server->port(), env.master_port);
+  EXPECT_TRUE(listening(fd));
+  EXPECT_FALSE(env.store_socket->valid()) << "taken once; copies of the LaunchEnv see it gone";
+}
+
 // The socket `tessera launch` passes down (TESSERA_STORE_SOCKET=FD:PORT): rank 0's store listens
 // on it, it is taken once, and a variable naming another port or a descriptor that is not the
 // socket leaves the store to bind the port itself. In forked processes (taking it is once per

@@ -1309,7 +1309,12 @@ Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s
       env.local_world_size >= env.world_size && env_or_null("TESSERA_STORE_BIND") == nullptr;
   const std::string connect_to = local ? std::string("127.0.0.1") : env.master_addr;
   if (env.rank == 0) {
-    PortReservation reserved = inherited_store_socket(env.master_port);
+    PortReservation reserved;
+    if (env.store_socket && env.store_socket->valid()) {
+      reserved = std::move(*env.store_socket);
+    } else {
+      reserved = inherited_store_socket(env.master_port);
+    }
     if (reserved.valid() && reserved.port() == env.master_port &&
         reserved.address() == resolve_ipv4(bind, "the store's bind address")) {
       rv.server = std::make_unique<StoreServer>(std::move(reserved), env.world_size, env.job_token,

@@ -4,11 +4,12 @@
 #include <cstdlib>
 #include <exception>
 #include <iterator>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "state.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/transport/launch.hpp"
 #include "tessera/transport/rendezvous.hpp"
 
 namespace tessera::dist {
@@ -323,9 +324,27 @@ void Runtime::attach_device_transport(const std::string& backend) {
                   "rank {} of {} but the runtime is rank {} of {}",
                   env.source, env.rank, env.world_size, st.t->rank(), st.t->world_size());
   // The host transport's store keeps its port for its lifetime; the second store gets a port
-  // rank 0 picks, agreed on over the host transport (every rank learns the same one).
-  int64_t port = st.t->rank() == 0 ? transport::pick_free_port() : 0;
+  // rank 0 picks, agreed on over the host transport (every rank learns the same one). Rank 0
+  // binds it at once, where its store listens, and the store listens on that socket
+  // (LaunchEnv::store_socket): a port that was merely free when picked could be taken before
+  // the store binds it, by any process's outgoing connection or bind to port 0. A rank 0 that
+  // cannot bind one sends 0, so that every rank fails instead of waiting for a store.
+  std::string reserve_error;
+  int64_t port = 0;
+  if (st.t->rank() == 0) {
+    try {
+      env.store_socket =
+          std::make_shared<transport::PortReservation>(transport::store_bind_address(env));
+      port = env.store_socket->port();
+    } catch (const std::exception& e) {
+      reserve_error = e.what();
+    }
+  }
   st.t->all_reduce(&port, 1, transport::DType::i64, transport::ReduceOp::max);
+  TESSERA_EXPECTS(port > 0, IOError,
+                  "rank {}: rank 0 could not bind a port for the device transport's rendezvous "
+                  "store{}",
+                  st.rank, reserve_error.empty() ? "" : ": " + reserve_error);
   env.master_port = static_cast<int>(port);
   attach_device_transport(transport::create_transport(backend, env, st.t->options()));
 }

@@ -17,6 +17,8 @@
 
 namespace tessera::transport {
 
+class PortReservation;
+
 /// This process's place in the job.
 struct LaunchEnv {
   int rank = 0;
@@ -29,6 +31,12 @@ struct LaunchEnv {
   std::string job_token;
   /// Which launcher's variables were used: "tessera/torchrun", "slurm", "openmpi" or "none".
   std::string source = "none";
+  /// Rank 0: a socket already bound to master_port on store_bind_address(*this) (see
+  /// PortReservation), which rendezvous() hands to the store instead of binding the port again,
+  /// so the port is never free in between. rendezvous() takes it out of the holder (copies of
+  /// this LaunchEnv share the holder; it is taken once). Null: the store binds master_port, or
+  /// adopts the socket `tessera launch` passed down (inherited_store_socket).
+  std::shared_ptr<PortReservation> store_socket;
 };
 
 /// Reads the environment, in order: RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE (tessera
@@ -193,8 +201,8 @@ struct Rendezvous {
 /// Sets up the rendezvous for `env` with `timeout_s` as connect deadline and `heartbeat_s` as
 /// the silence after which a rank counts as lost. Rank 0's store listens on
 /// store_bind_address(env); with every rank on this host everyone connects over loopback. Rank
-/// 0's store takes over inherited_store_socket(env.master_port) when that socket is bound to
-/// the store's address; else it binds master_port itself.
+/// 0's store takes over env.store_socket, else inherited_store_socket(env.master_port), when
+/// that socket is bound to the store's address; else it binds master_port itself.
 Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s = 15);
 
 /// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
