@@ -62,12 +62,34 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     _export_torch_env(rt)
 
 
-def _free_port() -> int:
+def _reserve_port() -> int:
+    """A free TCP port, reserved for torch.distributed's store until the runtime ends.
+
+    The socket stays bound to it (SO_REUSEADDR, never listening) until ``exit_client()``:
+    Linux hands a port that a bound socket holds to no bind() to port 0 and to no connect() of
+    any process (both draw from the same range), so the port cannot be taken in the seconds
+    before ``init_process_group`` binds it, while torch's TCPStore (libuv and classic, both set
+    SO_REUSEADDR) can still bind it and listen. A port that was merely free a moment ago could
+    be taken meanwhile, and rank 0's store would then fail to start."""
     import socket
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("", 0))
-        return int(s.getsockname()[1])
+        port = int(s.getsockname()[1])
+    except BaseException:
+        s.close()
+        raise
+    _release_port_reservation()
+    _state["port_reservation"] = s
+    return port
+
+
+def _release_port_reservation() -> None:
+    s = _state.pop("port_reservation", None)
+    if s is not None:
+        s.close()
 
 
 def _export_torch_env(rt: "_C.Runtime") -> None:
@@ -75,11 +97,12 @@ def _export_torch_env(rt: "_C.Runtime") -> None:
     after ``initialize()``, as DGL's scripts do right after ``dgl.distributed.initialize``.
 
     Rank 0's rendezvous store keeps MASTER_PORT bound for the whole job, so torch's store could
-    not bind it: rank 0 picks a free port, every rank sets MASTER_PORT to it (the store's port
-    stays in TESSERA_RENDEZVOUS_PORT) and sets RANK / WORLD_SIZE / MASTER_ADDR when they are
-    unset (srun, mpirun). A world of one gets RANK=0, WORLD_SIZE=1, MASTER_ADDR=127.0.0.1 and a
-    free MASTER_PORT where unset (no launcher: standalone mode). Under torchrun
-    (TORCHELASTIC_RUN_ID) torch's variables are its own and are left alone."""
+    not bind it: rank 0 picks a free port (reserved until the runtime ends: _reserve_port),
+    every rank sets MASTER_PORT to it (the store's port stays in TESSERA_RENDEZVOUS_PORT) and
+    sets RANK / WORLD_SIZE / MASTER_ADDR when they are unset (srun, mpirun). A world of one gets
+    RANK=0, WORLD_SIZE=1, MASTER_ADDR=127.0.0.1 and a free (reserved) MASTER_PORT where unset
+    (no launcher: standalone mode). Under torchrun (TORCHELASTIC_RUN_ID) torch's variables are
+    its own and are left alone."""
     env = os.environ
     if env.get("TORCHELASTIC_RUN_ID"):
         return
@@ -87,11 +110,12 @@ def _export_torch_env(rt: "_C.Runtime") -> None:
     env.setdefault("WORLD_SIZE", str(rt.world_size))
     if rt.world_size == 1:
         env.setdefault("MASTER_ADDR", "127.0.0.1")
-        env.setdefault("MASTER_PORT", str(_free_port()))
+        if "MASTER_PORT" not in env:
+            env["MASTER_PORT"] = str(_reserve_port())
         return
     import socket
 
-    mine = f"{_free_port()} {socket.gethostname()}" if rt.rank == 0 else ""
+    mine = f"{_reserve_port()} {socket.gethostname()}" if rt.rank == 0 else ""
     port, host = rt.all_gather_bytes(mine.encode())[0].decode().split(" ", 1)
     if "MASTER_PORT" in env:
         env["TESSERA_RENDEZVOUS_PORT"] = env["MASTER_PORT"]
@@ -194,6 +218,7 @@ def exit_client() -> None:
     if rt is None:
         return
     _state.update(initialized=False, runtime=None)
+    _release_port_reservation()
     rt.barrier()
     # A later initialize() joins through the rendezvous port again (_export_torch_env).
     if "TESSERA_RENDEZVOUS_PORT" in os.environ:

@@ -121,24 +121,74 @@ def test_dist_tensor_init_func_of_another_shape_is_refused(tmp_path, parts):
 
 
 @requires_torch
-def test_torch_process_group_after_initialize_standalone(tmp_path):
-    r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "torch_pg.py")], env=_env(),
+@pytest.mark.parametrize("libuv", ["1", "0"])
+def test_torch_process_group_after_initialize_standalone(tmp_path, libuv):
+    env = dict(_env(), USE_LIBUV=libuv)
+    r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "torch_pg.py")], env=env,
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "torch all_reduce [1.0, 1.0, 1.0] tessera all_reduce [1.0, 1.0, 1.0]" in r.stdout
+    # The port initialize() picked was held for torch's store, which bound it all the same.
+    store = "libuv" if libuv == "1" else "classic"
+    assert f"torch port held before init, {store} store" in r.stdout, r.stdout
+
+
+PORT_PROBE = """
+import errno, os, socket, struct, sys
+import tessera
+
+def bind(port, any_port):
+    # any_port: bind to port 0 with `port` as the only one the kernel may choose
+    # (IP_LOCAL_PORT_RANGE, Linux 6.3); else a bind to `port` without SO_REUSEADDR.
+    with socket.socket() as s:
+        if any_port:
+            try:
+                s.setsockopt(socket.IPPROTO_IP, 51, struct.pack("I", port << 16 | port))
+            except OSError:
+                return "unsupported"
+        try:
+            s.bind(("127.0.0.1", 0 if any_port else port))
+            return "got" if s.getsockname()[1] == port else "other"
+        except OSError as e:
+            return errno.errorcode[e.errno]
+
+tessera.initialize()
+port = int(os.environ["MASTER_PORT"])
+print("initialized", bind(port, False), bind(port, True), flush=True)
+tessera.exit_client()
+print("exited", bind(port, False), bind(port, True), flush=True)
+"""
+
+
+def test_initialize_reserves_the_torch_port_until_exit_client(tmp_path):
+    # The MASTER_PORT initialize() exports for torch.distributed stays bound (not listening)
+    # until exit_client(): no bind to port 0 nor connect() of any process may take it before
+    # torch's store binds it. It used to be free once picked.
+    r = subprocess.run([sys.executable, "-c", PORT_PROBE], env=_env(), capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    held, released = r.stdout.splitlines()
+    assert held in ("initialized EADDRINUSE EADDRINUSE",
+                    "initialized EADDRINUSE unsupported"), r.stdout
+    assert released in ("exited got got", "exited got unsupported"), r.stdout
 
 
 @requires_torch
 @pytest.mark.multiprocess
-def test_torch_process_group_after_initialize_two_ranks(tmp_path):
+@pytest.mark.parametrize("libuv", ["1", "0"])
+def test_torch_process_group_after_initialize_two_ranks(tmp_path, monkeypatch, libuv):
+    monkeypatch.setenv("USE_LIBUV", libuv)
     run = launch(2, "torch_pg.py", deadline=120, cwd=tmp_path).check()
     ports = set()
+    store = "libuv" if libuv == "1" else "classic"
     for rank in (0, 1):
         line = next(ln for ln in run.lines(rank) if ln.startswith("torch all_reduce"))
         assert "torch all_reduce [3.0, 3.0, 3.0] tessera all_reduce [3.0, 3.0, 3.0]" in line
         m = re.search(r"MASTER_PORT (\d+) rendezvous (\d+)", line)
         assert m and m.group(1) != m.group(2), line  # torch got a port of its own
         ports.add(m.groups())
+        # Rank 0's runtime held torch's port until init_process_group, which bound it anyway.
+        assert f"torch port held before init, {store} store" in line, line
     assert len(ports) == 1, ports  # the same on both ranks
 
 
