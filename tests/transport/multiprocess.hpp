@@ -52,7 +52,14 @@ struct JobSpec {
 using RankBody = std::function<std::string(int rank)>;
 
 inline std::vector<RankResult> run_ranks(const JobSpec& spec, const RankBody& body) {
-  const int port = spec.port > 0 ? spec.port : transport::pick_free_port();
+  // A free port stays bound (not listening) by this process until the job ends, so no other
+  // test's bind to port 0 or connect() takes it before rank 0's store listens on it (the store
+  // binds it too: both sockets set SO_REUSEADDR, and this one never listens).
+  transport::PortReservation hold;
+  if (spec.port <= 0) {
+    hold = transport::PortReservation("127.0.0.1");
+  }
+  const int port = spec.port > 0 ? spec.port : hold.port();
   const std::string token = transport::generate_job_token();
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

@@ -238,7 +238,8 @@ TEST(Store, FloodWhileAJobTrainsKeepsDescriptorsAndMemoryBounded) {
   TESSERA_SKIP_WITHOUT_UCX();
   TempDir dir;
   JobSpec s = ucx_job(2, 120);
-  s.port = transport::pick_free_port();
+  const transport::PortReservation hold("127.0.0.1");  // held until the job ends (run_ranks)
+  s.port = hold.port();
   std::atomic<bool> started{false};
   FloodStats st;
   std::thread flooder([&] {
