@@ -226,6 +226,10 @@ class DistTensor:
             self._dtype = np.dtype(_dist.dtype)
             self.persistent = bool(_dist.persistent)
             return
+        if persistent and not name:
+            # DGL asserts this too: a nameless tensor cannot be found again to attach to.
+            raise ValueError("DistTensor: a persistent tensor needs a name (another handle "
+                             "attaches to it by name)")
         if part_policy is None:
             part_policy = _default_policy(shape, name)
         self._policy = part_policy

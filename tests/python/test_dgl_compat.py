@@ -58,6 +58,12 @@ def test_slices_select_rows_as_in_dgl(node_policy):
     assert t[torch.arange(n)][n - 4:].abs().sum().item() == 0
 
 
+def test_a_persistent_tensor_needs_a_name(node_policy):
+    n, policy = node_policy
+    with pytest.raises(ValueError, match="persistent tensor needs a name"):
+        tessera.DistTensor((n, 2), torch.float32, part_policy=policy, persistent=True)
+
+
 def test_bfloat16_is_refused_by_name(node_policy):
     n, policy = node_policy
     with pytest.raises(TypeError, match="bfloat16 is not supported"):
