@@ -132,27 +132,32 @@ void bind_dist(nb::module_& m) {
       .def_prop_ro("fabric", [](const Runtime& r) { return r.transport().capabilities().fabric; })
       .def(
           "barrier",
-          [](Runtime& r) {
+          [](Runtime& r, const std::string& what) {
             nb::gil_scoped_release nogil;
+            const transport::CollectiveLabel label(r.transport(), what);
             r.barrier();
           },
-          "Returns once every rank has entered it.")
+          nb::arg("what") = "barrier",
+          "Returns once every rank has entered it. `what` names the call in the error every rank "
+          "gets when the ranks called different collectives.")
       .def(
           "all_reduce",
-          [](Runtime& r, MutArray a, const std::string& op) {
+          [](Runtime& r, MutArray a, const std::string& op, const std::string& what) {
             const transport::DType dt = reduce_dtype(a.dtype());
             const transport::ReduceOp o = reduce_op(op);
             void* data = a.data();
             const size_t n = a.size();
             nb::gil_scoped_release nogil;
+            const transport::CollectiveLabel label(r.transport(), what);
             r.transport().all_reduce(data, n, dt, o);
           },
-          nb::arg("array"), nb::arg("op") = "sum",
+          nb::arg("array"), nb::arg("op") = "sum", nb::arg("what") = "all_reduce",
           "In-place reduction of a C-contiguous CPU array over all ranks (every rank gets the "
-          "same bits: the reduction runs in rank order). Collective.")
+          "same bits: the reduction runs in rank order). Collective; `what` names the call in "
+          "the error every rank gets when the ranks called different collectives.")
       .def(
           "all_gather_bytes",
-          [](Runtime& r, nb::bytes mine) {
+          [](Runtime& r, nb::bytes mine, const std::string& what) {
             const size_t w = static_cast<size_t>(r.world_size());
             std::string own(mine.c_str(), mine.size());
             std::vector<int64_t> sizes(w);
@@ -160,6 +165,7 @@ void bind_dist(nb::module_& m) {
             size_t width = 0;
             {
               nb::gil_scoped_release nogil;
+              const transport::CollectiveLabel label(r.transport(), what);
               const int64_t n = static_cast<int64_t>(own.size());
               r.transport().all_gather(&n, sizeof n, sizes.data());
               for (int64_t s : sizes)
@@ -173,7 +179,8 @@ void bind_dist(nb::module_& m) {
               out.append(nb::bytes(all.data() + width * i, static_cast<size_t>(sizes[i])));
             return out;
           },
-          nb::arg("data"), "Every rank's bytes, in rank order. Collective.")
+          nb::arg("data"), nb::arg("what") = "all_gather_object",
+          "Every rank's bytes, in rank order. Collective; `what` as for all_reduce.")
       .def("set_one_sided_reads", &Runtime::set_one_sided_reads, nb::arg("on"))
       .def_prop_ro("one_sided_reads", &Runtime::one_sided_reads)
       .def_prop_ro("min_get_bytes", &Runtime::min_get_bytes);

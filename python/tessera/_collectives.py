@@ -12,35 +12,39 @@ from ._runtime import get_rank, get_world_size, runtime
 from ._tensor import HAVE_TORCH, torch
 
 
-def all_reduce(x, op: str = "sum"):
+def all_reduce(x, op: str = "sum", *, _what: str = "all_reduce"):
     """Reduces ``x`` (a contiguous NumPy array or torch tensor) in place over all ranks and
     returns it. Every rank gets the same bits (the reduction runs in rank order). A tensor on a
     GPU is copied to the host, reduced there by the host transport and copied back in place.
-    Collective; a no-op in a world of one."""
+    Collective; a no-op in a world of one. Ranks that call different collectives here (another
+    dtype, op or size, or another call altogether) all raise one ValueError naming each rank's
+    call (``_what`` names this one: Tessera's own callers pass theirs)."""
     if get_world_size() == 1:
         return x
     if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
         if not x.is_contiguous():
             raise TypeError("all_reduce: expected a contiguous tensor")
         host = x.detach().cpu()
-        runtime().all_reduce(host.numpy(), op)
+        runtime().all_reduce(host.numpy(), op, _what)
         with torch.no_grad():
             x.copy_(host)
         return x
     arr = x.numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
     if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
         raise TypeError("all_reduce: expected a C-contiguous CPU array or tensor")
-    runtime().all_reduce(arr, op)
+    runtime().all_reduce(arr, op, _what)
     return x
 
 
-def all_gather_object(obj) -> list:
-    """Every rank's ``obj`` (picklable), in rank order. Collective."""
+def all_gather_object(obj, *, _what: str = "all_gather_object") -> list:
+    """Every rank's ``obj`` (picklable), in rank order. Collective (ranks that call another
+    collective meanwhile all raise one ValueError naming each rank's call; ``_what`` names this
+    one)."""
     import pickle
 
     if get_world_size() == 1:
         return [obj]
-    return [pickle.loads(b) for b in runtime().all_gather_bytes(pickle.dumps(obj))]
+    return [pickle.loads(b) for b in runtime().all_gather_bytes(pickle.dumps(obj), _what)]
 
 
 def _flat(tensors):
@@ -61,7 +65,7 @@ def all_reduce_gradients(module, average: bool = True) -> None:
     # here), so gradients on a GPU are copied to the host in one flat buffer and back into each
     # parameter's .grad on its device below. On the CPU .cpu() is the tensor itself.
     flat = _flat(grads).to(torch.float64 if wide else torch.float32).cpu().contiguous()
-    runtime().all_reduce(flat.numpy(), "sum")
+    runtime().all_reduce(flat.numpy(), "sum", "all_reduce_gradients")
     if average:
         flat /= world
     offset = 0
@@ -90,7 +94,7 @@ def broadcast_parameters(module, src: int = 0) -> None:
         buf = torch.zeros(-(-nbytes // 8) * 8, dtype=torch.uint8)
         if get_rank() == src and nbytes:
             buf[:nbytes].copy_(torch.cat(raw))
-        runtime().all_reduce(buf.view(torch.int64).numpy(), "sum")
+        runtime().all_reduce(buf.view(torch.int64).numpy(), "sum", "broadcast_parameters")
         offset = 0
         for t, r in zip(tensors, raw):
             n = r.numel()

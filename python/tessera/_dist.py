@@ -507,7 +507,8 @@ def _agree_on_init(what: str, err: Optional[BaseException]) -> None:
     if _runtime.get_world_size() == 1:
         return
     mine = None if err is None else (type(err).__name__, str(err))
-    failed = [(r, m) for r, m in enumerate(all_gather_object(mine)) if m is not None]
+    failed = [(r, m) for r, m in
+              enumerate(all_gather_object(mine, _what=f"{what} initialization")) if m is not None]
     if failed and err is None:
         r, (kind, msg) = failed[0]
         raise _INIT_ERRORS.get(kind, RuntimeError)(f"{what} initialization: rank {r} failed: "

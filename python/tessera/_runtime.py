@@ -204,11 +204,13 @@ def is_distributed() -> bool:
     return get_world_size() > 1
 
 
-def barrier() -> None:
-    """Returns once every rank has called it."""
+def barrier(what: str = "barrier") -> None:
+    """Returns once every rank has called it. ``what`` names the call in the ValueError every
+    rank raises when the ranks called different collectives (e.g. one rank a barrier, another
+    an all_reduce)."""
     if _state["initialized"]:
         _state.pop("exit_status", None)  # see runtime()
-        _state["runtime"].barrier()
+        _state["runtime"].barrier(what)
 
 
 def exit_client() -> None:
@@ -219,7 +221,7 @@ def exit_client() -> None:
         return
     _state.update(initialized=False, runtime=None)
     _release_port_reservation()
-    rt.barrier()
+    rt.barrier("exit_client")
     # A later initialize() joins through the rendezvous port again (_export_torch_env).
     if "TESSERA_RENDEZVOUS_PORT" in os.environ:
         os.environ["MASTER_PORT"] = os.environ.pop("TESSERA_RENDEZVOUS_PORT")

@@ -601,7 +601,7 @@ class _LoaderBase:
         if seed is None:
             seed = int(np.random.default_rng().integers(0, 2**31))
             if _runtime.get_world_size() > 1:  # loader creation is collective: take rank 0's
-                seed = all_gather_object(seed)[0]
+                seed = all_gather_object(seed, _what=f"{type(self).__name__} (seed)")[0]
         self.seed = int(seed)
         if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must be in [0, 2^32), got {self.seed}")

@@ -1081,6 +1081,44 @@ TEST(DistFaults, CreationThatFailsOnOneRankFailsEveryRank) {
   }
 }
 
+// The reviewer's case: rank 0 splits the training nodes (node_split: an all_gather of counts,
+// then an all_to_all_v) while rank 1 all-reduces two float64. Rank 1 used to print [0, 2] and
+// rank 0 die with bad_alloc; now both fail at once with one error naming each rank's call, and
+// the next collective pairs up again.
+TEST(DistFaults, DifferentCollectivesOnTheRanksFailEveryRankNamingEachCall) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  const fs::path two = partitions("cora", 2);
+  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+    auto rt = Runtime::create();
+    DistGraph g(rt, "cora", two);
+    auto& t = rt->transport();
+    std::string seen;
+    try {
+      if (r == 0) {
+        (void)dist::node_split(g.node_data("train_mask"), true);
+      } else {
+        const transport::CollectiveLabel label(t, "all_reduce");
+        double v[2] = {1.0, 2.0};
+        t.all_reduce(v, 2, transport::DType::f64, transport::ReduceOp::sum);
+        return fmt::format("no error: all_reduce gave [{}, {}]", v[0], v[1]);
+      }
+      return std::string("no error");
+    } catch (const transport::CollectiveMismatchError& e) {
+      seen = e.what();
+    }
+    rt->barrier();
+    return seen;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    EXPECT_NE(res[r].message.find("rank 0 called node_split (all_gather, 8 bytes per rank); rank "
+                                  "1 called all_reduce (float64 sum of 2)"),
+              std::string::npos)
+        << describe(res);
+    EXPECT_LT(res[r].seconds, 20) << describe(res);
+  }
+}
+
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
 // and node_split covers the training nodes once either way.

@@ -242,6 +242,99 @@ TEST_P(MultiRankConformance, AllToAllVSizeMismatchIsNamed) {
   }
 }
 
+// Rank 0 all-gathers 8 bytes (as node_split does) while the others all-reduce two float64: the
+// same bytes per peer in a world of two, which used to return garbage there. Every rank fails,
+// naming what each rank called, and the collectives pair up again afterwards.
+TEST_P(MultiRankConformance, DifferentCollectivesFailEveryRankNamingEachCall) {
+  auto res = run_ranks(spec(), [&](int) {
+    auto t = transport::create_transport();
+    const int n = t->world_size(), me = t->rank();
+    std::string seen;
+    try {
+      if (me == 0) {
+        const transport::CollectiveLabel label(*t, "node_split");
+        const int64_t c = 3;
+        std::vector<int64_t> counts(n);
+        t->all_gather(&c, sizeof c, counts.data());
+      } else {
+        const transport::CollectiveLabel label(*t, "all_reduce");
+        double v[2] = {1.0, 2.0};
+        t->all_reduce(v, 2, DType::f64, ReduceOp::sum);
+      }
+      return std::string("no error");
+    } catch (const transport::CollectiveMismatchError& e) {
+      seen = e.what();
+    }
+    int64_t x = me + 1;  // the next collective pairs up again
+    t->all_reduce(&x, 1, DType::i64, ReduceOp::sum);
+    RANK_CHECK(x == int64_t{n} * (n + 1) / 2, "all_reduce after the mismatch gave {}", x);
+    return seen;
+  });
+  const int n = GetParam().world;
+  const std::string others = n == 2   ? "rank 1 called"
+                             : n == 3 ? "ranks 1, 2 called"
+                                      : "ranks 1-3 called";
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    const std::string& m = res[r].message;
+    EXPECT_NE(
+        m.find(fmt::format("rank {}: the ranks called different collectives at collective #", r)),
+        std::string::npos)
+        << describe(res);
+    EXPECT_NE(m.find("rank 0 called node_split (all_gather, 8 bytes per rank); " + others +
+                     " all_reduce (float64 sum of 2)"),
+              std::string::npos)
+        << describe(res);
+  }
+}
+
+// The same collective with other arguments (4 float32 against 2 float64: the same bytes), or
+// under another operation's name, is a mismatch too; nested names join.
+TEST_P(MultiRankConformance, SameCollectiveWithOtherArgumentsOrNameIsAMismatch) {
+  auto res = run_ranks(spec(), [&](int) {
+    auto t = transport::create_transport();
+    const int me = t->rank();
+    std::string seen;
+    try {
+      if (me == 1) {
+        float v[4] = {1, 2, 3, 4};
+        t->all_reduce(v, 4, DType::f32, ReduceOp::sum);
+      } else {
+        double v[2] = {1, 2};
+        t->all_reduce(v, 2, DType::f64, ReduceOp::sum);
+      }
+      return std::string("no error (arguments)");
+    } catch (const transport::CollectiveMismatchError& e) {
+      seen = e.what();
+    }
+    try {
+      const transport::CollectiveLabel outer(*t, "DistGraph 'cora'");
+      const transport::CollectiveLabel inner(*t, me == 1 ? "exit_client" : "barrier");
+      t->barrier();
+      return std::string("no error (names)");
+    } catch (const ValueError& e) {  // CollectiveMismatchError is a ValueError
+      seen += "\n" + std::string(e.what());
+    }
+    RANK_CHECK(t->collective_label().empty(), "label left behind: {}", t->collective_label());
+    t->barrier();
+    return seen;
+  });
+  const int n = GetParam().world;
+  const std::string others = n == 2 ? "rank 0" : n == 3 ? "ranks 0, 2" : "ranks 0, 2, 3";
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    const std::string& m = res[r].message;
+    EXPECT_NE(m.find(others + " called all_reduce (float64 sum of 2); rank 1 called all_reduce "
+                              "(float32 sum of 4)"),
+              std::string::npos)
+        << describe(res);
+    EXPECT_NE(m.find(others + " called DistGraph 'cora' > barrier (barrier); rank 1 called "
+                              "DistGraph 'cora' > exit_client (barrier)"),
+              std::string::npos)
+        << describe(res);
+  }
+}
+
 TEST_P(Conformance, RequestResponseFromAllRanksConcurrently) {
   run_ok([&](Transport& t) {
     const int n = t.world_size(), me = t.rank();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "tessera/transport/rendezvous.hpp"
 #include "tessera/transport/transport.hpp"
@@ -29,6 +30,30 @@ std::unique_ptr<Transport> make_nccl(const LaunchEnv& env, const Options& option
 
 /// acc[i] = op(acc[i], src[i]) for count elements of dtype.
 void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp op);
+
+/// What one rank called at one step of the collectives: every rank sends its own in front of
+/// the step's payload and compares it with each peer's before using the payload.
+enum class CollKind : uint8_t { barrier = 1, all_reduce = 2, all_gather = 3, all_to_all_v = 4 };
+struct CollectiveId {
+  CollKind kind = CollKind::barrier;
+  DType dtype = DType::f32;     ///< all_reduce
+  ReduceOp op = ReduceOp::sum;  ///< all_reduce
+  uint64_t count = 0;           ///< all_reduce: elements; all_gather: bytes per rank
+  std::string_view label;       ///< Transport::collective_label()
+};
+/// Labels longer than this are cut (the same way on every rank) on the wire.
+constexpr size_t kMaxCollectiveLabel = 1024;
+/// The identity as it travels: a 16-byte header, then the label.
+Bytes encode_collective_id(const CollectiveId& id);
+/// Reads an identity from the front of `msg`; returns the number of bytes it takes, 0 when
+/// `msg` does not start with a well-formed one. `label_out` receives the label.
+size_t decode_collective_id(ByteView msg, CollectiveId* id, std::string* label_out);
+/// "node_split (all_to_all_v)", "all_reduce (float64 sum of 2)", "barrier".
+std::string describe_collective(const CollectiveId& id);
+/// The CollectiveMismatchError's message seen by rank `me` at collective `seq`: what each rank
+/// called (calls[r]; ranks that called the same are listed together).
+std::string collective_mismatch_message(int me, uint64_t seq,
+                                        const std::vector<std::string>& calls);
 
 /// Handlers by message id, shared by the backends that answer requests.
 class HandlerTable {

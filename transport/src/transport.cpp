@@ -226,6 +226,129 @@ void reduce_into(void* acc, const void* src, size_t count, DType dtype, ReduceOp
   TESSERA_FAIL(ValueError, "all_reduce: unknown dtype code {}", static_cast<int>(dtype));
 }
 
+namespace {
+#pragma pack(push, 1)
+struct CollHeader {
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t op;
+  uint8_t reserved;
+  uint16_t label_len;
+  uint16_t reserved2;
+  uint64_t count;
+};
+#pragma pack(pop)
+static_assert(sizeof(CollHeader) == 16, "the collective header is 16 bytes on the wire");
+
+const char* coll_kind_name(CollKind k) {
+  switch (k) {
+    case CollKind::barrier:
+      return "barrier";
+    case CollKind::all_reduce:
+      return "all_reduce";
+    case CollKind::all_gather:
+      return "all_gather";
+    case CollKind::all_to_all_v:
+      return "all_to_all_v";
+  }
+  return "unknown collective";
+}
+
+// "0", "0, 2", "0-3, 5": ascending ranks with runs folded.
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) {
+      ++j;
+    }
+    if (!out.empty()) {
+      out += ", ";
+    }
+    out += j - i >= 2 ? fmt::format("{}-{}", ranks[i], ranks[j])
+                      : fmt::format("{}", ranks[i]) + (j > i ? fmt::format(", {}", ranks[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+}  // namespace
+
+Bytes encode_collective_id(const CollectiveId& id) {
+  const size_t n = std::min(id.label.size(), kMaxCollectiveLabel);
+  CollHeader h{};
+  h.kind = static_cast<uint8_t>(id.kind);
+  h.dtype = static_cast<uint8_t>(id.dtype);
+  h.op = static_cast<uint8_t>(id.op);
+  h.label_len = static_cast<uint16_t>(n);
+  h.count = id.count;
+  Bytes out(sizeof h + n);
+  std::memcpy(out.data(), &h, sizeof h);
+  if (n) {
+    std::memcpy(out.data() + sizeof h, id.label.data(), n);
+  }
+  return out;
+}
+
+size_t decode_collective_id(ByteView msg, CollectiveId* id, std::string* label_out) {
+  CollHeader h{};
+  if (msg.size < sizeof h) {
+    return 0;
+  }
+  std::memcpy(&h, msg.data, sizeof h);
+  if (h.kind < static_cast<uint8_t>(CollKind::barrier) ||
+      h.kind > static_cast<uint8_t>(CollKind::all_to_all_v) ||
+      h.dtype > static_cast<uint8_t>(DType::u64) || h.op > static_cast<uint8_t>(ReduceOp::min) ||
+      h.label_len > kMaxCollectiveLabel || msg.size - sizeof h < h.label_len) {
+    return 0;
+  }
+  id->kind = static_cast<CollKind>(h.kind);
+  id->dtype = static_cast<DType>(h.dtype);
+  id->op = static_cast<ReduceOp>(h.op);
+  id->count = h.count;
+  label_out->assign(reinterpret_cast<const char*>(msg.bytes() + sizeof h), h.label_len);
+  id->label = *label_out;
+  return sizeof h + h.label_len;
+}
+
+std::string describe_collective(const CollectiveId& id) {
+  const char* kind = coll_kind_name(id.kind);
+  std::string args;
+  if (id.kind == CollKind::all_reduce) {
+    args = fmt::format("{} {} of {}", dtype_name(id.dtype), reduce_op_name(id.op), id.count);
+  } else if (id.kind == CollKind::all_gather) {
+    args = fmt::format("{} bytes per rank", id.count);
+  }
+  if (id.label.empty() || id.label == kind) {
+    return args.empty() ? std::string(kind) : fmt::format("{} ({})", kind, args);
+  }
+  return args.empty() ? fmt::format("{} ({})", id.label, kind)
+                      : fmt::format("{} ({}, {})", id.label, kind, args);
+}
+
+std::string collective_mismatch_message(int me, uint64_t seq,
+                                        const std::vector<std::string>& calls) {
+  std::vector<std::string> distinct;
+  std::vector<std::vector<int>> ranks;
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const auto it = std::find(distinct.begin(), distinct.end(), calls[r]);
+    if (it == distinct.end()) {
+      distinct.push_back(calls[r]);
+      ranks.push_back({static_cast<int>(r)});
+    } else {
+      ranks[static_cast<size_t>(it - distinct.begin())].push_back(static_cast<int>(r));
+    }
+  }
+  std::string who;
+  for (size_t i = 0; i < distinct.size(); ++i) {
+    who += fmt::format("{}{} {} called {}", i ? "; " : "", ranks[i].size() > 1 ? "ranks" : "rank",
+                       rank_list(ranks[i]), distinct[i]);
+  }
+  return fmt::format(
+      "rank {}: the ranks called different collectives at collective #{}: {} (every rank must "
+      "make the same collective calls in the same order)",
+      me, seq, who);
+}
+
 void HandlerTable::set(MessageId id, Handler h) {
   std::lock_guard<std::mutex> lk(mu_);
   if (h) {

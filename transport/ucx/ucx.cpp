@@ -116,8 +116,8 @@ class UcxTransport final : public Transport {
   ucp_worker_h worker_ = nullptr;
 
  private:
-  void exchange(uint64_t seq, const void* send, const size_t* sc, const size_t* so, void* recv,
-                const size_t* rc, const size_t* ro, const char* what);
+  void exchange(uint64_t seq, const CollectiveId& id, const void* send, const size_t* sc,
+                const size_t* so, void* recv, const size_t* rc, const size_t* ro);
   std::shared_ptr<Op> post_send(int peer, uint64_t tag, Bytes&& data);
   Bytes take(uint64_t key, int peer, Clock::time_point deadline, const std::string& what);
   void wait_op(const std::shared_ptr<Op>& op, Clock::time_point deadline, const std::string& what);
@@ -614,16 +614,66 @@ void UcxTransport::wait_op(const std::shared_ptr<Op>& op, Clock::time_point dead
   }
 }
 
-void UcxTransport::exchange(uint64_t seq, const void* send, const size_t* sc, const size_t* so,
-                            void* recv, const size_t* rc, const size_t* ro, const char* what_c) {
-  const std::string what = fmt::format("{} (collective #{})", what_c, seq);
+void UcxTransport::exchange(uint64_t seq, const CollectiveId& id, const void* send,
+                            const size_t* sc, const size_t* so, void* recv, const size_t* rc,
+                            const size_t* ro) {
   const auto deadline = op_deadline();
   const auto* s = static_cast<const uint8_t*>(send);
   auto* r = static_cast<uint8_t*>(recv);
+  // Every message starts with what this rank called (encode_collective_id); each rank compares
+  // its peers' with its own before it uses any payload.
+  const Bytes head = encode_collective_id(id);
+  const size_t hn = head.size();
   std::vector<std::shared_ptr<Op>> ops;
   for (int i = 1; i < world_; ++i) {
     const int p = (rank_ + i) % world_;
-    ops.push_back(post_send(p, make_tag(kColl, rank_, seq), Bytes(s + so[p], s + so[p] + sc[p])));
+    Bytes m(hn + sc[p]);
+    std::memcpy(m.data(), head.data(), hn);
+    if (sc[p]) {
+      std::memcpy(m.data() + hn, s + so[p], sc[p]);
+    }
+    ops.push_back(post_send(p, make_tag(kColl, rank_, seq), std::move(m)));
+  }
+  const std::string what = fmt::format("{} (collective #{})", describe_collective(id), seq);
+  std::vector<Bytes> in(static_cast<size_t>(world_));
+  bool mismatch = false;
+  std::vector<std::string> failed(static_cast<size_t>(world_));  // peers that did not answer
+  for (int i = 1; i < world_; ++i) {
+    const int p = (rank_ + world_ - i) % world_;
+    try {
+      in[p] = take(make_tag(kColl, p, seq), p, deadline, what);
+    } catch (const Error& e) {
+      if (!mismatch) {
+        throw;
+      }
+      failed[p] = e.what();  // the mismatch is the error; this peer is named without its call
+      continue;
+    }
+    mismatch = mismatch || in[p].size() < hn || std::memcmp(in[p].data(), head.data(), hn) != 0;
+  }
+  if (mismatch) {
+    std::vector<std::string> calls(static_cast<size_t>(world_));
+    for (int p = 0; p < world_; ++p) {
+      CollectiveId theirs;
+      std::string label;
+      if (p == rank_) {
+        calls[p] = describe_collective(id);
+      } else if (!failed[p].empty()) {
+        calls[p] = fmt::format("nothing this rank received ({})", failed[p]);
+      } else if (decode_collective_id(ByteView(in[p]), &theirs, &label) > 0) {
+        calls[p] = describe_collective(theirs);
+      } else {
+        calls[p] = fmt::format("something unknown (a malformed message of {} bytes)", in[p].size());
+      }
+    }
+    for (auto& op : ops) {
+      try {
+        wait_op(op, deadline, what);  // lets the peers see this rank's call too
+      } catch (const Error&) {
+        // The mismatch is the error to report.
+      }
+    }
+    throw CollectiveMismatchError(collective_mismatch_message(rank_, seq, calls));
   }
   TESSERA_EXPECTS(sc[rank_] == rc[rank_], ValueError,
                   "{}: rank {} sends {} bytes to itself but expects to receive {}", what, rank_,
@@ -631,14 +681,16 @@ void UcxTransport::exchange(uint64_t seq, const void* send, const size_t* sc, co
   if (sc[rank_]) {
     std::memmove(r + ro[rank_], s + so[rank_], sc[rank_]);
   }
-  for (int i = 1; i < world_; ++i) {
-    const int p = (rank_ + world_ - i) % world_;
-    Bytes b = take(make_tag(kColl, p, seq), p, deadline, what);
-    TESSERA_EXPECTS(b.size() == rc[p], ValueError,
-                    "{}: rank {} sent {} bytes to rank {}, which expected {}", what, p, b.size(),
-                    rank_, rc[p]);
-    if (!b.empty()) {
-      std::memcpy(r + ro[p], b.data(), b.size());
+  for (int p = 0; p < world_; ++p) {
+    if (p == rank_) {
+      continue;
+    }
+    const size_t n = in[p].size() - hn;
+    TESSERA_EXPECTS(n == rc[p], ValueError,
+                    "{}: rank {} sent {} bytes to rank {}, which expected {}", what, p, n, rank_,
+                    rc[p]);
+    if (n) {
+      std::memcpy(r + ro[p], in[p].data() + hn, n);
     }
   }
   for (auto& op : ops) {
@@ -648,14 +700,19 @@ void UcxTransport::exchange(uint64_t seq, const void* send, const size_t* sc, co
 
 void UcxTransport::all_to_all_v(const void* send, const size_t* sc, const size_t* so, void* recv,
                                 const size_t* rc, const size_t* ro) {
-  exchange(coll_seq_++, send, sc, so, recv, rc, ro, "all_to_all_v");
+  CollectiveId id;
+  id.kind = CollKind::all_to_all_v;
+  id.label = collective_label();
+  exchange(coll_seq_++, id, send, sc, so, recv, rc, ro);
 }
 
 void UcxTransport::barrier() {
   std::vector<size_t> zeros(world_, 0);
   uint8_t dummy = 0;
-  exchange(coll_seq_++, &dummy, zeros.data(), zeros.data(), &dummy, zeros.data(), zeros.data(),
-           "barrier");
+  CollectiveId id;
+  id.kind = CollKind::barrier;
+  id.label = collective_label();
+  exchange(coll_seq_++, id, &dummy, zeros.data(), zeros.data(), &dummy, zeros.data(), zeros.data());
 }
 
 void UcxTransport::all_gather(const void* send, size_t bytes, void* recv) {
@@ -663,7 +720,11 @@ void UcxTransport::all_gather(const void* send, size_t bytes, void* recv) {
   for (int p = 0; p < world_; ++p) {
     ro[p] = static_cast<size_t>(p) * bytes;
   }
-  exchange(coll_seq_++, send, sc.data(), so.data(), recv, sc.data(), ro.data(), "all_gather");
+  CollectiveId id;
+  id.kind = CollKind::all_gather;
+  id.count = bytes;
+  id.label = collective_label();
+  exchange(coll_seq_++, id, send, sc.data(), so.data(), recv, sc.data(), ro.data());
 }
 
 void UcxTransport::all_reduce(void* data, size_t count, DType dtype, ReduceOp op) {
@@ -684,14 +745,18 @@ void UcxTransport::all_reduce(void* data, size_t count, DType dtype, ReduceOp op
     ro[p] = p * mine * es;
   }
   Bytes parts(n * mine * es);
-  exchange(coll_seq_++, data, sc.data(), so.data(), parts.data(), rc.data(), ro.data(),
-           "all_reduce (reduce-scatter)");
+  CollectiveId id;
+  id.kind = CollKind::all_reduce;
+  id.dtype = dtype;
+  id.op = op;
+  id.count = count;
+  id.label = collective_label();
+  exchange(coll_seq_++, id, data, sc.data(), so.data(), parts.data(), rc.data(), ro.data());
   for (size_t p = 1; p < n; ++p) {
     reduce_into(parts.data(), parts.data() + p * mine * es, mine, dtype, op);
   }
   std::vector<size_t> sc2(n, mine * es), so2(n, 0);
-  exchange(coll_seq_++, parts.data(), sc2.data(), so2.data(), data, sc.data(), so.data(),
-           "all_reduce (all-gather)");
+  exchange(coll_seq_++, id, parts.data(), sc2.data(), so2.data(), data, sc.data(), so.data());
 }
 
 PendingResponse UcxTransport::request_async(int peer, MessageId id, ByteView payload) {

@@ -91,6 +91,7 @@ BatchPlan::BatchPlan(transport::Transport& t, std::vector<int64_t> ids, int64_t 
   } catch (...) {
     err = std::current_exception();
   }
+  const transport::CollectiveLabel label(t, loader_);
   const auto all = all_or_nothing(t, loader_, err, w.buf);
 
   // Every rank sees the same payloads, so every rank reaches the same verdict.

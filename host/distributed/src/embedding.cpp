@@ -209,6 +209,8 @@ void step_impl(OptimizerState& s, ops::Span<const int64_t> ids, const float* gra
   const int64_t call = s.calls++;
   const std::string context =
       fmt::format("{} step {} of DistEmbedding '{}'", kind_name(s.kind), call, s.emb.name());
+  // Which optimizer and step are compared below, where a mismatch gets its own message.
+  const transport::CollectiveLabel label(t, "SparseOptimizer step");
   std::exception_ptr err = pre;
   if (!err) {
     try {
@@ -489,6 +491,8 @@ void SparseOptimizer::save(const std::filesystem::path& dir) const {
   auto& t = s_->emb.runtime().transport();
   const std::string context = fmt::format("{} of '{}': save to {}", detail::kind_name(s_->kind),
                                           s_->emb.name(), dir.string());
+  const transport::CollectiveLabel label(
+      t, fmt::format("{} of '{}': save", detail::kind_name(s_->kind), s_->emb.name()));
   const std::filesystem::path marker = saving_marker(s_->emb, dir);
   std::exception_ptr err;
   if (t.rank() == 0) {
@@ -522,6 +526,8 @@ void SparseOptimizer::load(const std::filesystem::path& dir) {
   // Rank 0 looks for the marker (it writes it) and every rank learns the outcome: ranks whose
   // folders differ (node-local disks) must not part ways before the collective reads.
   auto& t = s_->emb.runtime().transport();
+  const transport::CollectiveLabel label(
+      t, fmt::format("{} of '{}': load", detail::kind_name(s_->kind), s_->emb.name()));
   const std::filesystem::path marker = saving_marker(s_->emb, dir);
   std::exception_ptr err;
   if (t.rank() == 0 && std::filesystem::exists(marker)) {

@@ -847,6 +847,8 @@ DistGraph::DistGraph(const std::shared_ptr<Runtime>& rt, const std::string& grap
   auto& g = *st_;
   g.rt = rt;
   g.name = graph_name;
+  const transport::CollectiveLabel label(rt->transport(),
+                                         fmt::format("DistGraph '{}'", graph_name));
   Loading l = open_partition(g, rt, graph_name, part_config, opts);
   check_structure(l);
   cut_trainer_rows(l);

@@ -199,6 +199,7 @@ void save_dist_tensor(const DistTensor& t, const std::filesystem::path& dir) {
   const int me = tr.rank(), world = tr.world_size();
   const std::string stem = sanitized_tensor_name(t.name());
   const std::string context = fmt::format("save_dist_tensor '{}' to {}", t.name(), dir.string());
+  const transport::CollectiveLabel label(tr, fmt::format("save_dist_tensor '{}'", t.name()));
 
   // 1. Every rank writes its part; the ranks share (bytes, crc) or the error.
   std::exception_ptr err;
@@ -303,6 +304,9 @@ void store_loaded_rows(DistTensor& t, const Array& rows, const std::string& cont
 }  // namespace detail
 
 void load_dist_tensor(DistTensor& t, const std::filesystem::path& dir) {
+  TESSERA_EXPECTS(t.defined(), ValueError, "load_dist_tensor: the DistTensor is undefined");
+  const transport::CollectiveLabel label(t.runtime().transport(),
+                                         fmt::format("load_dist_tensor '{}'", t.name()));
   const Array rows = detail::read_saved_rows(t, dir);
   detail::store_loaded_rows(t, rows,
                             fmt::format("load_dist_tensor '{}' from {}", t.name(), dir.string()));

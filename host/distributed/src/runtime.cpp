@@ -202,6 +202,7 @@ Runtime::Runtime(std::unique_ptr<transport::Transport> t)
   st.t->register_handler(detail::kMsgSample, [sp](int from, transport::ByteView p) {
     return detail::serve_sample(*sp, from, p);
   });
+  const transport::CollectiveLabel label(*st.t, "dist::Runtime creation");
   st.t->barrier();  // every rank serves before anyone asks
 }
 
@@ -213,6 +214,7 @@ Runtime::~Runtime() {
   bool clean = std::uncaught_exceptions() == 0;
   if (clean && st.t && st.t->world_size() > 1) {
     try {
+      const transport::CollectiveLabel label(*st.t, "dist::Runtime shutdown");
       st.t->barrier();
     } catch (const std::exception&) {
       clean = false;
@@ -340,7 +342,10 @@ void Runtime::attach_device_transport(const std::string& backend) {
       reserve_error = e.what();
     }
   }
-  st.t->all_reduce(&port, 1, transport::DType::i64, transport::ReduceOp::max);
+  {
+    const transport::CollectiveLabel label(*st.t, "attach_device_transport");
+    st.t->all_reduce(&port, 1, transport::DType::i64, transport::ReduceOp::max);
+  }
   TESSERA_EXPECTS(port > 0, IOError,
                   "rank {}: rank 0 could not bind a port for the device transport's rendezvous "
                   "store{}",

@@ -73,6 +73,7 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
   // Everyone's count; then each selected item goes to the rank whose even chunk holds its
   // position in the global ID-ordered list (one all-to-all; chunks arrive in rank = ID order).
   auto& t = mask.runtime().transport();
+  const transport::CollectiveLabel label(t, what);
   const int world = t.world_size(), me = t.rank();
   std::vector<int64_t> counts(static_cast<size_t>(world));
   const int64_t c = static_cast<int64_t>(mine.size());

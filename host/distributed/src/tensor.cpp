@@ -491,6 +491,7 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   // one rank (no GPU, no memory, an init that throws) fails every rank instead of leaving the
   // others waiting in the next collective.
   auto& t = *st.t;
+  const transport::CollectiveLabel label(t, fmt::format("DistTensor '{}'", name));
   const std::string context = fmt::format("DistTensor '{}' creation", name);
   uint64_t id;
   {
@@ -816,6 +817,7 @@ Array DistTensor::read_collective(ops::Span<const int64_t> ids) const {
   TESSERA_EXPECTS(defined(), ValueError, "read of an undefined DistTensor");
   const auto& s = *s_;
   auto& t = *s.rt->state().t;
+  const transport::CollectiveLabel label(t, fmt::format("DistTensor '{}' read_collective", s.name));
   const int world = t.world_size();
   const size_t rb = s.row_bytes;
   std::vector<std::vector<int64_t>> pos;

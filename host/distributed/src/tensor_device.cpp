@@ -311,6 +311,8 @@ void read_collective_device(const TensorStore& s, const int64_t* ids, int64_t n,
                             cuda::StreamHandle stream, const std::function<void()>& check) {
   auto& st = s.rt->state();
   auto& t = *st.t;
+  const transport::CollectiveLabel label(
+      t, fmt::format("DistTensor '{}' read_collective_into_device", s.name));
   const int world = t.world_size();
   const size_t rb = s.row_bytes;
   // IDs to their owners over the host transport, every rank's check agreed in the same step

@@ -145,6 +145,7 @@ UpdateAllPlan::UpdateAllPlan(const DistGraph& g)
 DistTensor UpdateAllPlan::run(const DistTensor& x, const UpdateAllOptions& opts) const {
   const DistGraph& g = *g_;
   const char* op = "update_all";
+  const transport::CollectiveLabel label(g.runtime()->transport(), op);
   TESSERA_EXPECTS(x.defined(), ValueError, "{}: the feature tensor is undefined", op);
   TESSERA_EXPECTS(x.dtype() == DType::kFloat32, TypeError,
                   "{}: features '{}' must be float32, got {}", op, x.name(), dtype_name(x.dtype()));

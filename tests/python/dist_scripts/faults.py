@@ -8,6 +8,11 @@
     faults.py init-shape CFG     rank 1's DistTensor init_func returns one row for its rows;
                                  every rank prints the error or "no error", then the rows of a
                                  tensor created next (the ranks are still in step)
+    faults.py mismatch CFG       the ranks call different collectives at the same point, twice:
+                                 rank 0 node_split, rank 1 all_reduce; rank 0 builds a loader,
+                                 rank 1 all_gather_object. Every rank prints
+                                 "<step>: <error type>: <message>" (or "<step>: no error ...")
+                                 and "<step>: in step <sum>" after an all_reduce of rank + 1
 """
 import sys
 import time
@@ -56,6 +61,33 @@ def main() -> int:
         t = tessera.DistTensor((n, 3), np.float32, "init-after",
                                lambda shape, dtype: np.full(shape, rank + 1.0, np.float32), policy)
         print(f"rows {t[np.array([0, n - 1])][:, 0].tolist()}", flush=True)
+        tessera.exit_client()
+        return 0
+    if mode == "mismatch":
+        g = tessera.DistGraph("cora", part_config=sys.argv[2])
+
+        def step(name, body):
+            try:
+                print(f"{name}: no error, {body()}", flush=True)
+            except Exception as e:  # noqa: BLE001 - printed for the test to check
+                print(f"{name}: {type(e).__name__}: {e}", flush=True)
+            total = dist.all_reduce(np.array([rank + 1.0]))  # the ranks are still in step
+            print(f"{name}: in step {total[0]}", flush=True)
+
+        def split_or_reduce():
+            if rank == 0:
+                return dist.node_split(g.ndata["train_mask"], g.get_partition_book())
+            return dist.all_reduce(np.array([1.0, 2.0], dtype=np.float64))
+
+        def loader_or_gather():
+            if rank == 0:
+                nids = np.arange(64)
+                return tessera.NodeDataLoader(g, nids, tessera.NeighborSampler([5]),
+                                              batch_size=16)
+            return dist.all_gather_object({"rank": rank})
+
+        step("split", split_or_reduce)
+        step("loader", loader_or_gather)
         tessera.exit_client()
         return 0
     raise SystemExit(f"unknown mode {mode}")

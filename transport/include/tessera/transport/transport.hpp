@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/core/error.hpp"
@@ -45,6 +46,14 @@ class RemoteError : public Error {
 class UnsupportedError : public Error {
  public:
   using Error::Error;
+};
+/// The ranks called different collectives at the same point (the same collective number): a
+/// different kind (barrier, all_reduce, all_gather, all_to_all_v), all_reduce arguments (dtype,
+/// op, count), all_gather size, or operation (CollectiveLabel). Raised on every rank before any
+/// payload is used; the message names what each rank called (Python: ValueError).
+class CollectiveMismatchError : public ValueError {
+ public:
+  using ValueError::ValueError;
 };
 
 // --- small types ------------------------------------------------------------------------------
@@ -173,12 +182,15 @@ class PendingResponse {
 
 /// A group of `world_size()` processes that can talk to each other. Created collectively by
 /// every rank (see create_transport); collectives must be called by every rank in the same
-/// order. Collective buffers are host memory unless capabilities().device_memory: then they are
-/// CUDA device memory and the collectives are enqueued on stream() and return at once (call
-/// synchronize() before reading the result on the host), as NCCL does. Thread safety:
-/// request/get may be called from any thread; collectives from one thread at a time. Destroying
-/// a transport waits (bounded) until every rank has finished or was lost; MemoryRegion and
-/// RemoteMemory objects must be destroyed before their transport.
+/// order. Host backends (ucx) send what each rank called with every collective (its kind, the
+/// arguments that must agree and collective_label()) and compare it before using the payload:
+/// ranks that called different collectives all get CollectiveMismatchError naming each rank's
+/// call (the nccl backend does not check). Collective buffers are host memory unless
+/// capabilities().device_memory: then they are CUDA device memory and the collectives are enqueued
+/// on stream() and return at once (call synchronize() before reading the result on the host), as
+/// NCCL does. Thread safety: request/get may be called from any thread; collectives from one thread
+/// at a time. Destroying a transport waits (bounded) until every rank has finished or was lost;
+/// MemoryRegion and RemoteMemory objects must be destroyed before their transport.
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -193,6 +205,8 @@ class Transport {
   const Options& options() const { return options_; }
   /// Changes the deadline of subsequent operations (seconds, > 0).
   void set_op_timeout(double seconds);
+  /// The operation the collectives called now belong to (see CollectiveLabel; "" outside one).
+  const std::string& collective_label() const { return coll_label_; }
 
   // Device streams (device-memory backends) --------------------------------------------------
   /// The CUDA stream (a cudaStream_t) that device-memory collectives are enqueued on; nullptr for
@@ -265,6 +279,36 @@ class Transport {
   /// A deadline op_timeout_s from now.
   std::chrono::steady_clock::time_point op_deadline() const;
   Options options_;
+
+ private:
+  friend class CollectiveLabel;
+  std::string coll_label_;
+};
+
+/// Names the operation that the collectives called on `t` while it lives belong to ("node_split",
+/// "all_reduce_gradients", "DistTensor 'feat'"); nested labels join ("DistGraph 'cora' >
+/// DistTensor 'cora:node:feat'"). Every rank compares it, with the collective's kind and
+/// arguments, with the other ranks' (CollectiveMismatchError), so it must be the same on every
+/// rank: no rank numbers, local sizes or paths that may differ between ranks. Create it on the
+/// thread that calls the collectives.
+class CollectiveLabel {
+ public:
+  CollectiveLabel(Transport& t, std::string_view name) : t_(t), restore_(t.coll_label_.size()) {
+    if (name.empty() || t.coll_label_ == name) {
+      return;
+    }
+    if (!t.coll_label_.empty()) {
+      t.coll_label_ += " > ";
+    }
+    t.coll_label_ += name;
+  }
+  ~CollectiveLabel() { t_.coll_label_.resize(restore_); }
+  CollectiveLabel(const CollectiveLabel&) = delete;
+  CollectiveLabel& operator=(const CollectiveLabel&) = delete;
+
+ private:
+  Transport& t_;
+  size_t restore_;
 };
 
 // --- registry -------------------------------------------------------------------------------
