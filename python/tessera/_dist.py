@@ -200,7 +200,9 @@ class DistTensor:
     the DistGraph created last in this process, whichever covers ``shape[0]`` rows (ValueError
     when neither or both do). In distributed mode (the C++ runtime holds the rows) creating a
     tensor under a name that exists attaches to it (same shape and dtype, else ValueError), as
-    DGL's does; in simulated mode every construction allocates new rows.
+    DGL's does, collectively: when the name exists on some ranks only (a non-persistent tensor
+    whose handles only some ranks dropped), every rank raises ValueError naming which ranks
+    create and which attach. In simulated mode every construction allocates new rows.
 
     ``t[ids]`` returns the rows on the device of ``ids``: IDs in a CUDA torch tensor give a
     CUDA tensor. The IDs are copied to the host (they route the read to the owners); with a

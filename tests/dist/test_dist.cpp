@@ -1119,6 +1119,49 @@ TEST(DistFaults, DifferentCollectivesOnTheRanksFailEveryRankNamingEachCall) {
   }
 }
 
+// A non-persistent tensor whose last handle only rank 0 dropped: creating its name again would
+// create it on rank 0 (collectively) and attach to the old one on rank 1 (alone), and every
+// later collective paired wrongly. Now every rank fails, naming who creates and who attaches;
+// once rank 1 drops its handle too, the name is created again.
+TEST(DistFaults, RecreatingATensorSomeRanksStillHoldFailsEveryRank) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+    auto rt = Runtime::create();
+    const auto make = [&] {
+      return DistTensor(rt, "b", {10, 2}, DType::kFloat32, PartPolicy::even(10, 2));
+    };
+    auto b = std::make_unique<DistTensor>(make());
+    rt->barrier();
+    if (r == 0) {
+      b.reset();
+    }
+    rt->barrier();
+    std::string seen;
+    try {
+      DistTensor b2 = make();
+      return std::string("no error");
+    } catch (const ValueError& e) {
+      seen = e.what();
+    }
+    b.reset();
+    DistTensor b3 = make();
+    RANK_CHECK(b3.created(), "rank {} attached instead of creating", r);
+    const Array x = b3.read_collective(std::vector<int64_t>{0, 9});
+    RANK_CHECK(x.rows() == 2, "read after the failure");
+    rt->barrier();
+    return seen;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r].exit_code, 0) << describe(res);
+    EXPECT_NE(res[r].message.find("DistTensor 'b': rank 0 creates it"), std::string::npos)
+        << describe(res);
+    EXPECT_NE(res[r].message.find("while rank 1 attaches to the one that exists there"),
+              std::string::npos)
+        << describe(res);
+    EXPECT_LT(res[r].seconds, 20) << describe(res);
+  }
+}
+
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
 // and node_split covers the training nodes once either way.

@@ -506,17 +506,18 @@ def test_an_init_func_failing_on_one_rank_fails_every_rank(partitionings, tmp_pa
 def test_ranks_calling_different_collectives_all_fail_naming_each_call(partitionings, tmp_path):
     """The reviewer's reproducers: rank 0 in node_split while rank 1 all-reduces (rank 1 got
     [0, 2] and rank 0 died of bad_alloc), a loader against all_gather_object (an
-    UnpicklingError). Each now raises one ValueError on every rank naming each rank's call, in
+    UnpicklingError), a DistTensor re-created where only rank 0 dropped it (later collectives
+    paired wrongly). Each now raises one ValueError on every rank naming each rank's call, in
     seconds, and the ranks stay in step."""
     run = launch(2, "faults.py", "mismatch", partitionings[("metis", 2)].config, deadline=120,
                  cwd=tmp_path).check()
     assert run.seconds < 60, f"the job took {run.seconds:.1f}s"
     for r in range(2):
         lines = run.lines(r)
-        for name in ("split", "loader"):
+        for name in ("split", "loader", "recreate"):
             assert f"{name}: in step 3.0" in lines, lines
         by_step = {ln.split(":", 1)[0]: ln for ln in lines if ": ValueError: " in ln}
-        assert set(by_step) == {"split", "loader"}, lines
+        assert set(by_step) == {"split", "loader", "recreate"}, lines
         split = by_step["split"]
         assert "called different collectives at collective #" in split, split
         assert ("rank 0 called node_split (all_gather, 8 bytes per rank); rank 1 called "
@@ -524,6 +525,9 @@ def test_ranks_calling_different_collectives_all_fail_naming_each_call(partition
         loader = by_step["loader"]
         assert re.search(r"rank 0 called \w*NodeDataLoader", loader), loader
         assert "rank 1 called all_gather_object (all_gather, 8 bytes per rank)" in loader, loader
+        recreate = by_step["recreate"]
+        assert "DistTensor 'b': rank 0 creates it" in recreate, recreate
+        assert "while rank 1 attaches to the one that exists there" in recreate, recreate
 
 
 def test_dist_graph_refuses_a_partitioning_of_another_size(partitionings, tmp_path):

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -465,21 +467,75 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                     "-DTESSERA_WITH_CUDA=ON or create the tensor with Placement::kHost",
                     name);
   }
+  // Collective from here, attaching included: every rank must agree on what it creates or
+  // attaches to, and a step that fails on one rank (no GPU, no memory, an init that throws, a
+  // name that exists with another shape) fails every rank instead of leaving the others waiting
+  // in the next collective. Ranks that disagree on whether the name exists (one dropped the last
+  // handle of a non-persistent tensor, another kept one) fail too, instead of some creating
+  // (collectively) while the others attach (alone) and every later collective pairs wrongly.
   auto& st = rt->state();
+  auto& t = *st.t;
+  const transport::CollectiveLabel label(t, fmt::format("DistTensor '{}'", name));
+  const std::string context = fmt::format("DistTensor '{}' creation", name);
+  std::shared_ptr<detail::TensorStore> existing;
+  uint64_t id;
+  std::exception_ptr err;
   {
     std::lock_guard<std::mutex> lk(st.mu);
     auto it = st.by_name.find(name);
     if (it != st.by_name.end()) {
-      const auto& e = *it->second;
+      existing = it->second;
+    }
+    id = existing ? existing->id : st.next_tensor_id;
+  }
+  try {
+    if (existing) {
+      const auto& e = *existing;
       TESSERA_EXPECTS(
           e.shape == shape && e.dtype == dtype && e.policy == policy && e.placement == placement,
           ValueError, "DistTensor '{}' already exists with {}; it cannot be created again with {}",
           name, detail::describe(e.shape, e.dtype, e.policy, e.placement),
           detail::describe(shape, dtype, policy, placement));
-      s_ = it->second;
+    } else if (placement == Placement::kDevice) {
+      cuda::require_cuda(fmt::format("DistTensor '{}' (Placement::kDevice)", name).c_str());
     }
+  } catch (...) {
+    err = std::current_exception();
   }
-  if (s_) {
+  // [u8 1: attaches to an existing tensor, 0: creates it][what it is].
+  const std::string meta =
+      fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy, placement));
+  transport::Bytes mine(1 + meta.size(), existing ? 1 : 0);
+  std::memcpy(mine.data() + 1, meta.data(), meta.size());
+  const auto all = detail::all_or_nothing(t, context, err, mine);
+  std::vector<int> creating, attaching;
+  for (int r = 0; r < world; ++r) {
+    TESSERA_ASSERT(!all[r].empty(), "DistTensor '{}': empty agreement from rank {}", name, r);
+    (all[r][0] ? attaching : creating).push_back(r);
+  }
+  if (!creating.empty() && !attaching.empty()) {
+    TESSERA_FAIL(ValueError,
+                 "DistTensor '{}': {} {} {} it (no tensor of that name lives there: a "
+                 "non-persistent tensor's name is released when the last handle on a rank is "
+                 "dropped) while {} {} {} to the one that exists there (a handle is still "
+                 "alive); drop the handles of a non-persistent tensor on every rank, or on none, "
+                 "before creating it again (or make it persistent)",
+                 name, creating.size() > 1 ? "ranks" : "rank", fmt::join(creating, ", "),
+                 creating.size() > 1 ? "create" : "creates",
+                 attaching.size() > 1 ? "ranks" : "rank", fmt::join(attaching, ", "),
+                 attaching.size() > 1 ? "attach" : "attaches");
+  }
+  for (int r = 0; r < world; ++r) {
+    const std::string theirs(all[r].begin() + 1, all[r].end());
+    TESSERA_EXPECTS(theirs == meta, ValueError,
+                    "DistTensor {} differs between ranks: rank {} {} {} while rank {} {} {} "
+                    "(create tensors collectively, in the same order, with the same arguments)",
+                    existing ? "attaching" : "creation", r, existing ? "attaches to" : "created",
+                    theirs, me, existing ? "attaches to" : "created", meta);
+  }
+  if (existing) {
+    s_ = existing;
+    std::lock_guard<std::mutex> lk(st.mu);
     ref_ = s_->handle.lock();
     if (!ref_) {
       ref_ = std::make_shared<detail::Ref>(rt, s_);
@@ -487,36 +543,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     }
     return;
   }
-  // Collective from here: every rank must agree on what it creates, and a step that fails on
-  // one rank (no GPU, no memory, an init that throws) fails every rank instead of leaving the
-  // others waiting in the next collective.
-  auto& t = *st.t;
-  const transport::CollectiveLabel label(t, fmt::format("DistTensor '{}'", name));
-  const std::string context = fmt::format("DistTensor '{}' creation", name);
-  uint64_t id;
   {
     std::lock_guard<std::mutex> lk(st.mu);
-    id = st.next_tensor_id++;
-  }
-  const std::string meta =
-      fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy, placement));
-  std::exception_ptr err;
-  try {
-    if (placement == Placement::kDevice) {
-      cuda::require_cuda(fmt::format("DistTensor '{}' (Placement::kDevice)", name).c_str());
-    }
-  } catch (...) {
-    err = std::current_exception();
-  }
-  const auto all =
-      detail::all_or_nothing(t, context, err, transport::Bytes(meta.begin(), meta.end()));
-  for (int r = 0; r < world; ++r) {
-    const std::string theirs(all[r].begin(), all[r].end());
-    TESSERA_EXPECTS(theirs == meta, ValueError,
-                    "DistTensor creation differs between ranks: rank {} created {} while rank {} "
-                    "created {} (create tensors collectively, in the same order, with the same "
-                    "arguments)",
-                    r, theirs, me, meta);
+    st.next_tensor_id = id + 1;
   }
   std::shared_ptr<detail::TensorStore> s;
   try {

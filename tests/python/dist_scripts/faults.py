@@ -8,9 +8,10 @@
     faults.py init-shape CFG     rank 1's DistTensor init_func returns one row for its rows;
                                  every rank prints the error or "no error", then the rows of a
                                  tensor created next (the ranks are still in step)
-    faults.py mismatch CFG       the ranks call different collectives at the same point, twice:
-                                 rank 0 node_split, rank 1 all_reduce; rank 0 builds a loader,
-                                 rank 1 all_gather_object. Every rank prints
+    faults.py mismatch CFG       the ranks call different collectives at the same point, three
+                                 times: rank 0 node_split, rank 1 all_reduce; rank 0 builds a
+                                 loader, rank 1 all_gather_object; every rank re-creates a
+                                 DistTensor whose handle only rank 0 dropped. Every rank prints
                                  "<step>: <error type>: <message>" (or "<step>: no error ...")
                                  and "<step>: in step <sum>" after an all_reduce of rank + 1
 """
@@ -65,6 +66,7 @@ def main() -> int:
         return 0
     if mode == "mismatch":
         g = tessera.DistGraph("cora", part_config=sys.argv[2])
+        n = g.num_nodes()
 
         def step(name, body):
             try:
@@ -86,8 +88,17 @@ def main() -> int:
                                               batch_size=16)
             return dist.all_gather_object({"rank": rank})
 
+        def recreate():
+            b = dist.DistTensor((n, 2), np.float32, "b")
+            dist.barrier()
+            if rank == 0:
+                del b
+            dist.barrier()
+            return dist.DistTensor((n, 2), np.float32, "b")
+
         step("split", split_or_reduce)
         step("loader", loader_or_gather)
+        step("recreate", recreate)
         tessera.exit_client()
         return 0
     raise SystemExit(f"unknown mode {mode}")

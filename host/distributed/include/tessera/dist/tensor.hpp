@@ -92,11 +92,14 @@ struct CacheCounters {
 /// A distributed tensor of shape [num_rows, ...]. A handle: copies share the same tensor.
 /// Created collectively (every rank, same order) and idempotently by name: creating a name that
 /// exists with the same shape, dtype, policy and placement returns the existing tensor; a
-/// different one throws ValueError naming both. Reads and writes are batched per owner: local
-/// rows are copied directly (kDevice: by the CUDA gather / scatter kernels), remote rows of kHost
-/// owners are read with one-sided gets of the owner's registered memory where the transport
-/// supports them (else one request per owner), those of kDevice owners always by one request per
-/// owner; writes send one request per owner that is acknowledged before write() returns.
+/// different one throws ValueError naming both. Attaching is collective too: ranks where the name
+/// exists and ranks where it does not (a non-persistent tensor dropped on some ranks only) all
+/// throw ValueError naming which ranks create and which attach. Reads and writes are batched per
+/// owner: local rows are copied directly (kDevice: by the CUDA gather / scatter kernels), remote
+/// rows of kHost owners are read with one-sided gets of the owner's registered memory where the
+/// transport supports them (else one request per owner), those of kDevice owners always by one
+/// request per owner; writes send one request per owner that is acknowledged before write()
+/// returns.
 class DistTensor {
  public:
   DistTensor() = default;
