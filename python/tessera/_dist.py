@@ -24,7 +24,7 @@ import numpy as np
 from . import _C, _runtime
 from ._collectives import all_gather_object
 from ._tensor import (HAVE_TORCH, as_tensor, cuda_stream_of, device_of, on_device_of,
-                      to_numpy_ids, torch)
+                      to_numpy_ids, torch, torch_to_numpy)
 
 __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
            "EdgePartitionPolicy", "node_split", "edge_split"]
@@ -527,11 +527,7 @@ if HAVE_TORCH:
 
 def _to_numpy_dtype(dtype) -> np.dtype:
     if HAVE_TORCH and isinstance(dtype, torch.dtype):
-        try:
-            return np.dtype(torch.empty(0, dtype=dtype).numpy().dtype)
-        except TypeError:  # bfloat16 and others NumPy has no type for
-            raise TypeError(f"DistTensor: dtype {dtype} is not supported (NumPy has no such "
-                            "type); store float16 or float32 rows") from None
+        return np.dtype(torch_to_numpy(torch.empty(0, dtype=dtype), "DistTensor").dtype)
     return np.dtype(dtype)
 
 

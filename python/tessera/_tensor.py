@@ -21,6 +21,16 @@ def require_torch(what: str):
     return torch
 
 
+def torch_to_numpy(t, what: str) -> np.ndarray:
+    """A CPU copy (or view) of torch tensor ``t`` as NumPy; TypeError naming ``what`` for a dtype
+    NumPy has no type for (bfloat16 and others) instead of torch's "unsupported ScalarType"."""
+    try:
+        return t.detach().cpu().numpy()
+    except TypeError:
+        raise TypeError(f"{what}: dtype {t.dtype} is not supported (NumPy has no such type); "
+                        "store float16 or float32") from None
+
+
 def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
                  num_edges: Optional[int] = None) -> np.ndarray:
     """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU). A

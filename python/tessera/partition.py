@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import _C
-from ._tensor import HAVE_TORCH, torch
+from ._tensor import HAVE_TORCH, torch, torch_to_numpy
 
 __all__ = ["partition_graph", "load_dataset", "graph_from_arrays", "validate_partitions",
            "load_partition_config"]
@@ -20,11 +20,7 @@ __all__ = ["partition_graph", "load_dataset", "graph_from_arrays", "validate_par
 
 def _np(a, what: str = "array") -> np.ndarray:
     if HAVE_TORCH and isinstance(a, torch.Tensor):
-        try:
-            return a.detach().cpu().numpy()
-        except TypeError:  # bfloat16 and others NumPy has no type for
-            raise TypeError(f"{what}: dtype {a.dtype} is not supported (NumPy has no such "
-                            "type); store float16 or float32") from None
+        return torch_to_numpy(a, what)
     return np.asarray(a)
 
 
