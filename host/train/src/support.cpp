@@ -24,6 +24,7 @@
 #include "tessera/graph/dataset.hpp"
 #include "tessera/partition/format.hpp"
 #include "tessera/partition/partition.hpp"
+#include "tessera/transport/transport.hpp"
 
 namespace tessera::train::detail {
 
@@ -335,6 +336,7 @@ void agree(dist::Runtime& rt, const std::string& what, const std::string& error)
     }
     return;
   }
+  const transport::CollectiveLabel label(rt.transport(), what);
   const transport::Bytes mine(error.begin(), error.end());
   const std::vector<transport::Bytes> all = rt.transport().all_gather(mine);
   if (!error.empty()) {

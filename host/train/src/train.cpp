@@ -53,6 +53,7 @@
 #include "tessera/graph/npy.hpp"
 #include "tessera/ops/loader.hpp"
 #include "tessera/train/train.hpp"
+#include "tessera/transport/transport.hpp"
 
 #ifdef TESSERA_WITH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
@@ -221,7 +222,7 @@ at::Device pick_device(const std::string& choice) {
   TESSERA_FAIL(ValueError, "--device must be auto, cpu, cuda or cuda:N, got '{}'", choice);
 }
 
-std::vector<double> all_reduce_sum(dist::Runtime& rt, std::vector<double> v);
+std::vector<double> all_reduce_sum(dist::Runtime& rt, std::vector<double> v, const char* what);
 
 // --- input features ----------------------------------------------------------------------------
 /// train_sage.py's Features: rows read through the feature DistTensor, normalized on the
@@ -304,7 +305,8 @@ class Features {
         }
       }
     }
-    return all_reduce_sum(t_.runtime(), std::move(acc));
+    return all_reduce_sum(t_.runtime(), std::move(acc),
+                          mean.empty() ? "feature means" : "feature variances");
   }
 
   dist::DistTensor t_;
@@ -584,6 +586,7 @@ void broadcast_parameters(dist::Runtime& rt, Model& m) {
   if (rt.world_size() == 1) {
     return;
   }
+  const transport::CollectiveLabel label(rt.transport(), "broadcast_parameters");
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> cpu;
   int64_t nbytes = 0;
@@ -623,6 +626,7 @@ void all_reduce_gradients(dist::Runtime& rt, const std::vector<at::Tensor>& para
     return;
   }
   at::NoGradGuard no_grad;
+  const transport::CollectiveLabel label(rt.transport(), "all_reduce_gradients");
   std::vector<at::Tensor> flat_parts;
   flat_parts.reserve(params.size());
   for (const at::Tensor& p : params) {
@@ -655,17 +659,20 @@ void all_reduce_gradients(dist::Runtime& rt, const std::vector<at::Tensor>& para
   }
 }
 
-std::vector<double> all_reduce_sum(dist::Runtime& rt, std::vector<double> v) {
+std::vector<double> all_reduce_sum(dist::Runtime& rt, std::vector<double> v, const char* what) {
   if (rt.world_size() > 1) {
+    const transport::CollectiveLabel label(rt.transport(), what);
     rt.transport().all_reduce(v.data(), v.size(), transport::DType::f64, transport::ReduceOp::sum);
   }
   return v;
 }
 
-std::vector<std::string> all_gather_strings(dist::Runtime& rt, const std::string& mine) {
+std::vector<std::string> all_gather_strings(dist::Runtime& rt, const std::string& mine,
+                                            const char* what) {
   if (rt.world_size() == 1) {
     return {mine};
   }
+  const transport::CollectiveLabel label(rt.transport(), what);
   std::vector<std::string> out;
   for (const auto& b : rt.transport().all_gather(transport::Bytes(mine.begin(), mine.end()))) {
     out.emplace_back(b.begin(), b.end());
@@ -718,6 +725,7 @@ at::Tensor graph_out_degrees(const Job& job) {
     ++deg[static_cast<size_t>(pairs[2 * k])];
   }
   if (job.world > 1) {
+    const transport::CollectiveLabel label(job.rt->transport(), "graph out-degrees");
     job.rt->transport().all_reduce(deg.data(), deg.size(), transport::DType::i64,
                                    transport::ReduceOp::sum);
   }
@@ -816,6 +824,7 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
         store(o, owner->seeds, idx, y);
       }
       if (several) {
+        const transport::CollectiveLabel label(job.rt->transport(), "inference layer");
         job.rt->barrier();
       }
       prev = h;
@@ -852,8 +861,9 @@ Inference inference(const Job& job, const Model& model, const Features& feats) {
       const at::Tensor y = model.layer_forward(i, b, x.to(job.device));
       store(o, owner->seeds, view_of(owner->seeds, owner, at::kLong), y);
     }
-    if (several) {
-      job.rt->barrier();  // every rank's rows are written before anyone reads them
+    if (several) {  // every rank's rows are written before anyone reads them
+      const transport::CollectiveLabel label(job.rt->transport(), "inference layer");
+      job.rt->barrier();
     }
     prev = h;
     h = o;
@@ -1269,7 +1279,8 @@ std::vector<std::string> run_steps(Job& job, Trainee& t, const Features& feats,
   op_timer.reset();
   rec.split = clock.totals();
   const double total = job.gpu ? loss_sum_dev.item<double>() : loss_sum;
-  const std::vector<double> sums = all_reduce_sum(*job.rt, {total, static_cast<double>(count)});
+  const std::vector<double> sums =
+      all_reduce_sum(*job.rt, {total, static_cast<double>(count)}, "epoch loss");
   rec.loss = sums[0] / std::max(sums[1], 1.0);
   rec.steps = count;
   rec.loader_sampling = busy_sample;
@@ -1281,7 +1292,7 @@ std::vector<std::string> run_steps(Job& job, Trainee& t, const Features& feats,
 std::vector<std::string> all_batch_digests(Job& job, const std::vector<std::string>& mine) {
   std::vector<std::string> out;
   for (const std::string& all :
-       all_gather_strings(*job.rt, fmt::format("{}", fmt::join(mine, " ")))) {
+       all_gather_strings(*job.rt, fmt::format("{}", fmt::join(mine, " ")), "batch digests")) {
     std::stringstream ss(all);
     for (std::string d; ss >> d;) {
       out.push_back(d);
@@ -1400,7 +1411,7 @@ SplitState resume(Job& job, const std::string& ckpt, Trainee& t, int64_t split,
   }
   detail::agree(*job.rt, "resuming", error);
   const std::string mine = found ? fmt::format("epoch {}", state.epoch) : "no checkpoint";
-  const std::vector<std::string> all = all_gather_strings(*job.rt, mine);
+  const std::vector<std::string> all = all_gather_strings(*job.rt, mine, "resume epochs");
   std::string each;
   for (size_t r = 0; r < all.size(); ++r) {
     each += fmt::format("{}rank {}: {}", r ? ", " : "", r, all[r]);
@@ -1435,7 +1446,7 @@ SplitResult finish_split(Job& job, const Model& model, const Features& feats, co
   r.final_test = metric_of(final_eval.logits, data.labels, nodes.test, job.metric);
   r.inference_seconds = final_eval.seconds;
   r.digest = model.digest();
-  const std::vector<std::string> digests = all_gather_strings(*job.rt, r.digest);
+  const std::vector<std::string> digests = all_gather_strings(*job.rt, r.digest, "model digests");
   TESSERA_EXPECTS(std::all_of(digests.begin(), digests.end(),
                               [&](const std::string& d) { return d == r.digest; }),
                   ValueError, "split {}: the ranks' parameters differ: {}", split,
@@ -1766,7 +1777,7 @@ void check_every_rank_has_work(const Job& job, const Data& data,
           " {}", dist::node_split(data.train_mask, job.g->book(), job.rank, true, s).size());
     }
   }
-  const std::vector<std::string> all = all_gather_strings(*job.rt, mine);
+  const std::vector<std::string> all = all_gather_strings(*job.rt, mine, "training seed counts");
   for (int r = 0; r < job.world; ++r) {
     std::istringstream in(all[static_cast<size_t>(r)]);
     int64_t nodes = 0;
