@@ -606,6 +606,23 @@ TEST_P(DistEmbedding, SaveLoadRoundTripAndRefusals) {
     adagrad.load(dir);
     for (size_t i = 0; i < all.size(); ++i)
       check_same(whole(all[i]), saved[i], "loaded " + all[i].name());
+    // A tensor whose files would have the names of another's saved in the folder ("emb_adam_m"
+    // against Adam's "emb:adam_m") is refused on every rank before anything is written.
+    {
+      DistTensor clash = embedding(rt, "emb_adam_m");
+      std::string msg;
+      try {
+        dist::save_dist_tensor(clash, dir);
+      } catch (const ValueError& x) {
+        msg = x.what();
+      }
+      RANK_CHECK(msg.find("holds the saved DistTensor 'emb:adam_m'") != std::string::npos,
+                 "message: {}", msg);
+      adam.load(dir);
+      for (size_t i = 0; i < all.size(); ++i) {
+        check_same(whole(all[i]), saved[i], "after the refused save, " + all[i].name());
+      }
+    }
     // A save cut short leaves its marker behind, and its state is refused on every rank (its
     // tensors may come from different steps).
     const fs::path marker = dir / "emb.optimizer-saving";

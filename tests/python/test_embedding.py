@@ -138,3 +138,15 @@ def test_states_that_would_share_a_folder_are_refused(tmp_path):
         with pytest.raises(ValueError, match="'u:v' and 'u_v' would share the folder 'u_v'"):
             getattr(opt, method)(str(tmp_path / "s"))
     assert not os.path.exists(tmp_path / "s")  # refused before writing anything
+
+
+def test_embeddings_whose_files_would_share_names_are_refused(tmp_path):
+    # "p:q" and "p_q" both save as p_q.json and p_q.part0.npy.
+    a = tessera.DistEmbedding(3, 2, "p:q", init_func=lambda s, d: torch.ones(s))
+    b = tessera.DistEmbedding(3, 2, "p_q")
+    a.save(str(tmp_path))
+    with pytest.raises(ValueError, match="holds the saved DistTensor 'p:q'"):
+        b.save(str(tmp_path))
+    a.weight[torch.arange(3)] = torch.zeros(3, 2)
+    a.load(str(tmp_path))  # what a saved is still there
+    assert torch.equal(a.weight[torch.arange(3)], torch.ones(3, 2))

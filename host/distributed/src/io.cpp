@@ -193,6 +193,28 @@ std::string sanitized_tensor_name(const std::string& name) {
   return s;
 }
 
+namespace {
+
+// Throws when `jpath` exists and describes a tensor of another name than `name`.
+void refuse_other_tensor(const fs::path& jpath, const std::string& name) {
+  std::error_code ec;
+  if (!fs::exists(jpath, ec)) {
+    return;
+  }
+  const json j = json::parse(read_text(jpath), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) {
+    return;  // not a description: overwritten like any stale file
+  }
+  const auto other = j["name"].get<std::string>();
+  TESSERA_EXPECTS(other == name, ValueError,
+                  "{} holds the saved DistTensor '{}', whose files have the same names as those "
+                  "of '{}' (names differ only in characters a file name cannot hold); save into "
+                  "another folder",
+                  jpath.string(), other, name);
+}
+
+}  // namespace
+
 void save_dist_tensor(const DistTensor& t, const std::filesystem::path& dir) {
   TESSERA_EXPECTS(t.defined(), ValueError, "save_dist_tensor: the DistTensor is undefined");
   auto& tr = t.runtime().transport();
@@ -201,8 +223,21 @@ void save_dist_tensor(const DistTensor& t, const std::filesystem::path& dir) {
   const std::string context = fmt::format("save_dist_tensor '{}' to {}", t.name(), dir.string());
   const transport::CollectiveLabel label(tr, fmt::format("save_dist_tensor '{}'", t.name()));
 
-  // 1. Every rank writes its part; the ranks share (bytes, crc) or the error.
+  // 0. Rank 0 refuses a folder whose description under this file name is another tensor's (names
+  // that differ only in characters a file name cannot hold, e.g. "u:v" and "u_v"): its parts
+  // would be overwritten. Agreed before any rank writes.
   std::exception_ptr err;
+  if (me == 0) {
+    try {
+      refuse_other_tensor(dir / (stem + ".json"), t.name());
+    } catch (...) {
+      err = std::current_exception();
+    }
+  }
+  detail::all_or_nothing(tr, context, err);
+
+  // 1. Every rank writes its part; the ranks share (bytes, crc) or the error.
+  err = nullptr;
   detail::Writer w;
   try {
     std::error_code ec;
