@@ -215,6 +215,9 @@ void bind_dist(nb::module_& m) {
       .def_prop_ro("dtype", [](const DistTensor& t) { return std::string(dtype_name(t.dtype())); })
       .def_prop_ro("num_rows", &DistTensor::num_rows)
       .def_prop_ro("persistent", &DistTensor::persistent)
+      .def("release_name", &DistTensor::release_name,
+           "Releases the name now, persistent or not (see DistTensor::release_name): called on "
+           "every rank after a failed initialization. Local.")
       .def_prop_ro("policy_kind", [](const DistTensor& t) { return t.policy().kind; })
       .def_prop_ro("offsets", [](const DistTensor& t) { return t.policy().offsets; })
       .def_prop_ro("local_range", &DistTensor::local_range)

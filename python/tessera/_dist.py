@@ -484,18 +484,26 @@ def _fill_local(t: "_C.DistTensor", init_func: Optional[Callable], dtype,
     their outcomes, which also stands for a barrier (every rank's rows are initialized before
     anyone reads them). A failure on one rank (init_func raises, or returns another shape than
     this rank's rows) fails every rank, as the C++ creation does, instead of leaving the others
-    waiting at their next collective. Collective."""
+    waiting at their next collective, and releases the new tensor's name on every rank, so that
+    creating it again runs init_func again. Collective."""
     what = what or f"DistTensor {t.name!r}"
     try:
-        if init_func is not None and t.created:
-            local = t.local_view()
-            v = _init_rows(init_func, local.shape, dtype, what)
-            local[...] = v.astype(local.dtype, copy=False)
-            t.local_rows_changed(*t.local_range)
-    except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
-        _agree_on_init(what, e)
+        try:
+            if init_func is not None and t.created:
+                local = t.local_view()
+                v = _init_rows(init_func, local.shape, dtype, what)
+                local[...] = v.astype(local.dtype, copy=False)
+                t.local_rows_changed(*t.local_range)
+        except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
+            _agree_on_init(what, e)
+            raise
+        _agree_on_init(what, None)
+    except Exception:
+        # Every rank fails here together: none keeps the name of rows it did not initialize (a
+        # persistent tensor would otherwise live on, and creating it again would attach to it).
+        if t.created:
+            t.release_name()
         raise
-    _agree_on_init(what, None)
 
 
 # The error types that a rank whose init_func failed names to the others, which raise the same.

@@ -501,6 +501,8 @@ def test_an_init_func_failing_on_one_rank_fails_every_rank(partitionings, tmp_pa
         assert r == 1 or "rank 1 failed" in msg[0], msg[0]
         # Still in step: the next tensor was created together and each rank filled its rows.
         assert "rows [1.0, 2.0]" in lines, lines
+        # The failed persistent tensor was dropped on both ranks: created again, it is new.
+        assert "again [1.0, 2.0]" in lines, lines
 
 
 def test_ranks_calling_different_collectives_all_fail_naming_each_call(partitionings, tmp_path):

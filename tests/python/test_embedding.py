@@ -123,7 +123,7 @@ def test_an_embedding_registered_twice_in_one_optimizer_is_refused(twice):
 @pytest.mark.parametrize("rows", [(3,), (4, 1), (3, 3)])
 def test_an_init_func_result_of_another_shape_is_refused(rows):
     # (3,) and (4, 1) would broadcast into the [4, 3] rows; (3, 3) would not fit.
-    name = "init-shape-" + "x".join(map(str, rows))  # the rows of a failed init stay: new names
+    name = "init-shape-" + "x".join(map(str, rows))
     with pytest.raises(ValueError, match=rf"DistEmbedding '{name}': init_func\(shape, dtype\) "
                        rf"returned shape \({rows[0]},.*\), expected \(4, 3\)"):
         tessera.DistEmbedding(4, 3, name, init_func=lambda s, d: torch.ones(rows))
@@ -138,6 +138,21 @@ def test_states_that_would_share_a_folder_are_refused(tmp_path):
         with pytest.raises(ValueError, match="'u:v' and 'u_v' would share the folder 'u_v'"):
             getattr(opt, method)(str(tmp_path / "s"))
     assert not os.path.exists(tmp_path / "s")  # refused before writing anything
+
+
+def test_an_embedding_whose_init_failed_is_created_anew():
+    import warnings
+
+    def missing(shape, dtype):
+        raise OSError("init.npy: no such file")
+
+    with pytest.raises(OSError, match="init.npy: no such file"):
+        tessera.DistEmbedding(4, 3, "init-failed", init_func=missing)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # attaching to rows left behind would warn
+        emb = tessera.DistEmbedding(4, 3, "init-failed",
+                                    init_func=lambda s, d: torch.full(s, 2.0))
+    assert torch.equal(emb.weight[torch.arange(4)], torch.full((4, 3), 2.0))
 
 
 def test_embeddings_whose_files_would_share_names_are_refused(tmp_path):

@@ -680,6 +680,16 @@ const PartPolicy& DistTensor::policy() const {
 bool DistTensor::persistent() const {
   return s_->persistent;
 }
+void DistTensor::release_name() {
+  TESSERA_EXPECTS(defined(), ValueError, "release_name: the DistTensor is undefined");
+  auto& st = s_->rt->state();
+  std::lock_guard<std::mutex> lk(st.mu);
+  auto it = st.by_name.find(s_->name);
+  if (it != st.by_name.end() && it->second == s_) {
+    st.by_name.erase(it);
+    st.retired.push_back(s_);  // as in ~Ref: peers may still read it
+  }
+}
 Placement DistTensor::placement() const {
   return s_->placement;
 }

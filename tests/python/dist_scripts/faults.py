@@ -5,9 +5,10 @@
     faults.py wrong-parts CFG..  every rank builds a DistGraph from each config and prints the
                                  error (a partition count that does not divide the world size)
                                  or "no error for CFG"
-    faults.py init-shape CFG     rank 1's DistTensor init_func returns one row for its rows;
-                                 every rank prints the error or "no error", then the rows of a
-                                 tensor created next (the ranks are still in step)
+    faults.py init-shape CFG     rank 1's init_func of a persistent DistTensor returns one row
+                                 for its rows; every rank prints the error or "no error", then
+                                 the rows of a tensor created next (the ranks are still in
+                                 step), then those of the failed one's name created again
     faults.py mismatch CFG       the ranks call different collectives at the same point, three
                                  times: rank 0 node_split, rank 1 all_reduce; rank 0 builds a
                                  loader, rank 1 all_gather_object; every rank re-creates a
@@ -54,14 +55,21 @@ def main() -> int:
         def one_row_on_rank1(shape, dtype):  # NumPy would broadcast the row into every row
             return np.ones(shape[1:] if rank == 1 else shape, np.float32)
 
+        def rank_plus_one(shape, dtype):
+            return np.full(shape, rank + 1.0, np.float32)
+
         try:
-            tessera.DistTensor((n, 3), np.float32, "init-shape", one_row_on_rank1, policy)
+            tessera.DistTensor((n, 3), np.float32, "init-shape", one_row_on_rank1, policy,
+                               persistent=True)
             print("no error", flush=True)
         except ValueError as e:
             print(f"ValueError: {e}", flush=True)
-        t = tessera.DistTensor((n, 3), np.float32, "init-after",
-                               lambda shape, dtype: np.full(shape, rank + 1.0, np.float32), policy)
+        t = tessera.DistTensor((n, 3), np.float32, "init-after", rank_plus_one, policy)
         print(f"rows {t[np.array([0, n - 1])][:, 0].tolist()}", flush=True)
+        # The failed persistent tensor left no rows behind: its name creates a new one.
+        t = tessera.DistTensor((n, 3), np.float32, "init-shape", rank_plus_one, policy,
+                               persistent=True)
+        print(f"again {t[np.array([0, n - 1])][:, 0].tolist()}", flush=True)
         tessera.exit_client()
         return 0
     if mode == "mismatch":

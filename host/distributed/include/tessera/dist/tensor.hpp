@@ -129,6 +129,12 @@ class DistTensor {
   size_t row_bytes() const;
   const PartPolicy& policy() const;
   bool persistent() const;
+  /// Releases the tensor's name now, persistent or not, as dropping the last handle of a
+  /// non-persistent tensor does: creating the name again creates a new tensor, while the rows
+  /// stay readable through existing handles until the runtime ends. For a creator whose
+  /// initialization of the rows failed: called on every rank (every rank learned of the
+  /// failure), it leaves no tensor of half-initialized rows behind. Local.
+  void release_name();
   Placement placement() const;
   /// The runtime the tensor was created on.
   Runtime& runtime() const;
