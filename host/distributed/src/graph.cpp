@@ -191,6 +191,7 @@ Loading open_partition(detail::GraphState& g, const std::shared_ptr<Runtime>& rt
   g.machine = l.mach;
   LoadOptions lo;
   lo.verify_checksums = opts.verify_checksums;
+  lo.writable_node_data = l.world == 1;  // the node data's rows stay in the mapping: data_rows
   g.part = load_partition(g.config, l.mach, lo);
   g.machine_book = PartitionBook::from_config(g.config);
   {
@@ -454,8 +455,11 @@ class MachineSegment {
 // (several trainers), else, in a job of one rank, in a copy-on-write mapping of the file itself,
 // so that loading neither copies them nor zero-fills fresh memory for them (0.8 GB of features
 // of a products-sized partition) and they share the page cache's pages until written (writes
-// stay in this process: the file and the partition's read-only arrays keep the stored rows);
-// else (several ranks: transports register their rows) in memory of the tensor's own.
+// stay in this process, the file keeps the stored rows); else (several ranks: transports
+// register their rows) in memory of the tensor's own. Node data was mapped so by load_partition
+// (LoadOptions::writable_node_data) and is used as it is; edge data is mapped a second time,
+// since the sampler builds edge weights from the read-only mapping, which writes to the tensor
+// must not change.
 MachineRows data_rows(const Loading& l, MachineSegment& shared, const std::string& file,
                       const Array& loaded, int64_t file_lo, int64_t lo, int64_t hi,
                       const std::string& what) {
@@ -464,6 +468,17 @@ MachineRows data_rows(const Loading& l, MachineSegment& shared, const std::strin
   }
   TESSERA_EXPECTS(loaded.rows() >= hi - file_lo, ValueError, "{}: {} rows stored, {} needed", what,
                   loaded.rows(), hi - file_lo);
+  MachineRows mr;
+  mr.lo = lo;
+  mr.hi = hi;
+  mr.filled = true;
+  if (loaded.writable()) {
+    auto a = std::make_shared<Array>(loaded);  // shares the mapping
+    mr.base =
+        static_cast<uint8_t*>(a->raw_mut()) + static_cast<size_t>(lo - file_lo) * a->row_bytes();
+    mr.hold = std::move(a);
+    return mr;
+  }
   const std::filesystem::path path = l.g.config.dir / l.g.config.parts[l.mach].dir / file;
   Array a = mmap_npy(path, /*writable=*/true);
   // The second mapping must hold what load_partition checked: the file could have been replaced
@@ -490,11 +505,7 @@ MachineRows data_rows(const Loading& l, MachineSegment& shared, const std::strin
                   "DistGraph '{}': {} changed while it was loaded (a partitioning written over "
                   "its folder?); load it again",
                   l.name, path.string());
-  MachineRows mr;
   mr.base = static_cast<uint8_t*>(a.raw_mut()) + static_cast<size_t>(lo - file_lo) * a.row_bytes();
-  mr.lo = lo;
-  mr.hi = hi;
-  mr.filled = true;
   mr.hold = std::make_shared<Array>(std::move(a));
   return mr;
 }

@@ -415,14 +415,14 @@ LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOpt
   TESSERA_EXPECTS(std::filesystem::is_directory(dir), IOError,
                   "partition {}: folder {} is missing (config {})", p, dir.string(),
                   c.path.string());
-  auto load = [&](const std::string& name) {
+  auto load = [&](const std::string& name, bool writable = false) {
     const PartFile* pf = info.file(name);
     TESSERA_EXPECTS(pf != nullptr, ValueError, "{}: partition {} does not list file {}",
                     c.path.string(), p, name);
     const std::filesystem::path fp = dir / name;
     TESSERA_EXPECTS(std::filesystem::is_regular_file(fp), IOError,
                     "partition {}: file {} is missing", p, fp.string());
-    Array a = opts.mmap ? mmap_npy(fp) : read_npy(fp);
+    Array a = opts.mmap ? mmap_npy(fp, writable) : read_npy(fp);
     TESSERA_EXPECTS(a.dtype() == pf->dtype && a.shape() == pf->shape, ValueError,
                     "partition {}: {} is {} {} but the config lists {} {}", p, fp.string(),
                     dtype_name(a.dtype()), a.shape_str(), dtype_name(pf->dtype),
@@ -445,7 +445,7 @@ LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOpt
   L.orig_nid = load("orig_nid.npy");
   L.orig_eid = load("orig_eid.npy");
   for (const auto& s : c.ndata) {
-    L.ndata[s.name] = load(s.file);
+    L.ndata[s.name] = load(s.file, opts.writable_node_data);
   }
   for (const auto& s : c.edata) {
     L.edata[s.name] = load(s.file);

@@ -98,6 +98,9 @@ struct LoadOptions {
   /// mismatch). On by default: the data is checksummed where it was loaded, so the cost is
   /// one CRC pass, not a second read.
   bool verify_checksums = true;
+  /// Map node data (with `mmap`) copy-on-write and writable: writes stay in this process and
+  /// never reach the file, which other processes keep reading as stored.
+  bool writable_node_data = false;
 };
 
 /// "[2, 5278]" for a shape.
