@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
@@ -282,6 +283,10 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
                   "{}: node_order must be \"original\" or \"degree\", got \"{}\"", file,
                   c.node_order);
   c.local_indices = f.boolean(j, "local_indices");
+  // Readers take indices.npy as local IDs exactly when there is a halo to hold the sources.
+  TESSERA_EXPECTS(c.local_indices == (c.halo_hops > 0), ValueError,
+                  "{}: local_indices is {} but halo_hops is {} (local indices go with a halo)",
+                  file, c.local_indices, c.halo_hops);
   const json& b = f.at(j, "build", "");
   c.build.symmetrize = f.boolean(b, "symmetrize", "build");
   c.build.drop_self_loops = f.boolean(b, "drop_self_loops", "build");
@@ -306,6 +311,16 @@ PartitionConfig load_partition_config(const std::filesystem::path& path) {
                       ValueError, "{}: {}.file '{}' must be a file name in the partition's folder",
                       file, where, a.file);
       out.push_back(std::move(a));
+    }
+  }
+  {
+    std::set<std::string> files(partition_graph_files().begin(), partition_graph_files().end());
+    for (const auto* schema : {&c.ndata, &c.edata}) {
+      for (const auto& a : *schema) {
+        TESSERA_EXPECTS(files.insert(a.file).second, ValueError,
+                        "{}: the schema's '{}' is stored in {}, a file that holds another array",
+                        file, a.name, a.file);
+      }
     }
   }
   for (const auto& a : c.ndata) {
@@ -407,11 +422,45 @@ void verify_file(const std::filesystem::path& fp, const PartFile& pf, const Arra
 
 }  // namespace
 
+std::vector<ExpectedFile> expected_partition_files(const PartitionConfig& c, int64_t p) {
+  const PartInfo& info = c.parts.at(static_cast<size_t>(p));
+  const int64_t nl = info.num_nodes, ml = info.num_edges;
+  std::vector<ExpectedFile> want = {
+      {"indptr.npy", DType::kInt64, {nl + 1}}, {"indices.npy", DType::kInt64, {ml}},
+      {"eid.npy", DType::kInt64, {ml}},        {"nid.npy", DType::kInt64, {nl}},
+      {"inner_node.npy", DType::kBool, {nl}},  {"inner_edge.npy", DType::kBool, {ml}},
+      {"orig_nid.npy", DType::kInt64, {nl}},   {"orig_eid.npy", DType::kInt64, {ml}}};
+  for (const auto& s : c.ndata) {
+    std::vector<int64_t> shape = s.shape;
+    shape[0] = info.num_inner_nodes;
+    want.push_back({s.file, s.dtype, shape});
+  }
+  for (const auto& s : c.edata) {
+    std::vector<int64_t> shape = s.shape;
+    shape[0] = info.num_inner_edges;
+    want.push_back({s.file, s.dtype, shape});
+  }
+  return want;
+}
+
 LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOptions& opts) {
   TESSERA_EXPECTS(p >= 0 && p < c.num_parts, IndexError, "{}: partition {} outside [0, {})",
                   c.path.string(), p, c.num_parts);
   const PartInfo& info = c.parts[p];
   const std::filesystem::path dir = c.dir / info.dir;
+  // Readers take each array's dtype and shape from the schema and the counts (a node data
+  // tensor's from ndata_schema): the files must be listed so, and load checks them against
+  // their listing below.
+  for (const ExpectedFile& w : expected_partition_files(c, p)) {
+    const PartFile* pf = info.file(w.name);
+    TESSERA_EXPECTS(pf != nullptr, ValueError, "{}: partition {} does not list file {}",
+                    c.path.string(), p, w.name);
+    TESSERA_EXPECTS(pf->dtype == w.dtype && pf->shape == w.shape, ValueError,
+                    "{}: partition {} lists {} as {} {}, but its counts and the schema imply {} "
+                    "{}",
+                    c.path.string(), p, w.name, dtype_name(pf->dtype), shape_string(pf->shape),
+                    dtype_name(w.dtype), shape_string(w.shape));
+  }
   TESSERA_EXPECTS(std::filesystem::is_directory(dir), IOError,
                   "partition {}: folder {} is missing (config {})", p, dir.string(),
                   c.path.string());

@@ -35,13 +35,6 @@ class Reporter {
   int64_t max_;
 };
 
-// What a partition's graph file must look like: dtype and shape from the config's counts.
-struct Expected {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-};
-
 // Files of partition p checked for presence, size, checksum, and dtype/shape against both the
 // config and what the counts imply. Returns false if any is unusable.
 bool check_files(const PartitionConfig& c, int64_t p, const ValidateOptions& opts, Reporter& R) {
@@ -52,22 +45,7 @@ bool check_files(const PartitionConfig& c, int64_t p, const ValidateOptions& opt
     R.add("{}: folder {} is missing", pn, dir.string());
     return false;
   }
-  const int64_t nl = info.num_nodes, ml = info.num_edges;
-  std::vector<Expected> want = {
-      {"indptr.npy", DType::kInt64, {nl + 1}}, {"indices.npy", DType::kInt64, {ml}},
-      {"eid.npy", DType::kInt64, {ml}},        {"nid.npy", DType::kInt64, {nl}},
-      {"inner_node.npy", DType::kBool, {nl}},  {"inner_edge.npy", DType::kBool, {ml}},
-      {"orig_nid.npy", DType::kInt64, {nl}},   {"orig_eid.npy", DType::kInt64, {ml}}};
-  for (const auto& s : c.ndata) {
-    std::vector<int64_t> shape = s.shape;
-    shape[0] = info.num_inner_nodes;
-    want.push_back({s.file, s.dtype, shape});
-  }
-  for (const auto& s : c.edata) {
-    std::vector<int64_t> shape = s.shape;
-    shape[0] = info.num_inner_edges;
-    want.push_back({s.file, s.dtype, shape});
-  }
+  const std::vector<ExpectedFile> want = expected_partition_files(c, p);
   bool ok = true;
   std::set<std::string> wanted;
   for (const auto& w : want) {
@@ -198,10 +176,6 @@ struct PartView {
 // ---- the config and the dataset -----------------------------------------------------------
 
 void check_config(const PartitionConfig& c, Reporter& R) {
-  if (c.local_indices != (c.halo_hops > 0)) {
-    R.add("{}: local_indices is {} but halo_hops is {}", c.path.string(), c.local_indices,
-          c.halo_hops);
-  }
   if (c.json.contains("node_map") && c.json["node_map"].contains("_N") &&
       c.json["node_map"]["_N"] != c.json["node_ranges"]) {
     R.add("{}: node_map._N differs from node_ranges", c.path.string());

@@ -227,8 +227,29 @@ TEST(Errors, MalformedConfig) {
         k["ndata_schema"]["x"] = {{"dtype", "float32"}, {"shape", {60, 2}}, {"file", "../x.npy"}};
       })),
       ValueError, "ndata_schema.x.file '../x.npy' must be a file name");
+  // Local indices go with a halo: readers took the local IDs as global ones (another graph).
+  TESSERA_EXPECT_THROW_MSG(load_partition_config(with([](auto& k) { k["local_indices"] = false; })),
+                           ValueError, "local_indices is false but halo_hops is 1");
+  // Two arrays in one file.
+  TESSERA_EXPECT_THROW_MSG(
+      load_partition_config(with([](auto& k) { k["ndata_schema"]["label"]["file"] = "nid.npy"; })),
+      ValueError, "the schema's 'label' is stored in nid.npy, a file that holds another array");
   std::ofstream(tmp / "bad.json") << "{ not json";
   TESSERA_EXPECT_THROW_MSG(load_partition_config(tmp / "bad.json"), ValueError, "malformed JSON");
+
+  // A schema that lies about a file its partitions list truthfully: readers take the dtype and
+  // shape from the schema (a uint8 file read as float32 crashed, a shape cut rows apart).
+  auto load_edited = [&](auto edit) {
+    nlohmann::json k = j;
+    edit(k);
+    std::ofstream(tmp / "out" / "edited.json") << k.dump();
+    return load_partition(load_partition_config(tmp / "out" / "edited.json"), 0);
+  };
+  TESSERA_EXPECT_THROW_MSG(
+      load_edited([](auto& k) { k["ndata_schema"]["label"]["dtype"] = "float64"; }), ValueError,
+      "lists node_label.npy as int64 [");
+  TESSERA_EXPECT_THROW_MSG(load_edited([](auto& k) { k["ndata_schema"]["feat"]["shape"][1] = 1; }),
+                           ValueError, "but its counts and the schema imply float32 [");
 }
 
 TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {

@@ -109,8 +109,21 @@ std::string shape_string(const std::vector<int64_t>& shape);
 /// The graph arrays every partition folder holds (without features).
 const std::vector<std::string>& partition_graph_files();
 
+/// A file of a partition folder as the config's counts and schema imply it.
+struct ExpectedFile {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+/// Every file partition `p` holds: the graph arrays (dtype and shape from the partition's
+/// counts), then the node and edge data of the schema (their dtype, the trailing dimensions of
+/// their shape, and the partition's inner node or edge count as rows).
+std::vector<ExpectedFile> expected_partition_files(const PartitionConfig& c, int64_t p);
+
 /// Loads partition `p`; throws IOError for a missing file, ValueError for a size or checksum
-/// mismatch, a wrong dtype or shape, naming the partition and file.
+/// mismatch, a wrong dtype or shape, or a file the config lists otherwise than its counts and
+/// schema imply (expected_partition_files), naming the partition and file.
 LocalPartition load_partition(const PartitionConfig& c, int64_t p, const LoadOptions& opts = {});
 
 }  // namespace tessera
