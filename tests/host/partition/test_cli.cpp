@@ -376,6 +376,27 @@ TEST_F(Cli, OverwriteRefusesAFolderHoldingForeignFiles) {
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_FALSE(fs::exists(data / "feat.npy"));
   EXPECT_EQ(read_npy_header(data / "edge_index.npy").shape[1], 128 * 4);  // scale 7
+
+  // partition: a folder of its own output is replaced; a user's JSON file beside the config, or
+  // a file of theirs in a part<N>/ folder, is not taken for output (both were deleted).
+  const fs::path parts = tmp / "parts";
+  const auto partition = [&] {
+    return run(fmt::format("partition -i {} -k 2 --method random --out {} --overwrite -q",
+                           data.string(), parts.string()));
+  };
+  ASSERT_EQ(partition().rc, 0);
+  ASSERT_EQ(partition().rc, 0) << "its own output is replaced";
+  std::ofstream(parts / "train_config.json") << "{\"lr\": 0.01}";
+  r = partition();
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("holds 'train_config.json'"), std::string::npos) << r.out;
+  fs::remove(parts / "train_config.json");
+  fs::create_directories(parts / "part7");
+  std::ofstream(parts / "part7" / "notes.txt") << "mine";
+  r = partition();
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("holds 'part7'"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(parts / "part7" / "notes.txt"));
 }
 
 // Stored edges of `tessera partition -i input flags` (from --stats-json); validates the result
