@@ -618,6 +618,11 @@ void check_partition_options(const PartitionOptions& opts) {
                   kMaxUfactor, opts.ufactor);
   TESSERA_EXPECTS(opts.seed >= -1, ValueError,
                   "--seed must be >= 0 (or unset for the default), got {}", opts.seed);
+  // METIS keeps its seed in 32 bits: seeds 2^32 apart would give the same partitioning.
+  TESSERA_EXPECTS(opts.method != PartMethod::kMetis || opts.seed <= INT32_MAX, ValueError,
+                  "--seed must be below 2^31 with --method metis (METIS's seed is a 32-bit "
+                  "integer), got {}",
+                  opts.seed);
 }
 
 Assignment assign_parts(const Dataset& ds, const PartitionOptions& opts) {

@@ -290,6 +290,11 @@ TEST_F(Cli, EmptyInputsAndOutOfRangeOptionsAreRefused) {
   r = run(fmt::format("partition -i {} -k 2 --seed -5 --out {} -q", cora, out));
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(r.out.find("--seed must be >= 0"), std::string::npos) << r.out;
+  // METIS's seed is 32 bits: 4294967303 gave seed 7's partitioning and was recorded as given.
+  r = run(fmt::format("partition -i {} -k 2 --seed 4294967303 --out {} -q", cora, out));
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.out.find("--seed must be below 2^31 with --method metis"), std::string::npos)
+      << r.out;
   EXPECT_FALSE(fs::exists(tmp / "o"));
 }
 
