@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "commands.hpp"
@@ -33,6 +34,24 @@ struct PartitionArgs {
   int ufactor = -1;
   bool low_memory = false;
 };
+
+// Whether `path` names `folder` or something under it (after resolving both; missing parts of
+// either path are taken as written).
+bool is_inside(const std::filesystem::path& path, const std::filesystem::path& folder) {
+  std::error_code ec;
+  const auto p = std::filesystem::weakly_canonical(std::filesystem::absolute(path), ec);
+  const auto f = std::filesystem::weakly_canonical(std::filesystem::absolute(folder), ec);
+  auto pi = p.begin(), fi = f.begin();
+  for (; fi != f.end(); ++fi, ++pi) {
+    if (fi->empty() && std::next(fi) == f.end()) {
+      break;  // a trailing separator
+    }
+    if (pi == p.end() || *pi != *fi) {
+      return false;
+    }
+  }
+  return true;
+}
 
 void run_partition(const PartitionArgs& a) {
   set_quiet(a.quiet);
@@ -62,7 +81,12 @@ void run_partition(const PartitionArgs& a) {
   // --stats-json that could not be written once the partitioning is committed.
   TESSERA_EXPECTS(a.overwrite || !std::filesystem::exists(a.out), ValueError,
                   "output {} already exists (pass --overwrite to replace it)", a.out);
+  check_output_path("--out", a.out, /*folder=*/true);
   check_output_path("--stats-json", a.stats_json);
+  TESSERA_EXPECTS(a.stats_json.empty() || !is_inside(a.stats_json, a.out), ValueError,
+                  "--stats-json {}: inside --out {}, which the partitioning replaces as a whole "
+                  "(the file could overwrite its config); write it elsewhere",
+                  a.stats_json, a.out);
 
 #ifdef __GLIBC__
   if (a.low_memory) {

@@ -346,17 +346,25 @@ TEST_F(Cli, BadArguments) {
   EXPECT_NE(r.out.find("--stats-json " + tmp.path().string() + ": is a folder"), std::string::npos)
       << r.out;
   EXPECT_FALSE(fs::exists(tmp / "o2"));
-  // A --stats-json in a folder still to be made is made (it failed 'cannot open for writing'),
-  // and one inside --out does not block replacing it (its probe file did).
+  // A --stats-json in a folder still to be made is made (it failed 'cannot open for writing').
   r = run(fmt::format("partition -i {} -k 2 --out {} --stats-json {} -q", cora,
                       (tmp / "o3").string(), (tmp / "new" / "s.json").string()));
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(fs::exists(tmp / "new" / "s.json"));
-  for (int i = 0; i < 2; ++i) {
+  // One inside --out is refused before anything is read: written after the partitioning, it
+  // replaced the config when named like it (cora.json), and --overwrite replaces the folder.
+  const auto read_file = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string config = (tmp / "o3" / "cora.json").string(), before = read_file(config);
+  for (const fs::path& stats : {tmp / "o3" / "cora.json", tmp / "o3" / "." / "s.json"}) {
     r = run(fmt::format("partition -i {} -k 2 --out {} --stats-json {} --overwrite -q", cora,
-                        (tmp / "o3").string(), (tmp / "o3" / "s.json").string()));
-    EXPECT_EQ(r.rc, 0) << r.out;
+                        (tmp / "o3").string(), stats.string()));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find(": inside --out "), std::string::npos) << r.out;
   }
+  EXPECT_EQ(read_file(config), before);
 }
 
 // --overwrite never destroys what the command did not write: generate gets partition's guard.
