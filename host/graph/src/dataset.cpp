@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tessera/graph/dataset.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -68,6 +69,23 @@ void finalize(Dataset& ds, const BuildOptions& opts) {
     TESSERA_EXPECTS(a.rows() == ds.num_nodes, ValueError,
                     "{}: node array '{}' has {} rows but the graph has {} nodes", ds.name, k,
                     a.rows(), ds.num_nodes);
+  // Labels are class indices or -1 (unlabelled), whichever reader made them (the OGB reader
+  // checks as it parses; npy files and arrays from Python are checked here).
+  const auto label = ds.ndata.find("label");
+  if (label != ds.ndata.end() && dtype_is_integer(label->second.dtype()) &&
+      label->second.numel() > 0) {
+    const Array& a = label->second;
+    std::vector<int64_t> copy;
+    if (a.dtype() != DType::kInt64) {
+      copy = a.to_int64_vector("node array 'label'");
+    }
+    const int64_t* v = copy.empty() ? a.data<int64_t>() : copy.data();
+    const int64_t* low = std::min_element(v, v + a.numel());
+    TESSERA_EXPECTS(*low >= -1, ValueError,
+                    "{}: node array 'label' holds {} in row {} (labels are class indices >= 0, "
+                    "or -1 for an unlabelled node)",
+                    ds.name, *low, (low - v) / (a.numel() / a.rows()));
+  }
   for (const auto& [k, a] : ds.edata)
     TESSERA_EXPECTS(a.rows() == ds.num_input_edges, ValueError,
                     "{}: edge array '{}' has {} rows but the graph has {} edges", ds.name, k,

@@ -112,16 +112,17 @@ Dataset read_npy_dir(const fs::path& dir, const ReadOptions& opts) {
     if (!standard && opts.npy_strict) continue;
     TESSERA_EXPECTS(!h.shape.empty(), ValueError, "{}: a node array cannot be a scalar",
                     p.string());
+    if (is_mask_name(key)) {
+      TESSERA_EXPECTS(h.dtype == DType::kBool || dtype_is_integer(h.dtype), TypeError,
+                      "{}: a mask must be bool or integer, got {}", p.string(),
+                      dtype_name(h.dtype));
+    }
     if (is_mask_name(key) && h.shape.size() == 2 && h.shape[1] == n && h.shape[0] != n) {
       ds.ndata[key] = transpose2d(read_npy(p));  // [S, N] -> [N, S]
       continue;
     }
     TESSERA_EXPECTS(h.shape[0] == n, ValueError, "{}: has {} rows, but the graph has {} nodes",
                     p.string(), h.shape[0], n);
-    if (is_mask_name(key))
-      TESSERA_EXPECTS(h.dtype == DType::kBool || dtype_is_integer(h.dtype), TypeError,
-                      "{}: a mask must be bool or integer, got {}", p.string(),
-                      dtype_name(h.dtype));
     if (key == "label")
       TESSERA_EXPECTS(dtype_is_integer(h.dtype), TypeError, "{}: labels must be integers, got {}",
                       p.string(), dtype_name(h.dtype));

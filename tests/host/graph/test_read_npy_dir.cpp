@@ -149,7 +149,22 @@ TEST(ReadNpyDir, RejectsMismatchedArrays) {
   std::vector<float> flabel = {0, 1, 2};
   write_npy(d / "label.npy", DType::kFloat32, {3}, flabel.data());
   TESSERA_EXPECT_THROW_MSG(read_npy_dir(d, {}), TypeError, "labels must be integers");
+  // Labels below -1 (unlabelled) are refused as the OGB reader refuses them.
+  std::vector<int64_t> negative = {0, -7, 1};
+  write_npy(d / "label.npy", DType::kInt64, {3}, negative.data());
+  TESSERA_EXPECT_THROW_MSG(read_dataset(d, Format::kNpy, {}), ValueError,
+                           "node array 'label' holds -7 in row 1");
+  std::vector<int32_t> unlabelled = {0, -1, 1};
+  write_npy(d / "label.npy", DType::kInt32, {3}, unlabelled.data());
+  EXPECT_NO_THROW(read_dataset(d, Format::kNpy, {}));
   std::filesystem::remove(d / "label.npy");
+  // A float mask is refused in either layout ([N, S] or [S, N]; the second skipped the check).
+  std::vector<float> fmask(9, 0.5f);
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{3}, {2, 3}}) {
+    write_npy(d / "train_mask.npy", DType::kFloat32, shape, fmask.data());
+    TESSERA_EXPECT_THROW_MSG(read_npy_dir(d, {}), TypeError, "a mask must be bool or integer");
+  }
+  std::filesystem::remove(d / "train_mask.npy");
   std::vector<int64_t> bad = {0, 1, 1, 7};
   write_npy(d / "edge_index.npy", DType::kInt64, {2, 2}, bad.data());
   TESSERA_EXPECT_THROW_MSG(read_dataset(d, Format::kNpy, {}), IndexError, "outside [0, 3)");
