@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fs.hpp"
@@ -176,9 +177,12 @@ struct PartView {
 // ---- the config and the dataset -----------------------------------------------------------
 
 void check_config(const PartitionConfig& c, Reporter& R) {
-  if (c.json.contains("node_map") && c.json["node_map"].contains("_N") &&
-      c.json["node_map"]["_N"] != c.json["node_ranges"]) {
-    R.add("{}: node_map._N differs from node_ranges", c.path.string());
+  // DGL's readers take the ranges from these maps: they must say what Tessera's readers use.
+  for (const auto& [map, key, ranges] :
+       {std::tuple{"node_map", "_N", "node_ranges"}, std::tuple{"edge_map", "_E", "edge_ranges"}}) {
+    if (c.json.contains(map) && c.json[map].contains(key) && c.json[map][key] != c.json[ranges]) {
+      R.add("{}: {}.{} differs from {}", c.path.string(), map, key, ranges);
+    }
   }
   for (const auto& s : c.edata) {
     if (s.shape[0] != c.num_edges) {

@@ -252,6 +252,26 @@ TEST(Errors, MalformedConfig) {
                            ValueError, "but its counts and the schema imply float32 [");
 }
 
+// DGL's readers take the ranges from node_map / edge_map: validate holds them to the ranges.
+TEST(Errors, ValidateHoldsDglsRangeMapsToTheRanges) {
+  TempDir tmp;
+  write(toy(), tmp / "out", 2);
+  const fs::path cfg = tmp / "out" / "g.json";
+  nlohmann::json j;
+  {
+    std::ifstream in(cfg);
+    in >> j;
+  }
+  for (const auto& [map, key] : {std::pair{"node_map", "_N"}, std::pair{"edge_map", "_E"}}) {
+    nlohmann::json k = j;
+    k[map][key][0][1] = k[map][key][0][1].get<int64_t>() + 1;
+    std::ofstream(cfg) << k.dump();
+    const ValidationReport r = validate_partitions(cfg);
+    EXPECT_NE(all_errors(r).find(fmt::format("{}.{} differs from", map, key)), std::string::npos)
+        << all_errors(r);
+  }
+}
+
 TEST(Errors, ValidateCatchesContractViolationsBehindValidChecksums) {
   TempDir tmp;
   const Dataset ds = toy();
