@@ -102,6 +102,17 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
   const int64_t n = rmat_num_nodes(o), e = rmat_num_edges(o);
   const int64_t stored = args.symmetrize ? 2 * e : e;
   if (args.name.empty()) args.name = fmt::format("rmat-s{}-ef{}", o.scale, o.edge_factor);
+  // What the folder will hold, in bytes (as double: the products may exceed 2^63): checked
+  // against the file size limit and the free space before anything is written.
+  const double bytes_feat = 4.0 * static_cast<double>(n) * static_cast<double>(o.feat_dim);
+  TESSERA_EXPECTS(bytes_feat < 0x1p62, ValueError,
+                  "--feat-dim {}: {} nodes of {} float32 features are {:.3g} bytes, more than a "
+                  "file can hold",
+                  o.feat_dim, n, o.feat_dim, bytes_feat);
+  const double bytes_total =
+      16.0 * static_cast<double>(stored) + bytes_feat +
+      static_cast<double>(n) * ((o.num_classes > 0 ? 8.0 : 0.0) + (o.train_frac > 0) +
+                                (o.val_frac > 0) + (o.test_frac > 0));
 
   // --overwrite replaces only a dataset folder this command wrote: nothing else may be in it.
   AtomicDir dir(args.out, args.overwrite, [](const std::string& f, bool is_dir) {
@@ -110,6 +121,13 @@ void run_generate_rmat(GenerateArgs args, const std::string& command_line) {
                                           "meta.json"};
     return !is_dir && std::find(std::begin(written), std::end(written), f) != std::end(written);
   });
+  {
+    std::error_code ec;
+    const std::filesystem::space_info sp = std::filesystem::space(dir.path(), ec);
+    TESSERA_EXPECTS(ec || bytes_total <= static_cast<double>(sp.available), IOError,
+                    "--out {}: the dataset needs {} but its file system has {} free", args.out,
+                    human_bytes(bytes_total), human_bytes(static_cast<double>(sp.available)));
+  }
   PhaseTimer timer;
   if (!quiet())
     fmt::print(stderr, "[tessera] R-MAT scale {} edge factor {}: {} nodes, {} edges{} -> {}\n",
@@ -248,8 +266,12 @@ void register_generate(CLI::App& app) {
   rm->add_option("--scale", o.scale, "log2 of the number of nodes (0..40)")->required();
   rm->add_option("--edge-factor", o.edge_factor, "edges per node (E = edge_factor * 2^scale)")
       ->required();
-  rm->add_option("--seed", o.seed, "random seed")
-      ->check(CLI::NonNegativeNumber)
+  rm->add_option("--seed", o.seed, "random seed (>= 0)")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return !v.empty() && v[0] == '-' ? "must be >= 0, got " + v : std::string();
+          },
+          "UINT"))
       ->capture_default_str();
   rm->add_option("-a,--a", o.a, "probability of the top-left quadrant")->capture_default_str();
   rm->add_option("-b,--b", o.b, "probability of the top-right quadrant")->capture_default_str();

@@ -227,7 +227,24 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
   EXPECT_NE(r.out.find("--seed 99999999999 out of range"), std::string::npos) << r.out;
   r = run("generate rmat --scale 4 --edge-factor 2 --seed -1 --out /nonexistent-never-made");
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.out.find("--seed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--seed: must be >= 0, got -1"), std::string::npos) << r.out;
+  // Sizes that cannot be written are refused before anything is: features past a file's size
+  // (it failed after writing the edges, naming no option), a dataset larger than the disk.
+  {
+    TempDir tmp;
+    r =
+        run(fmt::format("generate rmat --scale 0 --edge-factor 1 --feat-dim 4611686018427387904 "
+                        "--out {}",
+                        (tmp / "g").string()));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("--feat-dim 4611686018427387904: 1 nodes of"), std::string::npos) << r.out;
+    r = run(
+        fmt::format("generate rmat --scale 40 --edge-factor 16 --out {}", (tmp / "g").string()));
+    EXPECT_NE(r.rc, 0);
+    EXPECT_NE(r.out.find("the dataset needs 256.00 TiB but its file system has"), std::string::npos)
+        << r.out;
+    EXPECT_TRUE(fs::is_empty(tmp.path())) << "nothing written";
+  }
   // The ranks' command given without `--`: its options are not launch's, and the error says
   // where the command goes.
   r = run("launch --nproc-per-node 1 true -x");
