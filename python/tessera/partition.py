@@ -24,6 +24,25 @@ def _np(a, what: str = "array") -> np.ndarray:
     return np.asarray(a)
 
 
+def _flag(name: str, value, none_ok: bool = False) -> bool | None:
+    """``value`` as a bool (NumPy's bool too), or None where ``none_ok``; a TypeError naming the
+    argument otherwise. No truth value is taken: ``symmetrize='false'`` or ``overwrite=0`` is a
+    mistake, not a request."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    expected = "None, True or False" if none_ok else "True or False"
+    raise TypeError(f"{name} must be {expected}, got {value!r}")
+
+
+def _string(name: str, value) -> str:
+    """``value`` if it is a str; a TypeError naming the argument otherwise."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {value!r}")
+    return value
+
+
 def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool | None = None,
                  drop_self_loops: bool = False, deduplicate: bool = False,
                  ogb_split: str = "") -> "_C.Dataset":
@@ -36,6 +55,11 @@ def load_dataset(path: str | os.PathLike, format: str = "auto", symmetrize: bool
     as stored by an input whose meta.json says ``"symmetrized": true``; ``False`` keeps the
     edges as stored. No pair is ever stored twice in one direction by symmetrizing
     (docs/partition-format.md, "Symmetrizing")."""
+    symmetrize = _flag("symmetrize", symmetrize, none_ok=True)
+    drop_self_loops = _flag("drop_self_loops", drop_self_loops)
+    deduplicate = _flag("deduplicate", deduplicate)
+    _string("format", format)
+    _string("ogb_split", ogb_split)
     return _C.read_dataset(os.fspath(path), format, symmetrize, drop_self_loops, deduplicate,
                            ogb_split)
 
@@ -65,6 +89,10 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
     or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``symmetrize``
     adds the reverse E + i of edge i unless the input already holds that reversed pair."""
+    symmetrize = _flag("symmetrize", symmetrize)
+    drop_self_loops = _flag("drop_self_loops", drop_self_loops)
+    deduplicate = _flag("deduplicate", deduplicate)
+    _string("name", name)
     src, dst = _edges(edge_index)
     nd = {k: np.ascontiguousarray(_np(v, f"ndata[{k!r}]")) for k, v in (ndata or {}).items()}
     ed = {k: np.ascontiguousarray(_np(v, f"edata[{k!r}]")) for k, v in (edata or {}).items()}
@@ -177,10 +205,9 @@ def _integer(name: str, value, lo: int, hi: int | None = None) -> int:
 
 
 def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, balance_ntypes,
-                     balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
-                     node_order) -> None:
+                     num_trainers_per_machine, seed, overwrite, low_memory, node_order) -> None:
     """partition_graph's arguments, checked before anything is read, each error naming the
-    argument as the caller wrote it."""
+    argument as the caller wrote it (its flags checked already by ``_check_flags``)."""
     if not isinstance(graph_name, str) or not _NAME.fullmatch(graph_name) or \
             graph_name in (".", ".."):
         raise ValueError(f"graph_name {graph_name!r}: use letters, digits, '_', '-' and '.' only "
@@ -204,6 +231,13 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
     if not overwrite and os.path.exists(out_path):
         raise ValueError(f"out_path {os.fspath(out_path)} already exists (pass overwrite=True to "
                          "replace it)")
+
+
+def _check_flags(**flags) -> tuple:
+    """partition_graph's flags (name=value), in the order given, as bools (``symmetrize`` may
+    also be None), checked before anything is read: a TypeError naming the first that is
+    neither."""
+    return tuple(_flag(k, v, none_ok=k == "symmetrize") for k, v in flags.items())
 
 
 # Keyword arguments DGL's partition_graph passes on to its GraphBolt conversion.
@@ -336,9 +370,13 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     T contiguous ranges, one per trainer (docs/dist.md, "Several trainers per machine"). DGL
     instead stores a trainer ID per node for ``node_split(node_trainer_ids=...)``.
     """
+    (balance_edges, return_mapping, use_graphbolt, symmetrize, overwrite, low_memory,
+     allow_empty) = _check_flags(balance_edges=balance_edges, return_mapping=return_mapping,
+                                 use_graphbolt=use_graphbolt, symmetrize=symmetrize,
+                                 overwrite=overwrite, low_memory=low_memory,
+                                 allow_empty=allow_empty)
     _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, balance_ntypes,
-                     balance_edges, num_trainers_per_machine, seed, overwrite, low_memory,
-                     node_order)
+                     num_trainers_per_machine, seed, overwrite, low_memory, node_order)
     _check_dgl_arguments(objtype, graph_formats, use_graphbolt, kwargs)
     if part_method != "metis" and (balance_ntypes is not None or balance_edges):
         # DGL ignores them too; they are left out of the config, which records what was done.
@@ -353,7 +391,7 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
         # Arrays say nothing about their edges: None keeps them as they are.
         ds = graph_from_arrays(arrays["edge_index"], arrays.get("num_nodes"), arrays.get("ndata"),
                                arrays.get("edata"), arrays.get("name", "graph"),
-                               symmetrize=bool(symmetrize))
+                               symmetrize=symmetrize is True)
     masks, sets = _balance_constraints(balance_ntypes, ds.ndata, ds.num_nodes)
     out_path = os.fspath(out_path)
     source = os.fspath(g) if isinstance(g, (str, os.PathLike)) else ""
@@ -363,8 +401,8 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     saved_name, ds.name = ds.name, graph_name
     try:
         stats, summary = _C.partition_dataset(
-            ds, out_path, graph_name, int(num_parts), part_method, masks, bool(balance_edges),
-            int(num_hops), int(seed), -1, overwrite, source, bool(low_memory), str(node_order),
+            ds, out_path, graph_name, int(num_parts), part_method, masks, balance_edges,
+            int(num_hops), int(seed), -1, overwrite, source, low_memory, node_order,
             **({"balance_sets": sets} if sets else {}))
     finally:
         ds.name = saved_name

@@ -2,6 +2,7 @@
 """partition_graph writes what the C++ validator accepts; DistGraph reads it back."""
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -320,6 +321,46 @@ def test_argument_errors_name_the_python_argument(tmp_path, kwargs, error, messa
         tessera.partition_graph(_graph_with_edge_data(), **args)
     assert "--" not in str(e.value)
     assert not (tmp_path / "g.json").exists()
+
+
+_FLAGS = [("symmetrize", "false"), ("symmetrize", 0), ("balance_edges", "False"),
+          ("overwrite", "False"), ("low_memory", "no"), ("return_mapping", 1),
+          ("use_graphbolt", "no"), ("allow_empty", None)]
+
+
+@pytest.mark.parametrize("flag,value", _FLAGS)
+@pytest.mark.parametrize("graph", ["path", "arrays"])
+def test_flags_that_are_not_bools_are_refused_before_reading(tmp_path, flag, value, graph):
+    """symmetrize='false' symmetrized arrays and balance_edges='False' balanced (truth values);
+    through a path some were a nanobind signature dump, overwrite after reading the dataset.
+    The path here does not exist: the flag's error comes first."""
+    g = str(tmp_path / "missing") if graph == "path" else _graph_with_edge_data()
+    expected = "None, True or False" if flag == "symmetrize" else "True or False"
+    with pytest.raises(TypeError, match=f"^{flag} must be {expected}, got {value!r}$"):
+        tessera.partition_graph(g, "g", 2, tmp_path / "out", **{flag: value})
+    assert not (tmp_path / "out").exists()
+
+
+def test_flags_of_numpy_bools_are_taken(tmp_path):
+    got = tessera.partition_graph(_graph_with_edge_data(), "g", 2, tmp_path, part_method="random",
+                                  symmetrize=np.True_, overwrite=np.bool_(True),
+                                  return_mapping=np.True_)
+    assert len(got) == 2 and tessera.load_partition_config(tmp_path / "g.json")["num_edges"] > 120
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(symmetrize="no"), "symmetrize must be None, True or False, got 'no'"),
+    (dict(drop_self_loops=0), "drop_self_loops must be True or False, got 0"),
+    (dict(deduplicate="yes"), "deduplicate must be True or False, got 'yes'"),
+    (dict(format=None), "format must be a str, got None"),
+])
+def test_load_dataset_flags_that_are_not_bools_are_refused(tmp_path, kwargs, message):
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}$"):
+        tessera.load_dataset(tmp_path / "missing", **kwargs)
+    if "format" not in kwargs:
+        with pytest.raises(TypeError, match=f"^{re.escape(message.replace('None, ', ''))}$"):
+            tessera.graph_from_arrays(np.array([[0], [1]]), 2,
+                                      **{k: v for k, v in kwargs.items()})
 
 
 def test_dgl_arguments_are_accepted(tmp_path):
