@@ -198,8 +198,41 @@ def _load(path: str, name: str, mmap: bool, required: bool = True):
         return None
     try:
         return np.load(f, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:  # EOFError: an empty file
         raise ValueError(f"{f}: not a readable .npy file ({e})") from None
+
+
+def _is_int(v) -> bool:
+    """A JSON integer (a bool is not one)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _read_meta(path: str) -> dict:
+    """<path>/meta.json, checked: a JSON object of the format and version this reader reads,
+    whose counts (where given) are integers; a ValueError naming the file and field
+    otherwise."""
+    meta_file = os.path.join(path, "meta.json")
+    if not os.path.exists(meta_file):
+        raise FileNotFoundError(f"{path}: meta.json is missing")
+    try:
+        with open(meta_file, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{meta_file}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{meta_file}: expected a JSON object of fields (format, "
+                         f"format_version, ...), got a {type(meta).__name__}")
+    if meta.get("format") != GRAPHS_FORMAT:
+        raise ValueError(f"{meta_file}: format is {meta.get('format')!r}, expected "
+                         f"{GRAPHS_FORMAT!r} (a folder of many small graphs)")
+    version = meta.get("format_version")
+    if not _is_int(version) or version != _FORMAT_VERSION:
+        raise ValueError(f"{meta_file}: format_version {version!r}, this reader reads "
+                         f"{_FORMAT_VERSION}")
+    for key in ("num_graphs", "num_nodes", "num_edges", "num_classes"):
+        if key in meta and not (_is_int(meta[key]) and meta[key] >= 0):
+            raise ValueError(f"{meta_file}: {key} is {meta[key]!r}, expected an integer >= 0")
+    return meta
 
 
 def read_graph_dataset(path: str, mmap: bool = True) -> GraphDataset:
@@ -210,20 +243,7 @@ def read_graph_dataset(path: str, mmap: bool = True) -> GraphDataset:
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: no such graph dataset folder")
-    meta_file = os.path.join(path, "meta.json")
-    if not os.path.exists(meta_file):
-        raise FileNotFoundError(f"{path}: meta.json is missing")
-    try:
-        with open(meta_file) as f:
-            meta = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{meta_file}: not valid JSON ({e})") from None
-    if meta.get("format") != GRAPHS_FORMAT:
-        raise ValueError(f"{meta_file}: format is {meta.get('format')!r}, expected "
-                         f"{GRAPHS_FORMAT!r} (a folder of many small graphs)")
-    if int(meta.get("format_version", 0)) != _FORMAT_VERSION:
-        raise ValueError(f"{meta_file}: format_version {meta.get('format_version')!r}, this "
-                         f"reader reads {_FORMAT_VERSION}")
+    meta = _read_meta(path)
     arrays = {k: _load(path, k, mmap) for k in ("edge_index", "node_offsets", "edge_offsets",
                                                  "node_feat", "graph_label")}
     edge_feat = _load(path, "edge_feat", mmap, required=False)
@@ -235,8 +255,9 @@ def read_graph_dataset(path: str, mmap: bool = True) -> GraphDataset:
     ds = GraphDataset(edge_feat=edge_feat, masks=masks, meta=meta, where=path, **arrays)
     for key, value in (("num_graphs", ds.num_graphs), ("num_nodes", ds.num_nodes),
                        ("num_edges", ds.num_edges)):
-        if key in meta and int(meta[key]) != value:
-            raise ValueError(f"{meta_file}: {key} is {meta[key]}, the arrays hold {value}")
+        if key in meta and meta[key] != value:
+            raise ValueError(f"{os.path.join(path, 'meta.json')}: {key} is {meta[key]}, the "
+                             f"arrays hold {value}")
     return ds
 
 

@@ -146,6 +146,38 @@ def test_reader_checks_meta_counts(tmp_path, arrays):
         read_graph_dataset(tmp_path / "g")
 
 
+@pytest.mark.parametrize("text,message", [
+    ('[1]', "meta.json: expected a JSON object of fields (format, format_version, ...), got a "
+            "list"),
+    ('{"format": "tessera-graphs", "format_version": "v1"}',
+     "meta.json: format_version 'v1', this reader reads 1"),
+    ('{"format": "tessera-graphs", "format_version": "1"}',
+     "meta.json: format_version '1', this reader reads 1"),
+    ('{"format": "tessera-graphs", "format_version": 1, "num_graphs": "many"}',
+     "meta.json: num_graphs is 'many', expected an integer >= 0"),
+    ('{"format": "tessera-graphs", "format_version": 1, "num_classes": 2.5}',
+     "meta.json: num_classes is 2.5, expected an integer >= 0"),
+    ('\xff\xfe', "meta.json: not valid JSON"),
+])
+def test_reader_refuses_a_bad_meta_json_naming_file_and_field(tmp_path, arrays, text, message):
+    """A meta.json of a list, or of a version or count that is no integer, was an
+    AttributeError or int()'s ValueError naming neither the file nor the field."""
+    write_graph_dataset(tmp_path / "g", **arrays)
+    with open(tmp_path / "g" / "meta.json", "w", encoding="latin-1") as f:
+        f.write(text)
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / "g" / message))):
+        read_graph_dataset(tmp_path / "g")
+
+
+def test_reader_refuses_an_empty_npy_file_naming_it(tmp_path, arrays):
+    """An empty graph_label.npy was numpy's EOFError, naming no file."""
+    write_graph_dataset(tmp_path / "g", **arrays)
+    open(tmp_path / "g" / "graph_label.npy", "w").close()
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'g' / 'graph_label.npy'}: "
+                                                   "not a readable .npy file")):
+        read_graph_dataset(tmp_path / "g")
+
+
 def test_writer_keeps_existing_folder_unless_overwrite(tmp_path, arrays):
     write_graph_dataset(tmp_path / "g", **arrays)
     with pytest.raises(FileExistsError):
