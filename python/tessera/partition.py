@@ -228,9 +228,32 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
         raise ValueError(f"low_memory applies to part_method='metis', not '{part_method}'")
     if not isinstance(out_path, (str, os.PathLike)) or not os.fspath(out_path):
         raise ValueError(f"out_path must name a folder, got {out_path!r}")
-    if not overwrite and os.path.exists(out_path):
-        raise ValueError(f"out_path {os.fspath(out_path)} already exists (pass overwrite=True to "
-                         "replace it)")
+    _check_out_path(os.fspath(out_path), overwrite)
+
+
+_PART_DIR = re.compile(r"part[0-9]+")
+
+
+def _check_out_path(out_path: str, overwrite: bool) -> None:
+    """An existing ``out_path`` is replaced only with ``overwrite``, and only when it is a folder
+    of what partition_graph writes (configs and part<N>/ folders), so a mistyped path cannot
+    wipe a real folder. The partitioner refuses the same, in the words of ``tessera partition``'s
+    flags; checked here first, in partition_graph's."""
+    if not os.path.exists(out_path):
+        return
+    if not overwrite:
+        raise ValueError(f"out_path {out_path} already exists (pass overwrite=True to replace it)")
+    if not os.path.isdir(out_path):
+        raise ValueError(f"out_path {out_path}: exists and is not a folder; refusing to replace it")
+    with os.scandir(out_path) as it:
+        for e in sorted(it, key=lambda e: e.name):
+            is_dir = e.is_dir() and not e.is_symlink()
+            part_dir = is_dir and _PART_DIR.fullmatch(e.name)
+            config = not is_dir and len(e.name) > 5 and e.name.endswith(".json")
+            if not (part_dir or config):
+                raise ValueError(f"out_path {out_path}: refusing to overwrite a folder that holds "
+                                 f"{e.name!r}, which partition_graph did not write (choose an "
+                                 "empty or new folder, or remove it yourself)")
 
 
 def _check_flags(**flags) -> tuple:
@@ -271,7 +294,8 @@ def _check_dgl_arguments(objtype, graph_formats, use_graphbolt, kwargs: Mapping[
 
 def _check_masks(masks: Sequence[str], ndata: Mapping[str, Any]) -> None:
     """Each balance mask ("name" or "name:column") names a bool or integer node array of shape
-    [N] or [N, S] (and one of its S columns)."""
+    [N] or [N, S] (and one of its S columns) of 0s and 1s: the partitioner's checks, made first
+    to name partition_graph's argument rather than ``tessera partition``'s flag."""
     for spec in masks:
         name, colon, col = spec.rpartition(":") if ":" in spec else (spec, "", "")
         if colon and not (col.isdigit() and col.isascii() and len(col) < 10):
@@ -291,6 +315,13 @@ def _check_masks(masks: Sequence[str], ndata: Mapping[str, Any]) -> None:
         if colon and int(col) >= ncol:
             raise IndexError(f"balance_ntypes {spec!r}: column {col} outside [0, {ncol}) of "
                              f"{name!r} (shape {list(a.shape)})")
+        values = np.asarray(a)[:, int(col or 0)] if a.ndim == 2 else np.asarray(a)
+        bad = np.flatnonzero((values != 0) & (values != 1))
+        if bad.size:
+            v = int(bad[0])
+            raise ValueError(f"balance_ntypes {spec!r}: node {v} holds {values[v]} in {name!r}; "
+                             "a mask holds 0 or 1 (to balance each class of a label, give one "
+                             "mask per class)")
 
 
 def _check_not_empty(ds: "_C.Dataset", num_parts: int, what: str, allow_empty: bool) -> None:

@@ -323,6 +323,41 @@ def test_argument_errors_name_the_python_argument(tmp_path, kwargs, error, messa
     assert not (tmp_path / "g.json").exists()
 
 
+def test_out_path_errors_name_out_path_before_reading(tmp_path):
+    """The partitioner refuses these in the words of `tessera partition` (--out): checked first
+    in Python, before the dataset (here a path that does not exist) is read."""
+    missing = str(tmp_path / "missing")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match=f"^out_path {re.escape(str(tmp_path / 'file'))}: exists "
+                                         "and is not a folder; refusing to replace it$"):
+        tessera.partition_graph(missing, "g", 2, tmp_path / "file")
+    mine = tmp_path / "mine"
+    (mine / "part0").mkdir(parents=True)
+    (mine / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match=f"^out_path {re.escape(str(mine))}: refusing to "
+                                         "overwrite a folder that holds 'notes.txt', which "
+                                         "partition_graph did not write"):
+        tessera.partition_graph(missing, "g", 2, mine)
+    assert (tmp_path / "file").read_text() == "x" and (mine / "notes.txt").exists()
+    g = _graph_with_edge_data()
+    for _ in range(2):  # a folder of its own output is replaced
+        tessera.partition_graph(g, "g", 2, tmp_path / "out", part_method="random")
+    assert sorted(os.listdir(tmp_path / "out")) == ["g.json", "part0", "part1"]
+
+
+def test_balance_mask_of_other_values_than_0_and_1_names_balance_ntypes(tmp_path):
+    """Cora's label as a mask was refused as "--balance-mask 'label': ..."."""
+    with pytest.raises(ValueError, match=r"^balance_ntypes 'label': node 0 holds 3 in 'label'; a "
+                                         r"mask holds 0 or 1 \(to balance each class"):
+        tessera.partition_graph(CORA, "cora", 2, tmp_path / "p", balance_ntypes="label")
+    g = _graph_with_edge_data()
+    g["ndata"]["two"] = np.stack([g["ndata"]["train_mask"], np.arange(40) % 3], axis=1)
+    with pytest.raises(ValueError, match=r"^balance_ntypes 'two:1': node 2 holds 2 in 'two'"):
+        tessera.partition_graph(g, "g", 2, tmp_path / "p", balance_ntypes=["two:1"])
+    assert not (tmp_path / "p").exists()
+    tessera.partition_graph(g, "g", 2, tmp_path / "p", balance_ntypes=["two:0"])
+
+
 _FLAGS = [("symmetrize", "false"), ("symmetrize", 0), ("balance_edges", "False"),
           ("overwrite", "False"), ("low_memory", "no"), ("return_mapping", 1),
           ("use_graphbolt", "no"), ("allow_empty", None)]
