@@ -87,8 +87,10 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
                       symmetrize: bool = False, drop_self_loops: bool = False,
                       deduplicate: bool = False) -> "_C.Dataset":
     """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
-    or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``symmetrize``
-    adds the reverse E + i of edge i unless the input already holds that reversed pair."""
+    or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``num_nodes``, an
+    integer, defaults to the node arrays' rows (which must agree and cover the edges), else to
+    1 + the edges' largest node ID. ``symmetrize`` adds the reverse E + i of edge i unless the
+    input already holds that reversed pair."""
     symmetrize = _flag("symmetrize", symmetrize)
     drop_self_loops = _flag("drop_self_loops", drop_self_loops)
     deduplicate = _flag("deduplicate", deduplicate)
@@ -96,11 +98,41 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     src, dst = _edges(edge_index)
     nd = {k: np.ascontiguousarray(_np(v, f"ndata[{k!r}]")) for k, v in (ndata or {}).items()}
     ed = {k: np.ascontiguousarray(_np(v, f"edata[{k!r}]")) for k, v in (edata or {}).items()}
-    if num_nodes is None:
-        sizes = [int(v.shape[0]) for v in nd.values()]
-        num_nodes = sizes[0] if sizes else (int(max(src.max(initial=-1), dst.max(initial=-1))) + 1)
-    return _C.dataset_from_arrays(src, dst, int(num_nodes), nd, ed, name, symmetrize,
+    num_nodes = _num_nodes(num_nodes, nd, src, dst)
+    return _C.dataset_from_arrays(src, dst, num_nodes, nd, ed, name, symmetrize,
                                   drop_self_loops, deduplicate)
+
+
+def _num_nodes(num_nodes, ndata: Mapping[str, np.ndarray], src: np.ndarray,
+               dst: np.ndarray) -> int:
+    """The graph's node count: ``num_nodes`` where given (an integer: a float is refused, not
+    truncated), else the rows of the node arrays, which must agree with each
+    other and hold every node the edges name, else 1 + the largest node ID of the edges."""
+    if num_nodes is not None:
+        try:
+            n = None if isinstance(num_nodes, (bool, np.bool_)) else operator.index(num_nodes)
+        except TypeError:
+            n = None
+        if n is None:
+            raise TypeError(f"num_nodes must be an integer, got {num_nodes!r}")
+        if n < 0:
+            raise ValueError(f"num_nodes must be >= 0, got {n}")
+        return n
+    implied = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+    if not ndata:
+        return implied
+    (first, a), *others = ndata.items()
+    rows = int(a.shape[0])
+    for key, b in others:
+        if int(b.shape[0]) != rows:
+            raise ValueError(f"num_nodes is omitted and the node arrays disagree in rows: "
+                             f"ndata[{first!r}] has {rows}, ndata[{key!r}] has {b.shape[0]} "
+                             "(pass num_nodes, or one row per node in each)")
+    if rows < implied:
+        raise ValueError(f"num_nodes is omitted and ndata[{first!r}] has {rows} rows, but the "
+                         f"edges name node {implied - 1}, so the graph has at least {implied} "
+                         "nodes (pass num_nodes, or one row per node)")
+    return rows
 
 
 def _arrays_of(g) -> Mapping[str, Any] | None:

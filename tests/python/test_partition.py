@@ -530,6 +530,44 @@ def test_graph_from_arrays(tmp_path):
     assert tessera.validate_partitions(config)["ok"]
 
 
+@pytest.mark.parametrize("num_nodes,error,message", [
+    (2708.7, TypeError, "num_nodes must be an integer, got 2708.7"),
+    (2708.0, TypeError, "num_nodes must be an integer, got 2708.0"),
+    ("2708", TypeError, "num_nodes must be an integer, got '2708'"),
+    (True, TypeError, "num_nodes must be an integer, got True"),
+    (-1, ValueError, "num_nodes must be >= 0, got -1"),
+])
+def test_num_nodes_that_is_no_integer_is_refused(tmp_path, num_nodes, error, message):
+    """num_nodes=2708.7 was truncated to 2708 by int()."""
+    ei = np.array([[0, 1], [1, 0]])
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        tessera.graph_from_arrays(ei, num_nodes)
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        tessera.partition_graph({"edge_index": ei, "num_nodes": num_nodes}, "g", 1, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+    assert tessera.graph_from_arrays(ei, np.int32(3)).num_nodes == 3
+
+
+def test_omitted_num_nodes_with_node_arrays_that_disagree(tmp_path):
+    """Without num_nodes, the node arrays give it: rows short of the edges' largest ID were
+    reported as an edge "outside [0, rows)", and arrays of different rows took the first's."""
+    ei = np.array([[0, 1, 2], [1, 2, 4]])
+    with pytest.raises(ValueError, match=re.escape(
+            "num_nodes is omitted and ndata['feat'] has 4 rows, but the edges name node 4, so "
+            "the graph has at least 5 nodes")):
+        tessera.graph_from_arrays(ei, ndata={"feat": np.zeros((4, 2))})
+    with pytest.raises(ValueError, match=re.escape(
+            "num_nodes is omitted and the node arrays disagree in rows: ndata['feat'] has 6, "
+            "ndata['label'] has 5")):
+        tessera.partition_graph({"edge_index": ei, "ndata": {"feat": np.zeros((6, 2)),
+                                                             "label": np.zeros(5)}},
+                                "g", 1, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+    # Rows beyond the edges' largest ID are nodes without edges.
+    assert tessera.graph_from_arrays(ei, ndata={"feat": np.zeros((7, 2))}).num_nodes == 7
+    assert tessera.graph_from_arrays(ei).num_nodes == 5
+
+
 @pytest.mark.parametrize("edge_index", [np.array([[0.0, 1.5], [1.0, 0.0]]),
                                         (np.array([0, 1]), np.array([1.0, 0.0])),
                                         np.array([[True, False], [False, True]])])
