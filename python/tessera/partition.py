@@ -81,6 +81,25 @@ def _edges(edge_index) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(dst, dtype=np.int64))
 
 
+def _named_arrays(what: str, arrays: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
+    """``arrays`` ({name: NumPy or torch array}; None for none) as C-contiguous NumPy arrays of
+    the types a dataset stores; a TypeError naming ``what`` and the key otherwise."""
+    if arrays is None:
+        return {}
+    if not isinstance(arrays, Mapping):
+        raise TypeError(f"{what} must be a dict of name -> array, got {type(arrays).__name__}")
+    out = {}
+    for k, v in arrays.items():
+        if not isinstance(k, str):
+            raise TypeError(f"{what}: names must be str, got {k!r}")
+        a = np.ascontiguousarray(_np(v, f"{what}[{k!r}]"))
+        if a.dtype.kind not in "biu" and not (a.dtype.kind == "f" and a.itemsize in (2, 4, 8)):
+            raise TypeError(f"{what}[{k!r}]: dtype {a.dtype} is not supported; store bool, "
+                            "integers or float16/32/64")
+        out[k] = a
+    return out
+
+
 def graph_from_arrays(edge_index, num_nodes: int | None = None,
                       ndata: Mapping[str, Any] | None = None,
                       edata: Mapping[str, Any] | None = None, name: str = "graph",
@@ -89,15 +108,16 @@ def graph_from_arrays(edge_index, num_nodes: int | None = None,
     """A dataset from a [2, E] ``edge_index`` (PyG layout: row 0 sources, row 1 destinations)
     or a pair (src, dst), plus node and edge arrays (NumPy or torch; copied). ``num_nodes``, an
     integer, defaults to the node arrays' rows (which must agree and cover the edges), else to
-    1 + the edges' largest node ID. ``symmetrize`` adds the reverse E + i of edge i unless the
-    input already holds that reversed pair."""
+    1 + the edges' largest node ID. Node and edge arrays hold bool, integers or float16/32/64.
+    ``symmetrize`` adds the reverse E + i of edge i unless the input already holds that reversed
+    pair."""
     symmetrize = _flag("symmetrize", symmetrize)
     drop_self_loops = _flag("drop_self_loops", drop_self_loops)
     deduplicate = _flag("deduplicate", deduplicate)
     _string("name", name)
     src, dst = _edges(edge_index)
-    nd = {k: np.ascontiguousarray(_np(v, f"ndata[{k!r}]")) for k, v in (ndata or {}).items()}
-    ed = {k: np.ascontiguousarray(_np(v, f"edata[{k!r}]")) for k, v in (edata or {}).items()}
+    nd = _named_arrays("ndata", ndata)
+    ed = _named_arrays("edata", edata)
     num_nodes = _num_nodes(num_nodes, nd, src, dst)
     return _C.dataset_from_arrays(src, dst, num_nodes, nd, ed, name, symmetrize,
                                   drop_self_loops, deduplicate)
@@ -142,10 +162,27 @@ def _arrays_of(g) -> Mapping[str, Any] | None:
     if isinstance(g, (_C.Dataset, str, os.PathLike)):
         return None
     if isinstance(g, Mapping):
+        _check_dict_graph(g)
         return g
     from . import convert  # PyG Data / DGLGraph, when those libraries are installed
 
     return convert.to_arrays(g)
+
+
+_DICT_GRAPH_KEYS = ("edge_index", "num_nodes", "ndata", "edata", "name")
+
+
+def _check_dict_graph(g: Mapping[str, Any]) -> None:
+    """A graph given as a dict has an ``edge_index`` and no key partition_graph would ignore (a
+    misspelt ``ndata`` would drop the node arrays silently)."""
+    needs = ("a dict graph holds 'edge_index' ([2, E] or (src, dst)) and optionally "
+             "'num_nodes', 'ndata', 'edata' and 'name'")
+    if "edge_index" not in g:
+        have = ", ".join(repr(k) for k in g) or "none"
+        raise ValueError(f"g: no 'edge_index' ({needs}; this one has {have})")
+    unknown = [k for k in g if k not in _DICT_GRAPH_KEYS]
+    if unknown:
+        raise ValueError(f"g: unknown key {unknown[0]!r} ({needs})")
 
 
 # Node arrays with a meaning of their own (METIS vertex weights, IDs in the source file): never
@@ -392,7 +429,8 @@ def partition_graph(g, graph_name: str, num_parts: int, out_path: str | os.PathL
     ``g`` is a dataset path (read with ``symmetrize`` as ``load_dataset`` and
     ``tessera partition`` do: ``None`` follows the dataset's meta.json), a
     ``tessera.load_dataset`` result (built already: ``symmetrize`` is not applied), a mapping
-    {"edge_index", "num_nodes", "ndata", "edata"}, or a PyG ``Data`` / DGLGraph when those
+    {"edge_index", "num_nodes", "ndata", "edata"} (as ``graph_from_arrays`` takes them;
+    "edge_index" required, no other key but "name"), or a PyG ``Data`` / DGLGraph when those
     libraries are installed (``symmetrize=None`` keeps their edges as they are). Writes ``<out_path>/<graph_name>.json`` and
     ``part<p>/`` atomically. Returns the config path, or with ``return_mapping`` the pair
     (orig_nids, orig_eids): for every new (relabelled) node / edge ID, its ID in the input.

@@ -568,6 +568,44 @@ def test_omitted_num_nodes_with_node_arrays_that_disagree(tmp_path):
     assert tessera.graph_from_arrays(ei).num_nodes == 5
 
 
+@pytest.mark.parametrize("value,dtype", [(np.array([None, None], dtype=object), "object"),
+                                         (np.array(["a", "b"]), "<U1"),
+                                         (np.zeros(2, np.complex64), "complex64")])
+@pytest.mark.parametrize("where", ["ndata", "edata"])
+def test_node_and_edge_arrays_of_other_types_are_refused(tmp_path, value, dtype, where):
+    """An object array was "expected a C-contiguous CPU array", though it is one."""
+    ei = np.array([[0, 1], [1, 0]])
+    message = f"^{where}\\['x'\\]: dtype {dtype} is not supported; store bool, integers or float"
+    with pytest.raises(TypeError, match=message):
+        tessera.graph_from_arrays(ei, 2, **{where: {"x": value}})
+    with pytest.raises(TypeError, match=message):
+        tessera.partition_graph({"edge_index": ei, where: {"x": value}}, "g", 1, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
+def test_node_arrays_not_a_dict_of_named_arrays_are_refused():
+    ei = np.array([[0, 1], [1, 0]])
+    with pytest.raises(TypeError, match="^ndata must be a dict of name -> array, got list$"):
+        tessera.graph_from_arrays(ei, 2, ndata=[np.zeros(2)])
+    with pytest.raises(TypeError, match="^edata: names must be str, got 0$"):
+        tessera.graph_from_arrays(ei, 2, edata={0: np.zeros(2)})
+
+
+@pytest.mark.parametrize("g,message", [
+    ({"num_nodes": 4}, "g: no 'edge_index' (a dict graph holds 'edge_index' ([2, E] or (src, "
+                       "dst)) and optionally 'num_nodes', 'ndata', 'edata' and 'name'; this one "
+                       "has 'num_nodes')"),
+    ({}, "g: no 'edge_index' (a dict graph holds"),
+    ({"edge_index": np.array([[0], [1]]), "node_data": {}}, "g: unknown key 'node_data' (a dict "
+                                                            "graph holds 'edge_index'"),
+])
+def test_a_dict_graph_needs_edge_index_and_no_other_keys(tmp_path, g, message):
+    """A dict without edge_index was a bare KeyError; a misspelt key was ignored."""
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+        tessera.partition_graph(g, "g", 1, tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.mark.parametrize("edge_index", [np.array([[0.0, 1.5], [1.0, 0.0]]),
                                         (np.array([0, 1]), np.array([1.0, 0.0])),
                                         np.array([[True, False], [False, True]])])
