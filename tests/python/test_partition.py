@@ -343,6 +343,14 @@ def test_out_path_errors_name_out_path_before_reading(tmp_path):
     for _ in range(2):  # a folder of its own output is replaced
         tessera.partition_graph(g, "g", 2, tmp_path / "out", part_method="random")
     assert sorted(os.listdir(tmp_path / "out")) == ["g.json", "part0", "part1"]
+    # A user's JSON beside the config, or a file of theirs in a part<N>/ folder, is not output.
+    for path in (tmp_path / "out" / "settings.json", tmp_path / "out" / "part1" / "notes.txt"):
+        path.write_text('{"lr": 0.01}')
+        with pytest.raises(ValueError, match=f"refusing to overwrite a folder that holds "
+                                             f"'{path.relative_to(tmp_path / 'out').parts[0]}'"):
+            tessera.partition_graph(g, "g", 2, tmp_path / "out", part_method="random")
+        assert path.exists()
+        path.unlink()
 
 
 def test_balance_mask_of_other_values_than_0_and_1_names_balance_ntypes(tmp_path):
