@@ -112,6 +112,12 @@ void run_partition(const PartitionArgs& a) {
                edge_storage_name(edge_storage(ds.meta)),
                bo.symmetrize ? "symmetrizing (--no-symmetrize to keep them directed)"
                              : "not adding reverse edges");
+  } else if (!quiet() && !a.symmetrize && !a.no_symmetrize &&
+             edge_storage(ds.meta) == EdgeStorage::kUnknown) {
+    fmt::print(stderr,
+               "[tessera] {}: the input does not say whether its edges are directed: kept as "
+               "stored, one direction each (--symmetrize adds the reverse edges)\n",
+               ds.name);
   }
   timer.begin("build CSR");
   finalize(ds, bo);

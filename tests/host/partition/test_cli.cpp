@@ -446,6 +446,19 @@ int64_t partitioned_edges(const fs::path& tmp, const std::string& input, const s
   return st.value("num_edges", int64_t{-1});
 }
 
+// An input that does not say whether its edges are directed (OGB's folders) is kept as stored,
+// and the user is told so (Cora in OGB's layout has each pair once: half the edges of data/cora).
+TEST_F(Cli, InputOfUnknownDirectionIsKeptAndSaysSo) {
+  TempDir tmp;
+  const CmdResult r = run(fmt::format("partition -i {} -k 1 --method random --out {}",
+                                      dataset("cora-ogb").string(), (tmp / "p").string()));
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("does not say whether its edges are directed: kept as stored"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(load_partition_config(tmp / "p" / "cora-ogb.json").num_edges, 5278);
+}
+
 // What `tessera generate rmat --symmetrize` writes (meta.json "symmetrized": true) is stored as
 // written, one edge per stored row, whether or not --symmetrize is given.
 TEST_F(Cli, SymmetrizedDatasetIsStoredOnce) {
