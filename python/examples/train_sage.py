@@ -78,7 +78,8 @@ from tessera import _torch_ops
 from tessera.metrics import roc_auc
 from tessera.nn import GraphSAGE
 from tessera.utils import (Progress, check_output_path, commit_id, log, per_rank_batch,
-                           pick_device, pyplot, read_partition_files, reusable_partitions)
+                           pick_device, pyplot, read_partition_files,
+                           refuse_other_partitionings, reusable_partitions)
 
 
 # --- small utilities -------------------------------------------------------------------------
@@ -139,9 +140,11 @@ def prepare_partitions(args) -> str:
 
 def _partition(args, name: str, out: str, config: str) -> str:
     if not args.repartition and reusable_partitions(config, args.dataset, args.parts,
-                                                    symmetrize=not args.no_symmetrize):
+                                                    symmetrize=not args.no_symmetrize,
+                                                    part_method=args.part_method, seed=args.seed):
         print(f"[train] reusing partitions {config}", flush=True)
         return config
+    refuse_other_partitionings(out, name)
     t0 = time.time()
     balance = ["train_mask"] if args.parts > 1 and args.part_method == "metis" else None
     tessera.partition_graph(args.dataset, name, args.parts, out, num_hops=1,

@@ -160,6 +160,16 @@ void bind_graph(nb::module_& m) {
       "symmetrize None: as the input says (its undirected edges stored once are symmetrized).");
 
   m.def(
+      "dataset_fingerprint",
+      [](const std::string& path) {
+        nb::gil_scoped_release nogil;
+        return dataset_fingerprint(path);
+      },
+      nb::arg("path"),
+      "SHA-256 (hex) of the relative path, size and modification time of every file of a "
+      "dataset: what a partitioning records of its source (config's source.fingerprint).");
+
+  m.def(
       "dataset_from_arrays",
       [](const AnyArray& src, const AnyArray& dst, int64_t num_nodes, nb::dict ndata,
          nb::dict edata, const std::string& name, bool symmetrize, bool drop_self_loops,

@@ -6,8 +6,9 @@ import json
 import os
 import sys
 import time
+from typing import Optional
 
-from . import _runtime
+from . import _C, _runtime
 
 __all__ = ["log", "Progress", "atomic_write_json", "per_rank_batch", "local_rank",
            "pick_device", "commit_id", "read_partition_files"]
@@ -177,19 +178,23 @@ def commit_id(where: str, dirty: bool = False, missing: str = "unknown") -> str:
 
 
 def reusable_partitions(config: str, dataset: str, num_parts: int,
-                        symmetrize: bool = True) -> bool:
+                        symmetrize: bool = True, part_method: Optional[str] = None,
+                        seed: Optional[int] = None) -> bool:
     """Whether a run may reuse the partitioning at ``config`` (an example's cache of the
     dataset's partitioning): False when there is none; True when it partitions ``dataset``
-    into ``num_parts`` parts; ValueError naming what differs when it holds another part count,
-    another dataset folder, or the symmetrized graph for a run that asks for the stored edges
-    (``symmetrize=False``; a run that symmetrizes may find the flag off where the dataset says
-    both directions are stored already). `tessera train` applies the same rule."""
+    into ``num_parts`` parts, with ``part_method`` and ``seed`` when given (of several parts),
+    and the dataset's files are as they were then (the fingerprint recorded with it);
+    ValueError naming what differs otherwise, or when it is the symmetrized graph for a run
+    that asks for the stored edges (``symmetrize=False``; a run that symmetrizes may find the
+    flag off where the dataset says both directions are stored already). `tessera train`
+    applies the same rule."""
     if not os.path.exists(config):
         return False
     with open(config) as f:
         c = json.load(f)
     why = None
     source = (c.get("source") or {}).get("path")
+    options = c.get("partition_options") or {}
     if c.get("num_parts") != num_parts:
         why = f"holds {c.get('num_parts')} part(s), this run needs {num_parts}"
     elif not symmetrize and (c.get("build") or {}).get("symmetrize"):
@@ -197,9 +202,43 @@ def reusable_partitions(config: str, dataset: str, num_parts: int,
     elif source and os.path.exists(source) and os.path.exists(dataset) \
             and not os.path.samefile(source, dataset):
         why = f"partitions {source}, not --dataset {dataset}"
+    elif num_parts > 1 and part_method is not None and options.get("method", part_method) \
+            != part_method:  # one part is the same whatever the method and seed
+        why = (f"was partitioned with --part-method {options['method']}, this run asks for "
+               f"{part_method}")
+    elif num_parts > 1 and seed is not None and options.get("seed", seed) != seed:
+        why = f"was partitioned with --seed {options['seed']}, this run has {seed}"
+    elif os.path.exists(dataset):
+        recorded = (c.get("source") or {}).get("fingerprint")
+        if recorded is None:
+            why = ("records no fingerprint of its dataset's files (made by an older Tessera), "
+                   "so whether --dataset changed since cannot be told")
+        elif recorded != _C.dataset_fingerprint(dataset):
+            why = (f"--dataset {dataset} changed since it was partitioned (its files' sizes or "
+                   "modification times differ)")
     if why:
         raise ValueError(f"{config}: {why} (give --repartition, or another --part-dir)")
     return True
+
+
+def refuse_other_partitionings(out: str, name: str) -> None:
+    """ValueError when the folder ``out`` holds the partitioning of another dataset (a partition
+    config not named ``name``.json), which partitioning ``name`` into it would delete.
+    `tessera train` applies the same rule."""
+    if not os.path.isdir(out):
+        return
+    for f in sorted(os.listdir(out)):
+        if f == f"{name}.json" or len(f) <= 5 or not f.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(out, f)) as fh:
+                j = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if isinstance(j, dict) and "graph_name" in j and "partitions" in j:
+            raise ValueError(f"{out}: holds {f}, a partitioning of another dataset, which "
+                             f"partitioning {name} here would delete (give another --part-dir, "
+                             "or remove it)")
 
 
 def read_partition_files(config: str, part: int) -> float:

@@ -239,6 +239,21 @@ def test_a_partitioning_of_another_graph_is_not_reused(tool, tmp_path):
     assert "not --dataset" in out.stderr + out.stdout
     # Replacing the folder (it crashed in libtorch's copy of std::filesystem::remove_all).
     assert _train(tool, tmp_path, "again", *p, "--no-symmetrize", "--repartition") is not None
+    # Nor one of a dataset changed since (labels changed afterwards trained with the old ones).
+    ds = cora_copy(tmp_path / "y")
+    q = ["--threads", "1", "--epochs", "1", "--part-dir", str(tmp_path / "q")]
+    _train(tool, tmp_path, "first", *q, dataset=ds)
+    label = np.load(os.path.join(ds, "label.npy"))
+    np.save(os.path.join(ds, "label.npy"), label[::-1].copy())
+    out = _train(tool, tmp_path, "changed", *q, dataset=ds, check=False)
+    assert out.returncode != 0
+    assert "changed since it was partitioned" in out.stderr + out.stdout
+    # A folder holding another dataset's partitioning is not replaced (it was deleted).
+    out = _train(tool, tmp_path, "citeseer", *q, dataset=os.path.join(REPO, "data", "citeseer"),
+                 check=False)
+    assert out.returncode != 0
+    assert "holds cora.json, a partitioning of another dataset" in out.stderr + out.stdout
+    assert (tmp_path / "q" / "cora.json").exists()
 
 
 def test_resume_of_several_splits(tool, tmp_path):

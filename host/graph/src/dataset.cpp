@@ -1,11 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tessera/graph/dataset.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/sha256.hpp"
 #include "tessera/graph/rmat.hpp"
 
 namespace tessera {
@@ -148,6 +155,43 @@ const char* edge_storage_name(EdgeStorage s) {
       return "both directions stored";
   }
   return "?";
+}
+
+std::string dataset_fingerprint(const fs::path& path) {
+  std::vector<std::string> lines;
+  auto add = [&](const fs::path& file, const std::string& rel) {
+    struct stat st {};
+    TESSERA_EXPECTS(::stat(file.c_str(), &st) == 0, IOError, "{}: cannot stat: {}", file.string(),
+                    std::strerror(errno));
+    const int64_t ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    lines.push_back(fmt::format("{}\t{}\t{}\n", rel, static_cast<int64_t>(st.st_size), ns));
+  };
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    fs::recursive_directory_iterator it(path, fs::directory_options::none, ec), end;
+    TESSERA_EXPECTS(!ec, IOError, "{}: cannot list: {}", path.string(), ec.message());
+    for (; it != end; it.increment(ec)) {
+      TESSERA_EXPECTS(!ec, IOError, "{}: cannot list: {}", path.string(), ec.message());
+      const std::string name = it->path().filename().string();
+      if (!name.empty() && name[0] == '.') {
+        if (it->is_directory(ec)) {
+          it.disable_recursion_pending();
+        }
+        continue;
+      }
+      if (it->is_regular_file(ec)) {
+        add(it->path(), it->path().lexically_relative(path).generic_string());
+      }
+    }
+  } else {
+    add(path, path.filename().string());
+  }
+  std::sort(lines.begin(), lines.end());
+  Sha256 h;
+  for (const std::string& l : lines) {
+    h.update(l);
+  }
+  return to_hex(h.finish());
 }
 
 BuildOptions resolve_build_options(const Dataset& ds, const ReadOptions& opts) {

@@ -376,6 +376,9 @@ void write_config(PartitionConfig& c, const PartitionOptions& opts, const WriteO
       is_path ? std::filesystem::absolute(out.source_path, ec).lexically_normal().string()
               : out.source_path;
   extra["source"] = {{"path", source}, {"format", ds.format}};
+  if (is_path) {  // what the dataset's files were: a cached partitioning of it can be checked
+    extra["source"]["fingerprint"] = dataset_fingerprint(out.source_path);
+  }
   nlohmann::json po = {{"num_parts", opts.num_parts},
                        {"method", part_method_name(opts.method)},
                        {"balance_masks", opts.balance_masks},

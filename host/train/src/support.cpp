@@ -351,9 +351,11 @@ void agree(dist::Runtime& rt, const std::string& what, const std::string& error)
 }
 
 // A partitioning found where this run would write its own is reused only when it is one of the
-// same dataset and graph: the same part count, the same source, and not symmetrized when the run
-// asks for the stored edges (--no-symmetrize). A run that symmetrizes may find the flag off
-// where the dataset says both directions are stored already.
+// same dataset and graph: the same part count, method and seed (of several parts), the same
+// source whose files are as they were when it was partitioned (the fingerprint recorded with
+// it), and not symmetrized when the run asks for the stored edges (--no-symmetrize). A run that
+// symmetrizes may find the flag off where the dataset says both directions are stored already.
+// tessera.utils.reusable_partitions applies the same rule for the Python examples.
 void check_reusable(const std::string& config, const TrainOptions& o, int64_t parts) {
   const PartitionConfig c = load_partition_config(config);
   auto refuse = [&](const std::string& why) {
@@ -377,6 +379,60 @@ void check_reusable(const std::string& config, const TrainOptions& o, int64_t pa
       refuse(fmt::format("partitions {}, not --dataset {}", theirs, o.dataset));
     }
   }
+  // Method and seed choose how the nodes are cut: one part is the same whichever they are.
+  if (parts > 1 && j.is_object() && j.contains("partition_options") &&
+      j["partition_options"].is_object()) {
+    const nlohmann::json& po = j["partition_options"];
+    if (po.contains("method") && po["method"] != o.part_method) {
+      refuse(fmt::format("was partitioned with --part-method {}, this run asks for {}",
+                         po["method"].dump(), o.part_method));
+    }
+    if (po.contains("seed") && po["seed"] != o.seed) {
+      refuse(fmt::format("was partitioned with --seed {}, this run has {}", po["seed"].dump(),
+                         o.seed));
+    }
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(o.dataset, ec)) {
+    const nlohmann::json* fp = nullptr;
+    if (j.is_object() && j.contains("source") && j["source"].contains("fingerprint")) {
+      fp = &j["source"]["fingerprint"];
+    }
+    if (fp == nullptr) {
+      refuse(
+          "records no fingerprint of its dataset's files (made by an older Tessera), so "
+          "whether --dataset changed since cannot be told");
+    }
+    if (*fp != dataset_fingerprint(o.dataset)) {
+      refuse(
+          fmt::format("--dataset {} changed since it was partitioned (its files' sizes or "
+                      "modification times differ)",
+                      o.dataset));
+    }
+  }
+}
+
+// A partition folder that holds another dataset's partitioning (a config of another name) is not
+// this run's to replace: partitioning into it would delete that one.
+void refuse_other_partitionings(const std::filesystem::path& out, const std::string& name) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(out, ec)) {
+    return;
+  }
+  for (const auto& ent : std::filesystem::directory_iterator(out, ec)) {
+    const std::string f = ent.path().filename().string();
+    if (f == name + ".json" || f.size() <= 5 || f.compare(f.size() - 5, 5, ".json") != 0) {
+      continue;
+    }
+    std::ifstream in(ent.path());
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("graph_name") && j.contains("partitions")) {
+      TESSERA_FAIL(ValueError,
+                   "{}: holds {}, a partitioning of another dataset, which partitioning {} here "
+                   "would delete (give another --part-dir, or remove it)",
+                   out.string(), f, name);
+    }
+  }
 }
 
 std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t parts,
@@ -396,6 +452,7 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
           fmt::print("[train] reusing partitions {}\n", config);
         }
       } else {
+        refuse_other_partitionings(out, name);
         const double t0 = now_seconds();
         ReadOptions ro;
         ro.build.symmetrize = !o.no_symmetrize;

@@ -106,4 +106,11 @@ Dataset read_mtx(const std::filesystem::path& file, const ReadOptions& opts);
 /// Builds the CSC with `opts` and releases the edge list; checks array row counts.
 void finalize(Dataset& ds, const BuildOptions& opts);
 
+/// What a dataset's files are now, as 64 hex digits: SHA-256 over the relative path, size and
+/// modification time (ns) of every regular file under `path` (a folder, hidden entries left
+/// out) or of `path` itself (a file). Recorded with a partitioning so that a run can tell
+/// whether the dataset changed since (partitions cached by the trainers); any edit, copy
+/// without preserved times or replacement changes it. IOError when `path` cannot be listed.
+std::string dataset_fingerprint(const std::filesystem::path& path);
+
 }  // namespace tessera
