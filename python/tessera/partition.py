@@ -284,7 +284,8 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
     _integer("num_parts", num_parts, 1, 2**31 - 1)
     _integer("num_hops", num_hops, 0, 2**31 - 1)
     _integer("num_trainers_per_machine", num_trainers_per_machine, 1)
-    _integer("seed", seed, -1)
+    # METIS keeps its seed in 32 bits (seeds 2^32 apart gave one partitioning).
+    _integer("seed", seed, -1, 2**31 - 1 if part_method == "metis" else 2**63 - 1)
     if part_method not in ("metis", "random"):
         raise ValueError(f"part_method must be 'metis' or 'random', got {part_method!r}")
     if node_order not in ("degree", "original"):

@@ -300,7 +300,12 @@ def test_balance_constraints_need_metis(tmp_path, balance):
     (dict(num_parts=0), ValueError, r"num_parts must be an integer in \[1, 2147483647\], got 0"),
     (dict(num_parts=2.5), ValueError, r"num_parts must be an integer .*got 2.5"),
     (dict(num_hops=-1), ValueError, r"num_hops must be an integer in \[0, .*got -1"),
-    (dict(seed=-2), ValueError, r"seed must be an integer >= -1, got -2"),
+    (dict(seed=-2), ValueError, r"seed must be an integer in \[-1, 2147483647\], got -2"),
+    # METIS's seed is 32 bits: 2**32 + 7 gave seed 7's partitioning.
+    (dict(seed=2**32 + 7), ValueError, r"seed must be an integer in \[-1, 2147483647\], got "
+                                       r"4294967303"),
+    (dict(seed=2**63, part_method="random"), ValueError,
+     r"seed must be an integer in \[-1, 9223372036854775807\], got 9223372036854775808"),
     (dict(graph_name="a/b"), ValueError, r"graph_name 'a/b': use letters, digits"),
     (dict(part_method="kway"), ValueError, r"part_method must be 'metis' or 'random', got 'kway'"),
     (dict(balance_ntypes=["train_mask:x"]), ValueError,

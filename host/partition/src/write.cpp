@@ -205,10 +205,7 @@ namespace {
 void check_partition_inputs(const Dataset& ds, const PartitionOptions& opts,
                             const WriteOptions& out) {
   TESSERA_EXPECTS(ds.finalized, ValueError, "{}: dataset is not finalized (no CSC built)", ds.name);
-  TESSERA_EXPECTS(opts.num_parts >= 1 && opts.num_parts < INT32_MAX, ValueError,
-                  "--parts must be in [1, 2^31), got {}", opts.num_parts);
-  TESSERA_EXPECTS(opts.halo_hops >= 0, ValueError, "--halo-hops must be >= 0, got {}",
-                  opts.halo_hops);
+  check_partition_options(opts);  // what tessera partition checks too (METIS's 32-bit seed, ...)
   TESSERA_EXPECTS(valid_name(out.name), ValueError,
                   "--name '{}': use letters, digits, '_', '-' and '.' only", out.name);
   TESSERA_EXPECTS(!out.out_dir.empty(), ValueError, "--out: empty output folder");
