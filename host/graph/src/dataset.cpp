@@ -79,19 +79,35 @@ void finalize(Dataset& ds, const BuildOptions& opts) {
   // Labels are class indices or -1 (unlabelled), whichever reader made them (the OGB reader
   // checks as it parses; npy files and arrays from Python are checked here).
   const auto label = ds.ndata.find("label");
-  if (label != ds.ndata.end() && dtype_is_integer(label->second.dtype()) &&
-      label->second.numel() > 0) {
+  if (label != ds.ndata.end() && label->second.numel() > 0) {
     const Array& a = label->second;
-    std::vector<int64_t> copy;
-    if (a.dtype() != DType::kInt64) {
-      copy = a.to_int64_vector("node array 'label'");
+    int64_t low = 0, at = 0;  // the smallest signed label and its element, read in place
+    auto scan = [&](const auto* v) {
+      const auto* m = std::min_element(v, v + a.numel());
+      // NOLINTNEXTLINE(bugprone-signed-char-misuse): int8 labels are numbers, not characters
+      low = static_cast<int64_t>(*m);
+      at = m - v;
+    };
+    switch (a.dtype()) {  // unsigned labels are never below -1; floats are not class indices
+      case DType::kInt8:
+        scan(a.data<int8_t>());
+        break;
+      case DType::kInt16:
+        scan(a.data<int16_t>());
+        break;
+      case DType::kInt32:
+        scan(a.data<int32_t>());
+        break;
+      case DType::kInt64:
+        scan(a.data<int64_t>());
+        break;
+      default:
+        break;
     }
-    const int64_t* v = copy.empty() ? a.data<int64_t>() : copy.data();
-    const int64_t* low = std::min_element(v, v + a.numel());
-    TESSERA_EXPECTS(*low >= -1, ValueError,
+    TESSERA_EXPECTS(low >= -1, ValueError,
                     "{}: node array 'label' holds {} in row {} (labels are class indices >= 0, "
                     "or -1 for an unlabelled node)",
-                    ds.name, *low, (low - v) / (a.numel() / a.rows()));
+                    ds.name, low, at / (a.numel() / a.rows()));
   }
   for (const auto& [k, a] : ds.edata)
     TESSERA_EXPECTS(a.rows() == ds.num_input_edges, ValueError,
