@@ -81,7 +81,13 @@ void run_partition(const PartitionArgs& a) {
   // --stats-json that could not be written once the partitioning is committed.
   TESSERA_EXPECTS(a.overwrite || !std::filesystem::exists(a.out), ValueError,
                   "output {} already exists (pass --overwrite to replace it)", a.out);
+  // The output is written as a temporary sibling and renamed into place: its parent must take
+  // new entries, whether or not --out exists already.
   check_output_path("--out", a.out, /*folder=*/true);
+  if (std::filesystem::exists(a.out)) {
+    check_output_path("--out", std::filesystem::absolute(a.out).lexically_normal().parent_path(),
+                      /*folder=*/true);
+  }
   check_output_path("--stats-json", a.stats_json);
   TESSERA_EXPECTS(a.stats_json.empty() || !is_inside(a.stats_json, a.out), ValueError,
                   "--stats-json {}: inside --out {}, which the partitioning replaces as a whole "
