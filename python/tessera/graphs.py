@@ -169,6 +169,11 @@ def _check_arrays(edge_index, node_offsets, edge_offsets, node_feat, graph_label
         if len(shape) < 1 or shape[0] != rows:
             _fail(where, f"{name} has {shape[0] if shape else 'no'} rows (shape {shape}), "
                          f"expected one per each of the {rows} {what}")
+    label = np.asarray(graph_label)
+    if label.size and np.issubdtype(label.dtype, np.signedinteger) and label.min() < -1:
+        g = int(np.argmin(label.reshape(len(label), -1).min(axis=1)))
+        _fail(where, f"graph_label holds {int(label.min())} for graph {g} (labels are class "
+                     "indices >= 0, or -1 for an unlabelled graph)")
     for name, mask in masks.items():
         mk = np.asarray(mask)
         if mk.dtype != np.bool_ or mk.shape != (num_graphs,):
@@ -219,6 +224,12 @@ def _read_meta(path: str) -> dict:
             meta = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{meta_file}: not valid JSON ({e})") from None
+    return _check_meta(meta, meta_file)
+
+
+def _check_meta(meta, meta_file: str) -> dict:
+    """``meta`` as read from (or about to be written to) ``meta_file``: a ValueError naming
+    it and the field unless it is an object of this format and version with integer counts."""
     if not isinstance(meta, dict):
         raise ValueError(f"{meta_file}: expected a JSON object of fields (format, "
                          f"format_version, ...), got a {type(meta).__name__}")
@@ -284,6 +295,7 @@ def write_graph_dataset(path: str, edge_index, node_offsets, edge_offsets, node_
     label = np.asarray(graph_label)
     if "num_classes" not in info and np.issubdtype(label.dtype, np.integer) and label.ndim == 1:
         info["num_classes"] = int(label.max()) + 1 if len(label) else 0
+    _check_meta(info, "write_graph_dataset: meta")  # what the reader would refuse, unwritten
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")

@@ -87,6 +87,10 @@ def _broken(arrays, what):
     if what == "label rows":
         a["graph_label"] = a["graph_label"][:-2]
         return a, "graph_label has"
+    if what == "label below -1":  # the readers of node data refuse it too
+        a["graph_label"] = a["graph_label"].astype(np.int64)
+        a["graph_label"][2] = -7
+        return a, "graph_label holds -7 for graph 2"
     if what == "edge count":
         a["edge_index"] = a["edge_index"][:, :-1]
         return a, "edge_index has"
@@ -100,7 +104,18 @@ def _broken(arrays, what):
 
 
 BROKEN = ["offsets not monotone", "offsets start", "edge out of range", "negative source",
-          "feature rows", "label rows", "edge count", "graph count", "edge_feat rows"]
+          "feature rows", "label rows", "label below -1", "edge count", "graph count",
+          "edge_feat rows"]
+
+
+@pytest.mark.parametrize("num_classes", [None, 3.0, "3"])
+def test_writer_refuses_a_meta_the_reader_would_refuse_and_writes_nothing(tmp_path, arrays,
+                                                                         num_classes):
+    """It wrote the folder (replacing one with overwrite=True), then failed reading it back."""
+    with pytest.raises(ValueError, match=f"write_graph_dataset: meta: num_classes is "
+                                         f"{re.escape(repr(num_classes))}, expected an integer"):
+        write_graph_dataset(tmp_path / "g", meta={"num_classes": num_classes}, **arrays)
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("what", BROKEN)
