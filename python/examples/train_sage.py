@@ -799,7 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-symmetrize", action="store_true",
                    help="keep edges directed (the shipped datasets store each pair once)")
     p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--fanouts", default=None, help="per layer, input layer first: 10,25")
+    p.add_argument("--fanouts", default=None,
+                   help="per layer, input layer first: 10,25 (-1: all neighbors, 0: none)")
     p.add_argument("--batch-size", type=int, default=None,
                    help="seeds per optimizer step over all ranks (each of P ranks takes 1/P); "
                         "with --batching global and P dividing it, step s covers exactly the "
@@ -884,13 +885,76 @@ def split_indices(spec: str, num_splits: Optional[int] = None) -> list:
     return out
 
 
+INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1  # num_workers, prefetch and threads are C ints; parts partition_graph's
+
+#: Integer options: (name, least, most). Options the preset fills are None until main.
+INT_RANGES = (("epochs", 1, INT64_MAX), ("batch_size", 1, INT64_MAX),
+              ("eval_batch_size", 1, INT64_MAX), ("eval_every", 1, INT64_MAX),
+              ("hidden", 1, INT64_MAX), ("parts", 1, INT32_MAX),
+              ("embed", 0, INT64_MAX),  # 0: read the input features
+              ("seed", 0, 2**32 - 1),  # the loaders' seed range
+              ("num_workers", 0, INT32_MAX),  # 0: the loader samples on the calling thread
+              ("prefetch", 0, INT32_MAX), ("log_every", 1, INT64_MAX),
+              ("threads", 0, INT32_MAX),  # 0: torch's default
+              ("batch_digests", 0, INT64_MAX))
+
+#: Float options: (name, check, what the check asks), as tessera train checks them.
+FLOAT_RULES = (("dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
+               ("input_dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
+               ("lr", lambda v: v > 0, "> 0"),
+               ("weight_decay", lambda v: v >= 0, ">= 0"),
+               ("sparse_lr", lambda v: v > 0, "> 0"),
+               ("gpu_budget", lambda v: v > 0, "> 0 (GB)"))
+
+
+def fanout_list(spec: str) -> list:
+    """The per-layer fanouts ``spec`` names ("10,25", input layer first; -1 takes all
+    neighbors, 0 none, as the sampler and tessera train take them); ValueError naming
+    --fanouts otherwise."""
+    out = []
+    for item in str(spec).split(","):
+        if not item.strip():
+            raise ValueError(f"--fanouts {spec!r}: an empty item (give one fanout per layer, "
+                             "input layer first: 10,25)")
+        try:
+            v = int(item)
+        except ValueError:
+            raise ValueError(f"--fanouts {spec!r}: {item!r} is not an integer") from None
+        if v < -1:
+            raise ValueError(f"--fanouts {spec!r}: fanout {v} must be >= 0 or -1 (all "
+                             "neighbors)")
+        if v > INT64_MAX:
+            raise ValueError(f"--fanouts {spec!r}: fanout {v} is above 2^63 - 1")
+        out.append(v)
+    return out
+
+
+def number_problems(args) -> list:
+    """What is wrong with the numeric options given (the presets' values are valid)."""
+    problems = []
+    for name, least, most in INT_RANGES:
+        v = getattr(args, name)
+        if v is not None and not least <= v <= most:
+            bound = f">= {least}" if v < least else f"<= {most}"
+            problems.append(f"--{name.replace('_', '-')} must be {bound}, got {v}")
+    for name, ok, wanted in FLOAT_RULES:
+        v = getattr(args, name)
+        if v is not None and not (math.isfinite(v) and ok(v)):
+            finite = "" if math.isfinite(v) else "a finite number "
+            problems.append(f"--{name.replace('_', '-')} must be {finite}{wanted}, got {v!r}")
+    if args.fanouts is not None:
+        try:
+            fanout_list(args.fanouts)
+        except ValueError as e:
+            problems.append(str(e))
+    return problems
+
+
 def parse_args(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
-    # Options the preset fills are checked when given; the presets' values are valid.
-    problems = [f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}"
-                for name in ("epochs", "batch_size", "eval_batch_size", "eval_every", "hidden")
-                if getattr(args, name) is not None and getattr(args, name) < 1]
+    problems = number_problems(args)
     try:
         split_indices(args.split)  # the syntax; the range once the masks are read
     except ValueError as e:
@@ -930,7 +994,7 @@ def main(argv=None) -> int:
     for k, v in PRESETS[metric].items():
         if getattr(args, k) is None:
             setattr(args, k, v)
-    args.fanouts = [int(f) for f in str(args.fanouts).split(",")]
+    args.fanouts = fanout_list(args.fanouts)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_float32_matmul_precision(args.matmul_precision)

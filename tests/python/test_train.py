@@ -169,6 +169,10 @@ def test_outputs_are_checked_before_training(tmp_path, option, path, says):
     (["--eval-batch-size", "-2"], "--eval-batch-size must be >= 1, got -2"),
 ])
 def test_sizes_below_one_are_one_argparse_error(tmp_path, capsys, bad, says):
+    _refused_by_argparse(tmp_path, capsys, bad, says)
+
+
+def _refused_by_argparse(tmp_path, capsys, bad, says):
     with pytest.raises(SystemExit) as e:
         train_sage.main(["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
                          "--device", "cpu", "--threads", "1", "--epochs", "1",
@@ -176,6 +180,46 @@ def test_sizes_below_one_are_one_argparse_error(tmp_path, capsys, bad, says):
     assert e.value.code == 2
     assert f"error: {says}" in capsys.readouterr().err
     assert not (tmp_path / "parts").exists()  # refused before partitioning
+
+
+@pytest.mark.parametrize("bad,says", [
+    # Each was a traceback: from int(), the C++ binding, torch or the DistTensor, most of them
+    # after partitioning.
+    (["--fanouts", "10,"], "--fanouts '10,': an empty item"),
+    (["--fanouts", "x,5"], "--fanouts 'x,5': 'x' is not an integer"),
+    (["--fanouts", "99999999999999999999,5"],
+     "--fanouts '99999999999999999999,5': fanout 99999999999999999999 is above 2^63 - 1"),
+    (["--fanouts=-2,5"], "--fanouts '-2,5': fanout -2 must be >= 0 or -1 (all neighbors)"),
+    (["--dropout", "1.5"], "--dropout must be in [0, 1), got 1.5"),
+    (["--dropout=-0.5"], "--dropout must be in [0, 1), got -0.5"),
+    (["--input-dropout", "1"], "--input-dropout must be in [0, 1), got 1.0"),
+    (["--dropout", "nan"], "--dropout must be a finite number in [0, 1), got nan"),
+    (["--lr", "-1"], "--lr must be > 0, got -1.0"),
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--weight-decay", "-1"], "--weight-decay must be >= 0, got -1.0"),
+    (["--embed", "-4"], "--embed must be >= 0, got -4"),
+    (["--sparse-lr", "-1", "--embed", "8"], "--sparse-lr must be > 0, got -1.0"),
+    (["--gpu-budget", "0"], "--gpu-budget must be > 0 (GB), got 0.0"),
+    (["--parts", "0"], "--parts must be >= 1, got 0"),
+    (["--seed", "-1"], "--seed must be >= 0, got -1"),
+    (["--seed", "4294967296"], "--seed must be <= 4294967295, got 4294967296"),
+    (["--prefetch", "-1"], "--prefetch must be >= 0, got -1"),
+    (["--prefetch", "9999999999"], "--prefetch must be <= 2147483647, got 9999999999"),
+    (["--num-workers", "-1"], "--num-workers must be >= 0, got -1"),
+    (["--batch-size", "99999999999999999999"],
+     "--batch-size must be <= 9223372036854775807, got 99999999999999999999"),
+    (["--log-every", "0"], "--log-every must be >= 1, got 0"),  # was taken as 1
+    (["--threads", "-1"], "--threads must be >= 0, got -1"),
+    (["--batch-digests", "-1"], "--batch-digests must be >= 0, got -1"),
+    (["--lr", "0", "--hidden", "0"], "--hidden must be >= 1, got 0; --lr must be > 0, got 0.0"),
+])
+def test_bad_numbers_are_one_argparse_error(tmp_path, capsys, bad, says):
+    _refused_by_argparse(tmp_path, capsys, bad, says)
+
+
+def test_fanouts_take_all_or_no_neighbors():
+    # As tessera train and the sampler: -1 takes every neighbor, 0 none.
+    assert train_sage.fanout_list("-1,0, 25") == [-1, 0, 25]
 
 
 @pytest.mark.parametrize("split,says,partitioned", [
