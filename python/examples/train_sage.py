@@ -866,11 +866,14 @@ def build_parser() -> argparse.ArgumentParser:
 def split_indices(spec: str, num_splits: Optional[int] = None) -> list:
     """The splits ``spec`` names ("0", "1,3", "all") for masks of ``num_splits`` columns (None:
     the syntax only, "all" then names none); ValueError naming --split otherwise (the
-    messages of tessera train's parse_splits)."""
+    messages of tessera train's parse_splits). A split listed twice, or an empty item, is
+    refused: it trained the split twice, and reported it as two."""
     if spec == "all":
         return list(range(num_splits or 0))
     out = []
     for item in str(spec).split(","):
+        if not item.strip():
+            raise ValueError(f"--split {spec!r}: an empty item")
         try:
             v = int(item)
         except ValueError:
@@ -878,6 +881,8 @@ def split_indices(spec: str, num_splits: Optional[int] = None) -> list:
                              "comma-separated list or 'all')") from None
         if v < 0:
             raise ValueError(f"--split {spec}: split {v} is negative")
+        if v in out:
+            raise ValueError(f"--split {spec!r}: split {v} is listed twice")
         if num_splits is not None and v >= num_splits:
             raise ValueError(f"--split {spec}: split {v} is outside [0, {num_splits}) (the "
                              f"masks have {num_splits} split(s))")

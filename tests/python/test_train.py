@@ -228,6 +228,11 @@ def test_fanouts_take_all_or_no_neighbors():
     ("0,3", "--split 0,3: split 3 is outside [0, 1)", True),
     ("1,x", "--split 1,x: 'x' is not a split index", False),  # was a ValueError traceback
     ("-1", "--split -1: split -1 is negative", False),
+    # Split 0 was trained twice (and reported "over 1 split(s)"); an empty item is named as
+    # tessera train names it.
+    ("0,0", "--split '0,0': split 0 is listed twice", False),
+    ("0,", "--split '0,': an empty item", False),
+    (",0", "--split ',0': an empty item", False),
 ])
 def test_a_split_the_masks_lack_is_one_argparse_error(tmp_path, capsys, split, says,
                                                       partitioned):
