@@ -902,6 +902,7 @@ INT_RANGES = (("epochs", 1, INT64_MAX), ("batch_size", 1, INT64_MAX),
               ("num_workers", 0, INT32_MAX),  # 0: the loader samples on the calling thread
               ("prefetch", 0, INT32_MAX), ("log_every", 1, INT64_MAX),
               ("threads", 0, INT32_MAX),  # 0: torch's default
+              ("stop_after", 1, INT64_MAX),  # 0 trained one epoch, as tessera train refuses
               ("batch_digests", 0, INT64_MAX))
 
 #: Float options: (name, check, what the check asks), as tessera train checks them.
