@@ -12,8 +12,9 @@ validation metric, and draws the loss curve. ``--checkpoint`` saves model, optim
 loader position after every epoch (a file per rank with several); ``--resume`` continues from
 it, and reaches bitwise the same parameters as an uninterrupted run (with ``--threads 1``).
 Without a checkpoint yet it starts at epoch 0; it is refused on every rank when the ranks'
-checkpoints are at different epochs (one rank's save lost) or only files of another world size
-or ``--split`` form exist.
+checkpoints are at different epochs (one rank's save lost), only files of another world size
+or ``--split`` form exist, or the checkpoint was made with another dataset or other settings
+(it records them; ``--epochs`` may change).
 
 Distributed: ``tessera launch --nproc-per-node P -- python train_sage.py --dataset D`` runs P
 ranks; rank 0 partitions D into P parts (once; reused), rank r loads partition r, samples
@@ -424,10 +425,12 @@ def make_loaders(args, g, sampler, train_mask: np.ndarray, split: int, device) -
 
 class Trainee:
     """What one split trains: the model (``net``; ``model`` is it wrapped in DDP when the
-    gradients sync that way), its optimizer, loaders and inputs, and where the time goes."""
+    gradients sync that way), its optimizer, loaders and inputs, the run's record (``run``,
+    see run_record) and where the time goes."""
 
-    def __init__(self, args, net, feats, loaders: list, device: torch.device):
+    def __init__(self, args, net, feats, loaders: list, device: torch.device, run: dict):
         self.net, self.feats, self.loaders, self.device = net, feats, loaders, device
+        self.run = run
         self.sync = dist.gradient_sync_mode(device, args.grad_sync)
         self.model = dist.data_parallel(net, device, self.sync)  # DDP over NCCL / gloo, or net
         self.comm = (dist.CommTimer(self.model, tessera.get_world_size())
@@ -440,6 +443,56 @@ class Trainee:
         self.clock = StepClock(device)
         self.profiler = StepProfiler(args.profile if tessera.get_rank() == 0 else None,
                                      1 if args.epochs > 1 else 0, device)
+
+
+def run_record(args, g, split: int, metric: str, num_classes: int) -> dict:
+    """What a checkpoint must have been made with to be resumed: the dataset and every setting
+    that changes what is trained or reported, keyed as the messages name them. Not --epochs or
+    --stop-after (a resumed run may go further), nor the outputs, the device, the threads and
+    loader threads, --prefetch or --repartition (the same batches and model either way)."""
+    feat = g.ndata["feat"]
+    run = {"dataset": os.path.basename(os.path.normpath(args.dataset)),
+           "node count": g.num_nodes(), "feature width": int(np.prod(feat.shape[1:])),
+           "class count": num_classes, "--split": split, "--metric": metric,
+           "--parts": args.parts, "--part-method": args.part_method,
+           "--no-symmetrize": args.no_symmetrize, "--batching": args.batching,
+           "--fanouts": list(args.fanouts), "--batch-size": args.batch_size,
+           "--hidden": args.hidden, "--dropout": args.dropout,
+           "--input-dropout": args.input_dropout, "--layer-norm": bool(args.layer_norm),
+           "--lr": args.lr, "--weight-decay": args.weight_decay, "--feat-norm": args.feat_norm,
+           "--embed": args.embed, "--seed": args.seed, "--eval-every": args.eval_every}
+    if args.embed:  # the embeddings' optimizer: unused without them
+        run["--sparse-lr"] = args.sparse_lr
+    return run
+
+
+class OtherRun(ValueError):
+    """A checkpoint made by a run of another dataset or other settings."""
+
+
+def check_run(ckpt: str, recorded: Optional[dict], run: dict) -> None:
+    """Refuses (OtherRun) a checkpoint whose run record differs from this run's, naming every
+    item that differs, or that has no record."""
+    if recorded is None:
+        raise OtherRun(f"{ckpt} records no run settings (written before train_sage.py recorded "
+                       "them), so it cannot be told from a checkpoint of another dataset or "
+                       "other settings; start again without --resume")
+
+    def shown(v) -> str:
+        if isinstance(v, bool):
+            return "on" if v else "off"
+        if isinstance(v, (list, tuple)):
+            return ",".join(str(x) for x in v)
+        return str(v)
+
+    missing = "(not recorded)"
+    differ = [f"the checkpoint was made with {k} {shown(recorded.get(k, missing))}, this run "
+              f"has {shown(v)}" for k, v in run.items() if recorded.get(k, missing) != v]
+    differ += [f"the checkpoint was made with {k} {shown(v)}, this run has none"
+               for k, v in recorded.items() if k not in run]
+    if differ:
+        raise OtherRun(f"{'; '.join(differ)} ({ckpt} is of another run: resume with its "
+                       "settings, or start again without --resume)")
 
 
 def checkpoint_path(args, split: int) -> Optional[str]:
@@ -478,8 +531,8 @@ def resume(args, ckpt: str, t: Trainee, split: int) -> Optional[dict]:
     """--resume: the split's state from its checkpoint (None when there is none yet: a job
     restarted by its scheduler passes --resume every time). Refused on every rank when the
     ranks disagree: one rank's save was lost (ranks at different epochs, or a checkpoint on
-    some ranks only), only files of another world size or --split form exist, or a rank cannot
-    read its checkpoint."""
+    some ranks only), only files of another world size or --split form exist, a checkpoint is
+    of another run (check_run), or a rank cannot read its checkpoint."""
     found, state, error = os.path.exists(ckpt), None, ""
     try:
         if found:
@@ -488,6 +541,8 @@ def resume(args, ckpt: str, t: Trainee, split: int) -> Optional[dict]:
             error = (f"--resume: no checkpoint {ckpt} for this run ({tessera.get_world_size()} "
                      f"rank(s), --split {args.split}), but {', '.join(others)} exist(s): "
                      "written by a run of another world size or --split")
+    except OtherRun as e:
+        error = f"--resume: {e}"
     except Exception as e:  # a rank's unreadable checkpoint fails every rank, not only its own
         error = f"--resume: cannot load {ckpt}: {type(e).__name__}: {e}"
     mine = "no checkpoint" if state is None else f"epoch {state['epoch']}"
@@ -516,6 +571,7 @@ def load_checkpoint(ckpt: str, t: Trainee) -> dict:
     world = tessera.get_world_size()
     if c.get("world_size", world) != world:  # as tessera train checks (older files lack it)
         raise ValueError(f"written by a run of {c['world_size']} rank(s), this run has {world}")
+    check_run(ckpt, c.get("run"), t.run)  # before any of its state is taken
     t.net.load_state_dict(c["model"])
     t.opt.load_state_dict(c["optimizer"])
     for dl, s in zip(t.loaders, c["loaders"]):
@@ -535,7 +591,7 @@ def save_checkpoint(args, ckpt: str, t: Trainee, state: dict) -> None:
                  "torch_rng": torch.get_rng_state(),
                  "cuda_rng": torch.cuda.get_rng_state(t.device) if on_gpu else None,
                  "state": state,
-                 "world_size": tessera.get_world_size(),
+                 "world_size": tessera.get_world_size(), "run": t.run,
                  "args": vars(args)}, ckpt)
 
 
@@ -646,7 +702,8 @@ def train_split(args, g, feats: Features, labels: torch.Tensor, split: int, metr
                     dropout=args.dropout, input_dropout=args.input_dropout,
                     norm="layer" if args.layer_norm else None).to(device)
     dist.broadcast_parameters(net)  # same seed gives the same init; made certain here
-    t = Trainee(args, net, feats, loaders, device)
+    t = Trainee(args, net, feats, loaders, device,
+                run_record(args, g, split, metric, num_classes))
     state = {"epoch": 0, "history": [], "best_val": -math.inf, "best_epoch": -1,
              "test_at_best": float("nan")}
     ckpt = checkpoint_path(args, split)

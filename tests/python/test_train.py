@@ -56,6 +56,44 @@ def test_resume_gives_bitwise_the_same_parameters(tmp_path):
         _run(tmp_path / "b", "--epochs", "4", "--checkpoint", ck, "--resume")
 
 
+def test_resume_refuses_a_checkpoint_of_another_run(tmp_path):
+    """A checkpoint records the dataset and the settings that change what is trained; --resume
+    refuses one made otherwise, naming each difference (it trained on from it and reported the
+    old run's best validation epoch as this run's)."""
+    ck = str(tmp_path / "a.ckpt")
+    assert _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--stop-after", "1") is None
+    c = torch.load(ck, weights_only=False)
+    run = c["run"]
+    assert (run["dataset"], run["node count"], run["feature width"], run["class count"]) == \
+        ("cora", 2708, 1433, 7)
+    assert (run["--lr"], run["--fanouts"], run["--split"], run["--metric"]) == \
+        (0.01, [10, 25], 0, "acc")
+    with pytest.raises(SystemExit, match=(
+            r"--resume: the checkpoint was made with --batch-size 64, this run has 128; the "
+            r"checkpoint was made with --lr 0.01, this run has 0.5 \(.*a\.ckpt is of another "
+            r"run")):
+        _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume", "--lr", "0.5",
+             "--batch-size", "128")
+    with pytest.raises(SystemExit, match="the checkpoint was made with --feat-norm row, this "
+                                         "run has standard"):
+        _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume", "--feat-norm",
+             "standard")
+    run["node count"] = 3000  # another dataset's
+    torch.save(c, ck)
+    with pytest.raises(SystemExit, match="--resume: the checkpoint was made with node count "
+                                         "3000, this run has 2708 "):
+        _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume")
+    del c["run"]  # written before the record
+    torch.save(c, ck)
+    with pytest.raises(SystemExit, match="records no run settings"):
+        _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume")
+    # The same settings, given or from the preset, resume; --epochs may change.
+    c["run"] = dict(run, **{"node count": 2708})
+    torch.save(c, ck)
+    r = _run(tmp_path, "--epochs", "3", "--checkpoint", ck, "--resume", "--lr", "0.01")
+    assert [h["epoch"] for h in r["splits"]["0"]["history"]] == [0, 1, 2]
+
+
 def test_resume_without_a_checkpoint_of_this_shape(tmp_path, capsys):
     """--resume without a checkpoint yet starts at epoch 0 and says so; with only the files of
     a run of another world size next to it, it is refused, naming them."""
