@@ -1022,6 +1022,8 @@ def parse_args(argv=None):
         split_indices(args.split)  # the syntax; the range once the masks are read
     except ValueError as e:
         problems.append(str(e))
+    if args.resume and not args.checkpoint:  # it trained from epoch 0 and saved nothing
+        problems.append("--resume needs --checkpoint (the file to resume from)")
     if problems:
         p.error("; ".join(problems))
     return args

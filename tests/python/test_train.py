@@ -251,6 +251,7 @@ def _refused_by_argparse(tmp_path, capsys, bad, says):
     (["--batch-digests", "-1"], "--batch-digests must be >= 0, got -1"),
     # trained one epoch and said "stopping after epoch 0"; tessera train refuses it alike
     (["--stop-after", "0"], "--stop-after must be >= 1, got 0"),
+    (["--resume"], "--resume needs --checkpoint (the file to resume from)"),  # was ignored
     (["--lr", "0", "--hidden", "0"], "--hidden must be >= 1, got 0; --lr must be > 0, got 0.0"),
 ])
 def test_bad_numbers_are_one_argparse_error(tmp_path, capsys, bad, says):
