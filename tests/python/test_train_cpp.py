@@ -256,6 +256,20 @@ def test_a_partitioning_of_another_graph_is_not_reused(tool, tmp_path):
     assert (tmp_path / "q" / "cora.json").exists()
 
 
+def test_resume_refuses_a_checkpoint_of_another_run(tool, tmp_path):
+    """A checkpoint of other hyper-parameters (or another dataset) was continued, and the old
+    run's best validation reported as this one's."""
+    p = ["--threads", "1", "--epochs", "2", "--part-dir", str(tmp_path / "p"),
+         "--checkpoint", str(tmp_path / "a.ckpt")]
+    assert _train(tool, tmp_path, "stop", *p, "--stop-after", "1") is None
+    out = _train(tool, tmp_path, "other", *p, "--resume", "--lr", "0.5", "--batch-size", "7",
+                 check=False)
+    assert out.returncode != 0
+    assert ("was made by another run: --batch-size 64, this run has 7; --lr 0.01, this run has "
+            "0.5") in out.stderr + out.stdout
+    assert _train(tool, tmp_path, "same", *p, "--resume")["mean"] > 0
+
+
 def test_resume_of_several_splits(tool, tmp_path):
     """--split all, stopped in split 0: the resumed run finishes split 0 and starts split 1,
     whose missing checkpoint is no other run's (split 0's file is this run's own)."""

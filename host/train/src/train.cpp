@@ -930,6 +930,32 @@ at::Generator cpu_generator() {
   return at::globalContext().defaultGenerator(at::Device(at::kCPU));
 }
 
+/// What a checkpoint was trained on and with: the dataset (name, nodes, feature width) and every
+/// option that changes the training (not epochs, outputs, threads, device). --resume refuses a
+/// checkpoint whose record differs, naming each difference: it continued another run and
+/// reported that run's best validation as this one's.
+nlohmann::json run_record(const Job& job) {
+  const dist::DistTensor& feat = job.g->node_data("feat");
+  const int64_t width = feat.shape().size() > 1 ? feat.shape()[1] : 1;
+  return {{"dataset", job.name},
+          {"num_nodes", job.g->num_nodes()},
+          {"feature width", width},
+          {"metric", job.metric},
+          {"batching", job.o.batching},
+          {"part-method", job.o.part_method},
+          {"no-symmetrize", job.o.no_symmetrize},
+          {"fanouts", job.h.fanouts},
+          {"batch-size", job.h.batch_size},
+          {"hidden", job.h.hidden},
+          {"dropout", job.h.dropout},
+          {"input-dropout", job.h.input_dropout},
+          {"layer-norm", job.h.layer_norm},
+          {"lr", job.h.lr},
+          {"weight-decay", job.h.weight_decay},
+          {"feat-norm", job.h.feat_norm},
+          {"eval-every", job.h.eval_every}};
+}
+
 void save_checkpoint(const Job& job, const std::string& path, const Model& model,
                      const detail::Adam& opt, const SplitState& state, int64_t split,
                      uint64_t loader_seed) {
@@ -952,6 +978,7 @@ void save_checkpoint(const Job& job, const std::string& path, const Model& model
       {"rank", job.rank},
       {"world_size", job.world},
       {"model", job.o.model == ModelKind::kSage ? "sage" : "gcn"},
+      {"run", run_record(job)},
       {"state", detail::to_json(state)},
       {"loader", {{"seed", loader_seed}, {"epoch", state.epoch}, {"batch", 0}}}};
   detail::write_checkpoint(path, meta, entries);
@@ -974,6 +1001,24 @@ SplitState load_checkpoint(const Job& job, const std::string& path, Model& model
   TESSERA_EXPECTS(m.at("loader").at("seed").get<uint64_t>() == loader_seed, ValueError,
                   "checkpoint {}: loader seed {} differs from this run's {} (another --seed?)",
                   path, m["loader"]["seed"].dump(), loader_seed);
+  TESSERA_EXPECTS(m.contains("run") && m["run"].is_object(), ValueError,
+                  "--resume: checkpoint {} records no run to check it against (written by an "
+                  "older tessera train); start without --resume",
+                  path);
+  const nlohmann::json mine = run_record(job);
+  std::vector<std::string> differ;
+  for (const auto& [key, value] : mine.items()) {
+    const nlohmann::json& theirs = m["run"].contains(key) ? m["run"][key] : nlohmann::json();
+    if (theirs != value) {
+      const bool option = key != "dataset" && key != "num_nodes" && key != "feature width";
+      differ.push_back(fmt::format("{}{} {}, this run has {}", option ? "--" : "", key,
+                                   theirs.dump(), value.dump()));
+    }
+  }
+  TESSERA_EXPECTS(differ.empty(), ValueError,
+                  "--resume: checkpoint {} was made by another run: {} (start without --resume, "
+                  "or give another --checkpoint)",
+                  path, fmt::join(differ, "; "));
   for (const auto& [name, t] : model.named_parameters()) {
     restore(c, "model/" + name, t);
   }
