@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `tessera train`: parses the options of python/examples/train_sage.py and runs the libtorch
 // trainer (host/train).
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -21,10 +22,12 @@ std::vector<int64_t> parse_fanouts(const std::string& s) {
   std::stringstream ss(s);
   for (std::string item; std::getline(ss, item, ',');) {
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
     TESSERA_EXPECTS(!item.empty() && *end == '\0', ValueError,
                     "--fanouts {}: '{}' is not an integer (give e.g. 10,25, input layer first)", s,
                     item);
+    TESSERA_EXPECTS(errno != ERANGE, ValueError, "--fanouts {}: '{}' is out of range", s, item);
     out.push_back(v);
   }
   TESSERA_EXPECTS(!out.empty(), ValueError, "--fanouts is empty");

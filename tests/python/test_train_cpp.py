@@ -349,6 +349,9 @@ def test_a_split_without_validation_nodes_is_refused(tool, tmp_path):
     # A split the masks lack is refused before partitioning (Cora has one split).
     (["--split", "1,x"], "'x' is not a split index"),
     (["--split", "3"], "split 3 is outside [0, 1)"),
+    (["--split", "0,0"], "--split '0,0': split 0 is listed twice"),  # it trained split 0 twice
+    (["--split", "0,"], "--split '0,': an empty item"),
+    (["--fanouts", "99999999999999999999,5"], "'99999999999999999999' is out of range"),
     (["--metric", "rocauc"], "--metric rocauc scores a binary task, but node data 'label' has 7"),
     # Options that were ignored or changed the model silently.
     (["--fanouts", "10,"], "--fanouts 10,: ends with a comma"),
@@ -365,6 +368,22 @@ def test_bad_input_is_one_clear_error(tool, tmp_path, bad, says):
     assert says in out.stderr + out.stdout
     assert not (tmp_path / "bad.json").exists()
     assert not (tmp_path / "p").exists()  # nothing partitioned
+
+
+def test_a_dataset_without_what_training_reads_is_refused_before_partitioning(tool, tmp_path):
+    """Without label.npy the partition was written, the run then failed, and the next run
+    reused the label-less partition; a --part-dir that is a file was named '--out'."""
+    ds = cora_copy(tmp_path)
+    os.remove(os.path.join(ds, "label.npy"))
+    out = _train(tool, tmp_path, "nolabel", "--part-dir", str(tmp_path / "p"), check=False,
+                 dataset=ds)
+    assert out.returncode != 0
+    assert "no node data 'label' (label.npy in an npy folder)" in out.stderr + out.stdout
+    assert not (tmp_path / "p").exists()
+    (tmp_path / "file").write_text("")
+    out = _train(tool, tmp_path, "file", "--part-dir", str(tmp_path / "file"), check=False)
+    assert out.returncode != 0
+    assert f"--part-dir {tmp_path / 'file'}: exists and is not a folder" in out.stderr + out.stdout
 
 
 def test_the_default_loss_curve_path_is_checked_before_training(tool, tmp_path):

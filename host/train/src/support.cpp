@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -452,6 +453,8 @@ std::string prepare_partitions(dist::Runtime& rt, const TrainOptions& o, int64_t
           fmt::print("[train] reusing partitions {}\n", config);
         }
       } else {
+        check_output_path(o.part_dir.empty() ? "partition folder" : "--part-dir", out,
+                          /*folder=*/true);
         refuse_other_partitionings(out, name);
         const double t0 = now_seconds();
         ReadOptions ro;
@@ -508,15 +511,22 @@ std::vector<int64_t> parse_splits(const std::string& spec, int64_t num_splits) {
     std::iota(out.begin(), out.end(), 0);
     return out;
   }
+  TESSERA_EXPECTS(spec.empty() || spec.back() != ',', ValueError, "--split '{}': an empty item",
+                  spec);
   std::stringstream ss(spec);
   std::string item;
   while (std::getline(ss, item, ',')) {
+    TESSERA_EXPECTS(!item.empty(), ValueError, "--split '{}': an empty item", spec);
     char* end = nullptr;
+    errno = 0;
     const long long v = std::strtoll(item.c_str(), &end, 10);
-    TESSERA_EXPECTS(!item.empty() && *end == '\0', ValueError,
+    TESSERA_EXPECTS(*end == '\0' && errno != ERANGE, ValueError,
                     "--split {}: '{}' is not a split index (give an index, a comma-separated "
                     "list or 'all')",
                     spec, item);
+    // Each split trains once: "0,0" trained split 0 twice and reported "over 1 split(s)".
+    TESSERA_EXPECTS(std::find(out.begin(), out.end(), v) == out.end(), ValueError,
+                    "--split '{}': split {} is listed twice", spec, v);
     TESSERA_EXPECTS(v >= 0, ValueError, "--split {}: split {} is negative", spec, v);
     TESSERA_EXPECTS(num_splits < 0 || v < num_splits, ValueError,
                     "--split {}: split {} is outside [0, {}) (the masks have {} split(s))", spec, v,

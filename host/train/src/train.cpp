@@ -1798,6 +1798,14 @@ Data load_graph(Job& job) {
 /// What load_graph refuses, checked on the dataset before it is partitioned: a --split the
 /// masks lack, and ROC-AUC of a task that is not binary.
 void check_dataset(const Job& job, const Dataset& ds) {
+  // What training reads, named before anything is partitioned (a partition lacking it was
+  // written, then refused, then reused as it was).
+  for (const char* name : {"feat", "label", "train_mask", "val_mask", "test_mask"}) {
+    TESSERA_EXPECTS(ds.ndata.count(name) != 0, ValueError,
+                    "--dataset {}: no node data '{}' ({}.npy in an npy folder), which training "
+                    "needs",
+                    job.o.dataset, name, name);
+  }
   if (const auto mask = ds.ndata.find("train_mask"); mask != ds.ndata.end()) {
     detail::parse_splits(job.o.split, mask->second.ndim() == 2 ? mask->second.dim(1) : 1);
   }
