@@ -105,6 +105,7 @@ double run_perftest(const std::string& test, int64_t size, int64_t iters, int64_
 }
 
 void run(const DistGatherArgs& a) {
+  check_report_paths(a.json, "");
   TESSERA_EXPECTS(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, ValueError,
                   "--batch, --iters must be >= 1 and --warmup >= 0");
   auto rt = dist::Runtime::create();

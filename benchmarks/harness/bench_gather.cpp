@@ -184,6 +184,7 @@ std::vector<Probe> run_probes(bool uva, const std::vector<Row>& rows_done, const
 }
 
 void run(const GatherArgs& a, const std::string& cmdline) {
+  check_report_paths(a.json, a.results);
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,
                   "--device: expected cpu or cuda, got '{}'", a.device);
   const cuda::Placement placement = cuda::parse_placement(a.placement, "--placement");

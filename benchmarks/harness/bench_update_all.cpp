@@ -57,6 +57,7 @@ double max_over_ranks(dist::Runtime& rt, double v) {
 }
 
 void run(const UpdateAllArgs& a) {
+  check_report_paths(a.json, a.results);
   TESSERA_EXPECTS(a.feat >= 1 && a.iters >= 1 && a.warmup >= 0, ValueError,
                   "--feat and --iters must be >= 1 and --warmup >= 0");
   TESSERA_EXPECTS(a.device == "cpu" || a.device == "cuda", ValueError,

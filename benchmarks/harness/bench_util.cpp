@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/fs.hpp"
 #include "tessera/core/provenance.hpp"
 #include "tessera/cuda/runtime.hpp"
 
@@ -139,22 +140,13 @@ nlohmann::json phases_json(const PhaseTimer& timer) {
 }
 
 void write_json_report(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    TESSERA_EXPECTS(f.good(), IOError, "{}: cannot write the JSON report", path);
-    f << j.dump(2) << "\n";
-    f.flush();
-    if (!f.good()) {
-      std::remove(tmp.c_str());
-      TESSERA_FAIL(IOError, "{}: write failed", path);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    TESSERA_FAIL(IOError, "{}: cannot rename the finished report into place", path);
-  }
+  write_text_atomic(path, j.dump(2) + "\n");  // the missing folders made, never half a file
   fmt::print("wrote {}\n", path);
+}
+
+void check_report_paths(const std::string& json, const std::string& results) {
+  check_output_path("--json", json);
+  check_output_path("--results", results, /*folder=*/true);
 }
 
 std::string blocks_digest(const std::vector<std::vector<ops::Block>>& batches) {

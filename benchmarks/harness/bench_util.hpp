@@ -42,6 +42,11 @@ nlohmann::json phases_json(const PhaseTimer& timer);
 /// write leaves no half-written report; prints "wrote PATH". Throws IOError naming the path.
 void write_json_report(const std::string& path, const nlohmann::json& j);
 
+/// Checks, before a benchmark runs, that its --json file and --results folder (either may be
+/// empty: not asked for) can be written (check_output_path): a bad path fails at once instead
+/// of after the whole run.
+void check_report_paths(const std::string& json, const std::string& results);
+
 /// A digest of sampled blocks (FNV-1a 64 over every batch's blocks in order: num_dst, the
 /// sizes, src_nodes, src, dst, eids), as 16 hex digits: equal digests mean bit-identical blocks,
 /// so runs with other thread counts or devices can be compared from their JSON.

@@ -218,6 +218,7 @@ double random_read_rate(const Graph& g, int threads, int64_t reads_per_thread) {
 }
 
 void run_bench_sample(const SampleArgs& a) {
+  check_report_paths(a.json, a.results);
   const auto fanouts = parse_fanouts(a.fanouts);
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   TESSERA_EXPECTS(a.threads >= 1 && a.threads <= 4 * cores, ValueError,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -164,12 +165,24 @@ TEST_F(Cli, LowMemoryWritesTheSamePartitions) {
 // rounds (the fastest of each side), and the JSON holds every figure the report prints.
 TEST_F(Cli, BenchSampleReportsItsFigures) {
   TempDir tmp;
-  const fs::path js = tmp / "sample.json";
+  const fs::path js = tmp / "new" / "sample.json";  // its folder is made
   CmdResult r = run(fmt::format(
       "bench sample --graph rmat:12,8 --fanouts 5,5 --batch-size 64 --threads 1 --batches 4 "
       "--ref-batches 3 --ref-repeats 2 --json {}",
       js.string()));
   ASSERT_EQ(r.rc, 0) << r.out;
+  // Report paths that cannot be written fail before the run, not after it.
+  std::ofstream(tmp / "file") << "";
+  for (const auto& [flag, path, says] :
+       {std::tuple{"--json", tmp.path(), "is a folder, not a file"},
+        std::tuple{"--results", tmp / "file", "exists and is not a folder"}}) {
+    const CmdResult bad =
+        run(fmt::format("bench sample --graph rmat:12,8 --batches 4 {} {}", flag, path.string()));
+    EXPECT_NE(bad.rc, 0);
+    EXPECT_NE(bad.out.find(fmt::format("{} {}: {}", flag, path.string(), says)), std::string::npos)
+        << bad.out;
+    EXPECT_EQ(bad.out.find("fastest of"), std::string::npos) << "it ran first: " << bad.out;
+  }
   EXPECT_NE(r.out.find("fastest of 2 rounds"), std::string::npos) << r.out;
   nlohmann::json j;
   std::ifstream(js) >> j;
