@@ -127,6 +127,19 @@ void run(const DistGatherArgs& a) {
   const char* tls_env = std::getenv("UCX_TLS");
   const std::string tls = tls_env && *tls_env ? tls_env : "auto";
   const bool one_sided_default = rt->one_sided_reads();
+  // Without one-sided reads (TESSERA_DIST_GET=0) the get path cannot be measured: refused when
+  // it is all that was asked for, else skipped and recorded as skipped (it vanished silently).
+  std::string skipped;
+  if (!one_sided_default && std::find(paths.begin(), paths.end(), "get") != paths.end()) {
+    TESSERA_EXPECTS(std::find(paths.begin(), paths.end(), "request") != paths.end(), ValueError,
+                    "--paths {}: one-sided reads are off in this job (TESSERA_DIST_GET=0), so "
+                    "the get path has nothing to measure",
+                    a.paths);
+    skipped = "get: one-sided reads are off in this job (TESSERA_DIST_GET=0)";
+    if (me == 0) {
+      fmt::print("dist-gather: skipping {}\n", skipped);
+    }
+  }
   nlohmann::json results = nlohmann::json::array();
   if (me == 0) {
     fmt::print("dist-gather: {} ranks, transport {} (UCX_TLS={}), batch {} rows\n", world,
@@ -278,6 +291,9 @@ void run(const DistGatherArgs& a) {
     j["ucx_version"] = run_capture("ucx_info -v 2>/dev/null | head -1");
     j["perftest_window"] = a.perftest_window > 0 ? a.perftest_window : a.batch;
     j["results"] = results;
+    if (!skipped.empty()) {
+      j["skipped"] = {skipped};
+    }
     write_json_report(a.json, j);
   }
   rt->barrier();
