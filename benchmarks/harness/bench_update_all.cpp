@@ -69,7 +69,8 @@ void run(const UpdateAllArgs& a) {
   auto rt = dist::Runtime::create();
   const int world = rt->world_size(), me = rt->rank();
   auto t0 = std::chrono::steady_clock::now();
-  dist::DistGraph g(rt, load_partition_config(a.part_config).graph_name, a.part_config);
+  const PartitionConfig config = load_partition_config(a.part_config);
+  dist::DistGraph g(rt, config.graph_name, a.part_config);
   const double load_s = max_over_ranks(*rt, seconds_since(t0));
   const int64_t F = a.feat;
   if (me == 0) {
@@ -179,7 +180,16 @@ void run(const UpdateAllArgs& a) {
     nlohmann::json j;
     j["benchmark"] = "update-all";
     j["command"] = fmt::format("tessera launch --nproc-per-node {} -- {}", world, a.command);
-    j["graph"] = a.graph_spec;
+    // What the partitioning records it was made from (--graph only where it records nothing:
+    // a free label could name another graph than the one measured).
+    const nlohmann::json& source =
+        config.json.contains("source") ? config.json["source"] : nlohmann::json::object();
+    j["graph"] = source.contains("path") && source["path"].is_string() &&
+                         !source["path"].get<std::string>().empty()
+                     ? source["path"].get<std::string>()
+                     : a.graph_spec;
+    j["num_parts"] = config.num_parts;  // ranks = num_parts x trainers per machine
+    j["trainers_per_machine"] = world / config.num_parts;
     j["num_nodes"] = g.num_nodes();
     j["num_edges"] = g.num_edges();
     j["features"] = F;
@@ -223,11 +233,13 @@ void register_bench_update_all(CLI::App& bench) {
   auto* c = bench.add_subcommand(
       "update-all",
       "Distributed update_all against the local SpMM of the same rows (run under tessera "
-      "launch with one rank per partition)");
+      "launch with a multiple of the partitions' count of ranks: each machine's trainers share "
+      "its partition; the JSON records num_parts and trainers_per_machine)");
   c->add_option("--part-config", args->part_config, "partition config JSON (one part per rank)")
       ->required();
   c->add_option("--graph", args->graph_spec,
-                "what the partitioning was made from (recorded in the JSON)");
+                "what the partitioning was made from, recorded in the JSON when its config "
+                "does not say (its source.path)");
   c->add_option("--feat", args->feat, "feature columns")->capture_default_str();
   c->add_option("--warmup", args->warmup, "untimed runs first")->capture_default_str();
   c->add_option("--iters", args->iters, "timed runs (median reported)")->capture_default_str();
