@@ -33,21 +33,24 @@ def block_edges(block):
 class _SortedMean(torch.autograd.Function):
     """Mean aggregation over edges grouped by destination (dst non-decreasing) as one sparse x
     dense product each way (tessera.ops.spmm, by ``engine``): no per-edge message tensor, no
-    atomics forward, the degrees read from the CSR offsets."""
+    atomics forward, the degrees read from the CSR offsets. ``transpose`` gives A^T h (the
+    gradient w.r.t. the sources): each direction's backward is the other's forward, so the
+    backward records its own graph (double backward differentiates through it)."""
 
     @staticmethod
-    def forward(ctx, h_src, src, indptr, engine):
-        out = spmm(indptr, src, h_src.shape[0], h_src.contiguous(), reduce="mean", engine=engine)
+    def forward(ctx, h, src, indptr, engine, transpose=False, num_src=None):
+        num_src = h.shape[0] if num_src is None else num_src
+        out = spmm(indptr, src, num_src, h.contiguous(), reduce="mean", transpose=transpose,
+                   engine=engine)
         ctx.save_for_backward(src, indptr)
-        ctx.num_src, ctx.engine = h_src.shape[0], engine
+        ctx.num_src, ctx.engine, ctx.transpose = num_src, engine, transpose
         return out
 
     @staticmethod
     def backward(ctx, grad):
         src, indptr = ctx.saved_tensors
-        g = spmm(indptr, src, ctx.num_src, grad.contiguous(), reduce="mean", transpose=True,
-                 engine=ctx.engine)
-        return g, None, None, None
+        g = _SortedMean.apply(grad, src, indptr, ctx.engine, not ctx.transpose, ctx.num_src)
+        return g, None, None, None, None, None
 
 
 #: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs on a GPU (see there).

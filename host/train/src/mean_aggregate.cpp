@@ -40,21 +40,31 @@ at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num
   return c;
 }
 
+// op(A) h as an autograd function, for either op: A's backward is A^T's forward and A^T's
+// backward A's, so the backward records its own graph (double backward, e.g. a gradient
+// penalty, differentiates through it instead of taking the gradient as a constant).
 struct CsrMean : torch::autograd::Function<CsrMean> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& h,
-                            const at::Tensor& src, const at::Tensor& indptr, int64_t engine) {
+                            const at::Tensor& src, const at::Tensor& indptr, int64_t engine,
+                            bool transpose, int64_t num_src) {
     ctx->save_for_backward({src, indptr});
-    ctx->saved_data["num_src"] = h.size(0);
+    ctx->saved_data["num_src"] = num_src;
     ctx->saved_data["engine"] = engine;
-    return csr_mean(indptr, src, h.size(0), h, false, static_cast<ops::SpmmEngine>(engine));
+    ctx->saved_data["transpose"] = transpose;
+    return csr_mean(indptr, src, num_src, h, transpose, static_cast<ops::SpmmEngine>(engine));
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const int64_t num_src = ctx->saved_data["num_src"].toInt();
-    const auto engine = static_cast<ops::SpmmEngine>(ctx->saved_data["engine"].toInt());
-    return {csr_mean(saved[1], saved[0], num_src, grads[0], true, engine), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    const int64_t engine = ctx->saved_data["engine"].toInt();
+    const bool transpose = ctx->saved_data["transpose"].toBool();
+    return {CsrMean::apply(grads[0], saved[0], saved[1], engine, !transpose, num_src),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor(),
+            at::Tensor()};
   }
 };
 
@@ -62,7 +72,7 @@ struct CsrMean : torch::autograd::Function<CsrMean> {
 
 at::Tensor mean_aggregate(const at::Tensor& h, const at::Tensor& src, const at::Tensor& indptr,
                           ops::SpmmEngine engine) {
-  return CsrMean::apply(h, src, indptr, static_cast<int64_t>(engine));
+  return CsrMean::apply(h, src, indptr, static_cast<int64_t>(engine), false, h.size(0));
 }
 
 }  // namespace tessera::train
