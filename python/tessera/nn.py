@@ -317,8 +317,9 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
     """Per-graph readout: ``out[k] = op(h[v] for the nodes v with graph_ids[v] == k)`` for
     ``op`` in ``sum``, ``mean``, ``max`` (DGL's ``sum_nodes`` / ``mean_nodes`` / ``max_nodes``).
     A segment reduction over ``graph_ids`` (a GraphBatch's): ``index_add_`` for sum and mean,
-    ``scatter_reduce_(amax)`` for max. A graph without nodes reads out zeros. On the CPU the
-    sum adds in node order, so the result is deterministic."""
+    ``scatter_reduce_(amax)`` for max, whose gradient goes to the first node holding the
+    maximum, as DGL's. A graph without nodes reads out zeros. On the CPU the sum adds in node
+    order, so the result is deterministic."""
     if op not in ("sum", "mean", "max"):
         raise ValueError(f"readout_nodes: op must be sum, mean or max, got {op!r}")
     if h.shape[0] != graph_ids.shape[0]:
@@ -327,9 +328,22 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
     ids = graph_ids.to(h.device, torch.int64)
     shape = (int(num_graphs),) + tuple(h.shape[1:])
     if op == "max":
-        out = h.new_zeros(shape)
         index = ids.view(-1, *([1] * (h.dim() - 1))).expand_as(h)
-        return out.scatter_reduce(0, index, h, reduce="amax", include_self=False)
+        n = h.shape[0]
+        if n == 0:
+            return h.new_zeros(shape)
+        # The maximum read from its first node (lowest ID) per graph and column, so its gradient
+        # goes to that node alone, as DGL's segment max does (amax's backward shares it among
+        # tied maxima).
+        with torch.no_grad():
+            top = h.new_zeros(shape).scatter_reduce(0, index, h, reduce="amax",
+                                                    include_self=False).gather(0, index)
+            match = (h == top) | (torch.isnan(h) & torch.isnan(top))
+            rows = torch.arange(n, device=h.device).view(-1, *([1] * (h.dim() - 1)))
+            first = torch.full(shape, n, dtype=torch.int64, device=h.device).scatter_reduce(
+                0, index, torch.where(match, rows.expand_as(h), n), reduce="amin")
+        picked = h.gather(0, first.clamp(max=n - 1))
+        return torch.where(first < n, picked, torch.zeros((), dtype=h.dtype, device=h.device))
     if op == "sum":
         return h.new_zeros(shape).index_add_(0, ids, h)
     # The mean's sums, counts and division in float32 for 16-bit floats (see mean_aggregate).

@@ -377,6 +377,26 @@ def test_readout_per_graph(op):
 
 
 @requires_torch
+def test_max_readout_gives_a_tied_maximum_s_gradient_to_its_first_node():
+    """As DGL's segment max (its first maximum takes the whole gradient); amax's backward
+    shared it among ties: [[0.5, 1], [0.5, 0], [1, 1]] where DGL gives [[1, 1], [0, 0], [1, 1]].
+    A graph without nodes reads out zeros, NaN stays NaN."""
+    import torch
+
+    from tessera.nn import readout_nodes
+
+    h = torch.tensor([[1., 2.], [1., .5], [3., .5]], requires_grad=True)
+    out = readout_nodes(h, torch.tensor([0, 0, 2]), 3, "max")
+    torch.testing.assert_close(out, torch.tensor([[1., 2.], [0., 0.], [3., .5]]))
+    out.sum().backward()
+    torch.testing.assert_close(h.grad, torch.tensor([[1., 1.], [0., 0.], [1., 1.]]))
+    nan = readout_nodes(torch.tensor([[1.], [float("nan")]]), torch.tensor([0, 0]), 1, "max")
+    assert torch.isnan(nan).all()
+    assert readout_nodes(torch.zeros(0, 2), torch.zeros(0, dtype=torch.int64), 2, "max").shape \
+        == (2, 2)
+
+
+@requires_torch
 def test_gin_conv_against_dense():
     import torch
 
