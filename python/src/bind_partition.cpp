@@ -171,6 +171,14 @@ void bind_partition(nb::module_& m) {
       .def_prop_ro("edata", [](const LocalPartition& p) { return arrays_to_dict(p.edata); });
 
   m.def(
+      "is_partition_folder", [](const std::string& dir) { return is_partition_folder(dir); },
+      nb::arg("dir"),
+      "Whether dir is a part<N>/ folder of .npy files only (what --overwrite may replace).");
+  m.def(
+      "is_partition_config", [](const std::string& file) { return is_partition_config(file); },
+      nb::arg("file"), "Whether file is a .json that reads as a partition config.");
+
+  m.def(
       "load_partition",
       [](const std::string& config, int64_t part, bool mmap, bool verify_checksums) {
         LoadOptions lo;

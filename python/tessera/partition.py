@@ -301,36 +301,12 @@ def _check_arguments(g, graph_name, num_parts, out_path, num_hops, part_method, 
     _check_out_path(os.fspath(out_path), overwrite)
 
 
-_PART_DIR = re.compile(r"part[0-9]+")
-
-
-def _is_partition_folder(path: str) -> bool:
-    """A part<N>/ folder holding nothing but .npy files (write.cpp's is_partition_folder)."""
-    if not _PART_DIR.fullmatch(os.path.basename(path)):
-        return False
-    with os.scandir(path) as it:
-        return all(e.is_file(follow_symlinks=False) and len(e.name) > 4 and e.name.endswith(".npy")
-                   for e in it)
-
-
-def _is_partition_config(path: str) -> bool:
-    """A .json file that reads as a partition config (write.cpp's is_partition_config)."""
-    if len(os.path.basename(path)) <= 5 or not path.endswith(".json"):
-        return False
-    try:
-        with open(path, encoding="utf-8") as f:
-            j = json.load(f)
-    except (OSError, ValueError):
-        return False
-    return isinstance(j, dict) and all(k in j for k in ("format_version", "graph_name",
-                                                         "partitions"))
-
-
 def _check_out_path(out_path: str, overwrite: bool) -> None:
     """An existing ``out_path`` is replaced only with ``overwrite``, and only when it is a folder
-    of what partition_graph writes (configs and part<N>/ folders of .npy files), so a mistyped path cannot
-    wipe a real folder. The partitioner refuses the same, in the words of ``tessera partition``'s
-    flags; checked here first, in partition_graph's."""
+    of what partition_graph writes (the partitioner's own predicates, ``_C.is_partition_config``
+    and ``_C.is_partition_folder``), so a mistyped path cannot wipe a real folder. The
+    partitioner refuses the same, in the words of ``tessera partition``'s flags; checked here
+    first, in partition_graph's."""
     if not os.path.exists(out_path):
         return
     if not overwrite:
@@ -340,7 +316,7 @@ def _check_out_path(out_path: str, overwrite: bool) -> None:
     with os.scandir(out_path) as it:
         for e in sorted(it, key=lambda e: e.name):
             is_dir = e.is_dir() and not e.is_symlink()
-            ours = _is_partition_folder(e.path) if is_dir else _is_partition_config(e.path)
+            ours = _C.is_partition_folder(e.path) if is_dir else _C.is_partition_config(e.path)
             if not ours:
                 raise ValueError(f"out_path {out_path}: refusing to overwrite a folder that holds "
                                  f"{e.name!r}, which partition_graph did not write (choose an "

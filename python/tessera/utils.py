@@ -228,14 +228,7 @@ def refuse_other_partitionings(out: str, name: str) -> None:
     if not os.path.isdir(out):
         return
     for f in sorted(os.listdir(out)):
-        if f == f"{name}.json" or len(f) <= 5 or not f.endswith(".json"):
-            continue
-        try:
-            with open(os.path.join(out, f)) as fh:
-                j = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        if isinstance(j, dict) and "graph_name" in j and "partitions" in j:
+        if f != f"{name}.json" and _C.is_partition_config(os.path.join(out, f)):
             raise ValueError(f"{out}: holds {f}, a partitioning of another dataset, which "
                              f"partitioning {name} here would delete (give another --part-dir, "
                              "or remove it)")

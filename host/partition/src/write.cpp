@@ -396,36 +396,6 @@ void write_config(PartitionConfig& c, const PartitionOptions& opts, const WriteO
                   (root / config_name).string());
 }
 
-// A part<N>/ folder holding nothing but .npy files: what a partitioning writes there.
-bool is_partition_folder(const std::filesystem::path& dir) {
-  const std::string f = dir.filename().string();
-  if (f.size() <= 4 || f.compare(0, 4, "part") != 0 ||
-      f.find_first_not_of("0123456789", 4) != std::string::npos) {
-    return false;
-  }
-  std::error_code ec;
-  for (const auto& ent : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string n = ent.path().filename().string();
-    if (!ent.is_regular_file() || ent.is_symlink() || n.size() <= 4 ||
-        n.compare(n.size() - 4, 4, ".npy") != 0) {
-      return false;
-    }
-  }
-  return !ec;
-}
-
-// A .json file that reads as a partition config (a user's other JSON files are not ours).
-bool is_partition_config(const std::filesystem::path& file) {
-  const std::string f = file.filename().string();
-  if (f.size() <= 5 || f.compare(f.size() - 5, 5, ".json") != 0) {
-    return false;
-  }
-  std::ifstream in(file);
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return j.is_object() && j.contains("format_version") && j.contains("graph_name") &&
-         j.contains("partitions");
-}
-
 // `spill`: ds.graph, mutable, when its CSC may be parked on disk (low_memory): during METIS
 // and from relabel on, when only the relabelled copy is read. `spilled` holds the parked
 // arrays; the caller reads them back.

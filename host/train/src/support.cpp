@@ -422,12 +422,7 @@ void refuse_other_partitionings(const std::filesystem::path& out, const std::str
   }
   for (const auto& ent : std::filesystem::directory_iterator(out, ec)) {
     const std::string f = ent.path().filename().string();
-    if (f == name + ".json" || f.size() <= 5 || f.compare(f.size() - 5, 5, ".json") != 0) {
-      continue;
-    }
-    std::ifstream in(ent.path());
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("graph_name") && j.contains("partitions")) {
+    if (f != name + ".json" && is_partition_config(ent.path())) {
       TESSERA_FAIL(ValueError,
                    "{}: holds {}, a partitioning of another dataset, which partitioning {} here "
                    "would delete (give another --part-dir, or remove it)",

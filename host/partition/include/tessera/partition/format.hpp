@@ -109,6 +109,13 @@ std::string shape_string(const std::vector<int64_t>& shape);
 /// The graph arrays every partition folder holds (without features).
 const std::vector<std::string>& partition_graph_files();
 
+/// Whether `dir` is a part<N>/ folder holding nothing but regular .npy files, and whether `file`
+/// is a .json that reads as a partition config (format_version, graph_name, partitions): what
+/// a partitioning writes, and so what --overwrite may replace and what the trainers take for
+/// another dataset's partitioning (a user's other files are not ours).
+bool is_partition_folder(const std::filesystem::path& dir);
+bool is_partition_config(const std::filesystem::path& file);
+
 /// A file of a partition folder as the config's counts and schema imply it.
 struct ExpectedFile {
   std::string name;
