@@ -11,12 +11,23 @@ def _all_finite(*scores: np.ndarray) -> bool:
     return all(bool(np.isfinite(s).all()) for s in scores)
 
 
+def _scores(x, fn: str, what: str) -> np.ndarray:
+    """``x`` as float64 scores: ``[N]``, or a decoder's ``[N, 1]`` flattened; ValueError for any
+    other shape (a matrix of scores has no order to rank)."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a.reshape(-1)
+    if a.ndim != 1:
+        raise ValueError(f"{fn}: {what} scores must be [N] or [N, 1], got shape {a.shape}")
+    return a
+
+
 def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
     """ROC-AUC of positive against negative scores (Mann-Whitney U, average ranks for ties);
     NaN when either side is empty or any score is NaN or infinite (a diverged model has no
     ranking; a caller that keeps the best ``>`` value never picks it). For binary labels:
-    ``roc_auc(s[y == 1], s[y == 0])``."""
-    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    ``roc_auc(s[y == 1], s[y == 0])``. Scores are ``[N]`` or ``[N, 1]`` (ValueError else)."""
+    pos, neg = _scores(pos, "roc_auc", "positive"), _scores(neg, "roc_auc", "negative")
     npos, nneg = len(pos), len(neg)
     if npos == 0 or nneg == 0 or not _all_finite(pos, neg):
         return float("nan")
@@ -30,11 +41,12 @@ def roc_auc(pos: np.ndarray, neg: np.ndarray) -> float:
 def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
     """OGB's Hits@K: the fraction of positives scored strictly above the K-th highest negative
     (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator); NaN when
-    there are no positives or any score is NaN or infinite. ValueError for ``k`` < 1."""
+    there are no positives or any score is NaN or infinite. ValueError for ``k`` < 1 and for
+    scores not shaped ``[N]`` or ``[N, 1]``."""
     if isinstance(k, bool) or int(k) != k or k < 1:
         raise ValueError(f"hits_at_k: k must be an integer >= 1, got {k!r}")
     k = int(k)
-    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    pos, neg = _scores(pos, "hits_at_k", "positive"), _scores(neg, "hits_at_k", "negative")
     if len(pos) == 0 or not _all_finite(pos, neg):
         return float("nan")
     if len(neg) < k:

@@ -52,3 +52,16 @@ def test_hits_at_k_refuses_k_below_one(k):
         hits_at_k([0.5], [0.1, 0.2], k)
     assert hits_at_k([0.5], [0.1, 0.2], 1) == 1.0
     assert hits_at_k([0.5], [0.1, 0.2], np.int64(2)) == 1.0
+
+
+def test_scores_of_a_decoder_column_count_and_other_shapes_are_refused():
+    pos, neg = np.array([0.9, 0.8, 0.3]), np.array([0.1, 0.2, 0.5])
+    assert roc_auc(pos[:, None], neg[:, None]) == roc_auc(pos, neg)
+    assert hits_at_k(pos[:, None], neg[:, None], 2) == hits_at_k(pos, neg, 2)
+    # A [1, N] row used to count as one score against the flattened ranks: AUC 14.
+    for fn in (lambda p, n: roc_auc(p, n), lambda p, n: hits_at_k(p, n, 2)):
+        with pytest.raises(ValueError, match=r"positive scores must be \[N\] or \[N, 1\], "
+                                             r"got shape \(1, 3\)"):
+            fn(pos[None, :], neg)
+        with pytest.raises(ValueError, match=r"negative scores .* got shape \(3, 2\)"):
+            fn(pos, np.stack([neg, neg], 1))
