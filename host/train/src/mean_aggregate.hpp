@@ -10,6 +10,7 @@
 #include <ATen/ops/linear.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "tessera/ops/spmm.hpp"
 
@@ -26,20 +27,19 @@ at::Tensor mean_aggregate(const at::Tensor& h, const at::Tensor& src, const at::
                           ops::SpmmEngine engine = ops::SpmmEngine::kRows);
 
 /// nn.py's SAGEConv forward, operator for operator (so the same bits and autograd graph):
-/// linear(x[:num_dst], w_self) + the projected aggregate of the neighbors + bias (when defined),
-/// projecting before `aggregate` (x -> the mean over each destination's in-neighbors) when that
-/// shrinks the rows, as DGL does.
+/// linear(x[:num_dst], w_self, bias) (DGL's fc_self, which holds the bias; `bias` may be
+/// undefined) + the projected aggregate of the neighbors, projecting before `aggregate` (x -> the
+/// mean over each destination's in-neighbors) when that shrinks the rows, as DGL does.
 template <class Aggregate>
 at::Tensor sage_forward(const at::Tensor& x, int64_t num_dst, const at::Tensor& w_self,
                         const at::Tensor& w_neigh, const at::Tensor& bias, Aggregate&& aggregate) {
   const at::Tensor h_dst = x.slice(0, 0, num_dst);
   const at::Tensor h_neigh = w_neigh.size(1) > w_neigh.size(0) ? aggregate(at::linear(x, w_neigh))
                                                                : at::linear(aggregate(x), w_neigh);
-  at::Tensor rst = at::linear(h_dst, w_self) + h_neigh;
-  if (bias.defined()) {
-    rst = rst + bias;
-  }
-  return rst;
+  return at::linear(
+             h_dst, w_self,
+             bias.defined() ? std::optional<at::Tensor>(bias) : std::optional<at::Tensor>()) +
+         h_neigh;
 }
 
 }  // namespace tessera::train

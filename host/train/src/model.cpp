@@ -43,6 +43,12 @@ void kaiming_uniform_a_sqrt5(at::Tensor& w) {  // nn.Linear's reset_parameters
   w.uniform_(-bound, bound);
 }
 
+void linear_bias_uniform(at::Tensor& b, int64_t fan_in) {  // nn.Linear's bias init
+  at::NoGradGuard no_grad;
+  const double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  b.uniform_(-bound, bound);
+}
+
 void xavier_uniform(at::Tensor& w, double gain) {
   at::NoGradGuard no_grad;
   const double std = gain * std::sqrt(2.0 / static_cast<double>(w.size(1) + w.size(0)));
@@ -89,19 +95,22 @@ Model::Model(ModelKind kind, int64_t in_feats, int64_t hidden, int64_t out_feats
     l.in = dims[i];
     l.out = dims[i + 1];
     if (kind_ == ModelKind::kSage) {
-      // SAGEConv.__init__: nn.Linear(fc_self), nn.Linear(fc_neigh) each draw their default init,
-      // then reset_parameters redraws both with Xavier (gain of ReLU): four draws in this order.
-      l.w_self = param({l.out, l.in});
-      kaiming_uniform_a_sqrt5(l.w_self);
+      // SAGEConv.__init__ (DGL's): nn.Linear(fc_neigh, no bias), nn.Linear(fc_self) each draw
+      // their default init, then reset_parameters redraws both weights with Xavier (gain of
+      // ReLU); the bias keeps nn.Linear's draw. Five draws in this order.
       l.w_neigh = param({l.out, l.in});
       kaiming_uniform_a_sqrt5(l.w_neigh);
+      l.w_self = param({l.out, l.in});
+      kaiming_uniform_a_sqrt5(l.w_self);
+      l.bias = param({l.out});
+      linear_bias_uniform(l.bias, l.in);
       xavier_uniform(l.w_self, relu_gain);
       xavier_uniform(l.w_neigh, relu_gain);
     } else {
       l.weight = param({l.out, l.in});  // DGL's GraphConv: Xavier (gain 1), zero bias
       xavier_uniform(l.weight, 1.0);
+      l.bias = at::zeros({l.out}, at::TensorOptions().dtype(at::kFloat)).set_requires_grad(true);
     }
-    l.bias = at::zeros({l.out}, at::TensorOptions().dtype(at::kFloat)).set_requires_grad(true);
     layers_.push_back(std::move(l));
   }
   if (layer_norm) {
@@ -193,11 +202,12 @@ std::vector<std::pair<std::string, at::Tensor>> Model::named_parameters() const 
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = layers_[i];
     const std::string p = "layers." + std::to_string(i) + ".";
-    out.emplace_back(p + "bias", l.bias);  // a module's own parameters precede its children's
-    if (kind_ == ModelKind::kSage) {
-      out.emplace_back(p + "fc_self.weight", l.w_self);
+    if (kind_ == ModelKind::kSage) {  // SAGEConv's modules in their order (DGL's names)
       out.emplace_back(p + "fc_neigh.weight", l.w_neigh);
+      out.emplace_back(p + "fc_self.weight", l.w_self);
+      out.emplace_back(p + "fc_self.bias", l.bias);
     } else {
+      out.emplace_back(p + "bias", l.bias);  // a module's own parameters precede its children's
       out.emplace_back(p + "weight", l.weight);
     }
   }
