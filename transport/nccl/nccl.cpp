@@ -172,7 +172,12 @@ class NcclTransport final : public Transport {
     return c;
   }
   void* stream() const override { return stream_; }
-  void set_stream(void* s) override { stream_ = s ? static_cast<cudaStream_t>(s) : own_stream_; }
+  // A null handle is CUDA's: the legacy default stream (torch's default stream reports 0). It used
+  // to select the transport's own non-blocking stream, which does not wait for the default
+  // stream, so a collective on torch's default stream raced with the work that filled its buffer.
+  void set_stream(void* s) override {
+    stream_ = s ? static_cast<cudaStream_t>(s) : cudaStreamLegacy;
+  }
 
   void synchronize() override {
     const auto deadline = op_deadline();

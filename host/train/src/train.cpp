@@ -636,9 +636,18 @@ void all_reduce_gradients(dist::Runtime& rt, const std::vector<at::Tensor>& para
   if (mode == "nccl") {
 #ifdef TESSERA_WITH_CUDA
     flat = flat.contiguous();
-    transport::Transport& t = rt.device_transport();
-    t.set_stream(current_stream(flat.device()));
-    t.all_reduce(flat.data_ptr(), flat.numel(), transport::DType::f32, transport::ReduceOp::sum);
+    // On torch's current stream (the default one reports 0: CUDA's legacy default stream), so the
+    // reduction runs after the cat that filled `flat` and before the division below; the
+    // transport's stream is given back afterwards.
+    struct OnStream {  // the device transport on `s` while in scope
+      transport::Transport& t;
+      void* const before;
+      OnStream(transport::Transport& tr, void* s) : t(tr), before(tr.stream()) { t.set_stream(s); }
+      ~OnStream() { t.set_stream(before); }
+      OnStream(const OnStream&) = delete;
+      OnStream& operator=(const OnStream&) = delete;
+    } on(rt.device_transport(), current_stream(flat.device()));
+    on.t.all_reduce(flat.data_ptr(), flat.numel(), transport::DType::f32, transport::ReduceOp::sum);
 #endif
   } else {
     flat = flat.to(at::kCPU).contiguous();

@@ -212,8 +212,8 @@ class Transport {
   /// The CUDA stream (a cudaStream_t) that device-memory collectives are enqueued on; nullptr for
   /// host backends, whose collectives complete before they return.
   virtual void* stream() const { return nullptr; }
-  /// Enqueues subsequent collectives on `cuda_stream` (a cudaStream_t of this rank's device).
-  /// UnsupportedError for host backends.
+  /// Enqueues subsequent collectives on `cuda_stream` (a cudaStream_t of this rank's device;
+  /// nullptr is the legacy default stream, as in CUDA). UnsupportedError for host backends.
   virtual void set_stream(void* cuda_stream);
   /// Waits (with the op deadline) until every enqueued collective has finished; throws
   /// TimeoutError / PeerLostError naming the rank, or Error with the library's message. No-op
