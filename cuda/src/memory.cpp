@@ -23,12 +23,23 @@ Stream::Stream() {
   cudaStream_t s = nullptr;
   TESSERA_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   s_ = s;
+  device_ = current_device();
 }
 Stream::~Stream() {
-  if (s_) TESSERA_CUDA_TRY_NOTHROW(cudaStreamDestroy(st(s_)));
+  if (!s_) {
+    return;
+  }
+  try {
+    const DeviceGuard guard(device_);
+    TESSERA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(st(s_)));
+    scratch_allocator().retire_stream(s_);
+  } catch (...) {  // a destructor: the stream still goes
+  }
+  TESSERA_CUDA_TRY_NOTHROW(cudaStreamDestroy(st(s_)));
 }
 Stream& Stream::operator=(Stream&& o) noexcept {
   std::swap(s_, o.s_);
+  std::swap(device_, o.device_);
   return *this;
 }
 void Stream::synchronize() const {
@@ -187,7 +198,14 @@ class DeviceUpstream final : public Upstream {
     return p;
   }
   void deallocate(void* p, size_t) override { TESSERA_CUDA_TRY_NOTHROW(cudaFree(p)); }
-  void quiesce() override { TESSERA_CUDA_TRY(cudaDeviceSynchronize()); }
+  void quiesce(int device) override {
+    const DeviceGuard guard(device);
+    TESSERA_CUDA_TRY(cudaDeviceSynchronize());
+  }
+  int device() const override {
+    require_cuda("scratch allocation");
+    return current_device();
+  }
 };
 }  // namespace
 

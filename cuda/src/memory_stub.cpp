@@ -14,6 +14,7 @@ Stream::Stream() {
 Stream::~Stream() = default;
 Stream& Stream::operator=(Stream&& o) noexcept {
   std::swap(s_, o.s_);
+  std::swap(device_, o.device_);
   return *this;
 }
 void Stream::synchronize() const {

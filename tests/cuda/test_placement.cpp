@@ -111,8 +111,10 @@ class HostUpstream : public Upstream {
     ++frees;
     std::free(p);
   }
-  void quiesce() override { ++quiesces; }
-  int allocs = 0, frees = 0, quiesces = 0;
+  void quiesce(int d) override { quiesced.push_back(d); }
+  int device() const override { return dev; }
+  int allocs = 0, frees = 0, dev = 0;
+  std::vector<int> quiesced;
   std::multiset<size_t> live;
 };
 
@@ -174,9 +176,63 @@ TEST(CachingAllocator, BlocksStayWithTheirStream) {
   a.deallocate(t);
   TESSERA_EXPECT_THROW_MSG(a.deallocate(t), ValueError, "not allocated here");
   a.release_cached();
-  EXPECT_EQ(up.quiesces, 1);
+  EXPECT_EQ(up.quiesced, std::vector<int>{0});
   EXPECT_EQ(a.stats().bytes_cached, 0);
   EXPECT_EQ(a.stats().upstream_frees, 3);
+}
+
+TEST(CachingAllocator, BlocksStayWithTheirDevice) {
+  // The default stream's handle names a stream of every device: a block cached on device 0 must
+  // not serve a request made on device 1.
+  HostUpstream up;
+  CachingAllocator a(up);
+  StreamHandle s0 = nullptr;
+  void* p = a.allocate(4096, s0);
+  a.deallocate(p);
+  up.dev = 1;
+  void* q = a.allocate(4096, s0);
+  EXPECT_NE(q, p);
+  a.deallocate(q);
+  up.dev = 0;
+  EXPECT_EQ(a.allocate(4096, s0), p);
+  a.deallocate(p);
+  a.release_cached();
+  EXPECT_EQ(up.quiesced, (std::vector<int>{0, 1}));  // each device waited for, once
+  EXPECT_EQ(a.stats().upstream_frees, 2);
+}
+
+TEST(CachingAllocator, ARetiredStreamsBlocksServeEveryStreamOfItsDevice) {
+  // A stream made for one call and destroyed after it: its blocks would otherwise wait for a
+  // handle that never comes back, and repeated calls would grow the cache without bound.
+  HostUpstream up;
+  CachingAllocator a(up);
+  char handles[24];  // their addresses stand in for stream handles
+  for (int call = 0; call < 20; ++call) {
+    StreamHandle s = &handles[call];  // a new stream for every call
+    void* p = a.allocate(3000, s);
+    void* q = a.allocate(100, s);
+    a.deallocate(p);
+    a.deallocate(q);
+    a.retire_stream(s);
+  }
+  EXPECT_EQ(a.stats().upstream_allocs, 2);
+  EXPECT_EQ(a.stats().bytes_cached, 4096 + 512);
+  // Retiring does not hand them to another device, nor blocks still live.
+  StreamHandle s = &handles[20];
+  void* live = a.allocate(3000, s);
+  a.retire_stream(s);
+  a.deallocate(live);
+  up.dev = 1;
+  void* other = a.allocate(100, &handles[21]);
+  EXPECT_EQ(a.stats().upstream_allocs, 3);
+  a.deallocate(other);
+  up.dev = 0;
+  // The block freed after its stream was retired stays with that handle.
+  void* t = a.allocate(3000, &handles[22]);
+  EXPECT_NE(t, live);
+  a.deallocate(t);
+  EXPECT_EQ(a.allocate(3000, s), live);
+  a.deallocate(live);
 }
 
 TEST(CudaRuntime, StubOrDeviceSaysSo) {

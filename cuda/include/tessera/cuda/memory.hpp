@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -17,12 +18,15 @@ namespace tessera::cuda {
 /// An opaque CUDA stream (a `cudaStream_t`). nullptr is the legacy default stream.
 using StreamHandle = void*;
 
-/// An owned, non-blocking CUDA stream on the current device. Move-only.
+/// An owned, non-blocking CUDA stream on the current device. Move-only. Destroying it waits for
+/// its work (errors ignored) and retires it from scratch_allocator() (retire_stream), so the
+/// scratch cached for it serves later streams, and a later stream given the same handle value
+/// does not inherit blocks whose work had not finished.
 class Stream {
  public:
   Stream();
   ~Stream();
-  Stream(Stream&& o) noexcept : s_(o.s_) { o.s_ = nullptr; }
+  Stream(Stream&& o) noexcept : s_(o.s_), device_(o.device_) { o.s_ = nullptr; }
   Stream& operator=(Stream&& o) noexcept;
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -32,6 +36,7 @@ class Stream {
 
  private:
   StreamHandle s_ = nullptr;
+  int device_ = -1;
 };
 
 /// An owned CUDA event (timing enabled). Move-only.
@@ -134,10 +139,13 @@ class Upstream {
   virtual ~Upstream() = default;
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p, size_t bytes) = 0;
-  /// Called before cached blocks go back upstream (the device upstream synchronizes the device).
-  virtual void quiesce() {}
+  /// Called before cached blocks of `device` go back upstream (the device upstream synchronizes
+  /// that device).
+  virtual void quiesce(int device) { (void)device; }
+  /// The calling thread's current device, whose memory allocate() returns.
+  virtual int device() const { return 0; }
 };
-/// cudaMalloc / cudaFree on the current device (quiesce = cudaDeviceSynchronize).
+/// cudaMalloc / cudaFree on the current device (quiesce = cudaDeviceSynchronize of the device).
 /// CPU-only build: allocate() throws NotCompiledError.
 Upstream& device_upstream();
 
@@ -155,6 +163,9 @@ struct AllocatorStats {
 /// A stream-ordered caching allocator for per-batch scratch (PyTorch's rule): a block freed on
 /// stream S goes back to S's free list and is reused only by later requests on S, whose work is
 /// ordered after every earlier use of the block, so no event or synchronization is needed.
+/// Blocks are kept per device (a stream handle such as the default stream's 0 names a stream of
+/// every device) and handed out for the calling thread's current device only. A stream about to
+/// be destroyed is retired (retire_stream): its cached blocks then serve any stream of the device.
 /// Sizes are rounded up to powers of two (at least 512 bytes), so batches whose scratch varies
 /// in size still hit in steady state. Thread-safe. Zero-byte requests return nullptr.
 class CachingAllocator {
@@ -164,11 +175,18 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  /// A block of at least `bytes` for work on `stream`.
+  /// A block of at least `bytes` of the current device for work on `stream`: one cached for
+  /// `stream` on this device, else one of a retired stream, else a new one from upstream.
   void* allocate(size_t bytes, StreamHandle stream);
   /// Returns a block; later requests on the stream it was allocated for may reuse it at once.
   void deallocate(void* p);
-  /// Returns every cached (free) block upstream after Upstream::quiesce(). Not for hot paths.
+  /// For a stream that is idle (every operation on it finished) and about to be destroyed,
+  /// on the current device: its cached blocks become reusable by every stream of the device
+  /// (without this they would wait for a stream that never comes back). Blocks still live then
+  /// stay with the handle.
+  void retire_stream(StreamHandle stream);
+  /// Returns every cached (free) block upstream after Upstream::quiesce() of its device. Not for
+  /// hot paths.
   void release_cached();
   AllocatorStats stats() const;
   /// Rounded block size for a request (power of two, >= 512).
@@ -178,11 +196,13 @@ class CachingAllocator {
   struct Block {
     size_t size;
     StreamHandle stream;
+    int device;
   };
   Upstream& up_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
-  std::map<std::pair<StreamHandle, size_t>, std::vector<void*>> free_;
+  std::map<std::tuple<int, StreamHandle, size_t>, std::vector<void*>> free_;  // device, stream
+  std::map<std::pair<int, size_t>, std::vector<void*>> retired_;  // of idle, destroyed streams
   AllocatorStats st_;
 };
 
