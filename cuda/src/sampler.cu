@@ -659,6 +659,13 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
                                            stream);
   };
   auto* dparams = static_cast<unsigned char*>(ws->params.data());
+  // The parameters from the pinned slot, then the slot's event at once: should anything below
+  // throw, the Pending's destructor waits for this copy before the slot is reused.
+  auto copy_params = [&] {
+    TESSERA_CUDA_TRY(
+        cudaMemcpyAsync(dparams, slot->bytes(), ws->L.total, cudaMemcpyHostToDevice, s));
+    TESSERA_CUDA_TRY(cudaEventRecord(slot->ev, s));
+  };
 
   if (!exact) {
     st.node_stride = ws->node_stride;
@@ -671,8 +678,7 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
         outs[3 * h + j] = static_cast<int64_t*>(st.outs.back()->data());
       }
     }
-    TESSERA_CUDA_TRY(
-        cudaMemcpyAsync(dparams, slot->bytes(), ws->L.total, cudaMemcpyHostToDevice, s));
+    copy_params();
     const bool graph = opts_.cuda_graph && stream != nullptr && !ws->graph_failed;
     if (graph && !ws->exec) {
       TESSERA_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -713,8 +719,7 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
     st.nodes = buffer(node_cap);
     st.node_stride = 0;
     P->nodes = static_cast<int64_t*>(st.nodes->data());
-    TESSERA_CUDA_TRY(
-        cudaMemcpyAsync(dparams, slot->bytes(), ws->L.total, cudaMemcpyHostToDevice, s));
+    copy_params();
     // Later changes of the parameters (each hop's output pointers, a longer node list) go
     // through a pageable copy of the header, which cudaMemcpyAsync consumes before it returns:
     // the pinned slot must not change while copies queued from it may still read it.
@@ -790,6 +795,11 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
         outs[3 * h + j] = static_cast<int64_t*>(st.outs.back()->data());
       }
       const int64_t wnext = std::min(impl_->id_space, wcur + m);
+      // Local IDs reach wnext - 1; from kMaxTableValue on they would collide with the tables'
+      // final-code bit (as the fast shapes check through their node bounds).
+      TESSERA_EXPECTS(wnext < group::kMaxTableValue, ValueError,
+                      "sample_blocks: hop {} may number {} nodes, above what one call can number",
+                      h, wnext);
       if (wnext > node_cap) {  // a longer node list: copy the frontier over
         auto bigger = buffer(wnext);
         TESSERA_CUDA_TRY(cudaMemcpyAsync(bigger->data(), st.nodes->data(),

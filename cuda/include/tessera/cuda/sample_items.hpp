@@ -165,6 +165,9 @@ TESSERA_HD RowCount row_count(const Exec& ex, const GraphView& g, int64_t rb, in
     group::positive_scan(ex, g.weights + rb, d, s);
     c.p = s.st->n;
     c.last = s.st->last;
+    // Every lane has read the state before lane 0 resets it in the row's next step (an empty
+    // step is the group's __syncwarp on a GPU).
+    ex.step([](int) {});
   }
   c.cnt = rows::weighted_count_of(c.p, fanout, replace);
   return c;
