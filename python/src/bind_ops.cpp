@@ -167,11 +167,8 @@ std::vector<float> storage_order_weights(const Graph& graph, const AnyArray& by_
   for (int64_t e = 0; e < n; ++e) {
     const double x = dt == DType::kFloat32 ? static_cast<const float*>(by_eid.data())[e]
                                            : static_cast<const double*>(by_eid.data())[e];
-    TESSERA_EXPECTS(std::isfinite(x) && x >= 0, ValueError,
-                    "{}: weight {} of edge ID {} is negative or not finite", what, x, e);
-    w[e] = static_cast<float>(x);
-    TESSERA_EXPECTS(std::isfinite(w[e]), ValueError,
-                    "{}: weight {} of edge ID {} overflows float32", what, x, e);
+    w[e] =
+        sampling_weight(x, [&] { return fmt::format("{}: weight {} of edge ID {}", what, x, e); });
   }
   return weights_in_storage_order(graph, w);
 }

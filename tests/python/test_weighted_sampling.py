@@ -332,6 +332,11 @@ def test_errors():
         tessera.NeighborSampler([3], prob=bad).sample_blocks(ds, seeds)
     with pytest.raises(ValueError, match="overflows float32"):
         tessera.NeighborSampler([3], prob=np.full(len(w), 1e300)).sample_blocks(ds, seeds)
+    # Positive float64 weights that float32 holds as zero (or subnormal) were never drawn.
+    tiny = w.astype(np.float64) * 1e-45
+    with pytest.raises(ValueError, match=r"weight [0-9.e-]+ of edge ID \d+ is below float32's "
+                                         "smallest normal number.*rescale the weights"):
+        tessera.NeighborSampler([3], prob=tiny).sample_blocks(ds, seeds)
     with pytest.raises(ValueError, match="10 weights for a graph with 10556 edge IDs"):
         tessera.NeighborSampler([3], prob=w[:10]).sample_blocks(ds, seeds)
     with pytest.raises(TypeError, match="floating point, got int64"):

@@ -49,15 +49,11 @@ std::vector<float> weights_in_order(const SampleGraph& sg, const std::string& na
     const int64_t e = eids[q], r = e - sg.elo;
     TESSERA_ASSERT(r >= 0 && r < mine, "edge {} outside this rank's edge range", e);
     const double x = a.dtype() == DType::kFloat32 ? a.data<float>()[r] : a.data<double>()[r];
-    TESSERA_EXPECTS(std::isfinite(x) && x >= 0, ValueError,
-                    "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
-                    "'{}' is negative or not finite",
-                    x, e, name, sg.graph_name);
-    w[q] = static_cast<float>(x);
-    TESSERA_EXPECTS(std::isfinite(w[q]), ValueError,
-                    "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph "
-                    "'{}' overflows float32",
-                    x, e, name, sg.graph_name);
+    w[q] = ops::sampling_weight(x, [&] {
+      return fmt::format(
+          "sample_neighbors: weight {} of edge ID {} in edge data '{}' of DistGraph '{}'", x, e,
+          name, sg.graph_name);
+    });
   }
   return w;
 }

@@ -230,6 +230,16 @@ std::vector<double> weight_prefix_sums(const GraphArrays& graph, Span<const floa
   return prefix_sums(graph, weights);
 }
 
+void detail::throw_bad_weight(double x, const std::string& where) {
+  const auto w = static_cast<float>(x);
+  TESSERA_EXPECTS(x >= 0 && std::isfinite(x), ValueError, "{} is negative or not finite", where);
+  TESSERA_EXPECTS(std::isfinite(w), ValueError, "{} overflows float32", where);
+  throw ValueError(fmt::format(
+      "{} is below float32's smallest normal number ({:g}): the samplers draw by float32 "
+      "weights, so it would be drawn as zero or without precision; rescale the weights",
+      where, std::numeric_limits<float>::min()));
+}
+
 void validate_weights(const GraphArrays& graph, Span<const float> weights, const char* what) {
   TESSERA_EXPECTS(weights.size() == graph.num_edges, ValueError,
                   "{}: {} weights for a graph with {} edges (one per edge, in storage order)", what,

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -595,6 +597,23 @@ TEST(SampleNeighbors, MatchesTheDocumentedDrawsExactly) {
 
 // Cached per-row prefix sums (weight_prefix) give exactly the sample of re-adding the weights,
 // with and without replacement, with zero weights, concentrated weights and every fanout path.
+TEST(SamplingWeight, Float32OrRefusedWithTheReason) {
+  auto where = [] { return std::string("w of edge 3"); };
+  EXPECT_EQ(sampling_weight(0.0, where), 0.0f);
+  EXPECT_EQ(sampling_weight(1.5, where), 1.5f);
+  EXPECT_EQ(sampling_weight(std::numeric_limits<float>::min(), where),
+            std::numeric_limits<float>::min());
+  TESSERA_EXPECT_THROW_MSG(sampling_weight(-1.0, where), ValueError,
+                           "w of edge 3 is negative or not finite");
+  TESSERA_EXPECT_THROW_MSG(sampling_weight(std::nan(""), where), ValueError,
+                           "is negative or not finite");
+  TESSERA_EXPECT_THROW_MSG(sampling_weight(1e300, where), ValueError, "overflows float32");
+  // Positive but zero or subnormal in float32: drawn as zero or without precision.
+  TESSERA_EXPECT_THROW_MSG(sampling_weight(1e-50, where), ValueError,
+                           "w of edge 3 is below float32's smallest normal number");
+  TESSERA_EXPECT_THROW_MSG(sampling_weight(1e-40, where), ValueError, "rescale the weights");
+}
+
 TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {
   const Graph g = test::random_graph(4000, 30, 5);
   std::vector<float> w(static_cast<size_t>(g.num_edges()));

@@ -4,8 +4,11 @@
 // so they all take the same path; where its arrays live picks the twin that samples it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tessera/cuda/placement.hpp"
@@ -180,6 +183,27 @@ class SamplingGraph {
 /// (the modulo maps the reverse edge E+i of a symmetrized build onto input row i). Throws
 /// ValueError if by_eid is empty while the graph has edges.
 std::vector<float> weights_in_storage_order(const GraphArrays& graph, Span<const float> by_eid);
+
+namespace detail {
+/// sampling_weight's error for `x`, `where` its message's start.
+[[noreturn]] void throw_bad_weight(double x, const std::string& where);
+}  // namespace detail
+
+/// A sampling weight given as float32 or float64 (`x`) as the float32 the samplers draw by.
+/// ValueError, its message `where()` (e.g. "sample_neighbors: weight 1e-50 of edge ID 3")
+/// followed by the reason, when `x` is negative or not finite, overflows float32, or is positive
+/// but below float32's smallest normal number (about 1.18e-38): it would be drawn as zero, or by
+/// a float with a few bits of precision, so the draws would not follow the weights; such weights
+/// must be rescaled.
+template <class Where>
+float sampling_weight(double x, Where&& where) {
+  const auto w = static_cast<float>(x);
+  if (!(x >= 0) || !std::isfinite(x) || !std::isfinite(w) ||
+      (x > 0 && !(w >= std::numeric_limits<float>::min()))) {
+    detail::throw_bad_weight(x, where());
+  }
+  return w;
+}
 
 /// Checks a whole weight array once (length == num_edges, every value finite and >= 0); throws
 /// ValueError naming `what` and the first bad position.
