@@ -23,8 +23,8 @@ import numpy as np
 
 from . import _C, _runtime
 from ._collectives import all_gather_object
-from ._tensor import (HAVE_TORCH, as_tensor, cuda_stream_of, device_of, on_device_of,
-                      to_numpy_ids, torch, torch_to_numpy)
+from ._tensor import (HAVE_TORCH, as_tensor, check_mask_ndim, cuda_stream_of, device_of,
+                      on_device_of, to_numpy_ids, torch, torch_to_numpy)
 
 __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
            "EdgePartitionPolicy", "node_split", "edge_split"]
@@ -74,12 +74,12 @@ class GraphPartitionBook:
         return int(self._book.num_parts)
 
     def nid2partid(self, nids):
-        return on_device_of(self._book.nid2part(to_numpy_ids(nids, "nids")).astype(np.int64),
-                            nids)
+        ids = to_numpy_ids(nids, "nids", num_nodes=self.num_nodes)
+        return on_device_of(self._book.nid2part(ids).astype(np.int64), nids)
 
     def eid2partid(self, eids):
-        return on_device_of(self._book.eid2part(to_numpy_ids(eids, "eids")).astype(np.int64),
-                            eids)
+        ids = to_numpy_ids(eids, "eids", num_edges=self.num_edges)
+        return on_device_of(self._book.eid2part(ids).astype(np.int64), eids)
 
     def partid2nids(self, partid: int):
         lo, hi = self._book.node_range(partid)
@@ -96,7 +96,7 @@ class GraphPartitionBook:
         return tuple(self._book.edge_range(partid))
 
     def nid2localnid(self, nids, partid: int):
-        ids = to_numpy_ids(nids, "nids")
+        ids = to_numpy_ids(nids, "nids", num_nodes=self.num_nodes)
         lo, hi = self._book.node_range(partid)
         if ids.size and (ids.min() < lo or ids.max() >= hi):
             raise IndexError(f"nid2localnid: some IDs are not owned by partition {partid} "
@@ -330,7 +330,7 @@ class DistTensor:
         return as_tensor(self.gather(ids))
 
     def __setitem__(self, ids, values) -> None:
-        idx = to_numpy_ids(self._ids_of(ids), f"{self._name} IDs")
+        idx = self._to_ids(self._ids_of(ids))
         self._check_range(idx)
         vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
             else np.asarray(values)
@@ -349,7 +349,7 @@ class DistTensor:
     # --- Tessera extras ----------------------------------------------------------------------
     def gather(self, ids) -> np.ndarray:
         """Rows ``ids`` as a new NumPy array (the CPU gather op; IndexError when out of range)."""
-        idx = to_numpy_ids(ids, f"{self._name} IDs")
+        idx = self._to_ids(ids)
         if self._dist is not None:
             return self._dist.read(idx)
         self._check_range(idx)
@@ -387,7 +387,7 @@ class DistTensor:
                 with torch.cuda.device(device):
                     self._dist.read_into_ids(ids, out, cuda_stream_of(device))
             return out
-        idx = to_numpy_ids(ids, f"{self._name} IDs")  # host IDs: they route the read
+        idx = self._to_ids(ids)  # host IDs: they route the read
         if self._dist is not None and device.type == "cuda" and _C.cuda_compiled \
                 and tdtype is not None:
             if device.index is None:
@@ -420,6 +420,10 @@ class DistTensor:
         if self._dist is not None:
             return self._dist.read(np.arange(self._shape[0], dtype=np.int64))
         return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+
+    def _to_ids(self, ids) -> np.ndarray:
+        """``ids`` as int64 row IDs; a boolean mask must be 1-D with one entry per row."""
+        return to_numpy_ids(ids, f"{self._name} IDs", num_rows=self._shape[0])
 
     def _owner(self, idx: np.ndarray) -> np.ndarray:
         return np.searchsorted(self._offsets, idx, side="right") - 1
@@ -751,8 +755,9 @@ class DistGraph:
         return self._graph
 
     def in_degrees(self, v=None):
-        """In-degrees of every node (or of ``v``): standalone, simulated or over one partition.
-        A rank of a job over several partitions holds only its own rows: NotImplementedError."""
+        """In-degrees of every node (or of ``v``: node IDs, or a 1-D boolean mask over every
+        node): standalone, simulated or over one partition. A rank of a job over several
+        partitions holds only its own rows: NotImplementedError."""
         if self._g is not None and self._book.num_owners() > 1:
             raise NotImplementedError(
                 "DistGraph.in_degrees: a rank of a job over several partitions holds only its "
@@ -760,21 +765,27 @@ class DistGraph:
                 "them before partitioning (a node-data array) or read this rank's rows from "
                 "g.local_partition()")
         deg = np.diff(np.asarray(self.local_graph.indptr))
-        return as_tensor(deg) if v is None else on_device_of(deg[to_numpy_ids(v)], v)
+        if v is None:
+            return as_tensor(deg)
+        return on_device_of(deg[self._node_ids(v, "in_degrees")], v)
+
+    def _node_ids(self, ids, what: str) -> np.ndarray:
+        """``ids`` (node IDs, or a 1-D boolean mask over every node) as int64 IDs."""
+        return to_numpy_ids(ids, f"DistGraph.{what}", num_nodes=self.num_nodes())
 
     def orig_nids(self, ids=None) -> np.ndarray:
-        """For every new (relabelled) node ID (or those in ``ids``), its ID in the input
-        graph."""
+        """For every new (relabelled) node ID (or those in ``ids``: node IDs, or a 1-D boolean
+        mask over every node), its ID in the input graph."""
         if self._g is not None:
             t = self._g.orig_nid
             idx = np.arange(self.num_nodes(), dtype=np.int64) if ids is None \
-                else to_numpy_ids(ids, "ids")
+                else self._node_ids(ids, "orig_nids")
             return t.read(idx)
         out = np.empty(self.num_nodes(), dtype=np.int64)
         for lp in self._parts:
             k = int(lp.num_inner_nodes)
             out[np.asarray(lp.nid[:k])] = np.asarray(lp.orig_nid[:k])
-        return out if ids is None else out[to_numpy_ids(ids, "ids")]
+        return out if ids is None else out[self._node_ids(ids, "orig_nids")]
 
     def local_node_range(self) -> tuple[int, int]:
         """[first, last) of the node IDs this rank owns (simulated: every node)."""
@@ -868,6 +879,8 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     if HAVE_TORCH and isinstance(a, torch.Tensor):
         a = a.detach().cpu().numpy()
     a = np.asarray(a)
+    if a.dtype == np.bool_:
+        check_mask_ndim(a.shape, what)
     # DGL reads the argument as a mask: a boolean array, or one entry per node (edge) of any
     # dtype, an integer one when it holds only 0 and 1. IDs are unique, so such an array of
     # more than two entries cannot be an ID list; of one or two ([0], [0, 1], [1, 0]: every
@@ -916,11 +929,19 @@ def _check_type(name, kind: str, what: str) -> None:
                          f"{'_N' if kind == 'node' else '_E'!r}")
 
 
+def _check_dist_mask(mask, what: str) -> None:
+    """A DistTensor mask is 1-D, as any mask (``check_mask_ndim``): the runtime's split would
+    read the first column of an [N, S] one."""
+    if isinstance(mask, DistTensor):
+        check_mask_ndim(mask.shape, f"{what}: DistTensor {mask.name!r}")
+
+
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
                rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
                world_size: Optional[int] = None):
-    """This trainer's share of ``nodes``: a mask over all nodes (DGL's argument: boolean, or of
-    any dtype, an integer one holding only 0 and 1), or unique node IDs.
+    """This trainer's share of ``nodes``: a 1-D mask over all nodes (DGL's argument: boolean,
+    or of any dtype, an integer one holding only 0 and 1; an [N, S] mask of S splits is a
+    ValueError: pick a column), or unique node IDs.
 
     With ``force_even`` the selected IDs (sorted, so mostly grouped by owner) are split into
     ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T trainers with T per
@@ -933,6 +954,7 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     computes another trainer's share, e.g. to simulate ranks in one process.
     """
     _check_type(ntype, "node", "node_split")
+    _check_dist_mask(nodes, "node_split")
     if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
             and world_size is None:  # collective, in C++: no rank reads the whole mask
         return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
@@ -947,6 +969,7 @@ def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype
                world_size: Optional[int] = None):
     """``node_split`` for edges (a mask over all edges, or unique edge IDs)."""
     _check_type(etype, "edge", "edge_split")
+    _check_dist_mask(edges, "edge_split")
     if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
             and world_size is None:
         return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))

@@ -31,13 +31,30 @@ def torch_to_numpy(t, what: str) -> np.ndarray:
                         "store float16 or float32") from None
 
 
+def check_mask_ndim(shape, what: str) -> None:
+    """A mask (boolean, or a 0/1 array read as one) of ``shape`` is 1-D: ValueError naming the
+    shape otherwise. ``np.nonzero(a)[0]`` of an [N, S] mask (a dataset's S fixed splits, one
+    column each) would be the union of the splits with each node listed once per column
+    selecting it, so the caller picks a column."""
+    shape = tuple(int(d) for d in shape)
+    if len(shape) == 1:
+        return
+    hint = ("; it holds one split per column: pick one, e.g. mask[:, 0] (of a DistTensor, "
+            "mask[:][:, 0])" if len(shape) == 2 else "")
+    raise ValueError(f"{what}: a mask must be 1-D (one entry per node or edge), got shape "
+                     f"{shape}{hint}")
+
+
 def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
-                 num_edges: Optional[int] = None) -> np.ndarray:
-    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU). A
-    boolean array is a mask (the IDs where it is true); given the graph's ``num_nodes``, a node
-    mask must be that long (a longer one would surface as an out-of-range ID, a shorter one drop
-    nodes silently); given ``num_edges`` (one past the graph's largest edge ID), an edge mask
-    must reach it (a longer one's extra true entries are refused as IDs of no edge).
+                 num_edges: Optional[int] = None, num_rows: Optional[int] = None) -> np.ndarray:
+    """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU).
+
+    A boolean array is a mask (the IDs where it is true): it must be 1-D (ValueError naming
+    the shape otherwise) and as long as what it indexes: given the graph's ``num_nodes``, or
+    the ``num_rows`` of a tensor it reads or writes, exactly that long (a longer one would
+    surface as an out-of-range ID, a shorter one drop nodes or rows silently); given
+    ``num_edges`` (one past the graph's largest edge ID), at least that long (a longer one's
+    extra true entries are refused as IDs of no edge).
 
     IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
     on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
@@ -50,16 +67,7 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
         raise TypeError(f"{what}: slices are not supported; pass an array of IDs")
     a = np.asarray(ids)
     if a.dtype == np.bool_:
-        if num_nodes is not None and a.ndim == 1 and len(a) != num_nodes:
-            raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph of "
-                             f"{num_nodes} nodes")
-        # A Dataset's edge-ID space can reach past its largest stored ID (a symmetrized one's
-        # is 2E, of which the reverses of self loops and repeated pairs are not stored): a
-        # mask that long is fine, a shorter one would drop edges silently.
-        if num_edges is not None and a.ndim == 1 and len(a) < num_edges:
-            raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph whose "
-                             f"edge IDs are [0, {num_edges})")
-        return np.nonzero(a)[0].astype(np.int64)
+        return _mask_ids(a, what, num_nodes, num_edges, num_rows)
     if a.ndim == 0:
         a = a.reshape(1)
     if a.ndim != 1:
@@ -69,6 +77,24 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
     if not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{what}: expected integer IDs, got {a.dtype}")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _mask_ids(a: np.ndarray, what: str, num_nodes: Optional[int], num_edges: Optional[int],
+              num_rows: Optional[int]) -> np.ndarray:
+    """The IDs a boolean mask selects, after checking its shape (see ``to_numpy_ids``)."""
+    check_mask_ndim(a.shape, what)
+    if num_nodes is not None and len(a) != num_nodes:
+        raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph of "
+                         f"{num_nodes} nodes")
+    if num_rows is not None and len(a) != num_rows:
+        raise ValueError(f"{what}: a boolean mask of length {len(a)} for {num_rows} rows")
+    # A Dataset's edge-ID space can reach past its largest stored ID (a symmetrized one's
+    # is 2E, of which the reverses of self loops and repeated pairs are not stored): a
+    # mask that long is fine, a shorter one would drop edges silently.
+    if num_edges is not None and len(a) < num_edges:
+        raise ValueError(f"{what}: a boolean mask of length {len(a)} for a graph whose "
+                         f"edge IDs are [0, {num_edges})")
+    return np.nonzero(a)[0].astype(np.int64)
 
 
 def as_tensor(a: np.ndarray):

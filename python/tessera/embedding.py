@@ -78,7 +78,7 @@ class DistEmbedding:
         torch = require_torch("DistEmbedding")
         if device is None:
             device = device_of(idx)
-        ids = to_numpy_ids(idx, f"DistEmbedding {self.name!r} IDs")
+        ids = to_numpy_ids(idx, f"DistEmbedding {self.name!r} IDs", num_rows=self.num_embeddings)
         rows = torch.from_numpy(self.weight._dist.read(ids))
         if torch.is_grad_enabled():
             rows.requires_grad_(True)

@@ -112,6 +112,17 @@ def test_an_id_buffer_reused_before_step_updates_the_rows_read():
     assert (rows[[0, 1]] < 0.5).all() and (rows[2:] == 0.5).all()
 
 
+def test_a_mask_selects_rows_only_when_it_has_one_entry_per_row():
+    """A 3-entry mask read rows 0-2 of 6, and a 2-D one rows with repeats."""
+    emb = tessera.DistEmbedding(6, 2, "mask-ids", init_func=lambda s, d: torch.full(s, 0.5))
+    with pytest.raises(ValueError, match="'mask-ids' IDs: a boolean mask of length 3 for 6 rows"):
+        emb(torch.ones(3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"'mask-ids' IDs: a mask must be 1-D .*shape \(6, 2\)"):
+        emb(torch.ones(6, 2, dtype=torch.bool))
+    mask = torch.tensor([False, True, False, False, True, False])
+    assert torch.equal(emb(mask), emb(torch.tensor([1, 4])))
+
+
 @pytest.mark.parametrize("twice", ["same object", "same name"])
 def test_an_embedding_registered_twice_in_one_optimizer_is_refused(twice):
     emb = tessera.DistEmbedding(4, 2, "registered-twice")

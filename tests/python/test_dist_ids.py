@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: Apache-2.0
+"""IDs and masks handed to the distributed API in one process: DistTensor reads and writes,
+DistGraph.in_degrees / orig_nids, node_split / edge_split and the loaders' seeds, over a 1-part
+partitioning (the runtime holds the rows, as in a job) and a 2-part one (simulated).
+
+A boolean mask is 1-D and as long as what it indexes."""
+import re
+
+import numpy as np
+import pytest
+
+from conftest import tessera
+
+torch = pytest.importorskip("torch")
+
+N = 2708  # Cora's nodes
+
+
+@pytest.fixture(params=["one-part", "simulated"])
+def g(request, cora_one, cora_parts):
+    config = cora_one if request.param == "one-part" else cora_parts[0]
+    return tessera.DistGraph("cora", part_config=config)
+
+
+def _filled(g, name):
+    t = tessera.DistTensor((N, 2), torch.float32, name, part_policy=g.get_node_partition_policy())
+    t[torch.arange(N)] = torch.arange(2.0 * N).reshape(N, 2)
+    return t
+
+
+# --- boolean masks ----------------------------------------------------------------------------
+@pytest.mark.parametrize("length", [3, N + 1])
+def test_a_mask_of_another_length_than_the_rows_is_refused(g, length):
+    """A 3-entry mask read rows 0-2 of the 2708 and overwrote them on a write."""
+    t = _filled(g, f"mask-len-{length}")
+    mask = torch.ones(length, dtype=torch.bool)
+    msg = f"mask-len-{length} IDs: a boolean mask of length {length} for {N} rows"
+    with pytest.raises(ValueError, match=msg):
+        t[mask]
+    with pytest.raises(ValueError, match=msg):
+        t[mask] = torch.zeros(length, 2)
+    assert torch.equal(t[torch.arange(3)], torch.tensor([[0.0, 1], [2, 3], [4, 5]]))
+
+
+def test_a_mask_over_every_row_selects_its_true_rows(g):
+    t = _filled(g, "mask-full")
+    mask = torch.zeros(N, dtype=torch.bool)
+    mask[[5, 2700]] = True
+    assert torch.equal(t[mask], t[torch.tensor([5, 2700])])
+    t[mask] = torch.zeros(2, 2)
+    assert float(t[torch.tensor([5, 2700])].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (N, 2), (N, 1)])
+def test_a_mask_of_more_dimensions_is_refused_naming_its_shape(g, shape):
+    """A 2-D mask read rows with repeats (a row per true entry of each column)."""
+    t = _filled(g, f"mask-2d-{shape[0]}-{shape[1]}")
+    mask = torch.ones(shape, dtype=torch.bool)
+    msg = (r"a mask must be 1-D \(one entry per node or edge\), got shape "
+           f"{re.escape(str(shape))}; .*pick one")
+    with pytest.raises(ValueError, match=msg):
+        t[mask]
+    with pytest.raises(ValueError, match=msg):
+        g.orig_nids(mask)
+    if g.get_partition_book().num_owners() == 1:
+        with pytest.raises(ValueError, match=msg):
+            g.in_degrees(mask)
+
+
+def test_graph_queries_take_a_mask_over_every_node(g):
+    mask = np.zeros(N, dtype=bool)
+    mask[[3, 7]] = True
+    assert np.array_equal(g.orig_nids(mask), g.orig_nids()[[3, 7]])
+    assert np.array_equal(np.asarray(g.in_degrees(mask)), np.asarray(g.in_degrees())[[3, 7]])
+    with pytest.raises(ValueError, match=f"boolean mask of length 5 for a graph of {N} nodes"):
+        g.orig_nids(np.ones(5, dtype=bool))
+    book = g.get_partition_book()
+    assert np.array_equal(np.asarray(book.nid2partid(mask)),
+                          np.asarray(book.nid2partid(np.array([3, 7]))))
+    with pytest.raises(ValueError, match=f"boolean mask of length 5 for a graph of {N} nodes"):
+        book.nid2partid(np.ones(5, dtype=bool))
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch", "DistTensor"])
+def test_node_split_refuses_a_mask_of_several_columns(g, kind):
+    """An [N, 2] mask listed each node selected in both columns twice (and the runtime's split
+    of a DistTensor read only the first column)."""
+    m2 = np.zeros((N, 2), dtype=bool)
+    m2[:10, 0] = m2[:10, 1] = m2[20:25, 1] = True
+    if kind == "DistTensor":
+        mask = tessera.DistTensor((N, 2), torch.bool, "split-2d",
+                                  part_policy=g.get_node_partition_policy())
+        mask[torch.arange(N)] = torch.from_numpy(m2)
+    else:
+        mask = torch.from_numpy(m2) if kind == "torch" else m2
+    msg = rf"node_split.*a mask must be 1-D .*got shape \({N}, 2\); .*pick one, e.g. mask\[:, 0\]"
+    with pytest.raises(ValueError, match=msg):
+        tessera.node_split(mask, g.get_partition_book())
+    with pytest.raises(ValueError, match=msg.replace("node_split", "edge_split")):
+        tessera.edge_split(mask, g.get_partition_book())
+    assert tessera.node_split(m2[:, 1], g.get_partition_book()).tolist() == \
+        list(range(10)) + list(range(20, 25))
+
+
+def test_loader_seeds_of_a_mask_of_several_columns_are_refused():
+    """A dataset's [N, S] train mask (S fixed splits) trained on the union of the splits, or
+    failed with "seed node 0 is listed twice"."""
+    n = 30
+    ds = tessera.graph_from_arrays((np.arange(n), (np.arange(n) + 1) % n), num_nodes=n)
+    m2 = np.zeros((n, 2), dtype=bool)
+    m2[:10, 0] = m2[10:20, 1] = True
+    sampler = tessera.dataloading.NeighborSampler([2])
+    for mask in (m2, m2[:, :1], np.ones((n, 2), dtype=bool)):
+        with pytest.raises(ValueError, match=rf"nids: a mask must be 1-D .*got shape "
+                                             rf"\({n}, {mask.shape[1]}\); .*pick one"):
+            tessera.dataloading.NodeDataLoader(ds, mask, sampler, batch_size=64)
+    loader = tessera.dataloading.NodeDataLoader(ds, m2[:, 1], sampler, batch_size=64,
+                                                shuffle=False)
+    assert np.array_equal(np.concatenate([np.asarray(s) for _, s, _ in loader]),
+                          np.arange(10, 20))
+
