@@ -31,6 +31,11 @@ def torch_to_numpy(t, what: str) -> np.ndarray:
                         "store float16 or float32") from None
 
 
+def is_dist_tensor(x) -> bool:
+    """True for a ``DistTensor`` (recognized by its interface: _dist imports this module)."""
+    return hasattr(x, "part_policy") and hasattr(x, "numpy")
+
+
 def check_mask_ndim(shape, what: str) -> None:
     """A mask (boolean, or a 0/1 array read as one) of ``shape`` is 1-D: ValueError naming the
     shape otherwise. ``np.nonzero(a)[0]`` of an [N, S] mask (a dataset's S fixed splits, one
@@ -54,11 +59,14 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
     the ``num_rows`` of a tensor it reads or writes, exactly that long (a longer one would
     surface as an out-of-range ID, a shorter one drop nodes or rows silently); given
     ``num_edges`` (one past the graph's largest edge ID), at least that long (a longer one's
-    extra true entries are refused as IDs of no edge).
+    extra true entries are refused as IDs of no edge). A DistTensor is read whole, in one
+    request per owner (``numpy()``), and is then IDs or a mask like any array.
 
     IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
     on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
     (``DistTensor.__getitem__`` does)."""
+    if is_dist_tensor(ids):  # np.asarray would read it row by row, one request per row
+        ids = ids.numpy()
     if HAVE_TORCH and isinstance(ids, torch.Tensor):
         if ids.device.type != "cpu":
             ids = ids.detach().cpu()

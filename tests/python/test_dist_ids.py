@@ -3,7 +3,7 @@
 DistGraph.in_degrees / orig_nids, node_split / edge_split and the loaders' seeds, over a 1-part
 partitioning (the runtime holds the rows, as in a job) and a 2-part one (simulated).
 
-A boolean mask is 1-D and as long as what it indexes."""
+A boolean mask is 1-D and as long as what it indexes, and a DistTensor of IDs is read whole."""
 import re
 
 import numpy as np
@@ -119,3 +119,25 @@ def test_loader_seeds_of_a_mask_of_several_columns_are_refused():
     assert np.array_equal(np.concatenate([np.asarray(s) for _, s, _ in loader]),
                           np.arange(10, 20))
 
+
+# --- a DistTensor as IDs ----------------------------------------------------------------------
+def test_a_dist_tensor_of_ids_or_a_mask_is_read_whole(g, monkeypatch):
+    """NumPy read a DistTensor row by row (one gather per row), and a 1-D int64 one of IDs was
+    refused as "shape (2708, 1)"."""
+    t = _filled(g, "ids-source")
+    ids = tessera.DistTensor((N,), torch.int64, "ids-as-tensor",
+                             part_policy=g.get_node_partition_policy())
+    ids[torch.arange(N)] = torch.arange(N).flip(0)
+    mask = g.ndata["train_mask"]
+    per_row = []
+    real = tessera.DistTensor.__getitem__
+    monkeypatch.setattr(tessera.DistTensor, "__getitem__",
+                        lambda self, i: per_row.append(self.name) or real(self, i))
+    assert np.array_equal(t.gather(ids), t.gather(np.arange(N)[::-1].copy()))
+    train = np.nonzero(mask.numpy())[0]
+    assert np.array_equal(t.gather(mask), t.gather(train))
+    assert np.array_equal(g.orig_nids(mask), g.orig_nids()[train])
+    loader = tessera.dataloading.NodeDataLoader(g, mask, tessera.dataloading.NeighborSampler([2]),
+                                                batch_size=64)
+    assert np.array_equal(loader.nids, train)
+    assert per_row == []
