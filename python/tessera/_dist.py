@@ -24,7 +24,7 @@ import numpy as np
 from . import _C, _runtime
 from ._collectives import all_gather_object
 from ._tensor import (HAVE_TORCH, as_tensor, check_mask_ndim, cuda_stream_of, device_of,
-                      on_device_of, to_numpy_ids, torch, torch_to_numpy)
+                      on_device_of, refuse_per_type, to_numpy_ids, torch, torch_to_numpy)
 
 __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
            "EdgePartitionPolicy", "node_split", "edge_split"]
@@ -869,6 +869,7 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     world = _runtime.get_world_size() if world is None else int(world)
     if not 0 <= rank < world:
         raise ValueError(f"{what}: rank {rank} outside [0, {world})")
+    refuse_per_type(mask_or_ids, what)
     a = mask_or_ids
 
     def on_dev(ids):  # the result on the device of a torch input

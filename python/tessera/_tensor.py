@@ -50,6 +50,15 @@ def check_mask_ndim(shape, what: str) -> None:
                      f"{shape}{hint}")
 
 
+def refuse_per_type(x, what: str) -> None:
+    """TypeError for a dict of IDs or masks per node or edge type (DGL's heterogeneous form):
+    a Tessera graph is homogeneous, and NumPy would read the dict as one opaque object."""
+    if isinstance(x, dict):
+        raise TypeError(f"{what}: a dict per type (keys {sorted(map(str, x))}) is for "
+                        "heterogeneous graphs, which are not supported: a Tessera graph is "
+                        "homogeneous; pass the IDs or the mask itself")
+
+
 def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
                  num_edges: Optional[int] = None, num_rows: Optional[int] = None) -> np.ndarray:
     """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU).
@@ -60,11 +69,13 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
     surface as an out-of-range ID, a shorter one drop nodes or rows silently); given
     ``num_edges`` (one past the graph's largest edge ID), at least that long (a longer one's
     extra true entries are refused as IDs of no edge). A DistTensor is read whole, in one
-    request per owner (``numpy()``), and is then IDs or a mask like any array.
+    request per owner (``numpy()``), and is then IDs or a mask like any array. A dict (IDs
+    per node or edge type) is a TypeError: Tessera graphs are homogeneous.
 
     IDs on a GPU are copied to the host: IDs route reads and sampling requests to their owners
     on the CPU. A caller whose result belongs on the IDs' device takes it from ``device_of(ids)``
     (``DistTensor.__getitem__`` does)."""
+    refuse_per_type(ids, what)
     if is_dist_tensor(ids):  # np.asarray would read it row by row, one request per row
         ids = ids.numpy()
     if HAVE_TORCH and isinstance(ids, torch.Tensor):

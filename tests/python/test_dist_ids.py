@@ -141,3 +141,16 @@ def test_a_dist_tensor_of_ids_or_a_mask_is_read_whole(g, monkeypatch):
                                                 batch_size=64)
     assert np.array_equal(loader.nids, train)
     assert per_row == []
+
+
+# --- dicts per type ---------------------------------------------------------------------------
+def test_a_dict_per_type_is_refused_as_heterogeneous(g):
+    ids = {"_N": torch.tensor([0, 1])}
+    t = _filled(g, "dict-ids")
+    with pytest.raises(TypeError, match=r"dict-ids IDs: a dict per type \(keys \['_N'\]\) is "
+                                        "for heterogeneous graphs, which are not supported"):
+        t[ids]
+    with pytest.raises(TypeError, match="node_split: a dict per type .* heterogeneous"):
+        tessera.node_split(ids, g.get_partition_book())
+    with pytest.raises(TypeError, match="nids: a dict per type .* heterogeneous"):
+        tessera.dataloading.NodeDataLoader(g, ids, tessera.dataloading.NeighborSampler([2]))
