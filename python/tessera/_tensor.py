@@ -95,6 +95,10 @@ def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
         return np.empty(0, dtype=np.int64)
     if not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{what}: expected integer IDs, got {a.dtype}")
+    if a.dtype == np.uint64 and a.max() > np.iinfo(np.int64).max:
+        # The cast to int64 would report it as a negative ID.
+        raise IndexError(f"{what}: ID {int(a.max())} is beyond the largest ID, "
+                         f"{np.iinfo(np.int64).max}")
     return np.ascontiguousarray(a, dtype=np.int64)
 
 

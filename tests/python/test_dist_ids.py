@@ -143,7 +143,7 @@ def test_a_dist_tensor_of_ids_or_a_mask_is_read_whole(g, monkeypatch):
     assert per_row == []
 
 
-# --- dicts per type ---------------------------------------------------------------------------
+# --- dicts per type, IDs beyond int64 ---------------------------------------------------------
 def test_a_dict_per_type_is_refused_as_heterogeneous(g):
     ids = {"_N": torch.tensor([0, 1])}
     t = _filled(g, "dict-ids")
@@ -154,3 +154,11 @@ def test_a_dict_per_type_is_refused_as_heterogeneous(g):
         tessera.node_split(ids, g.get_partition_book())
     with pytest.raises(TypeError, match="nids: a dict per type .* heterogeneous"):
         tessera.dataloading.NodeDataLoader(g, ids, tessera.dataloading.NeighborSampler([2]))
+
+
+def test_a_uint64_id_beyond_int64_is_named_with_its_value(g):
+    """It was cast to int64 and reported as ID -1."""
+    t = _filled(g, "uint64-ids")
+    with pytest.raises(IndexError, match="ID 18446744073709551615 is beyond the largest ID"):
+        t[np.array([1, 2 ** 64 - 1], dtype=np.uint64)]
+    assert torch.equal(t[np.array([1, 2], dtype=np.uint64)], t[torch.tensor([1, 2])])
