@@ -23,8 +23,9 @@ import numpy as np
 
 from . import _C, _runtime
 from ._collectives import all_gather_object
-from ._tensor import (HAVE_TORCH, as_tensor, check_mask_ndim, cuda_stream_of, device_of,
-                      on_device_of, refuse_per_type, to_numpy_ids, torch, torch_to_numpy)
+from ._tensor import (HAVE_TORCH, as_tensor, check_id_range, check_mask_ndim, cuda_stream_of,
+                      device_of, on_device_of, refuse_per_type, to_numpy_ids, torch,
+                      torch_to_numpy)
 
 __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
            "EdgePartitionPolicy", "node_split", "edge_split"]
@@ -429,10 +430,7 @@ class DistTensor:
         return np.searchsorted(self._offsets, idx, side="right") - 1
 
     def _check_range(self, idx: np.ndarray) -> None:
-        if idx.size and (idx.min() < 0 or idx.max() >= self._shape[0]):
-            bad = idx[(idx < 0) | (idx >= self._shape[0])][0]
-            raise IndexError(f"DistTensor {self._name!r}: ID {int(bad)} outside "
-                             f"[0, {self._shape[0]})")
+        check_id_range(idx, self._shape[0], f"DistTensor {self._name!r}")
 
     @staticmethod
     def _take(arr: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -756,8 +754,9 @@ class DistGraph:
 
     def in_degrees(self, v=None):
         """In-degrees of every node (or of ``v``: node IDs, or a 1-D boolean mask over every
-        node): standalone, simulated or over one partition. A rank of a job over several
-        partitions holds only its own rows: NotImplementedError."""
+        node; an ID outside [0, num_nodes()) is an IndexError naming it): standalone, simulated
+        or over one partition. A rank of a job over several partitions holds only its own rows:
+        NotImplementedError."""
         if self._g is not None and self._book.num_owners() > 1:
             raise NotImplementedError(
                 "DistGraph.in_degrees: a rank of a job over several partitions holds only its "
@@ -770,12 +769,17 @@ class DistGraph:
         return on_device_of(deg[self._node_ids(v, "in_degrees")], v)
 
     def _node_ids(self, ids, what: str) -> np.ndarray:
-        """``ids`` (node IDs, or a 1-D boolean mask over every node) as int64 IDs."""
-        return to_numpy_ids(ids, f"DistGraph.{what}", num_nodes=self.num_nodes())
+        """``ids`` (node IDs, or a 1-D boolean mask over every node) as int64 IDs in
+        [0, num_nodes()): IndexError naming the first outside (NumPy would wrap a negative
+        one)."""
+        idx = to_numpy_ids(ids, f"DistGraph.{what}", num_nodes=self.num_nodes())
+        check_id_range(idx, self.num_nodes(), f"DistGraph.{what}")
+        return idx
 
     def orig_nids(self, ids=None) -> np.ndarray:
         """For every new (relabelled) node ID (or those in ``ids``: node IDs, or a 1-D boolean
-        mask over every node), its ID in the input graph."""
+        mask over every node; an ID outside [0, num_nodes()) is an IndexError naming it), its
+        ID in the input graph."""
         if self._g is not None:
             t = self._g.orig_nid
             idx = np.arange(self.num_nodes(), dtype=np.int64) if ids is None \

@@ -59,6 +59,14 @@ def refuse_per_type(x, what: str) -> None:
                         "homogeneous; pass the IDs or the mask itself")
 
 
+def check_id_range(idx: np.ndarray, count: int, what: str) -> None:
+    """IndexError naming the first ID of ``idx`` outside [0, ``count``) (NumPy would wrap a
+    negative one and raise its own IndexError for one past the end)."""
+    if idx.size and (idx.min() < 0 or idx.max() >= count):
+        bad = idx[(idx < 0) | (idx >= count)][0]
+        raise IndexError(f"{what}: ID {int(bad)} outside [0, {count})")
+
+
 def to_numpy_ids(ids, what: str = "ids", num_nodes: Optional[int] = None, *,
                  num_edges: Optional[int] = None, num_rows: Optional[int] = None) -> np.ndarray:
     """Node or edge IDs as a 1-D int64 NumPy array (no copy when already int64 on the CPU).

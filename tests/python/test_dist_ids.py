@@ -3,7 +3,8 @@
 DistGraph.in_degrees / orig_nids, node_split / edge_split and the loaders' seeds, over a 1-part
 partitioning (the runtime holds the rows, as in a job) and a 2-part one (simulated).
 
-A boolean mask is 1-D and as long as what it indexes, and a DistTensor of IDs is read whole."""
+A boolean mask is 1-D and as long as what it indexes, a DistTensor of IDs is read whole, and
+IDs are range-checked with an IndexError naming the ID."""
 import re
 
 import numpy as np
@@ -162,3 +163,17 @@ def test_a_uint64_id_beyond_int64_is_named_with_its_value(g):
     with pytest.raises(IndexError, match="ID 18446744073709551615 is beyond the largest ID"):
         t[np.array([1, 2 ** 64 - 1], dtype=np.uint64)]
     assert torch.equal(t[np.array([1, 2], dtype=np.uint64)], t[torch.tensor([1, 2])])
+
+
+# --- IDs out of range -------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [-1, -N, N])
+def test_graph_queries_refuse_ids_out_of_range(g, bad):
+    """A negative ID wrapped to a node from the end; ID N raised NumPy's IndexError."""
+    msg = rf"DistGraph.{{}}: ID {bad} outside \[0, {N}\)"
+    with pytest.raises(IndexError, match=msg.format("orig_nids")):
+        g.orig_nids(torch.tensor([0, bad]))
+    if g.get_partition_book().num_owners() == 1:
+        with pytest.raises(IndexError, match=msg.format("in_degrees")):
+            g.in_degrees(torch.tensor([bad]))
+        with pytest.raises(IndexError, match=msg.format("in_degrees")):
+            g.in_degrees(bad)
