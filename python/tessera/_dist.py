@@ -941,12 +941,25 @@ def _check_dist_mask(mask, what: str) -> None:
         check_mask_ndim(mask.shape, f"{what}: DistTensor {mask.name!r}")
 
 
+def _book_of(mask, partition_book: Optional[GraphPartitionBook],
+             what: str) -> GraphPartitionBook:
+    """``partition_book``, else, as in DGL, the book of a DistTensor mask's partition policy;
+    ValueError when there is neither."""
+    if partition_book is not None:
+        return partition_book
+    if isinstance(mask, DistTensor) and mask.part_policy is not None:
+        return mask.part_policy.partition_book
+    raise ValueError(f"{what} needs the partition book (g.get_partition_book()) when the mask "
+                     "or IDs are not a DistTensor")
+
+
 def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype: str = "_N",
                rank: Optional[int] = None, force_even: bool = True, node_trainer_ids=None, *,
                world_size: Optional[int] = None):
     """This trainer's share of ``nodes``: a 1-D mask over all nodes (DGL's argument: boolean,
     or of any dtype, an integer one holding only 0 and 1; an [N, S] mask of S splits is a
-    ValueError: pick a column), or unique node IDs.
+    ValueError: pick a column), or unique node IDs. ``partition_book`` defaults, as in DGL, to
+    the book of a DistTensor mask's ``part_policy``; other masks and IDs need it.
 
     With ``force_even`` the selected IDs (sorted, so mostly grouped by owner) are split into
     ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T trainers with T per
@@ -963,8 +976,7 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
             and world_size is None:  # collective, in C++: no rank reads the whole mask
         return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
-    if partition_book is None:
-        raise ValueError("node_split needs the partition book (g.get_partition_book())")
+    partition_book = _book_of(nodes, partition_book, "node_split")
     return _split(nodes, partition_book.node_offsets, partition_book.num_nodes, force_even,
                   rank, world_size, "node_split")
 
@@ -978,7 +990,6 @@ def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype
     if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
             and world_size is None:
         return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))
-    if partition_book is None:
-        raise ValueError("edge_split needs the partition book (g.get_partition_book())")
+    partition_book = _book_of(edges, partition_book, "edge_split")
     return _split(edges, partition_book.edge_offsets, partition_book.num_edges, force_even,
                   rank, world_size, "edge_split")

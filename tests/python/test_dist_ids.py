@@ -177,3 +177,21 @@ def test_graph_queries_refuse_ids_out_of_range(g, bad):
             g.in_degrees(torch.tensor([bad]))
         with pytest.raises(IndexError, match=msg.format("in_degrees")):
             g.in_degrees(bad)
+
+
+# --- node_split's partition book --------------------------------------------------------------
+def test_split_takes_the_book_of_a_dist_tensor_mask(g):
+    """As DGL does; "node_split needs the partition book" was raised instead."""
+    book = g.get_partition_book()
+    mask = g.ndata["train_mask"]
+    train = np.nonzero(mask.numpy())[0]
+    for rank in (None, 0):
+        assert np.array_equal(tessera.node_split(mask, rank=rank), train)
+    half = tessera.node_split(mask, rank=1, world_size=2)
+    assert np.array_equal(half, tessera.node_split(mask, book, rank=1, world_size=2))
+    emask = tessera.DistTensor((g.num_edges(),), torch.bool, "edge-mask",
+                               part_policy=g.get_edge_partition_policy())
+    emask[torch.tensor([4, 9])] = torch.tensor([True, True])
+    assert tessera.edge_split(emask, rank=0).tolist() == [4, 9]
+    with pytest.raises(ValueError, match="node_split needs the partition book"):
+        tessera.node_split(mask.numpy())
