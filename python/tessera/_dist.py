@@ -336,7 +336,7 @@ class DistTensor:
         vals = values.detach().cpu().numpy() if HAVE_TORCH and isinstance(values, torch.Tensor) \
             else np.asarray(values)
         _check_write_cast(vals, self._dtype, self._name)
-        vals = np.broadcast_to(vals.astype(self._dtype, copy=False), (idx.size,) + self._shape[1:])
+        vals = self._rows_to_write(vals.astype(self._dtype, copy=False), idx.size)
         if self._dist is not None:
             self._dist.write(idx, np.ascontiguousarray(vals))
             return
@@ -346,6 +346,19 @@ class DistTensor:
             if not self._parts[p].flags.writeable:  # memory-mapped: copy on first write
                 self._parts[p] = np.array(self._parts[p])
             self._parts[p][idx[sel] - self._offsets[p]] = vals[sel]
+
+    def _rows_to_write(self, vals: np.ndarray, count: int) -> np.ndarray:
+        """``vals`` as ``count`` rows of this tensor: of shape (count,) + row shape, or one that
+        broadcasts to it (a scalar, one row); ValueError naming the tensor and both shapes
+        otherwise (DGL's kvstore asserts that the rows match the IDs)."""
+        want = (count,) + self._shape[1:]
+        try:
+            return np.broadcast_to(vals, want)
+        except ValueError:
+            raise ValueError(f"DistTensor {self._name!r}: writing values of shape "
+                             f"{tuple(vals.shape)} to {count} rows of shape {self._shape[1:]} "
+                             f"needs values of shape {want} (or one row or a scalar, "
+                             "broadcast)") from None
 
     # --- Tessera extras ----------------------------------------------------------------------
     def gather(self, ids) -> np.ndarray:

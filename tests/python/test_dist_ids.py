@@ -3,8 +3,8 @@
 DistGraph.in_degrees / orig_nids, node_split / edge_split and the loaders' seeds, over a 1-part
 partitioning (the runtime holds the rows, as in a job) and a 2-part one (simulated).
 
-A boolean mask is 1-D and as long as what it indexes, a DistTensor of IDs is read whole, and
-IDs are range-checked with an IndexError naming the ID."""
+A boolean mask is 1-D and as long as what it indexes, a DistTensor of IDs is read whole, IDs
+are range-checked with an IndexError naming the ID, and written rows fit the tensor's rows."""
 import re
 
 import numpy as np
@@ -195,3 +195,19 @@ def test_split_takes_the_book_of_a_dist_tensor_mask(g):
     assert tessera.edge_split(emask, rank=0).tolist() == [4, 9]
     with pytest.raises(ValueError, match="node_split needs the partition book"):
         tessera.node_split(mask.numpy())
+
+
+# --- written rows -----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,rows,values", [((N, 4), "(4,)", (2, 3)), ((N,), "()", (2, 1))])
+def test_written_rows_of_another_shape_are_refused_naming_both(g, shape, rows, values):
+    """NumPy's broadcast error surfaced instead ("operands could not be broadcast ...")."""
+    t = tessera.DistTensor(shape, torch.float32, f"write-{len(shape)}",
+                           part_policy=g.get_node_partition_policy())
+    with pytest.raises(ValueError, match=re.escape(
+            f"DistTensor 'write-{len(shape)}': writing values of shape {values} to 2 rows of "
+            f"shape {rows} needs values of shape {(2,) + shape[1:]}")):
+        t[torch.tensor([0, 1])] = torch.ones(values)
+    t[torch.tensor([0, 1])] = 2.0  # a scalar and one row still broadcast
+    t[torch.tensor([2])] = torch.full(shape[1:], 3.0)
+    assert t[torch.arange(3)].flatten().tolist() == [2.0] * 2 * (shape[1:] or (1,))[0] \
+        + [3.0] * (shape[1:] or (1,))[0]
