@@ -163,19 +163,35 @@ def _exit_at_interpreter_end() -> None:
     """exit_client() at the end of the interpreter, unless the process is leaving through
     sys.exit with a failing status: then the other ranks may be anywhere in their work, and a
     barrier here would be matched with one of their collectives (or wait until it times out)
-    instead of letting the launcher name this rank and its exit code at once."""
+    instead of letting the launcher name this rank and its exit code at once. When that
+    exit_client() fails (a rank left without it), the error goes to stderr and the process
+    exits with code 1, so the launcher reports the job as failed."""
     status = _state.get("exit_status")
     # Python's exit code of the status: an int modulo 256 (-1 is 255), None 0, anything else 1
     # (its text was printed).
     code = (status & 0xFF if isinstance(status, int) else 0 if status is None else 1)
     if code != 0 and _state["world_size"] > 1:
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except Exception:
-                pass
-        os._exit(code)
-    exit_client()
+        _flush_and_exit(code)
+    try:
+        exit_client()
+    except Exception as e:  # noqa: BLE001 - any failure of the final barrier ends the job
+        # Python only prints what an atexit callback raises ("Exception ignored in atexit
+        # callback") and exits 0, so a rank that vanished without exit_client (os._exit(0))
+        # would leave a job the launcher reports as a success.
+        print(f"tessera: exit_client() at interpreter exit failed: {type(e).__name__}: {e}",
+              file=sys.stderr)
+        _flush_and_exit(1)
+
+
+def _flush_and_exit(code: int) -> None:
+    """Ends the process with ``code`` at once (no further atexit callbacks, no barrier) after
+    flushing what it printed."""
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code)
 
 
 def is_initialized() -> bool:

@@ -10,7 +10,8 @@ every rank's output.
 * DistEmbedding + SparseAdagrad against a NumPy reference, and save / load;
 * train_sage.py end to end on 2 ranks, and on 2 trainers sharing one part; --resume refused
   when the ranks' checkpoints are at different epochs;
-* a rank that dies, and a partitioning that does not match the world size.
+* a rank that dies, one that vanishes without exit_client, and a partitioning that does not
+  match the world size.
 """
 from __future__ import annotations
 
@@ -488,6 +489,19 @@ def test_a_rank_that_dies_ends_the_job(tmp_path):
     named = re.search(r"rank 1 (was lost|exited|died)", rank0)
     stopped = "rank 1 exited with code 1; stopping the other ranks" in run.out
     assert named or stopped, run.out
+
+
+def test_a_rank_that_vanishes_without_exit_client_fails_the_job(tmp_path):
+    """Rank 0's exit_client() at interpreter exit fails (rank 1 is gone): that failure was
+    printed as "Exception ignored in atexit callback" and the job exited 0."""
+    run = launch(2, "faults.py", "vanishes", deadline=120, cwd=tmp_path)
+    assert run.rc == 1, run.out
+    assert "rank 0 returns from main" in run.out
+    rank0 = "\n".join(run.lines(0))
+    assert "tessera: exit_client() at interpreter exit failed: RuntimeError: " in rank0, run.out
+    assert re.search(r"rank 1 (was lost|exited|died)", rank0), run.out
+    assert "Exception ignored" not in run.out
+    assert "rank 0 exited with code 1" in run.out
 
 
 def test_an_init_func_failing_on_one_rank_fails_every_rank(partitionings, tmp_path):

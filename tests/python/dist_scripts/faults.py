@@ -9,6 +9,9 @@
                                  for its rows; every rank prints the error or "no error", then
                                  the rows of a tensor created next (the ranks are still in
                                  step), then those of the failed one's name created again
+    faults.py vanishes           rank 1 ends with os._exit(0) after a barrier, without
+                                 exit_client; rank 0 returns from main and leaves through the
+                                 exit_client() run at interpreter exit
     faults.py mismatch CFG       the ranks call different collectives at the same point, three
                                  times: rank 0 node_split, rank 1 all_reduce; rank 0 builds a
                                  loader, rank 1 all_gather_object; every rank re-creates a
@@ -16,6 +19,7 @@
                                  "<step>: <error type>: <message>" (or "<step>: no error ...")
                                  and "<step>: in step <sum>" after an all_reduce of rank + 1
 """
+import os
 import sys
 import time
 
@@ -38,6 +42,12 @@ def main() -> int:
         print("rank 0 enters all_reduce", flush=True)
         dist.all_reduce(np.ones(16))
         print("rank 0 returned from all_reduce", flush=True)  # must not happen
+        return 0
+    if mode == "vanishes":
+        dist.barrier()
+        if rank == 1:
+            os._exit(0)  # e.g. a library ending the process: no exit_client
+        print("rank 0 returns from main", flush=True)
         return 0
     if mode == "wrong-parts":
         for config in sys.argv[2:]:
