@@ -435,28 +435,31 @@ void bind_dist(nb::module_& m) {
 
   m.def(
       "dist_node_split",
-      [](const DistTensor& mask, bool force_even, int64_t column) {
+      [](const DistTensor& mask, bool force_even, int64_t column, int trainers_per_machine) {
         std::vector<int64_t> ids;
         {
           nb::gil_scoped_release nogil;
-          ids = dist::node_split(mask, force_even, column);
+          ids = dist::node_split(mask, force_even, column, trainers_per_machine);
         }
         return vector_to_numpy(std::move(ids));
       },
       nb::arg("mask"), nb::arg("force_even") = true, nb::arg("column") = 0,
+      nb::arg("trainers_per_machine") = 0,
       "This rank's share of the nodes selected by a mask DistTensor. Collective with "
-      "force_even.");
+      "force_even, or with trainers_per_machine > 1 for a mask whose rows its machine's trainers "
+      "do not share.");
   m.def(
       "dist_edge_split",
-      [](const DistTensor& mask, bool force_even, int64_t column) {
+      [](const DistTensor& mask, bool force_even, int64_t column, int trainers_per_machine) {
         std::vector<int64_t> ids;
         {
           nb::gil_scoped_release nogil;
-          ids = dist::edge_split(mask, force_even, column);
+          ids = dist::edge_split(mask, force_even, column, trainers_per_machine);
         }
         return vector_to_numpy(std::move(ids));
       },
-      nb::arg("mask"), nb::arg("force_even") = true, nb::arg("column") = 0);
+      nb::arg("mask"), nb::arg("force_even") = true, nb::arg("column") = 0,
+      nb::arg("trainers_per_machine") = 0);
 
   nb::class_<dist::DistNeighborSampler>(m, "DistNeighborSampler",
                                         "Multi-layer neighbor sampling over a DistGraph.")

@@ -954,6 +954,14 @@ def _check_dist_mask(mask, what: str) -> None:
         check_mask_ndim(mask.shape, f"{what}: DistTensor {mask.name!r}")
 
 
+def _trainers_per_machine(mask: "DistTensor") -> int:
+    """T of the job a mask DistTensor's policy partitions (0 when it has no partition book): the
+    C++ split gathers a machine's selected IDs from its T trainers for tensors they do not share."""
+    policy = mask.part_policy
+    book = getattr(policy, "partition_book", None) if policy is not None else None
+    return int(book.num_trainers_per_machine) if book is not None else 0
+
+
 def _book_of(mask, partition_book: Optional[GraphPartitionBook],
              what: str) -> GraphPartitionBook:
     """``partition_book``, else, as in DGL, the book of a DistTensor mask's partition policy;
@@ -988,7 +996,8 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     _check_dist_mask(nodes, "node_split")
     if isinstance(nodes, DistTensor) and nodes._dist is not None and rank is None \
             and world_size is None:  # collective, in C++: no rank reads the whole mask
-        return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0))
+        return as_tensor(_C.dist_node_split(nodes._dist, force_even, 0,
+                                              _trainers_per_machine(nodes)))
     partition_book = _book_of(nodes, partition_book, "node_split")
     return _split(nodes, partition_book.node_offsets, partition_book.num_nodes, force_even,
                   rank, world_size, "node_split")
@@ -1002,7 +1011,8 @@ def edge_split(edges, partition_book: Optional[GraphPartitionBook] = None, etype
     _check_dist_mask(edges, "edge_split")
     if isinstance(edges, DistTensor) and edges._dist is not None and rank is None \
             and world_size is None:
-        return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0))
+        return as_tensor(_C.dist_edge_split(edges._dist, force_even, 0,
+                                              _trainers_per_machine(edges)))
     partition_book = _book_of(edges, partition_book, "edge_split")
     return _split(edges, partition_book.edge_offsets, partition_book.num_edges, force_even,
                   rank, world_size, "edge_split")

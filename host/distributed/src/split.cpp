@@ -37,8 +37,40 @@ std::pair<int64_t, int64_t> even_chunk(int64_t count, int world, int rank) {
   return {left, left + size + (rank < remain ? 1 : 0)};
 }
 
+// The selected IDs of this rank's machine (ranks [m T, m T + T) for machine m = rank / T), in ID
+// order, from the siblings' own selected rows (`mine`): one all-to-all of every rank, each sending
+// its IDs to its machine's trainers. For tensors whose rows the trainers do not share.
+std::vector<int64_t> machine_selected(const DistTensor& mask, const std::vector<int64_t>& mine,
+                                      int trainers, const char* what) {
+  auto& t = mask.runtime().transport();
+  const transport::CollectiveLabel label(t, what);
+  const int world = t.world_size(), me = t.rank();
+  TESSERA_EXPECTS(world % trainers == 0, ValueError,
+                  "{}: {} trainers per machine do not divide the world of {} ranks", what, trainers,
+                  world);
+  transport::Bytes bytes(mine.size() * 8);
+  if (!mine.empty()) {
+    std::memcpy(bytes.data(), mine.data(), bytes.size());
+  }
+  std::vector<transport::Bytes> out(static_cast<size_t>(world));
+  const int first = me / trainers * trainers;
+  for (int r = first; r < first + trainers; ++r) {
+    out[r] = bytes;
+  }
+  const auto in = t.all_to_all_v(out);
+  std::vector<int64_t> machine;
+  for (const auto& b : in) {  // rank order: ascending row ranges, so ID order
+    const size_t o = machine.size();
+    machine.resize(o + b.size() / 8);
+    if (!b.empty()) {
+      std::memcpy(machine.data() + o, b.data(), b.size());
+    }
+  }
+  return machine;
+}
+
 std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64_t column,
-                                  const char* kind, const char* what) {
+                                  int trainers_per_machine, const char* kind, const char* what) {
   TESSERA_EXPECTS(mask.defined(), ValueError, "{}: undefined mask", what);
   TESSERA_EXPECTS(mask.policy().kind == kind, ValueError,
                   "{}: the mask '{}' is partitioned by the {} policy, not the {} policy", what,
@@ -54,21 +86,30 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
     }
   }
   if (!force_even) {
+    // Several trainers per machine (DGL's _split_local): the machine's selected IDs cut into one
+    // chunk per trainer in ID order. Read from the memory the trainers share (a graph's data),
+    // else gathered from the machine's trainers (a tensor the user made: each trainer holds its
+    // own range), when the caller says how many trainers a machine has.
     const MachineRows mr = mask.machine_rows();
-    if (mr.base == nullptr || mr.trainers == 1) {
-      return mine;
-    }
-    // Several trainers per machine (DGL's _split_local): the machine's selected IDs, read from
-    // the memory its trainers share, cut into one chunk per trainer in ID order.
-    std::vector<int64_t> machine;
-    for (int64_t i = 0; i < mr.hi - mr.lo; ++i) {
-      if (selected(mr.base, i, mask.row_bytes(), es, column)) {
-        machine.push_back(mr.lo + i);
+    if (mr.base != nullptr && mr.trainers > 1) {
+      std::vector<int64_t> machine;
+      for (int64_t i = 0; i < mr.hi - mr.lo; ++i) {
+        if (selected(mr.base, i, mask.row_bytes(), es, column)) {
+          machine.push_back(mr.lo + i);
+        }
       }
+      const auto [left, right] =
+          even_chunk(static_cast<int64_t>(machine.size()), mr.trainers, mr.local);
+      return {machine.begin() + left, machine.begin() + right};
     }
-    const auto [left, right] =
-        even_chunk(static_cast<int64_t>(machine.size()), mr.trainers, mr.local);
-    return {machine.begin() + left, machine.begin() + right};
+    if (mr.base == nullptr && trainers_per_machine > 1) {
+      const int me = mask.runtime().rank();
+      const std::vector<int64_t> machine = machine_selected(mask, mine, trainers_per_machine, what);
+      const auto [left, right] = even_chunk(static_cast<int64_t>(machine.size()),
+                                            trainers_per_machine, me % trainers_per_machine);
+      return {machine.begin() + left, machine.begin() + right};
+    }
+    return mine;
   }
   // Everyone's count; then each selected item goes to the rank whose even chunk holds its
   // position in the global ID-ordered list (one all-to-all; chunks arrive in rank = ID order).
@@ -147,11 +188,13 @@ std::vector<int64_t> split_array(const Array& mask, const std::vector<int64_t>& 
 
 }  // namespace
 
-std::vector<int64_t> node_split(const DistTensor& mask, bool force_even, int64_t column) {
-  return split_tensor(mask, force_even, column, "node", "node_split");
+std::vector<int64_t> node_split(const DistTensor& mask, bool force_even, int64_t column,
+                                int trainers_per_machine) {
+  return split_tensor(mask, force_even, column, trainers_per_machine, "node", "node_split");
 }
-std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even, int64_t column) {
-  return split_tensor(mask, force_even, column, "edge", "edge_split");
+std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even, int64_t column,
+                                int trainers_per_machine) {
+  return split_tensor(mask, force_even, column, trainers_per_machine, "edge", "edge_split");
 }
 std::vector<int64_t> node_split(const Array& mask, const PartitionBook& book, int rank,
                                 bool force_even, int64_t column) {

@@ -74,6 +74,14 @@ def main() -> int:
     book = g.get_partition_book()
     host_even = np.asarray(tessera.node_split(mask.numpy(), book, force_even=True))
     host_local = np.asarray(tessera.node_split(mask.numpy(), book, force_even=False))
+    # The same mask in a DistTensor of the user's: each trainer holds its own range (no shared
+    # rows), so the machine's selected IDs are gathered from its trainers.
+    mine = tessera.DistTensor((g.num_nodes(),), mask.dtype, "user_train_mask",
+                              part_policy=g.get_node_partition_policy())
+    lo, hi = g.local_node_range()
+    mine[np.arange(lo, hi)] = mask[np.arange(lo, hi)]
+    g.barrier()
+    user_local = np.asarray(tessera.node_split(mine, force_even=False))
     ids = np.arange(g.num_nodes(), dtype=np.int64)
     feat = np.asarray(g.ndata["feat"][ids])
     g.barrier()  # every trainer has read every row: the segment is touched everywhere
@@ -86,6 +94,7 @@ def main() -> int:
            "local_node_range": list(g.local_node_range()), "shared_bytes": g.shared_bytes,
            "split_even": even.tolist(), "split_local": local.tolist(),
            "host_split_even": host_even.tolist(), "host_split_local": host_local.tolist(),
+           "user_split_local": user_local.tolist(),
            "feat_orig": np.asarray(g.orig_nids()).tolist(),
            "feat_sum": feat.astype(np.float64).sum(axis=1).tolist(),
            "smaps_before": before, "smaps_after": after, "segment_end": seg_end}

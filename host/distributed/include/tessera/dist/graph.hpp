@@ -119,12 +119,17 @@ class DistGraph {
 /// several, trainers' ranges are cut by bytes, chunks by count: a hub-holding trainer owns few
 /// of its own seeds; its machine's siblings' rows are read from shared memory). Otherwise: the
 /// selected IDs this
-/// rank owns; with several trainers per machine (a graph's data), the selected IDs of the
-/// machine cut into trainers_per_machine chunks of (almost) equal count, one per trainer (DGL's
-/// _split_local). Returns sorted global IDs.
-std::vector<int64_t> node_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);
+/// rank owns; with several trainers per machine, the selected IDs of the machine cut into
+/// trainers_per_machine chunks of (almost) equal count, one per trainer (DGL's _split_local):
+/// read from the machine's shared rows for a graph's data, else (a tensor whose trainers hold
+/// their own ranges) gathered from the machine's trainers when `trainers_per_machine` > 1 is
+/// given (then collective too; the world is machines x trainers_per_machine ranks, a machine's
+/// trainers consecutive). Returns sorted global IDs.
+std::vector<int64_t> node_split(const DistTensor& mask, bool force_even = true, int64_t column = 0,
+                                int trainers_per_machine = 0);
 /// The same over an edge mask DistTensor (edge policy).
-std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even = true, int64_t column = 0);
+std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even = true, int64_t column = 0,
+                                int trainers_per_machine = 0);
 /// Host variants over a global mask Array ([num_nodes] or [num_nodes, S]) and a partition book,
 /// for rank `rank` of `book.num_parts()`; not collective.
 std::vector<int64_t> node_split(const Array& mask, const PartitionBook& book, int rank,
