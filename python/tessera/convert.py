@@ -60,7 +60,13 @@ def from_pyg(data) -> dict:
     names) and ``edge_weight`` edata["edge_weight"]; every other array with one row per node
     (masks, ``pos``, ...) is node data and one with one row per edge is edge data, under its
     own name. Attributes that are neither (graph-level ones, sparse adjacency, scalars, strings)
-    are dropped with a warning."""
+    are dropped with a warning. A ``HeteroData`` is refused (ValueError): Tessera's graphs have
+    one node and one edge type, and ``HeteroData.to_homogeneous()`` makes the ``Data`` it
+    takes."""
+    if hasattr(data, "node_types"):  # HeteroData (a Data has no node_types)
+        raise ValueError("from_pyg: heterogeneous graphs are not supported; convert with "
+                         f"HeteroData.to_homogeneous() (this {type(data).__name__} has node "
+                         f"types {list(data.node_types)}, edge types {list(data.edge_types)})")
     edge_index = _np(data.edge_index)
     num_nodes = int(data.num_nodes)
     num_edges = int(edge_index.shape[1]) if edge_index.ndim == 2 else 0
@@ -112,7 +118,15 @@ def to_dgl_block(block):
 
 
 def from_dgl(g) -> dict:
-    """A homogeneous DGLGraph as the mapping ``partition_graph`` takes (needs dgl)."""
+    """A homogeneous DGLGraph (one node type, one edge type) as the mapping
+    ``partition_graph`` takes (needs dgl). A graph of several node or edge types (a
+    heterograph, e.g. a bipartite user -> item graph, whose node IDs restart at 0 per type) is
+    refused with a ValueError: ``dgl.to_homogeneous`` gives the graph Tessera takes."""
+    ntypes, etypes = list(g.ntypes), list(g.canonical_etypes)
+    if len(ntypes) > 1 or len(etypes) > 1:
+        raise ValueError("from_dgl: heterogeneous graphs are not supported; convert with "
+                         f"dgl.to_homogeneous (this graph has node types {ntypes}, edge types "
+                         f"{etypes})")
     src, dst = g.edges()
     return {"edge_index": np.stack([_np(src), _np(dst)]), "num_nodes": int(g.num_nodes()),
             "ndata": {k: _np(v) for k, v in g.ndata.items()},

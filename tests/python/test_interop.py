@@ -196,3 +196,38 @@ def test_from_pyg_as_many_nodes_as_edges_goes_by_the_name():
     assert sorted(arrays["ndata"]) == ["feat", "score"]
     assert sorted(arrays["edata"]) == ["edge_label"]
     np.testing.assert_array_equal(arrays["ndata"]["feat"], np.ones((3, 1)))
+
+
+def test_from_dgl_refuses_a_heterograph():
+    """A DGL heterograph numbers its nodes per type: merging them into one ID space would turn
+    user 0 -> item 0 into a self loop. Several node or edge types are refused; one named type
+    (DGL's homogeneous graph under other names) is taken."""
+    dgl = pytest.importorskip("dgl")
+    bipartite = dgl.heterograph({("user", "click", "item"): ([0, 1, 2], [0, 0, 1])},
+                                num_nodes_dict={"user": 3, "item": 2})
+    two_etypes = dgl.heterograph({("user", "click", "item"): ([0], [0]),
+                                  ("item", "rev", "user"): ([0], [0])})
+    for g in (bipartite, two_etypes):
+        with pytest.raises(ValueError, match="heterogeneous graphs are not supported; "
+                                             "convert with dgl.to_homogeneous"):
+            tessera.convert.from_dgl(g)
+        with pytest.raises(ValueError, match="heterogeneous graphs are not supported"):
+            tessera.convert.to_arrays(g)
+    one_type = dgl.heterograph({("user", "follows", "user"): ([0, 1], [1, 2])})
+    arrays = tessera.convert.from_dgl(one_type)
+    np.testing.assert_array_equal(arrays["edge_index"], [[0, 1], [1, 2]])
+    assert arrays["num_nodes"] == 3
+
+
+def test_from_pyg_refuses_hetero_data():
+    """A PyG HeteroData is refused with a ValueError naming its types (it was an
+    AttributeError for the missing edge_index)."""
+    tg_data = pytest.importorskip("torch_geometric.data")
+    h = tg_data.HeteroData()
+    h["user"].x, h["item"].x = torch.zeros(3, 2), torch.zeros(2, 2)
+    h["user", "click", "item"].edge_index = torch.tensor([[0, 1, 2], [0, 0, 1]])
+    for convert in (tessera.convert.from_pyg, tessera.convert.to_arrays):
+        with pytest.raises(ValueError, match=r"heterogeneous graphs are not supported; convert "
+                                             r"with HeteroData.to_homogeneous\(\) \(this "
+                                             r"HeteroData has node types \['user', 'item'\]"):
+            convert(h)
