@@ -9,6 +9,7 @@ counter-based RNG: the same seed gives the same batches for any thread count.
 from __future__ import annotations
 
 import copy
+import inspect
 import operator
 import warnings
 from typing import Optional, Sequence
@@ -748,6 +749,11 @@ class NodeDataLoader(_LoaderBase):
                  seed: Optional[int] = 0, device=None, prefetch: int = 4,
                  global_order: bool = False, **kwargs):
         _check_loader_kwargs(type(self).__name__, kwargs)
+        if _edge_prediction(graph_sampler) is not None:
+            raise ValueError(f"{type(self).__name__}: graph_sampler comes from "
+                             "as_edge_prediction_sampler (link prediction over edge IDs); use "
+                             "EdgeDataLoader, or DataLoader, which yields (input_nodes, "
+                             "pair_graph, neg_pair_graph, blocks) for it")
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
@@ -844,7 +850,30 @@ def _rows_of(raw, t, rows: int, device):
 
 
 DistNodeDataLoader = NodeDataLoader
-DataLoader = NodeDataLoader
+
+
+class DataLoader(NodeDataLoader):
+    """DGL 1.x's ``dgl.dataloading.DataLoader``: the loader the sampler calls for. Takes
+    ``NodeDataLoader``'s arguments. Over a sampler from ``as_edge_prediction_sampler`` the
+    indices are edge IDs and the result is an ``EdgeDataLoader`` (with the wrapper's
+    ``exclude``, ``reverse_eids`` and ``negative_sampler``), which yields DGL's
+    ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (``(input_nodes, pair_graph,
+    blocks)`` without a negative sampler); over any other sampler it is a ``NodeDataLoader``
+    yielding ``(input_nodes, seeds, blocks)``."""
+
+    def __new__(cls, *args, **kwargs):
+        bound = inspect.signature(NodeDataLoader.__init__).bind(None, *args, **kwargs)
+        if _edge_prediction(bound.arguments["graph_sampler"]) is None:
+            return super().__new__(cls)
+        named = {k: v for k, v in bound.arguments.items() if k not in ("self", "kwargs")}
+        named["eids"] = named.pop("nids")
+        return EdgeDataLoader(**named, **bound.arguments.get("kwargs", {}))
+
+
+def _edge_prediction(graph_sampler) -> Optional[dict]:
+    """What ``as_edge_prediction_sampler`` set on ``graph_sampler`` (exclude, reverse_eids,
+    negative_sampler), or None for a sampler it did not make."""
+    return getattr(graph_sampler, "_edge_pred", None)
 
 
 class EdgeDataLoader(_LoaderBase):
@@ -893,7 +922,7 @@ class EdgeDataLoader(_LoaderBase):
         if self.global_order and not distributed:
             raise ValueError("EdgeDataLoader(global_order=True) needs a distributed-mode "
                              "DistGraph (one partition per process)")
-        ep = getattr(graph_sampler, "_edge_pred", {})
+        ep = _edge_prediction(graph_sampler) or {}
         negative_sampler = negative_sampler or ep.get("negative_sampler")
         exclude = exclude if exclude is not None else ep.get("exclude")
         reverse_eids = reverse_eids if reverse_eids is not None else ep.get("reverse_eids")

@@ -119,3 +119,41 @@ def test_misspelled_initialize_arguments_are_refused():
 def test_reverse_id_exclusion_needs_its_map():
     with pytest.raises(ValueError, match="exclude='reverse_id' needs reverse_eids"):
         dataloading.as_edge_prediction_sampler(tessera.NeighborSampler([5]), exclude="reverse_id")
+
+
+def test_dataloader_over_an_edge_prediction_sampler_loads_edges(cora):
+    """DGL 1.x's link prediction: ``DataLoader(g, train_eids, as_edge_prediction_sampler(...))``
+    iterates edge batches, ``(input_nodes, pair_graph, neg_pair_graph, blocks)``, as the
+    EdgeDataLoader of the same arguments does (it iterated node batches over edge IDs)."""
+    eids = np.arange(0, 600, 3)
+    base = tessera.NeighborSampler([3, 2])
+    s = dataloading.as_edge_prediction_sampler(base, exclude="self",
+                                               negative_sampler=dataloading.negative_sampler
+                                               .Uniform(2))
+    dl = dataloading.DataLoader(cora, eids, s, 64, shuffle=True, seed=5, prefetch=2)
+    want = tessera.EdgeDataLoader(cora, eids, s, batch_size=64, seed=5)
+    assert isinstance(dl, tessera.EdgeDataLoader) and len(dl) == len(want) == 4
+    for got, ref in zip(dl, want):
+        assert len(got) == 4
+        (inp, pos, neg, blocks), (inp2, pos2, neg2, blocks2) = got, ref
+        assert np.array_equal(np.asarray(inp), np.asarray(inp2))
+        assert np.array_equal(np.asarray(pos.eids), np.asarray(pos2.eids))
+        assert set(np.asarray(pos.eids).tolist()) <= set(eids.tolist())
+        assert np.array_equal(np.asarray(neg.dst), np.asarray(neg2.dst))
+        assert neg.num_edges() == 2 * pos.num_edges()
+        assert np.array_equal(np.asarray(blocks[0].eids), np.asarray(blocks2[0].eids))
+    # Without negatives: (input_nodes, pair_graph, blocks), as DGL's.
+    plain = dataloading.as_edge_prediction_sampler(base)
+    assert len(next(iter(dataloading.DataLoader(cora, eids, graph_sampler=plain)))) == 3
+    # Any other sampler: node batches, as before.
+    nodes = dataloading.DataLoader(cora, np.arange(100), base, batch_size=50, shuffle=False)
+    assert isinstance(nodes, dataloading.DataLoader)
+    assert isinstance(nodes, tessera.NodeDataLoader)
+    _, seeds, _ = next(iter(nodes))
+    assert np.asarray(seeds).tolist() == list(range(50))
+    # NodeDataLoader does not take an edge-prediction sampler silently.
+    with pytest.raises(ValueError, match="NodeDataLoader: graph_sampler comes from "
+                                         r"as_edge_prediction_sampler .*use EdgeDataLoader"):
+        tessera.NodeDataLoader(cora, eids, s)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+        dataloading.DataLoader(cora, eids, s, batchsize=64)
