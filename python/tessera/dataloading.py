@@ -709,13 +709,23 @@ class _LoaderBase:
                                f"the graph; it has {sorted(getattr(g, 'ndata', {}))}")
 
     def _prefetch(self, blocks, input_nodes, output_nodes) -> None:
-        """DGL's prefetching, read through the DistTensors: the node data into
-        ``blocks[0].srcdata`` (rows of ``input_nodes``), the labels into ``blocks[-1].dstdata``
-        (rows of ``output_nodes``, the last block's destinations)."""
+        """DGL's prefetching: the node data into ``blocks[0].srcdata`` (rows of
+        ``input_nodes``), the labels into ``blocks[-1].dstdata`` (rows of ``output_nodes``, the
+        last block's destinations), as torch tensors on the device of the IDs (the loader's
+        ``device``; NumPy without torch)."""
         for name in self._node_names:
-            blocks[0].srcdata[name] = self.g.ndata[name][input_nodes]
+            blocks[0].srcdata[name] = self._node_rows(name, input_nodes)
         for name in self._label_names:
-            blocks[-1].dstdata[name] = self.g.ndata[name][output_nodes]
+            blocks[-1].dstdata[name] = self._node_rows(name, output_nodes)
+
+    def _node_rows(self, name: str, ids):
+        """Rows ``ids`` of node data ``name``: a DistGraph's DistTensor reads them onto the
+        IDs' device itself; a Dataset's NumPy array is indexed on the host, and its rows are
+        made a tensor and moved to the loader's device."""
+        data = self.g.ndata[name]
+        if isinstance(data, np.ndarray):
+            return self._to(as_tensor(data[to_numpy_ids(ids, f"rows of {name!r}")]))
+        return data[ids]
 
 
 class NodeDataLoader(_LoaderBase):

@@ -448,6 +448,30 @@ def test_edge_loader_prefetches_the_samplers_node_data(cora, cora_parts):
             tessera.EdgeDataLoader(graph, np.arange(10), s)
 
 
+@pytest.mark.parametrize("device", [None, "cpu"])
+def test_prefetched_rows_are_tensors_on_the_loaders_device(cora, cora_parts, device):
+    """Over a Dataset (NumPy node data) as over a DistGraph (DistTensors) the frames hold torch
+    tensors where the IDs are: a Dataset's rows were NumPy arrays, which a model refuses."""
+    torch = pytest.importorskip("torch")
+    g = tessera.DistGraph("cora", part_config=cora_parts[0])
+    s = tessera.NeighborSampler([3, 2], prefetch_node_feats=["feat"], prefetch_labels=["label"])
+    es = tessera.dataloading.as_edge_prediction_sampler(s)
+    for graph in (cora, g):
+        feat, label = (torch.as_tensor(np.asarray(graph.ndata[n][np.arange(2708)]))
+                       for n in ("feat", "label"))
+        for dl in (tessera.NodeDataLoader(graph, np.arange(50), s, batch_size=20, device=device),
+                   tessera.EdgeDataLoader(graph, np.arange(50), es, batch_size=20,
+                                          device=device)):
+            for batch in dl:
+                input_nodes, blocks = batch[0], batch[-1]
+                x, y = blocks[0].srcdata["feat"], blocks[-1].dstdata["label"]
+                for t in (x, y):
+                    assert isinstance(t, torch.Tensor)
+                    assert t.device == input_nodes.device == torch.device("cpu")
+                assert torch.equal(x, feat[input_nodes])
+                assert torch.equal(y, label[blocks[-1].dstnodes])
+
+
 def test_edge_loader_names_the_negative_samplers_and_exclusions_it_takes(cora):
     neg = tessera.dataloading.negative_sampler
     as_edge = tessera.dataloading.as_edge_prediction_sampler
