@@ -492,12 +492,36 @@ class NeighborSampler:
             hit = self._bound[key] = (graph.transpose(), graph)
         return hit[0]
 
-    def sample_blocks(self, g, seed_nodes, seed: int = 0, epoch: int = 0, batch: int = 0):
-        """Blocks of one batch of ``seed_nodes`` (unique IDs), input layer first."""
+    def sample_blocks(self, g, seed_nodes, seed: Optional[int] = None,
+                      epoch: Optional[int] = None, batch: int = 0):
+        """Blocks of one batch of ``seed_nodes`` (unique IDs), input layer first:
+        ``(input_nodes, seed_nodes, blocks)``.
+
+        The sample is a pure function of the key (``seed``, ``epoch``, ``batch``; docs/
+        sampling.md): with ``seed`` given, the key is ``(seed, epoch or 0, batch)`` and the
+        same call returns the same blocks. Without ``seed`` (DGL's call, e.g. as a
+        ``collate_fn``) every call draws a fresh key, as DGL's sampler draws fresh randomness:
+        ``seed`` and, unless given, ``epoch`` are drawn from torch's global RNG (NumPy's
+        without torch), so ``torch.manual_seed`` makes a sequence of calls repeatable. The
+        loaders pass their own keys (loader seed, epoch, batch) and draw nothing from torch."""
         ids = to_numpy_ids(seed_nodes, "seed_nodes")
-        blocks = self.bind(g).sample_blocks(ids, seed, epoch, batch)
+        sampler = self.bind(g)
+        if seed is None:
+            seed, drawn_epoch = _fresh_key_words()
+            epoch = drawn_epoch if epoch is None else epoch
+        blocks = sampler.sample_blocks(ids, seed, 0 if epoch is None else epoch, batch)
         return as_tensor(np.asarray(blocks[0].src_nodes)), as_tensor(ids), \
             [Block(b) for b in blocks]
+
+
+def _fresh_key_words() -> tuple:
+    """Two random 32-bit words (a key's seed and epoch) from torch's global RNG, or NumPy's
+    global RNG without torch: a run seeded with ``torch.manual_seed`` draws the same words."""
+    if HAVE_TORCH:
+        words = torch.randint(0, 2**32, (2,), dtype=torch.int64).tolist()
+    else:
+        words = np.random.randint(0, 2**32, size=2, dtype=np.int64).tolist()
+    return int(words[0]), int(words[1])
 
 
 class _Uniform:

@@ -126,9 +126,9 @@ def precompute(g: DistGraph, feat: str = "feat", norm: str = "auto", chunk: int 
             x = (x - mean) / std
         return x.astype(np.float32)
 
-    full = NeighborSampler([-1])
+    full = NeighborSampler([-1])  # every neighbor: with seed=0 it draws nothing from torch
     for ids in _chunks(own, chunk):
-        _, _, (b,) = full.sample_blocks(g, ids)
+        _, _, (b,) = full.sample_blocks(g, ids, seed=0)
         src = np.asarray(b._b.src_nodes)
         dst = torch.as_tensor(np.asarray(b._b.dst), dtype=torch.int64)
         s_idx = torch.as_tensor(np.asarray(b._b.src), dtype=torch.int64)
@@ -276,7 +276,7 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
     own = _local_nodes(g)
     bufs = [_node_tensor(g, f"vrgcn:infer{i}", (n, model.hidden), np.float32)
             for i in range(2)]
-    full = NeighborSampler([-1])
+    full = NeighborSampler([-1])  # every neighbor: with seed=0 it draws nothing from torch
     correct = np.zeros((len(masks), 2), dtype=np.float64)
     scores = [[] for _ in masks]
     ys = [[] for _ in masks]
@@ -290,7 +290,7 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
         for l in range(1, model.num_layers):
             cur, nxt = bufs[(l - 1) % 2], bufs[l % 2]
             for ids in _chunks(own, chunk):
-                _, _, (b,) = full.sample_blocks(g, ids)
+                _, _, (b,) = full.sample_blocks(g, ids, seed=0)
                 src_nodes = np.asarray(b._b.src_nodes)
                 s_idx = torch.as_tensor(np.asarray(b._b.src), dtype=torch.int64, device=device)
                 d_idx = torch.as_tensor(np.asarray(b._b.dst), dtype=torch.int64, device=device)

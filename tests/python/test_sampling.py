@@ -24,6 +24,54 @@ def test_same_seed_same_blocks_other_seed_differs(cora):
     assert not _blocks_equal(a, c)
 
 
+def test_sample_blocks_without_a_seed_draws_a_fresh_key_from_torch(cora):
+    """DGL's ``collate_fn=sampler.sample_blocks`` loop: each key-less call draws new
+    neighbourhoods (it used key (0, 0, 0) every time), repeatable under torch.manual_seed; an
+    explicit seed keeps its key (epoch and batch 0 unless given), and the loaders leave torch's
+    RNG alone."""
+    torch = pytest.importorskip("torch")
+    ds = tessera.graph_from_arrays((np.arange(1, 101), np.zeros(100, dtype=np.int64)),
+                                   num_nodes=101)  # node 0 has 100 in-neighbors
+    s = tessera.NeighborSampler([5])
+
+    def eids(**key):
+        return tuple(np.asarray(s.sample_blocks(ds, [0], **key)[2][0].eids).tolist())
+
+    torch.manual_seed(11)
+    first = [eids() for _ in range(20)]
+    assert len(set(first)) == 20
+    torch.manual_seed(11)
+    assert [eids() for _ in range(20)] == first
+    assert len({eids(epoch=4) for _ in range(10)}) == 10  # the seed is drawn still
+    raw = _C.NeighborSampler(ds.graph, [5])
+    for key in ((0, 0, 0), (3, 0, 0), (3, 2, 0), (3, 2, 9)):
+        want = tuple(np.asarray(raw.sample_blocks(np.array([0]), *key)[0].eids).tolist())
+        kw = dict(zip(("seed", "epoch", "batch"), key))
+        if key[2] == 0:
+            kw.pop("batch")
+        assert {eids(**kw) for _ in range(3)} == {want}
+    assert eids(seed=3) == eids(seed=3, epoch=0, batch=0)
+    # The loaders' batches come from their own keys: torch's RNG is neither read nor moved.
+    state = torch.random.get_rng_state()
+    dl = tessera.NodeDataLoader(cora, np.arange(0, 2708, 9), tessera.NeighborSampler([4, 3]),
+                                batch_size=64, seed=7)
+    edge_dl = tessera.EdgeDataLoader(cora, np.arange(0, 2000, 9), tessera.dataloading
+                                     .as_edge_prediction_sampler(tessera.NeighborSampler([4])),
+                                     batch_size=64, seed=7)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(len(runs))
+        runs.append([np.asarray(b[-1][0].eids).tolist() for b in dl] +
+                    [np.asarray(b[-1][0].eids).tolist() for b in edge_dl])
+        dl.set_epoch(0)
+        edge_dl.set_epoch(0)
+    assert runs[0] == runs[1]
+    torch.random.set_rng_state(state)
+    list(dl)
+    list(edge_dl)
+    assert torch.equal(torch.random.get_rng_state(), state)
+
+
 def test_block_layout_and_edges_are_real(cora):
     seeds = np.array([5, 17, 1000], dtype=np.int64)
     blocks = _C.NeighborSampler(cora.graph, [4, 3]).sample_blocks(seeds, seed=1)
