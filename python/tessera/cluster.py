@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _C, _runtime
 from ._tensor import HAVE_TORCH, as_tensor, torch
+from .dataloading import _integer_arg
 
 __all__ = ["ClusterGCNSampler", "ClusterGCNLoader", "ClusterBatch", "rank_graph"]
 
@@ -123,11 +124,12 @@ class ClusterGCNSampler:
         if self.method not in ("random", "metis", "fixed"):
             raise ValueError(f"ClusterGCNSampler: method must be 'random' or 'metis', got "
                              f"{method!r}")
-        if int(parts_per_batch) < 1:
+        parts_per_batch = _integer_arg("ClusterGCNSampler", "parts_per_batch", parts_per_batch)
+        if parts_per_batch < 1:
             raise ValueError(f"ClusterGCNSampler: parts_per_batch {parts_per_batch} < 1")
         if not 0 <= int(seed) < 2 ** 32:
             raise ValueError(f"ClusterGCNSampler: seed {seed} outside [0, 2^32)")
-        self.parts_per_batch, self.seed = int(parts_per_batch), int(seed)
+        self.parts_per_batch, self.seed = parts_per_batch, int(seed)
         self.rank = _runtime.get_rank() if rank is None else int(rank)
         if self.rank < 0:
             raise ValueError(f"ClusterGCNSampler: rank {self.rank} < 0")

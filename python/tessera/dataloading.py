@@ -305,6 +305,21 @@ def _float_weights(x, what: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float64 else np.float32)
 
 
+def _integer_arg(what: str, name: str, value, lo: Optional[int] = None) -> int:
+    """``value`` as an int: a Python, NumPy or 0-d torch integer. TypeError for anything else,
+    a float (never truncated: 2.9 is not 2, nor 2.0 a batch size, as in torch's DataLoader) or a
+    bool included; ValueError below ``lo``."""
+    try:
+        v = None if isinstance(value, (bool, np.bool_)) else operator.index(value)
+    except TypeError:
+        v = None
+    if v is None:
+        raise TypeError(f"{what}: {name} must be an integer, got {value!r}")
+    if lo is not None and v < lo:
+        raise ValueError(f"{what}: {name} must be >= {lo}, got {v}")
+    return int(v)
+
+
 def _fanout_list(fanouts, what: str) -> list:
     """``fanouts`` as a list of ints (each an integer, -1 for all); TypeError for a fraction."""
     out = []
@@ -619,7 +634,7 @@ def _num_edge_ids(g) -> Optional[int]:
 class _LoaderBase:
     def __init__(self, batch_size: int, shuffle: bool, drop_last: bool, num_workers: int,
                  seed: Optional[int], device):
-        self.batch_size = int(batch_size)
+        self.batch_size = _integer_arg(type(self).__name__, "batch_size", batch_size, 1)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.num_workers = int(num_workers)

@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ._tensor import HAVE_TORCH, torch
+from .dataloading import _integer_arg
 
 __all__ = ["GraphDataset", "read_graph_dataset", "write_graph_dataset", "graphs_to_arrays",
            "read_tu_dataset",
@@ -470,6 +471,22 @@ def shuffled_order(n: int, seed: int, epoch: int) -> np.ndarray:
     return np.argsort(h, kind="stable").astype(np.int64)
 
 
+def _graph_ids(what: str, indices, num_graphs: Optional[int]) -> np.ndarray:
+    """``indices`` (graph IDs, or a boolean mask over the graphs) as a 1-D int64 array; a
+    ValueError for another shape, for IDs that are not integers (a float is not truncated:
+    0.9 is not graph 0) and, given ``num_graphs``, for an ID outside [0, num_graphs)."""
+    a = np.asarray(indices)
+    if a.dtype == np.bool_:
+        a = np.nonzero(a)[0]
+    if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
+        raise ValueError(f"{what}: indices must be a 1-D array of graph IDs or a boolean mask, "
+                         f"got {a.dtype} of shape {a.shape}")
+    a = a.astype(np.int64)
+    if num_graphs is not None and a.size and (a.min() < 0 or a.max() >= num_graphs):
+        raise ValueError(f"{what}: graph IDs outside [0, {num_graphs})")
+    return a
+
+
 class DistributedGraphSampler:
     """Graph IDs of this rank for one epoch, as ``torch.utils.data.DistributedSampler``.
 
@@ -503,18 +520,8 @@ class DistributedGraphSampler:
                 raise ValueError("DistributedGraphSampler: give a dataset or indices")
             indices = np.arange(len(dataset), dtype=np.int64)
         else:
-            indices = np.asarray(indices)
-            if indices.dtype == np.bool_:
-                indices = np.nonzero(indices)[0]
-            if indices.ndim != 1 or not (indices.size == 0 or
-                                         np.issubdtype(indices.dtype, np.integer)):
-                raise ValueError("DistributedGraphSampler: indices must be a 1-D array of "
-                                 "graph IDs or a boolean mask")
-            indices = indices.astype(np.int64)
-            if dataset is not None and indices.size and \
-                    (indices.min() < 0 or indices.max() >= len(dataset)):
-                raise ValueError(f"DistributedGraphSampler: graph IDs outside [0, "
-                                 f"{len(dataset)})")
+            indices = _graph_ids("DistributedGraphSampler", indices,
+                                 None if dataset is None else len(dataset))
         self.indices = indices
         self.num_replicas, self.rank = int(num_replicas), int(rank)
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
@@ -645,8 +652,7 @@ class GraphDataLoader:
     def __init__(self, dataset: GraphDataset, batch_size: int = 32, shuffle: bool = False,
                  drop_last: bool = False, sampler=None, indices=None, seed: int = 0,
                  device=None):
-        if batch_size < 1:
-            raise ValueError(f"GraphDataLoader: batch_size must be >= 1, got {batch_size}")
+        batch_size = _integer_arg("GraphDataLoader", "batch_size", batch_size, 1)
         if sampler is not None and (shuffle or indices is not None):
             raise ValueError("GraphDataLoader: give a sampler or shuffle / indices, not both "
                              "(the sampler decides the order)")
@@ -657,12 +663,7 @@ class GraphDataLoader:
         if indices is None:
             indices = np.arange(len(dataset), dtype=np.int64)
         else:
-            indices = np.asarray(indices)
-            if indices.dtype == np.bool_:
-                indices = np.nonzero(indices)[0]
-            indices = indices.astype(np.int64).reshape(-1)
-            if indices.size and (indices.min() < 0 or indices.max() >= len(dataset)):
-                raise ValueError(f"GraphDataLoader: graph IDs outside [0, {len(dataset)})")
+            indices = _graph_ids("GraphDataLoader", indices, len(dataset))
         self.indices = indices
         self.seed, self.device, self.epoch = int(seed), device, 0
 

@@ -280,6 +280,35 @@ def test_sampler_refuses_bad_arguments():
         DistributedGraphSampler(list(range(3)), indices=[0, 5], num_replicas=1, rank=0)
 
 
+
+def test_graph_ids_and_batch_sizes_that_are_not_integers_are_refused():
+    """Float graph IDs were truncated by GraphDataLoader (indices [0.9, 1.7] loaded graphs 0
+    and 1) and a float batch size was cut down; both are refused, as DistributedGraphSampler
+    refused float IDs. Masks and integer IDs of any width are taken."""
+    ds = GraphDataset(**graphs_to_arrays(random_graphs(5, seed=1)))
+    for name, make in (
+            ("GraphDataLoader", lambda ids: GraphDataLoader(ds, batch_size=2, indices=ids)),
+            ("DistributedGraphSampler",
+             lambda ids: DistributedGraphSampler(ds, num_replicas=1, rank=0, indices=ids))):
+        for bad, shape in ((np.array([0.9, 1.7]), "float64 of shape (2,)"),
+                           ([0.0, 1.0], "float64 of shape (2,)"),
+                           (np.array([[0, 1]]), "int64 of shape (1, 2)")):
+            with pytest.raises(ValueError, match=re.escape(
+                    f"{name}: indices must be a 1-D array of graph IDs or a boolean mask, got "
+                    f"{shape}")):
+                make(bad)
+        assert np.asarray(make(np.array([3, 1], dtype=np.uint8)).indices).tolist() == [3, 1]
+        assert np.asarray(make(np.arange(5) % 2 == 1).indices).tolist() == [1, 3]
+        assert np.asarray(make([]).indices).tolist() == []
+    for bad in (2.9, 2.0, True, "2"):
+        with pytest.raises(TypeError, match=re.escape(
+                f"GraphDataLoader: batch_size must be an integer, got {bad!r}")):
+            GraphDataLoader(ds, batch_size=bad)
+    with pytest.raises(ValueError, match="GraphDataLoader: batch_size must be >= 1, got 0"):
+        GraphDataLoader(ds, batch_size=0)
+    assert len(GraphDataLoader(ds, batch_size=np.int32(2))) == 3
+
+
 # --- batching -------------------------------------------------------------------------------
 def _dense(ei, n):
     a = np.zeros((n, n), dtype=np.int64)

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Sampling and loaders: determinism under a seed, DGL block layout, node_split semantics."""
+import re
+
 import numpy as np
 import pytest
 
@@ -320,6 +322,33 @@ def test_loader_arguments_are_checked(cora):
     # one batch; it is refused up front.
     with pytest.raises(ValueError, match="seed node 5 at position 100 is listed twice"):
         tessera.NodeDataLoader(cora, np.append(np.arange(100), 5), s, batch_size=32)
+
+
+def test_a_batch_size_that_is_not_an_integer_is_refused(cora):
+    """NodeDataLoader(batch_size=2.9) ran batches of 2; every loader now refuses a float or a
+    bool (torch's DataLoader refuses 2.0 too) and takes NumPy and 0-d torch integers."""
+    torch = pytest.importorskip("torch")
+    s = tessera.NeighborSampler([2])
+    es = tessera.dataloading.as_edge_prediction_sampler(s)
+    for what, make in (("NodeDataLoader", lambda bs: tessera.NodeDataLoader(
+                            cora, np.arange(10), s, batch_size=bs)),
+                       ("EdgeDataLoader", lambda bs: tessera.EdgeDataLoader(
+                            cora, np.arange(10), s, batch_size=bs)),
+                       ("DataLoader", lambda bs: tessera.dataloading.DataLoader(
+                            cora, np.arange(10), s, batch_size=bs)),
+                       ("EdgeDataLoader", lambda bs: tessera.dataloading.DataLoader(
+                            cora, np.arange(10), es, batch_size=bs))):
+        for bad in (2.9, 2.0, np.float32(3), True, None):
+            with pytest.raises(TypeError, match=f"{what}: batch_size must be an integer, got "
+                                                f"{re.escape(repr(bad))}"):
+                make(bad)
+        with pytest.raises(ValueError, match=f"{what}: batch_size must be >= 1, got 0"):
+            make(0)
+        for good in (3, np.int64(3), torch.tensor(3)):
+            assert len(make(good)) == 4
+    with pytest.raises(TypeError, match="ClusterGCNSampler: parts_per_batch must be an "
+                                        "integer, got 1.5"):
+        tessera.ClusterGCNSampler(cora.graph, 4, 1.5)
 
 
 def test_a_distributed_edge_loader_names_the_gpu_sampler_it_cannot_take(cora_one):
