@@ -104,16 +104,35 @@ class ClusterBatch:
                 f"num_nodes={self.num_nodes}, num_edges={self.num_edges})")
 
 
+def _check_parts(part_of_node: np.ndarray) -> int:
+    """The number of parts of a fixed clustering (int64, one part per node): its largest part
+    + 1. ValueError naming the node for a negative part, or naming the part for a part number
+    that no node has (parts are numbered 0..P-1, none empty)."""
+    if part_of_node.size == 0:
+        return 0
+    neg = np.flatnonzero(part_of_node < 0)
+    if neg.size:
+        i = int(neg[0])
+        raise ValueError(f"ClusterGCNSampler: part_of_node[{i}] is {int(part_of_node[i])}; "
+                         "parts are numbered from 0")
+    used = np.unique(part_of_node)  # sorted; not bincount, which a part 10**12 would blow up
+    if int(used[-1]) + 1 != len(used):
+        gap = int(np.flatnonzero(used != np.arange(len(used)))[0])
+        raise ValueError(f"ClusterGCNSampler: part {gap} has no nodes (part_of_node numbers "
+                         f"its parts 0..{int(used[-1])}, none empty)")
+    return len(used)
+
+
 class ClusterGCNSampler:
     """Cluster-GCN batches of ``g`` (see the module docstring).
 
     ``num_parts`` clusters, ``parts_per_batch`` of them per batch (so ``num_batches`` =
     ceil(num_parts / parts_per_batch) per epoch); ``method`` ``"random"`` (reclustered every
     epoch) or ``"metis"`` (once); ``part_of_node`` gives a fixed clustering instead (one int
-    per node, parts numbered from 0, none empty). ``seed`` < 2^32; ``rank`` (default: this
-    process's rank) keys the clustering and the order, so each trainer of a parallel-epochs
-    job draws its own. A DistGraph of a distributed job is clustered over the nodes this rank
-    owns (``rank_graph``)."""
+    per node, parts numbered from 0, none empty: ValueError here otherwise). ``seed`` < 2^32;
+    ``rank`` (default: this process's rank) keys the clustering and the order, so each trainer
+    of a parallel-epochs job draws its own. A DistGraph of a distributed job is clustered over
+    the nodes this rank owns (``rank_graph``)."""
 
     def __init__(self, g, num_parts: Optional[int] = None, parts_per_batch: int = 1,
                  method: str = "random", seed: int = 0, rank: Optional[int] = None,
@@ -145,7 +164,7 @@ class ClusterGCNSampler:
                 raise ValueError(f"ClusterGCNSampler: part_of_node has shape {p.shape} for a "
                                  f"graph of {n} nodes")
             self._fixed = p
-            self.num_parts = int(p.max()) + 1 if n else 0
+            self.num_parts = _check_parts(p)
         else:
             if num_parts is None or not 1 <= int(num_parts) <= n:
                 raise ValueError(f"ClusterGCNSampler: num_parts {num_parts} outside "

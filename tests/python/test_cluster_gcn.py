@@ -103,8 +103,18 @@ def test_bad_arguments_name_what_was_wrong(cora):
         ClusterGCNSampler(g, 4, 0)
     with pytest.raises(ValueError, match="part_of_node has shape"):
         ClusterGCNSampler(g, part_of_node=np.zeros(3, dtype=np.int64))
-    with pytest.raises(ValueError, match="part 1 has no nodes"):
-        ClusterGCNSampler(g, part_of_node=np.where(np.arange(g.num_nodes) < 5, 0, 2)).sample(0, 0)
+    # A bad clustering is refused when the sampler is made, not at its first sample(); the
+    # message named the node count as the bound of a part ("part -1 outside [0, 2708)").
+    with pytest.raises(ValueError, match=r"part 1 has no nodes \(part_of_node numbers its "
+                                         r"parts 0\.\.2, none empty\)"):
+        ClusterGCNSampler(g, part_of_node=np.where(np.arange(g.num_nodes) < 5, 0, 2))
+    with pytest.raises(ValueError, match=r"part 0 has no nodes"):
+        ClusterGCNSampler(g, part_of_node=np.full(g.num_nodes, 3))
+    with pytest.raises(ValueError, match=r"part 4 has no nodes \(part_of_node numbers its "
+                                         r"parts 0\.\.1000000000000, none empty\)"):
+        ClusterGCNSampler(g, part_of_node=np.r_[np.arange(g.num_nodes - 1) % 4, 10**12])
+    with pytest.raises(ValueError, match=r"part_of_node\[5\] is -1; parts are numbered from 0"):
+        ClusterGCNSampler(g, part_of_node=np.where(np.arange(g.num_nodes) < 5, 0, -1))
     with pytest.raises(IndexError, match="batch 9 outside"):
         ClusterGCNSampler(g, 4).sample(0, 9)
 
