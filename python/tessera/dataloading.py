@@ -331,10 +331,18 @@ def _integer_arg(what: str, name: str, value, lo: Optional[int] = None) -> int:
     return int(v)
 
 
+# The largest fanout a sampler takes: the largest int32. A sanity bound, not a memory check:
+# with replacement a seed gets exactly `fanout` edges (24 bytes each), so a fanout of 2^31 asked
+# for 48 GiB per seed and the process was killed for memory; without replacement -1 takes every
+# neighbor. Below the bound, fanout x seeds edges must still fit in memory.
+_MAX_FANOUT = 2**31 - 1
+
+
 def _fanout_list(fanouts, what: str) -> list:
-    """``fanouts`` as a list of ints (each an integer, -1 for all); TypeError for a fraction."""
+    """``fanouts`` as a list of ints (each an integer, -1 for all); TypeError for a fraction,
+    ValueError for a fanout above ``_MAX_FANOUT``."""
     out = []
-    for f in fanouts:
+    for layer, f in enumerate(fanouts):
         try:
             i = operator.index(f)  # int, NumPy and 0-d torch integers
         except TypeError:
@@ -343,6 +351,9 @@ def _fanout_list(fanouts, what: str) -> list:
             else:
                 raise TypeError(f"{what}: fanouts must be integers (-1 for all), got "
                                 f"{list(fanouts)!r}") from None
+        if i > _MAX_FANOUT:
+            raise ValueError(f"{what}: fanout {i} of layer {layer} is above {_MAX_FANOUT} "
+                             "(2^31 - 1), the largest fanout; use -1 for all neighbors")
         out.append(int(i))
     return out
 
@@ -350,7 +361,8 @@ def _fanout_list(fanouts, what: str) -> list:
 class NeighborSampler:
     """Multi-layer neighbor sampler (DGL's ``dgl.dataloading.NeighborSampler``).
 
-    ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all.
+    ``fanouts`` lists neighbors per layer, input layer first (DGL's order); -1 takes all, and
+    a fanout above 2^31 - 1 is refused (ValueError).
 
     ``edge_dir`` (DGL's): "in" samples each seed's in-edges, "out" its out-edges (read from
     the graph's transpose, made once per graph: a second copy of its structure). The blocks

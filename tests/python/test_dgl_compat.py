@@ -78,6 +78,13 @@ def test_fanouts_and_edge_dir_are_checked():
         tessera.NeighborSampler([10, 2.5])
     s = tessera.NeighborSampler([np.int64(10), 2.0, torch.tensor(3)])
     assert s.fanouts == [10, 2, 3] and all(type(f) is int for f in s.fanouts)
+    # NeighborSampler([2**31], replace=True) asked for 48 GiB per seed and was killed.
+    for replace in (False, True):
+        with pytest.raises(ValueError, match=r"NeighborSampler: fanout 2147483648 of layer 1 is "
+                                             r"above 2147483647 \(2\^31 - 1\), the largest "
+                                             "fanout; use -1 for all neighbors"):
+            tessera.NeighborSampler([5, 2**31], replace=replace)
+    assert tessera.NeighborSampler([2**31 - 1, -1]).fanouts == [2**31 - 1, -1]
     with pytest.raises(ValueError, match="edge_dir must be 'in' or 'out', got 'both'"):
         tessera.NeighborSampler([5], edge_dir="both")
 
