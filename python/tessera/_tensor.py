@@ -2,7 +2,7 @@
 """Optional torch: Tessera runs without it; training needs it."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -53,7 +53,7 @@ def check_mask_ndim(shape, what: str) -> None:
 def refuse_per_type(x, what: str) -> None:
     """TypeError for a dict of IDs or masks per node or edge type (DGL's heterogeneous form):
     a Tessera graph is homogeneous, and NumPy would read the dict as one opaque object."""
-    if isinstance(x, dict):
+    if isinstance(x, Mapping):
         raise TypeError(f"{what}: a dict per type (keys {sorted(map(str, x))}) is for "
                         "heterogeneous graphs, which are not supported: a Tessera graph is "
                         "homogeneous; pass the IDs or the mask itself")

@@ -12,7 +12,7 @@ import copy
 import inspect
 import operator
 import warnings
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -305,17 +305,6 @@ def _float_weights(x, what: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float64 else np.float32)
 
 
-def _homogeneous_ids(ids, what: str, **kw) -> np.ndarray:
-    """``to_numpy_ids(ids, what, **kw)``, but a dict of IDs per node or edge type (DGL's input
-    for a heterograph) is first refused with a TypeError that says so: Tessera's graphs have
-    one node type and one edge type."""
-    if isinstance(ids, Mapping):
-        raise TypeError(f"{what}: heterogeneous inputs are not supported (got a dict keyed by "
-                        f"{list(ids)!r}); Tessera's graphs have one node and one edge type: "
-                        "pass one array of IDs")
-    return to_numpy_ids(ids, what, **kw)
-
-
 def _integer_arg(what: str, name: str, value, lo: Optional[int] = None) -> int:
     """``value`` as an int: a Python, NumPy or 0-d torch integer. TypeError for anything else,
     a float (never truncated: 2.9 is not 2, nor 2.0 a batch size, as in torch's DataLoader) or a
@@ -542,7 +531,7 @@ class NeighborSampler:
         ``seed`` and, unless given, ``epoch`` are drawn from torch's global RNG (NumPy's
         without torch), so ``torch.manual_seed`` makes a sequence of calls repeatable. The
         loaders pass their own keys (loader seed, epoch, batch) and draw nothing from torch."""
-        ids = _homogeneous_ids(seed_nodes, "seed_nodes")
+        ids = to_numpy_ids(seed_nodes, "seed_nodes", num_nodes=_num_nodes(g))
         sampler = self.bind(g)
         if seed is None:
             seed, drawn_epoch = _fresh_key_words()
@@ -829,7 +818,7 @@ class NodeDataLoader(_LoaderBase):
         super().__init__(batch_size, shuffle, drop_last, num_workers, seed, device)
         self.g = g
         self.graph_sampler = graph_sampler
-        self.nids = _homogeneous_ids(nids, "nids", num_nodes=_num_nodes(g))
+        self.nids = to_numpy_ids(nids, "nids", num_nodes=_num_nodes(g))
         self.global_order = bool(global_order)
         self._sampler = graph_sampler.bind(g)
         self._prefetch_names(g, graph_sampler)
@@ -1003,9 +992,10 @@ class EdgeDataLoader(_LoaderBase):
         self.g = g
         self.graph_sampler = graph_sampler
         self._prefetch_names(g, graph_sampler)
-        self.eids = _homogeneous_ids(eids, "eids", num_edges=_num_edge_ids(g))
+        self.eids = to_numpy_ids(eids, "eids", num_edges=_num_edge_ids(g))
         self.negatives = negative_sampler.k if negative_sampler is not None else 0
-        rev = None if reverse_eids is None else _homogeneous_ids(reverse_eids, "reverse_eids")
+        rev = None if reverse_eids is None else to_numpy_ids(reverse_eids, "reverse_eids",
+                                                                  num_edges=_num_edge_ids(g))
         if distributed:
             several = g.get_partition_book().num_owners() > 1
             prob = getattr(graph_sampler, "prob", None)

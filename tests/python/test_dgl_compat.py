@@ -170,15 +170,15 @@ def test_ids_per_type_are_refused_as_heterogeneous_input(cora):
     """DGL's heterograph inputs, a dict of IDs per node or edge type, are refused saying so
     (the error was "expected integer IDs, got object")."""
     s = tessera.NeighborSampler([2])
-    msg = r"heterogeneous inputs are not supported \(got a dict keyed by \[{}\]\)"
+    msg = r"a dict per type \(keys \[{}\]\) is for heterogeneous graphs, which are not supported"
     for what, keys, call in (
             ("nids", "'_N'", lambda: tessera.NodeDataLoader(cora, {"_N": np.arange(4)}, s)),
             ("nids", "'_N'", lambda: dataloading.DataLoader(cora, {"_N": np.arange(4)}, s)),
-            ("eids", r"\('paper', 'cites', 'paper'\)", lambda: tessera.EdgeDataLoader(
+            ("eids", r"\"\('paper', 'cites', 'paper'\)\"", lambda: tessera.EdgeDataLoader(
                 cora, {("paper", "cites", "paper"): np.arange(4)}, s)),
             ("reverse_eids", "'_E'", lambda: tessera.EdgeDataLoader(
                 cora, np.arange(4), s, exclude="reverse_id", reverse_eids={"_E": [0]})),
-            ("seed_nodes", "'paper', 'author'", lambda: s.sample_blocks(
+            ("seed_nodes", "'author', 'paper'", lambda: s.sample_blocks(
                 cora, {"paper": [0], "author": [1]}))):
         with pytest.raises(TypeError, match=f"{what}: " + msg.format(keys)):
             call()

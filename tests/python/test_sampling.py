@@ -611,3 +611,15 @@ def test_symmetrized_reverse_eids_of_a_simulated_dist_graph(cora, cora_parts, tm
     with pytest.raises(ValueError, match="symmetrized_reverse_eids: DistGraph 'cora' was not "
                                          "built with symmetrize"):
         tessera.dataloading.symmetrized_reverse_eids(plain)
+
+
+def test_sample_blocks_checks_the_length_of_a_mask(cora, cora_one):
+    """A seed mask shorter than the graph dropped the nodes past its end without a word."""
+    s = tessera.NeighborSampler([2])
+    mask = np.zeros(cora.graph.num_nodes, dtype=bool)
+    mask[[3, 7]] = True
+    for g in (cora, tessera.DistGraph("cora", part_config=cora_one)):
+        assert np.asarray(s.sample_blocks(g, mask, seed=1)[1]).tolist() == [3, 7]
+        with pytest.raises(ValueError, match="seed_nodes: a boolean mask of length 5 for a "
+                                             "graph of 2708 nodes"):
+            s.sample_blocks(g, mask[:5], seed=1)
