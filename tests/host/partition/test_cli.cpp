@@ -181,9 +181,9 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
     EXPECT_NE(bad.rc, 0);
     EXPECT_NE(bad.out.find(fmt::format("{} {}: {}", flag, path.string(), says)), std::string::npos)
         << bad.out;
-    EXPECT_EQ(bad.out.find("fastest of"), std::string::npos) << "it ran first: " << bad.out;
+    EXPECT_EQ(bad.out.find("paired rounds"), std::string::npos) << "it ran first: " << bad.out;
   }
-  EXPECT_NE(r.out.find("fastest of 2 rounds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("median of 2 paired rounds"), std::string::npos) << r.out;
   nlohmann::json j;
   std::ifstream(js) >> j;
   EXPECT_EQ(j["graph"]["adjacency_copy_bytes_per_edge"], 8);  // 32-bit IDs: packed
@@ -194,8 +194,15 @@ TEST_F(Cli, BenchSampleReportsItsFigures) {
     EXPECT_GT(x.get<double>(), 0);
   EXPECT_GT(j["reference"]["sampled_edges"].get<int64_t>(), 0);
   EXPECT_GT(j["tessera"]["sampled_edges"].get<int64_t>(), 0);
-  EXPECT_GT(j["ratio_per_core"].get<double>(), 0);
+  // The ratio is the median of the paired rounds (of two: their mean).
+  const double r0 = j["reference"]["round_ratios"][0], r1 = j["reference"]["round_ratios"][1];
+  EXPECT_DOUBLE_EQ(j["ratio_per_core"].get<double>(), 0.5 * (r0 + r1));
+  EXPECT_GT(j["ratio_fastest_rounds"].get<double>(), 0);
   EXPECT_EQ(j["graph"]["node_order"], "stored");
+  // Fanouts that sample nothing leave nothing to time: refused before the run.
+  const CmdResult zeros = run("bench sample --graph rmat:10,8 --batches 2 --fanouts 0,0");
+  EXPECT_NE(zeros.rc, 0);
+  EXPECT_NE(zeros.out.find("every fanout in '0,0' is 0"), std::string::npos) << zeros.out;
 
   // --order degree samples the same graph renumbered: same size, same kind of batches.
   r = run(fmt::format(
