@@ -435,6 +435,13 @@ class DistTensor:
             return self._dist.read(np.arange(self._shape[0], dtype=np.int64))
         return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
 
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray(t)``: all rows (``numpy()``) in one read per owner. Without it NumPy
+        would read the tensor row by row through ``__getitem__`` (a request per row) and stack
+        an [N] tensor as [N, 1]."""
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
     def _to_ids(self, ids) -> np.ndarray:
         """``ids`` as int64 row IDs; a boolean mask must be 1-D with one entry per row."""
         return to_numpy_ids(ids, f"{self._name} IDs", num_rows=self._shape[0])

@@ -264,6 +264,17 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
     if metric not in ("accuracy", "roc_auc"):
         raise ValueError(f"vrgcn.evaluate: metric must be accuracy or roc_auc, got {metric!r}")
     labels = np.asarray(labels)
+    n = g.num_nodes()
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels.reshape(-1)
+    if labels.shape != (n,):
+        raise ValueError(f"vrgcn.evaluate: labels must be [N] = [{n}] (or [N, 1]), got shape "
+                         f"{labels.shape}")
+    masks = [np.asarray(m) for m in masks]
+    for i, m in enumerate(masks):
+        if m.dtype != np.bool_ or m.shape != (n,):
+            raise ValueError(f"vrgcn.evaluate: masks[{i}] must be a boolean [N] = [{n}] mask, "
+                             f"got {m.dtype} of shape {m.shape}")
     if metric == "roc_auc" and labels.size and int(labels.max()) > 1:
         raise ValueError(f"vrgcn.evaluate: roc_auc scores two classes (labels 0 and 1), but "
                          f"the labels go up to {int(labels.max())} ({int(labels.max()) + 1} "
@@ -272,7 +283,6 @@ def evaluate(g: DistGraph, model, px: DistTensor, deg: DistTensor,
     torch = _torch()
     from .distributed import all_reduce
     device = torch.device(device or "cpu")
-    n = g.num_nodes()
     own = _local_nodes(g)
     bufs = [_node_tensor(g, f"vrgcn:infer{i}", (n, model.hidden), np.float32)
             for i in range(2)]

@@ -328,3 +328,19 @@ def test_example_draws_plot_without_results(tmp_path):
                              "--plot", str(png)]) == 0
     assert png.stat().st_size > 1000
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_evaluate_refuses_labels_and_masks_of_another_shape(tiny):
+    """[N, 1] labels with [N] predictions broadcast to [N, N]: accuracies of 6100% came back."""
+    t = tiny
+    m = vrgcn.GCN(F, HIDDEN, 3, 2)
+    labels = np.asarray(t["g"].ndata["label"].numpy(), dtype=np.int64).reshape(-1)
+    mask = np.arange(N) < 20
+    want = vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels)
+    assert vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels[:, None]) == want
+    # a DistTensor reads whole through np.asarray, as the [N] it is
+    assert np.asarray(t["g"].ndata["label"]).shape == t["g"].ndata["label"].shape
+    with pytest.raises(ValueError, match=rf"labels must be \[N\] = \[{N}\] .*got shape \(5,\)"):
+        vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask], labels[:5])
+    with pytest.raises(ValueError, match=r"masks\[0\] must be a boolean \[N\]"):
+        vrgcn.evaluate(t["g"], m, t["px"], t["deg"], [mask.astype(np.int64)], labels)
