@@ -106,6 +106,56 @@ def scan(root=RESULTS):
     return runs, problems
 
 
+#: Per benchmark (folder prefix): the fields the current harness writes that the table's figures
+#: depend on, as dotted paths into the JSON, and what their absence means. A run whose files lack
+#: one was made by an older harness: its figures were not measured the way the table's are, so
+#: it is listed apart under *Older harness*, not as a current figure, until a rerun replaces it.
+CURRENT_FIELDS = {
+    "sample-cpu-": (("reference.round_ratios", "reference.repeats", "graph.node_order"),
+                    "`tessera bench sample` on the CPU now times the reference and Tessera in "
+                    "alternating rounds, each side keeping its fastest, and records the rounds "
+                    "(`reference.round_ratios`, `reference.repeats`) and the node order "
+                    "(`graph.node_order`). The runs below lack them: an older harness made "
+                    "them, comparing the two sides batch by batch, and their figures were not "
+                    "measured as the table's are, so the table leaves them out (a rerun of the "
+                    "configuration replaces them)."),
+}
+
+
+def field(d, path):
+    """The value at a dotted `path` of a JSON object, or None."""
+    for key in path.split("."):
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def older_harness(runs):
+    """Splits `runs` into ({bench: [Run]} made by the current harness, {bench: [(Run, the
+    CURRENT_FIELDS it lacks)]}): a run lacks a field when one of its files does."""
+    current, older = {}, {}
+    for bench, rs in runs.items():
+        needed = next((f for p, (f, _) in CURRENT_FIELDS.items() if bench.startswith(p)), ())
+        for r in rs:
+            missing = [f for f in needed if any(field(d, f) is None for d in r.files.values())]
+            if missing:
+                older.setdefault(bench, []).append((r, missing))
+            else:
+                current.setdefault(bench, []).append(r)
+    return current, older
+
+
+def older_note(prefix, older):
+    """The *Older harness* listing of the benchmarks named `prefix`, or ""."""
+    rows = [[f"`{b}`", ", ".join(f"`{f}`" for f in missing), r.link()]
+            for b in sorted(older) if b.startswith(prefix) for r, missing in older[b]]
+    if not rows:
+        return ""
+    return (wrap("**Older harness.** " + CURRENT_FIELDS[prefix][1]) + "\n\n"
+            + table(["configuration", "lacks", "run"], rows))
+
+
 def machines(runs):
     """{machine tag: description} from the JSON of its runs (the fullest record wins)."""
     desc = {}
@@ -326,8 +376,8 @@ def sample_cpu_section(runs):
 batch 1024, on the symmetrized graph of the first column. *Edges/s* and *edges per CPU-second* are the timed run's; the *ratio per core*
 compares Tessera with a plain single-threaded reference (std::mt19937, hash sets,
 `std::unordered_map` compaction) on the same batches in alternating rounds timed in thread CPU
-time, each side keeping its fastest round (the range of the single rounds in parentheses; runs
-without it timed one round). The *limit* is the random 8-byte reads per second the machine
+time, each side keeping its fastest round (the range of the single rounds in parentheses).
+The *limit* is the random 8-byte reads per second the machine
 served from the graph's memory in the same run, with the same threads (docs/sampling.md).
 """
     return section("Sampling on the CPU", intro, body, rs)
@@ -877,6 +927,12 @@ def render(root=RESULTS):
     prov = provenance(runs)
     if prov:
         parts.append(prov)
+    current, older = older_harness(runs)
+    for bench in sorted(older):
+        for r, missing in older[bench]:
+            print(f"results_table: note: {bench}/{r.stem}: made by an older harness (no "
+                  f"{', '.join(missing)}); listed under Older harness, not as a current figure",
+                  file=sys.stderr)
     done = set()
     for prefix, renderer in SECTIONS:
         benches = [b for b in runs if b.startswith(prefix) and b not in done]
@@ -885,7 +941,13 @@ def render(root=RESULTS):
         if not benches:
             continue
         done.update(benches)
-        parts.append(renderer(runs))
+        if any(b in current for b in benches):
+            parts.append(renderer(current))
+        else:
+            parts.append(f"## {prefix.rstrip('-')}")
+        note = older_note(prefix, older) if prefix in CURRENT_FIELDS else ""
+        if note:
+            parts.append(note)
     return "\n\n".join(parts) + "\n", problems
 
 

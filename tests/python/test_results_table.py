@@ -2,6 +2,7 @@
 """benchmarks/results_table.py: the committed benchmarks/results/README.md is the one the script
 writes from the committed JSON, and its check catches a stale README, a superseded run and a
 result outside the layout."""
+import json
 import pathlib
 import shutil
 import subprocess
@@ -68,3 +69,24 @@ def test_every_benchmark_needs_a_table(tmp_path):
     r = run("--check", "--results", root)
     assert r.returncode == 1
     assert "newbench: no table" in r.stderr
+
+
+def test_a_run_of_an_older_harness_is_listed_apart(tmp_path):
+    # A sample-cpu result without the fields the current harness writes (here its single
+    # rounds) is not a current figure: it leaves the table for the Older harness listing, with
+    # a note on stderr, and the check still passes (the README says so).
+    root = small_copy(tmp_path)
+    src = sorted((root / "sample-cpu-t1").glob("*.json"))[-1]
+    d = json.loads(src.read_text())
+    del d["reference"]["round_ratios"]
+    old = root / "sample-cpu-t1-old" / "2000-01-01-abcdef1-vm.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps(d))
+    r = run("--results", root)
+    assert r.returncode == 0, r.stderr
+    assert "sample-cpu-t1-old/2000-01-01-abcdef1-vm: made by an older harness" in r.stderr
+    text = (root / "README.md").read_text()
+    table, older = text.split("**Older harness.**")
+    assert "2000-01-01-abcdef1" not in table
+    assert "| `sample-cpu-t1-old` | `reference.round_ratios` |" in older
+    assert run("--check", "--results", root).returncode == 0
