@@ -4,10 +4,14 @@
 
     python benchmarks/plot_sample.py benchmarks/results/sample-cpu-*/*.json --out sample.png
 
-Each JSON is one run (one graph, fanouts, thread count). Runs are grouped by graph and mode
-(replace / weighted); the left panel draws seeds/s against threads, one line per fanout list; the
-right panel draws seeds/s against fanout list, one bar group per thread count. DGL peer results
-(benchmarks/dgl_sample_peer.py --json) are drawn as dashed lines / hatched bars when given.
+Each JSON is one run (one graph, node order, fanouts, thread count). The left panel draws
+seeds/s against threads, one line per graph, node order (stored / degree), mode (replace /
+weighted) and fanout list; the right panel draws seeds/s against fanout list, one bar per graph,
+node order and thread count (uniform sampling without replacement). Where the runs come from
+several commits, the commit is part of each line and bar too, and its label names it. A result
+of an older harness (without the fields benchmarks/results_table.py requires of a current one)
+is skipped with a note. DGL peer results (benchmarks/dgl_sample_peer.py --json) are drawn as
+dashed lines / hatched bars when given.
 
     python benchmarks/plot_sample.py --ratios RUN.json ... --out ratios.png [--target 8]
 
@@ -20,6 +24,12 @@ import collections
 import json
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from results_table import CURRENT_FIELDS, field  # noqa: E402  (beside this script)
+
+#: What a current `tessera bench sample` CPU result records (results_table.py's definition).
+CURRENT = CURRENT_FIELDS["sample-cpu-"][0]
 
 
 def read_json(path):
@@ -42,23 +52,86 @@ def load(paths):
             continue
         if "tessera" in j:
             who, r = "tessera", j["tessera"]
+            missing = [f for f in CURRENT if field(j, f) is None]
+            if missing and j.get("device", "cpu") == "cpu":
+                print(f"{p}: made by an older harness (no {', '.join(missing)}), skipped",
+                      file=sys.stderr)
+                continue
         elif "dgl" in j:
             who, r = "dgl", j["dgl"]
         else:
             print(f"{p}: not a sample benchmark result, skipped", file=sys.stderr)
             continue
-        prm = j["params"]
+        prm, g = j["params"], j.get("graph") or {}
         runs.append({
             "who": who,
-            "graph": j["graph"].get("spec") or j["graph"].get("path"),
+            "graph": g.get("spec") or g.get("path"),
+            "order": g.get("node_order") or "stored",
+            "commit": j.get("commit") or "unknown",
             "fanouts": ",".join(str(x) for x in prm["fanouts"]),
             "threads": prm["threads"],
             "mode": ("replace" if prm.get("replace") else "no-replace")
                     + (", weighted" if prm.get("weighted") else ""),
             "seeds_per_s": r["seeds_per_s"],
             "edges_per_s": r["edges_per_s"],
+            "path": p,
         })
     return runs
+
+
+def series(runs, key):
+    """{key tuple: [run]} grouped by `key` (names of run fields), plus the commit when the runs
+    come from several commits; a label per key naming each field that tells the groups apart
+    (the graph always)."""
+    mixed = len({r["commit"] for r in runs}) > 1
+    key = tuple(key) + (("commit",) if mixed else ())
+    groups = collections.defaultdict(list)
+    for r in runs:
+        groups[tuple(r[k] for k in key)].append(r)
+    return key, dict(sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))))
+
+
+def label(key, values):
+    out = []
+    for k, v in zip(key, values):
+        out.append({"fanouts": f"[{v}]", "threads": f"{v} thread(s)", "order": f"{v} order",
+                    "commit": f"@{v}"}.get(k, str(v)))
+    return " ".join(out)
+
+
+def line_series(runs):
+    """{label: [(threads, seeds/s)]}: one line per who, graph, node order, mode and fanouts
+    (and commit, when mixed)."""
+    key, groups = series(runs, ("who", "graph", "order", "mode", "fanouts"))
+    out = {}
+    for values, rs in groups.items():
+        pts = collections.defaultdict(list)
+        for r in rs:
+            pts[r["threads"]].append(r)
+        for th, same in pts.items():
+            if len(same) > 1:
+                print(f"{label(key, values)}, {th} thread(s): {len(same)} results "
+                      f"({', '.join(x['path'] for x in same)}); drawn: the first", file=sys.stderr)
+        out[label(key, values)] = sorted((th, same[0]["seeds_per_s"]) for th, same in pts.items())
+    return out
+
+
+def bar_series(runs):
+    """(fanout lists, {label: [seeds/s or 0 per fanout list]}): one bar per who, graph, node
+    order and thread count (and commit, when mixed), uniform without replacement only (else
+    every mode, each its own bar)."""
+    runs = [r for r in runs if r["mode"] == "no-replace"] or runs
+    fanouts = sorted({r["fanouts"] for r in runs})
+    modes = ("mode",) if len({r["mode"] for r in runs}) > 1 else ()
+    key, groups = series(runs, ("who", "graph", "order", "threads") + modes)
+    out = {}
+    for values, rs in groups.items():
+        by_fan = {}
+        for r in rs:
+            by_fan.setdefault(r["fanouts"], r)
+        out[label(key, values)] = [by_fan[f]["seeds_per_s"] if f in by_fan else 0
+                                   for f in fanouts]
+    return fanouts, out
 
 
 def load_ratios(paths):
@@ -126,13 +199,9 @@ def main():
         sys.exit("no sample results to plot")
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
 
-    lines = collections.defaultdict(list)
-    for r in runs:
-        lines[(r["who"], r["graph"], r["mode"], r["fanouts"])].append((r["threads"], r["seeds_per_s"]))
-    for (who, graph, mode, fan), pts in sorted(lines.items()):
-        pts.sort()
+    for name, pts in line_series(runs).items():
         left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                  linestyle="--" if who == "dgl" else "-", label=f"{who} [{fan}] {mode}")
+                  linestyle="--" if name.startswith("dgl") else "-", label=name)
     left.set_xlabel("threads")
     left.set_ylabel("seeds / s")
     left.set_title("seeds/s against threads")
@@ -140,22 +209,18 @@ def main():
     left.legend(fontsize=7)
 
     # Right panel: uniform sampling without replacement only, so bars compare like with like.
-    runs = [r for r in runs if r["mode"] == "no-replace"] or runs
-    fanouts = sorted({r["fanouts"] for r in runs})
-    groups = sorted({(r["who"], r["threads"]) for r in runs})
-    width = 0.8 / max(len(groups), 1)
-    for gi, (who, th) in enumerate(groups):
-        ys = []
-        for fan in fanouts:
-            v = [r["seeds_per_s"] for r in runs if r["fanouts"] == fan and r["who"] == who and r["threads"] == th]
-            ys.append(max(v) if v else 0)
+    fanouts, bars = bar_series(runs)
+    width = 0.8 / max(len(bars), 1)
+    for gi, (name, ys) in enumerate(bars.items()):
         right.bar([i + gi * width for i in range(len(fanouts))], ys, width,
-                  hatch="//" if who == "dgl" else None, label=f"{who}, {th} thread(s)")
-    right.set_xticks([i + width * (len(groups) - 1) / 2 for i in range(len(fanouts))])
+                  hatch="//" if name.startswith("dgl") else None, label=name)
+    right.set_xticks([i + width * (len(bars) - 1) / 2 for i in range(len(fanouts))])
     right.set_xticklabels([f"[{f}]" for f in fanouts])
     right.set_xlabel("fanouts (input layer first)")
     right.set_ylabel("seeds / s")
-    right.set_title("seeds/s against fanouts (uniform, no replacement)")
+    modes = sorted({r["mode"] for r in runs if r["mode"] == "no-replace"} or
+                   {r["mode"] for r in runs})
+    right.set_title(f"seeds/s against fanouts ({', '.join(modes)})")
     right.grid(True, axis="y", alpha=0.3)
     right.legend(fontsize=7)
 

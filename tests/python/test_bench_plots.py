@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """benchmarks/plot_sample.py on committed results: both plot modes write a PNG, and bad input
 gets one line naming the file (no traceback)."""
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -51,6 +52,44 @@ def test_bad_input_is_named(tmp_path, content, why):
         assert why in r.stderr and str(path) in r.stderr
         assert "Traceback" not in r.stderr
         assert not (tmp_path / "x.png").exists()
+
+
+def plot_module():
+    spec = importlib.util.spec_from_file_location("plot_sample", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_lines_and_bars_are_keyed_by_graph_node_order_and_commit(tmp_path, capsys):
+    # One graph at one thread count in stored and degree order: two lines, two bars, each
+    # naming the graph and the order (not one line through two points at threads=1, nor the
+    # larger of the two as the bar); a third commit is named once commits are mixed; a result
+    # of the older harness (no single rounds) is skipped with a note.
+    mod = plot_module()
+    base = json.loads(RUNS[0].read_text())
+    paths = []
+    for name, order, commit in (("s", "stored", "aaaaaaa"), ("d", "degree", "aaaaaaa")):
+        j = json.loads(json.dumps(base))
+        j["graph"]["node_order"], j["commit"], j["params"]["threads"] = order, commit, 1
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(j))
+    old = json.loads(json.dumps(base))
+    del old["reference"]["round_ratios"]
+    paths.append(tmp_path / "old.json")
+    paths[-1].write_text(json.dumps(old))
+    runs = mod.load(paths)
+    assert "old.json: made by an older harness" in capsys.readouterr().err
+    graph = base["graph"]["spec"]
+    lines = mod.line_series(runs)
+    assert sorted(lines) == [f"tessera {graph} degree order no-replace [15,10,5]",
+                             f"tessera {graph} stored order no-replace [15,10,5]"]
+    assert all(len(pts) == 1 for pts in lines.values())
+    _, bars = mod.bar_series(runs)
+    assert sorted(bars) == [f"tessera {graph} degree order 1 thread(s)",
+                            f"tessera {graph} stored order 1 thread(s)"]
+    runs[0]["commit"] = "bbbbbbb"
+    assert f"tessera {graph} stored order no-replace [15,10,5] @bbbbbbb" in mod.line_series(runs)
 
 
 GPU_SCRIPT = ROOT / "benchmarks" / "plot_sample_gpu.py"
