@@ -806,8 +806,8 @@ CPU one thread per rank: the same losses and test metrics; on the GPU with `--de
 `scripts/gpu-check examples` runs it); the best of the repeats, and the part of a step outside
 the model's forward and backward (the target: C++ at most half of Python's). train_sage.py
 normalizes the input features and casts the labels inside its forward (counted as forward and
-backward). On the GPU `tessera train` does the same in its forward segment; the H200 run of
-bca9e34 predates that and counted them as C++'s waiting. On the CPU it normalizes on its batch
+backward). On the GPU `tessera train` does the same in its forward segment, so on both sides
+they count as forward and backward (the H200 run listed, of bab9d3d, includes that). On the CPU it normalizes on its batch
 thread, ahead of the step (counted as waiting whenever that thread is behind, as at each epoch's
 first batch: Cora's epochs have 3).
 """
