@@ -194,6 +194,11 @@ def num(x, unit=""):
     return f"{x:.3g}{unit}"
 
 
+def fixed(x, digits=2):
+    """A figure with `digits` decimals, or a dash when it is missing."""
+    return DASH if x is None else f"{x:.{digits}f}"
+
+
 def gbps(x):
     if x is None:
         return DASH
@@ -705,11 +710,16 @@ def deepgcn_section(runs):
     for r in rs:
         summary = r.files.get("", {})
         for x in summary.get("runs", []):
-            rows.append([x.get("ranks"), x.get("mode"), f"{x.get('best_mean_val', 0):.2f}",
-                         x.get("best_mean_val_epoch"),
-                         f"{x.get('test_at_best_mean', 0):.2f} ± {x.get('test_at_best_std', 0):.2f}",
-                         x.get("epochs_to_target", DASH), secs(x.get("seconds_to_target")),
-                         secs(x.get("seconds_per_epoch")), x.get("lr"), r.link()])
+            # A run that never reached the target records null epochs and seconds to it.
+            reached = x.get("epochs_to_target") is not None
+            test, std = x.get("test_at_best_mean"), x.get("test_at_best_std")
+            rows.append([cell(x.get("ranks")), cell(x.get("mode")),
+                         fixed(x.get("best_mean_val")), cell(x.get("best_mean_val_epoch")),
+                         fixed(test) + (f" ± {std:.2f}" if test is not None and std is not None
+                                        else ""),
+                         cell(x["epochs_to_target"]) if reached else "not reached",
+                         secs(x.get("seconds_to_target")), secs(x.get("seconds_per_epoch")),
+                         cell(x.get("lr")), r.link()])
     body = table(["ranks", "mode", "best mean val ROC-AUC", "at epoch",
                   "test ROC-AUC at best val", "epochs to the 1-rank best", "seconds to it",
                   "s/epoch", "lr", "summary"], rows)

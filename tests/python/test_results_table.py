@@ -90,3 +90,18 @@ def test_a_run_of_an_older_harness_is_listed_apart(tmp_path):
     assert "2000-01-01-abcdef1" not in table
     assert "| `sample-cpu-t1-old` | `reference.round_ratios` |" in older
     assert run("--check", "--results", root).returncode == 0
+
+
+def test_deepgcn_rows_print_no_null_or_raw_float(tmp_path):
+    # A run that never reached the target records null epochs to it: "not reached", not
+    # "None"; the lr scaled by sqrt(ranks) is printed to 4 significant digits.
+    root = tmp_path / "results"
+    shutil.copytree(RESULTS / "deepgcn", root / "deepgcn")
+    summary = sorted(p for p in (root / "deepgcn").glob("*.json") if p.name.count(".") == 1)[0]
+    d = json.loads(summary.read_text())
+    d["runs"][-1].update(epochs_to_target=None, seconds_to_target=None, lr=0.01 * 2 ** 0.5)
+    summary.write_text(json.dumps(d))
+    assert run("--results", root).returncode == 0
+    text = (root / "README.md").read_text()
+    assert "None" not in text and "0.014142" not in text
+    assert "| not reached | – |" in text and "| 0.01414 |" in text
