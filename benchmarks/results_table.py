@@ -587,7 +587,7 @@ def train_gpu_section(runs):
             split_keys = keys
     body = table(["run", "dataset", "ranks", "GPU", "test metric", "steps per epoch",
                   "epoch time (first; later epochs)", "inference", "load (its files)",
-                  "D2D copy GB/s", "gradient sync", "file"], rows)
+                  "D2D copy GB/s (read + written)", "gradient sync", "file"], rows)
     if split_rows:
         body += "\n\n" + wrap("Where an epoch's time went after the first epoch (mean per epoch; "
                               "the loader's sampling and gathering run on its own threads and "
@@ -603,7 +603,10 @@ the phase generates (`tessera generate rmat --scale 21 --edge-factor 25 --feat-d
 `products-cpp` is the same training by `tessera train` (C++ on libtorch, the same loader and
 batches). Cora and Tolokers use the presets of `train_sage.py`, and Cora also
 runs on 2 ranks sharing the GPU. The test metric is accuracy (%) or ROC-AUC (×100) at the best
-validation epoch; *load* is loading and placing the partition, next to reading its files.
+validation epoch; *load* is loading and placing the partition, next to reading its files. The
+*D2D copy* is the GPU's device-to-device copy of 1 GiB in the same run, counted as the bytes read
+plus the bytes written (the feature gather's D2D bound counts each byte copied once, so the
+same copy reads as half as many GB/s there).
 """
     return section("Training on the GPU", intro, body, rs)
 

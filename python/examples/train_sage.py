@@ -811,7 +811,7 @@ def plot_time(results: dict, path: str, copy_gbps) -> None:
     ax.set_ylabel("seconds")
     title = "training thread (left) and loader streams (right, overlapped)"
     if copy_gbps:
-        title += f"; D2D copy {copy_gbps:.0f} GB/s"
+        title += f"; D2D copy {copy_gbps:.0f} GB/s (read + written)"
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
