@@ -6,12 +6,14 @@ on the same partitions, the same batches and the same hyper-parameters, in the s
     python3 benchmarks/train_cpp_vs_python.py --tool build/bin/tessera \
         --datasets data/cora,data/tolokers --ranks 1,2 --epochs 6 --machine cpu-2core
 
-For every (dataset, ranks) both trainers run `--repeats` times, alternating (Python first, then
-C++), under `tessera launch` when ranks > 1. A step's time is the epochs' training seconds
+For every (dataset, ranks) both trainers run `--repeats` times, alternating which goes first
+(Python then C++ in the first repeat, C++ then Python in the second, and so on; each run records
+its place as `ran_first`), under `tessera launch` when ranks > 1. A step's time is the epochs' training seconds
 (evaluation excluded) divided by their steps, over every epoch but the first (warm-up), taken
 from each trainer's --results JSON; the split into loader wait / forward+backward / all-reduce /
 optimizer / other comes from the same JSON. The final test metric of each run is recorded too.
-Writes benchmarks/results/train-cpp/<date>-<commit>-<machine>.json and a .png beside it.
+Writes benchmarks/results/train-cpp/<date>-<commit>-<machine>.json and a .png beside it (the
+commit ends in -dirty when tracked files were modified).
 """
 from __future__ import annotations
 
@@ -32,6 +34,18 @@ def commit() -> str:
     from tessera.utils import commit_id
 
     return commit_id(__file__, dirty=True)
+
+
+def result_name(day: str, commit_id: str, machine: str) -> str:
+    """<date>-<commit>-<machine>.json, a dirty commit's "+dirty" written "-dirty" (the results
+    layout, benchmarks/results_table.py)."""
+    return f"{day}-{commit_id.replace('+dirty', '-dirty')}-{machine}.json"
+
+
+def order(rep: int) -> tuple:
+    """Which trainer runs first in repeat `rep`: Python in the even repeats, C++ in the odd, so
+    neither always runs on a machine the other has just warmed (or heated)."""
+    return ("python", "cpp") if rep % 2 == 0 else ("cpp", "python")
 
 
 def run(argv, what):
@@ -132,14 +146,17 @@ def main(argv=None) -> int:
                 for rep in range(a.repeats):
                     print(f"[bench] {name} at {P} rank(s), repeat {rep + 1}/{a.repeats}",
                           file=sys.stderr, flush=True)
-                    res = os.path.join(tmp, f"py-{name}-{P}-{rep}.json")
-                    run(launch + [sys.executable, example, *common, "--results", res, "--plot",
-                                  os.path.join(tmp, "py.png")], "python train_sage.py")
-                    runs["python"].append(summarize(res))
-                    res = os.path.join(tmp, f"cpp-{name}-{P}-{rep}.json")
-                    run(launch + [a.tool, "train", *common, "--results", res, "--loss-curve",
-                                  os.path.join(tmp, "cpp.csv")], "tessera train")
-                    runs["cpp"].append(summarize(res))
+                    for who in order(rep):
+                        res = os.path.join(tmp, f"{who}-{name}-{P}-{rep}.json")
+                        if who == "python":
+                            run(launch + [sys.executable, example, *common, "--results", res,
+                                          "--plot", os.path.join(tmp, "py.png")],
+                                "python train_sage.py")
+                        else:
+                            run(launch + [a.tool, "train", *common, "--results", res,
+                                          "--loss-curve", os.path.join(tmp, "cpp.csv")],
+                                "tessera train")
+                        runs[who].append(dict(summarize(res), ran_first=who == order(rep)[0]))
                 best = {k: min(v, key=lambda s: s["ms_per_step"]) for k, v in runs.items()}
                 row = {"dataset": name, "ranks": P, "runs": runs,
                        "python_ms_per_step": best["python"]["ms_per_step"],
@@ -149,12 +166,12 @@ def main(argv=None) -> int:
                 print(f"[bench] {name} P={P}: python {row['python_ms_per_step']:.2f} ms/step, "
                       f"C++ {row['cpp_ms_per_step']:.2f} ms/step ({row['speedup']:.2f}x)",
                       file=sys.stderr, flush=True)
-    day = datetime.date.today().isoformat()
+    day, head = datetime.date.today().isoformat(), commit()
     out = a.out or os.path.join(REPO, "benchmarks", "results", "train-cpp",
-                                f"{day}-{commit().replace('+dirty', '')}-{a.machine}.json")
+                                result_name(day, head, a.machine))
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     doc = {"command": " ".join([os.path.relpath(sys.argv[0], REPO)] + (argv or sys.argv[1:])),
-           "machine": a.machine, "commit": commit(), "date": day, "threads": a.threads,
+           "machine": a.machine, "commit": head, "date": day, "threads": a.threads,
            "device": a.device, "epochs": a.epochs, "repeats": a.repeats, "rows": rows}
     with open(out + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)
