@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     ax.bar([x + w / 2 for x in xs], [r["local"] for r in rows], w,
            label="local SpMM, same rows, same run")
     for x, r in zip(xs, rows):
-        ax.annotate(f"ratio {r['ratio']:.2f}", (x, max(r["update_all"], r["local"])),
+        ax.annotate(f"{r['ratio']:.2f} of the local rate", (x, max(r["update_all"], r["local"])),
                     ha="center", va="bottom", xytext=(0, 3), textcoords="offset points")
     ax.set_xticks(list(xs))
     ax.set_xticklabels([r["label"] for r in rows])

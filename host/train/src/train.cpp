@@ -1626,6 +1626,8 @@ nlohmann::json args_json(const Job& job) {
           {"op_time", o.op_time}};
 }
 
+// The device-to-device copy rate counting bytes read plus written (2 x bytes / time), as
+// train_sage.py's copy_bound_gbps; the gather bench's D2D bound counts each byte once.
 double copy_bandwidth_gbps(const Job& job) {
 #ifdef TESSERA_WITH_CUDA
   if (!job.gpu) {
