@@ -54,6 +54,19 @@ TEST_P(ParallelFor, RethrowsWorkerException) {
 
 INSTANTIATE_TEST_SUITE_P(Threads, ParallelFor, ::testing::Values(1, 2, 5));
 
+TEST(NumThreads, EnvironmentValueIsCheckedNotIgnored) {
+  EXPECT_EQ(threads_from_env(nullptr), 0);
+  EXPECT_EQ(threads_from_env(""), 0);
+  EXPECT_EQ(threads_from_env("7"), 7);
+  // A bad value fell back to the hardware count without a word.
+  for (const char* bad : {"bogus", "0", "-2", "3x", "99999999999999999999", "5000"}) {
+    TESSERA_EXPECT_THROW_MSG(threads_from_env(bad), ValueError,
+                             fmt::format("TESSERA_NUM_THREADS must be an integer in [1, 4096], "
+                                         "got '{}'",
+                                         bad));
+  }
+}
+
 TEST(AtomicDir, CommitRenamesAndAbortCleansUp) {
   test::TempDir tmp;
   const auto out = tmp / "out";

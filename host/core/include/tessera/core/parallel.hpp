@@ -11,8 +11,13 @@
 namespace tessera {
 
 /// Number of worker threads used by parallel_for: TESSERA_NUM_THREADS if set, else the
-/// hardware concurrency, overridable with set_num_threads (0 restores the default).
+/// hardware concurrency, overridable with set_num_threads (0 restores the default). ValueError
+/// when TESSERA_NUM_THREADS is set to anything but an integer in [1, kMaxThreads].
 int num_threads();
+/// The thread count a TESSERA_NUM_THREADS value asks for (0 for null or empty: the default);
+/// ValueError naming the value when it is not an integer in [1, kMaxThreads].
+int threads_from_env(const char* value);
+inline constexpr int kMaxThreads = 4096;
 void set_num_threads(int n);
 
 /// Splits [begin, end) into at most num_threads() contiguous chunks of at least `grain` items
