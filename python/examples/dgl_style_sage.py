@@ -32,10 +32,10 @@ Every line that differs from DGL's script, and why
 ---------------------------------------------------
 1. The module is ``tessera`` instead of ``dgl``: ``import tessera`` /
    ``import tessera.distributed`` for ``import dgl`` / ``import dgl.distributed`` (2 lines),
-   and ``dgl.distributed.initialize``, ``.DistGraph``, ``.DistTensor``, ``.node_split`` (8
-   calls), ``.DistNodeDataLoader`` (2), ``dgl.dataloading.NeighborSampler`` (2) and
-   ``dgl.NID`` (3) are spelled with ``tessera.`` (20 lines): a rename only, every name after
-   the module is DGL's. (``import tessera as dgl`` would leave these 20 lines unchanged.)
+   and ``dgl.distributed.initialize``, ``.DistGraph``, ``.DistTensor`` (1 call each),
+   ``.node_split`` (7 calls), ``.DistNodeDataLoader`` (2), ``dgl.dataloading.NeighborSampler``
+   (2) and ``dgl.NID`` (3) are spelled with ``tessera.`` (17 lines): a rename only, every name
+   after the module is DGL's. (``import tessera as dgl`` would leave these 17 lines unchanged.)
 2. ``import dgl.nn.pytorch as dglnn`` is ``import tessera.nn as dglnn``: Tessera's layers are
    PyTorch-only, so there is no ``.pytorch`` backend submodule (DGL accepts
    ``import dgl.nn as dglnn`` too).
