@@ -904,7 +904,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--stop-after", type=int, default=None,
                    help="stop after this many epochs (to test --resume)")
-    p.add_argument("--plot", default=None, help="loss-curve PNG (default out/<name>-loss.png)")
+    p.add_argument("--plot", default=None,
+                   help="loss-curve PNG (default out/<name>-p<parts>-loss.png, <name> the "
+                        "dataset folder's name, <parts> the partitions)")
     p.add_argument("--results", default=None, help="write the results as JSON here")
     p.add_argument("--quiet", action="store_true", help="one line per split, no progress bar")
     p.add_argument("--profile", default=None, metavar="PATH",
