@@ -440,7 +440,13 @@ class DistTensor:
         would read the tensor row by row through ``__getitem__`` (a request per row) and stack
         an [N] tensor as [N, 1]."""
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype, copy=False)
+        own = self._dist is None and len(self._parts) == 1  # numpy() gave the storage itself
+        if copy is False and own:
+            raise ValueError(f"DistTensor '{self._name}': np.asarray(copy=False) would share "
+                             "the tensor's storage; read it with numpy()")
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)  # a new array
+        return a.copy() if own else a  # never the storage: a caller may write to the result
 
     def _to_ids(self, ids) -> np.ndarray:
         """``ids`` as int64 row IDs; a boolean mask must be 1-D with one entry per row."""
@@ -995,7 +1001,9 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
     evenly (by count, in ID order) among the machine's T trainers. At world size 1 that is every
     selected node. With one trainer per machine this is DGL's split; with several, DGL splits
     each machine's chunk among its trainers at random, and its ``force_even=False`` gives the
-    last trainer the remainder (docs/dist.md, "Several trainers per machine").
+    last trainer the remainder (docs/dist.md, "Several trainers per machine"). Collective (every
+    rank calls it) for a DistTensor mask with ``force_even``, and without it for a mask
+    DistTensor of the user's when a machine has several trainers (they exchange their IDs).
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them
     computes another trainer's share, e.g. to simulate ranks in one process.
     """

@@ -211,3 +211,19 @@ def test_written_rows_of_another_shape_are_refused_naming_both(g, shape, rows, v
     t[torch.tensor([2])] = torch.full(shape[1:], 3.0)
     assert t[torch.arange(3)].flatten().tolist() == [2.0] * 2 * (shape[1:] or (1,))[0] \
         + [3.0] * (shape[1:] or (1,))[0]
+
+
+def test_np_array_of_a_dist_tensor_is_a_copy_of_its_rows(g):
+    """np.asarray read the tensor row by row (an [N] tensor came back [N, 1]); np.array gave a
+    single part's storage itself, so writing to the copy wrote to the tensor."""
+    t = _filled(g, "as-array")
+    a = np.array(t)
+    assert a.shape == (N, 2) and np.array_equal(a, t.numpy())
+    a[0] = -1
+    assert t[torch.tensor([0])].tolist() == [[0.0, 1.0]]
+    b = np.asarray(t, dtype=np.float64)
+    assert b.dtype == np.float64 and np.array_equal(b, t.numpy())
+    b[1] = -1
+    assert t[torch.tensor([1])].tolist() == [[2.0, 3.0]]
+    labels = g.ndata["label"]
+    assert np.asarray(labels).shape == tuple(labels.shape)
