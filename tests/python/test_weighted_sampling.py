@@ -337,6 +337,10 @@ def test_errors():
     with pytest.raises(ValueError, match=r"weight [0-9.e-]+ of edge ID \d+ is below float32's "
                                          "smallest normal number.*rescale the weights"):
         tessera.NeighborSampler([3], prob=tiny).sample_blocks(ds, seeds)
+    # float32 weights are drawn by their exact values, subnormal ones too.
+    sub = np.full(len(w), np.float32(1e-39), dtype=np.float32)
+    assert tessera.NeighborSampler([3], prob=sub).sample_blocks(ds, seeds, seed=1)[2][0] \
+        .num_edges() > 0
     with pytest.raises(ValueError, match="10 weights for a graph with 10556 edge IDs"):
         tessera.NeighborSampler([3], prob=w[:10]).sample_blocks(ds, seeds)
     with pytest.raises(TypeError, match="floating point, got int64"):

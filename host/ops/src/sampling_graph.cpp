@@ -235,8 +235,9 @@ void detail::throw_bad_weight(double x, const std::string& where) {
   TESSERA_EXPECTS(x >= 0 && std::isfinite(x), ValueError, "{} is negative or not finite", where);
   TESSERA_EXPECTS(std::isfinite(w), ValueError, "{} overflows float32", where);
   throw ValueError(fmt::format(
-      "{} is below float32's smallest normal number ({:g}): the samplers draw by float32 "
-      "weights, so it would be drawn as zero or without precision; rescale the weights",
+      "{} is below float32's smallest normal number ({:g}) and not a float32: the samplers "
+      "draw by float32 weights, so it would be drawn as zero or without precision; rescale "
+      "the weights",
       where, std::numeric_limits<float>::min()));
 }
 

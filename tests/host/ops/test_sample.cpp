@@ -612,6 +612,9 @@ TEST(SamplingWeight, Float32OrRefusedWithTheReason) {
   TESSERA_EXPECT_THROW_MSG(sampling_weight(1e-50, where), ValueError,
                            "w of edge 3 is below float32's smallest normal number");
   TESSERA_EXPECT_THROW_MSG(sampling_weight(1e-40, where), ValueError, "rescale the weights");
+  // A subnormal float32 given as such is its exact value.
+  const float sub = 1e-39f;
+  EXPECT_EQ(sampling_weight(static_cast<double>(sub), where), sub);
 }
 
 TEST(SampleNeighbors, WeightPrefixGivesTheSameWeightedSample) {

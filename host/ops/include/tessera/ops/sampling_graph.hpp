@@ -192,14 +192,15 @@ namespace detail {
 /// A sampling weight given as float32 or float64 (`x`) as the float32 the samplers draw by.
 /// ValueError, its message `where()` (e.g. "sample_neighbors: weight 1e-50 of edge ID 3")
 /// followed by the reason, when `x` is negative or not finite, overflows float32, or is positive
-/// but below float32's smallest normal number (about 1.18e-38): it would be drawn as zero, or by
-/// a float with a few bits of precision, so the draws would not follow the weights; such weights
-/// must be rescaled.
+/// and below float32's smallest normal number (about 1.18e-38) without being a float32 itself:
+/// it would be drawn as zero, or by a float with a few bits of its value, so the draws would not
+/// follow the weights; such weights must be rescaled. (A subnormal float32 input is drawn by its
+/// exact value: the prefix sums are double.)
 template <class Where>
 float sampling_weight(double x, Where&& where) {
   const auto w = static_cast<float>(x);
   if (!(x >= 0) || !std::isfinite(x) || !std::isfinite(w) ||
-      (x > 0 && !(w >= std::numeric_limits<float>::min()))) {
+      (x > 0 && !(w >= std::numeric_limits<float>::min()) && static_cast<double>(w) != x)) {
     detail::throw_bad_weight(x, where());
   }
   return w;
