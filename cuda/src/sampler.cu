@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -659,6 +660,17 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
                                            stream);
   };
   auto* dparams = static_cast<unsigned char*>(ws->params.data());
+  // Should anything below throw (a check, an allocation) after kernels were queued, they still
+  // read the workspace and the slot: wait for them before the Pending gives both back.
+  struct WaitOnThrow {
+    cudaStream_t s;
+    int entered = std::uncaught_exceptions();
+    ~WaitOnThrow() {
+      if (std::uncaught_exceptions() > entered) {
+        TESSERA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(s));
+      }
+    }
+  } wait_on_throw{s};
   // The parameters from the pinned slot, then the slot's event at once: should anything below
   // throw, the Pending's destructor waits for this copy before the slot is reused.
   auto copy_params = [&] {
