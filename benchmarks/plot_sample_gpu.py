@@ -82,7 +82,7 @@ def main():
         else:
             ax.axhline(limit, color="grey", ls="--",
                        label=f"{limit_name} {limit:.2f} G/s")
-        tgt = j.get("target", {}).get("edges_per_s")
+        tgt = (j.get("target") or {}).get("edges_per_s")  # null: no target (weighted UVA)
         if tgt:
             ax.axhline(tgt / 1e9, color="tab:red", ls=":", label=f"target {tgt / 1e9:g} G/s")
         ax.set_xscale("log", base=2)
