@@ -113,7 +113,7 @@ def scan(root=RESULTS):
 CURRENT_FIELDS = {
     "sample-cpu-": (("reference.round_ratios", "reference.repeats", "graph.node_order"),
                     "`tessera bench sample` on the CPU now times the reference and Tessera in "
-                    "alternating rounds, each side keeping its fastest, and records the rounds "
+                    "alternating rounds (the ratio: the median of the rounds') and records them "
                     "(`reference.round_ratios`, `reference.repeats`) and the node order "
                     "(`graph.node_order`). The runs below lack them: an older harness made "
                     "them, comparing the two sides batch by batch, and their figures were not "

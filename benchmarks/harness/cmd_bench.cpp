@@ -60,7 +60,7 @@ struct SampleArgs {
   bool weighted = false;
   int64_t batches = 50;
   int64_t ref_batches = 0;  // 0: min(batches, 10)
-  int64_t ref_repeats = 3;  // alternating rounds for the ratio; each side's fastest counts
+  int64_t ref_repeats = 3;  // alternating rounds for the ratio; the median round ratio counts
   uint64_t seed = 0;
   bool no_symmetrize = false;
   bool no_huge_pages = false;
@@ -416,8 +416,8 @@ void run_bench_sample(const SampleArgs& a) {
   // Ratio: the same batches are sampled by Tessera (one thread) and by the reference in this
   // thread, each side running all of them in a row (its steady state: alternating batch by batch
   // would have the reference's large working set evict Tessera's tables every time), both timed
-  // in thread CPU time. `ref_repeats` rounds alternate the two sides, and each keeps its fastest
-  // round (as timeit does): other load only ever adds time, so the minimum is the stable estimate.
+  // in thread CPU time. `ref_repeats` rounds alternate the two sides; each round gives a ratio of
+  // the two timed back to back under the same load, and the ratio reported is their median.
   const int64_t repeats = a.ref_repeats;  // >= 1 (checked by the option)
   timer.begin("tessera vs reference (alternating rounds, 1 thread)");
   RefStats ref;
@@ -604,7 +604,8 @@ void add_bench_sample(CLI::App& bench) {
   c->add_flag("--weighted", args->weighted, "weighted sampling (synthetic weights in [0.1, 1.1))");
   c->add_option("--batches", args->batches, "batches to time")->capture_default_str();
   c->add_option("--ref-repeats", args->ref_repeats,
-                "rounds of the reference batches for each side, alternating; the fastest counts")
+                "rounds of the reference batches for each side, alternating; the ratio is the "
+                "median of the rounds' ratios")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   c->add_option("--ref-batches", args->ref_batches,
