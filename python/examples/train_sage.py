@@ -572,6 +572,11 @@ def load_checkpoint(ckpt: str, t: Trainee) -> dict:
     if c.get("world_size", world) != world:  # as tessera train checks (older files lack it)
         raise ValueError(f"written by a run of {c['world_size']} rank(s), this run has {world}")
     check_run(ckpt, c.get("run"), t.run)  # before any of its state is taken
+    if any(k.endswith(".bias") and k.count(".") == 2 and k.startswith("layers.")
+           for k in c["model"]):  # layers.<i>.bias: SAGEConv's layout before DGL's
+        raise OtherRun(f"checkpoint {ckpt} holds SAGEConv's parameters in the layout before "
+                       "DGL's (layers.<i>.bias): the optimizer's state does not map onto this "
+                       "model; start without --resume")
     t.net.load_state_dict(c["model"])
     t.opt.load_state_dict(c["optimizer"])
     for dl, s in zip(t.loaders, c["loaders"]):

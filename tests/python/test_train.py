@@ -87,8 +87,14 @@ def test_resume_refuses_a_checkpoint_of_another_run(tmp_path):
     torch.save(c, ck)
     with pytest.raises(SystemExit, match="records no run settings"):
         _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume")
-    # The same settings, given or from the preset, resume; --epochs may change.
+    # A checkpoint of SAGEConv's layout before DGL's (the bias as layers.<i>.bias, first):
+    # the model would load, the optimizer's state by index would not fit it.
     c["run"] = dict(run, **{"node count": 2708})
+    old = dict(c, model={k.replace("fc_self.bias", "bias"): v for k, v in c["model"].items()})
+    torch.save(old, ck)
+    with pytest.raises(SystemExit, match=r"layout before DGL's \(layers.<i>.bias\)"):
+        _run(tmp_path, "--epochs", "2", "--checkpoint", ck, "--resume")
+    # The same settings, given or from the preset, resume; --epochs may change.
     torch.save(c, ck)
     r = _run(tmp_path, "--epochs", "3", "--checkpoint", ck, "--resume", "--lr", "0.01")
     assert [h["epoch"] for h in r["splits"]["0"]["history"]] == [0, 1, 2]

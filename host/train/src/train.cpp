@@ -1028,6 +1028,14 @@ SplitState load_checkpoint(const Job& job, const std::string& path, Model& model
                   "--resume: checkpoint {} was made by another run: {} (start without --resume, "
                   "or give another --checkpoint)",
                   path, fmt::join(differ, "; "));
+  // SAGEConv's bias was the layer's own "bias" (first) before it took DGL's layout (fc_neigh,
+  // fc_self with the bias): neither the names nor the order of the Adam state map across.
+  TESSERA_EXPECTS(job.o.model != ModelKind::kSage || !c.entries.count("model/layers.0.bias"),
+                  ValueError,
+                  "--resume: checkpoint {} holds the SAGE layers' parameters in the layout before "
+                  "DGL's (layers.<i>.bias): its model and Adam state do not map onto this "
+                  "model; start without --resume",
+                  path);
   for (const auto& [name, t] : model.named_parameters()) {
     restore(c, "model/" + name, t);
   }
