@@ -913,22 +913,33 @@ def _rows_of(raw, t, rows: int, device):
 DistNodeDataLoader = NodeDataLoader
 
 
-class DataLoader(NodeDataLoader):
+class _DataLoaderType(type):
+    """DataLoader's metaclass: the EdgeDataLoader a DataLoader call returns over an
+    edge-prediction sampler is an instance of DataLoader too, as DGL's is."""
+
+    def __instancecheck__(cls, obj):
+        return super().__instancecheck__(obj) or (
+            cls is DataLoader and isinstance(obj, _EdgePredictionDataLoader))
+
+
+class DataLoader(NodeDataLoader, metaclass=_DataLoaderType):
     """DGL 1.x's ``dgl.dataloading.DataLoader``: the loader the sampler calls for. Takes
     ``NodeDataLoader``'s arguments. Over a sampler from ``as_edge_prediction_sampler`` the
     indices are edge IDs and the result is an ``EdgeDataLoader`` (with the wrapper's
-    ``exclude``, ``reverse_eids`` and ``negative_sampler``), which yields DGL's
-    ``(input_nodes, pair_graph, neg_pair_graph, blocks)`` (``(input_nodes, pair_graph,
-    blocks)`` without a negative sampler); over any other sampler it is a ``NodeDataLoader``
-    yielding ``(input_nodes, seeds, blocks)``."""
+    ``exclude``, ``reverse_eids`` and ``negative_sampler``; ``isinstance(it, DataLoader)``
+    holds), which yields DGL's ``(input_nodes, pair_graph, neg_pair_graph, blocks)``
+    (``(input_nodes, pair_graph, blocks)`` without a negative sampler); over any other sampler
+    it is a ``NodeDataLoader`` yielding ``(input_nodes, seeds, blocks)``."""
 
     def __new__(cls, *args, **kwargs):
+        if not args and not kwargs:  # copy / pickle make the object before its state
+            return super().__new__(cls)
         bound = inspect.signature(NodeDataLoader.__init__).bind(None, *args, **kwargs)
         if _edge_prediction(bound.arguments["graph_sampler"]) is None:
             return super().__new__(cls)
         named = {k: v for k, v in bound.arguments.items() if k not in ("self", "kwargs")}
         named["eids"] = named.pop("nids")
-        return EdgeDataLoader(**named, **bound.arguments.get("kwargs", {}))
+        return _EdgePredictionDataLoader(**named, **bound.arguments.get("kwargs", {}))
 
 
 def _edge_prediction(graph_sampler) -> Optional[dict]:
@@ -1050,6 +1061,16 @@ class EdgeDataLoader(_LoaderBase):
                 yield input_nodes, pos, neg.to(self.device) if moved else neg, blocks
             else:
                 yield input_nodes, pos, blocks
+
+
+class _EdgePredictionDataLoader(EdgeDataLoader):
+    """The EdgeDataLoader a DataLoader call makes over an edge-prediction sampler (an instance
+    of DataLoader as well, by DataLoader's metaclass)."""
+
+
+# What it is to its users: its messages and repr say EdgeDataLoader.
+_EdgePredictionDataLoader.__name__ = _EdgePredictionDataLoader.__qualname__ = "EdgeDataLoader"
+
 
 
 DistEdgeDataLoader = EdgeDataLoader

@@ -140,6 +140,10 @@ def test_dataloader_over_an_edge_prediction_sampler_loads_edges(cora):
     dl = dataloading.DataLoader(cora, eids, s, 64, shuffle=True, seed=5, prefetch=2)
     want = tessera.EdgeDataLoader(cora, eids, s, batch_size=64, seed=5)
     assert isinstance(dl, tessera.EdgeDataLoader) and len(dl) == len(want) == 4
+    assert isinstance(dl, dataloading.DataLoader)  # as DGL's DataLoader is
+    assert not isinstance(want, dataloading.DataLoader)
+    assert not isinstance(dataloading.DataLoader(cora, np.arange(10), base),
+                          tessera.EdgeDataLoader)
     for got, ref in zip(dl, want):
         assert len(got) == 4
         (inp, pos, neg, blocks), (inp2, pos2, neg2, blocks2) = got, ref
