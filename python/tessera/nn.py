@@ -7,6 +7,7 @@ from typing import Optional, Sequence
 
 from . import _C, _torch_ops
 from ._tensor import require_torch
+from .dataloading import _integer_arg
 from .ops import spmm
 
 torch = require_torch("tessera.nn")
@@ -33,9 +34,13 @@ def block_edges(block):
 
 
 def _is_width(w) -> bool:
-    """Whether ``w`` is a layer width: an integer (not a bool) >= 1."""
-    import numbers
-    return isinstance(w, numbers.Integral) and not isinstance(w, bool) and w >= 1
+    """Whether ``w`` is a layer width: an integer (not a bool, nor a float) >= 1, by the rule
+    the loaders' integer arguments follow."""
+    try:
+        _integer_arg("", "", w, 1)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _require_index(t, what: str) -> None:
