@@ -660,8 +660,9 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
                                            stream);
   };
   auto* dparams = static_cast<unsigned char*>(ws->params.data());
-  // Should anything below throw (a check, an allocation) after kernels were queued, they still
-  // read the workspace and the slot: wait for them before the Pending gives both back.
+  // Should anything below throw (a check, an allocation) after copies or kernels were queued,
+  // they still read the slot and the workspace: wait for them before the Pending gives both back
+  // (its destructor waits only for the slot's event, recorded at the end of a call).
   struct WaitOnThrow {
     cudaStream_t s;
     int entered = std::uncaught_exceptions();
@@ -671,12 +672,11 @@ BlockSampler::Pending BlockSampler::enqueue(const int64_t* d_seeds,
       }
     }
   } wait_on_throw{s};
-  // The parameters from the pinned slot, then the slot's event at once: should anything below
-  // throw, the Pending's destructor waits for this copy before the slot is reused.
+  // The parameters from the pinned slot (wait_on_throw keeps the slot until this copy is done
+  // should anything below throw).
   auto copy_params = [&] {
     TESSERA_CUDA_TRY(
         cudaMemcpyAsync(dparams, slot->bytes(), ws->L.total, cudaMemcpyHostToDevice, s));
-    TESSERA_CUDA_TRY(cudaEventRecord(slot->ev, s));
   };
 
   if (!exact) {
