@@ -385,22 +385,7 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
     ids = graph_ids.to(h.device, torch.int64)
     shape = (int(num_graphs),) + tuple(h.shape[1:])
     if op == "max":
-        index = ids.view(-1, *([1] * (h.dim() - 1))).expand_as(h)
-        n = h.shape[0]
-        if n == 0:
-            return h.new_zeros(shape)
-        # The maximum read from its first node (lowest ID) per graph and column, so its gradient
-        # goes to that node alone, as DGL's segment max does (amax's backward shares it among
-        # tied maxima).
-        with torch.no_grad():
-            top = h.new_zeros(shape).scatter_reduce(0, index, h, reduce="amax",
-                                                    include_self=False).gather(0, index)
-            match = (h == top) | (torch.isnan(h) & torch.isnan(top))
-            rows = torch.arange(n, device=h.device).view(-1, *([1] * (h.dim() - 1)))
-            first = torch.full(shape, n, dtype=torch.int64, device=h.device).scatter_reduce(
-                0, index, torch.where(match, rows.expand_as(h), n), reduce="amin")
-        picked = h.gather(0, first.clamp(max=n - 1))
-        return torch.where(first < n, picked, torch.zeros((), dtype=h.dtype, device=h.device))
+        return _segment_max(h, ids, int(num_graphs))
     if op == "sum":
         return h.new_zeros(shape).index_add_(0, ids, h)
     # The mean's sums, counts and division in float32 for 16-bit floats (see mean_aggregate).
@@ -410,6 +395,31 @@ def readout_nodes(h: "torch.Tensor", graph_ids: "torch.Tensor", num_graphs: int,
         0, ids, torch.ones_like(ids))
     out = out / cnt.clamp_(min=1).to(acc).view(-1, *([1] * (h.dim() - 1)))
     return out if acc == h.dtype else out.to(h.dtype)
+
+
+def _segment_max(h: "torch.Tensor", ids: "torch.Tensor", num: int,
+                 last: bool = False) -> "torch.Tensor":
+    """``out[k] = max(h[i] for the rows i with ids[i] == k)`` per column (int64 ``ids`` on
+    ``h``'s device), zeros for a segment without rows. The maximum is read from one row holding
+    it, so its gradient goes to that row alone (amax's backward shares it among tied maxima):
+    the first (lowest index), as DGL's segment max (``readout_nodes``), or with ``last`` the
+    last, as DGL's ``update_all`` max reducer on the CPU (the last in-edge by edge ID)."""
+    shape = (num,) + tuple(h.shape[1:])
+    n = h.shape[0]
+    if n == 0:
+        return h.new_zeros(shape)
+    index = ids.view(-1, *([1] * (h.dim() - 1))).expand_as(h)
+    with torch.no_grad():
+        top = h.new_zeros(shape).scatter_reduce(0, index, h, reduce="amax",
+                                                include_self=False).gather(0, index)
+        match = (h == top) | (torch.isnan(h) & torch.isnan(top))
+        rows = torch.arange(n, device=h.device).view(-1, *([1] * (h.dim() - 1)))
+        none = -1 if last else n
+        pick = torch.full(shape, none, dtype=torch.int64, device=h.device).scatter_reduce(
+            0, index, torch.where(match, rows.expand_as(h), none),
+            reduce="amax" if last else "amin")
+    picked = h.gather(0, pick.clamp(0, n - 1))
+    return torch.where(pick != none, picked, torch.zeros((), dtype=h.dtype, device=h.device))
 
 
 class _Pooling(nn.Module):
@@ -437,31 +447,75 @@ class MaxPooling(_Pooling):
 
 
 class GINConv(nn.Module):
-    """Graph Isomorphism Network layer (Xu et al., ICLR 2019; DGL's ``GINConv`` with the sum
-    aggregator): ``h_v' = apply_func((1 + eps) h_v + sum_{u -> v} h_u)``, ``eps`` learnable
-    with ``learn_eps``. ``graph`` is anything ``block_edges`` takes whose sources are its
-    destinations (a GraphBatch, a tuple ``(edge_index, (n, n))``)."""
+    """Graph Isomorphism Network layer (Xu et al., ICLR 2019), DGL's ``GINConv``:
 
-    def __init__(self, apply_func: Optional[nn.Module] = None, init_eps: float = 0.0,
-                 learn_eps: bool = False):
+        h_v' = activation(apply_func((1 + eps) h_v + aggregate_{u -> v} w_e h_u))
+
+    ``aggregator_type`` is ``sum``, ``mean`` or ``max`` (a node without in-edges aggregates
+    zeros; max's gradient goes to the last in-edge holding the maximum, as DGL's), ``eps`` is
+    learnable with ``learn_eps``, and ``edge_weight`` ([E] or [E, ...], broadcast against the
+    features) scales each message as DGL's ``u_mul_e``. ``graph`` is anything ``block_edges``
+    takes: a GraphBatch, a block (the destinations are its first source nodes), a tuple
+    ``(edge_index, (num_src, num_dst))``. ``feat`` is the source features, or a pair
+    ``(feat_src, feat_dst)``. The arguments are DGL's, in DGL's order: ``GINConv(mlp, "sum")``.
+    """
+
+    def __init__(self, apply_func: Optional[nn.Module] = None, aggregator_type: str = "sum",
+                 init_eps: float = 0.0, learn_eps: bool = False, activation=None):
         super().__init__()
+        if not isinstance(aggregator_type, str) or aggregator_type not in ("sum", "mean", "max"):
+            raise ValueError(f"GINConv: aggregator_type must be 'sum', 'mean' or 'max', got "
+                             f"{aggregator_type!r} (init_eps is the third argument, as in "
+                             "DGL's GINConv)")
         self.apply_func = apply_func
+        self._aggregator_type = aggregator_type
+        self.activation = activation
         if learn_eps:
             self.eps = nn.Parameter(torch.tensor([float(init_eps)]))
         else:
             self.register_buffer("eps", torch.tensor([float(init_eps)]))
 
-    def forward(self, graph, feat: "torch.Tensor") -> "torch.Tensor":
+    def forward(self, graph, feat, edge_weight: Optional["torch.Tensor"] = None
+                ) -> "torch.Tensor":
         src, dst, num_src, num_dst = block_edges(graph)
-        if feat.shape[0] != num_src or num_src != num_dst:
-            raise ValueError(f"GINConv: {feat.shape[0]} node features for a graph of "
-                             f"{num_src} source and {num_dst} destination nodes (a GIN layer "
-                             "maps a graph's nodes to themselves)")
-        src = src.to(feat.device, torch.int64)
-        dst = dst.to(feat.device, torch.int64)
-        agg = feat.new_zeros(feat.shape).index_add_(0, dst, feat.index_select(0, src))
-        rst = (1 + self.eps) * feat + agg
-        return self.apply_func(rst) if self.apply_func is not None else rst
+        pair = isinstance(feat, (tuple, list))
+        feat_src = feat[0] if pair else feat
+        if feat_src.shape[0] != num_src:
+            raise ValueError(f"GINConv: {feat_src.shape[0]} source features for a graph of "
+                             f"{num_src} source nodes")
+        if pair:
+            feat_dst = feat[1]
+            if feat_dst.shape[0] != num_dst:
+                raise ValueError(f"GINConv: {feat_dst.shape[0]} destination features for a "
+                                 f"graph of {num_dst} destination nodes")
+        elif num_dst > num_src:
+            raise ValueError(f"GINConv: a graph of {num_src} source and {num_dst} destination "
+                             "nodes takes a pair (feat_src, feat_dst): the destinations are "
+                             "not its first source nodes")
+        else:
+            feat_dst = feat_src[:num_dst]
+        src = src.to(feat_src.device, torch.int64)
+        dst = dst.to(feat_src.device, torch.int64)
+        msg = feat_src.index_select(0, src)
+        if edge_weight is not None:
+            if edge_weight.shape[0] != src.shape[0]:
+                raise ValueError(f"GINConv: {edge_weight.shape[0]} edge weights for a graph "
+                                 f"of {src.shape[0]} edges")
+            w = edge_weight.to(feat_src.device)
+            msg = msg * w.view(-1, *([1] * (msg.dim() - 1))) if w.dim() == 1 else msg * w
+        # A segment reduction of the messages by destination.
+        if self._aggregator_type == "max":
+            agg = _segment_max(msg, dst, num_dst, last=True)
+        else:
+            agg = readout_nodes(msg, dst, num_dst, self._aggregator_type)
+        rst = (1 + self.eps) * feat_dst + agg
+        if self.apply_func is not None:
+            rst = self.apply_func(rst)
+        if self.activation is not None:
+            rst = self.activation(rst)
+        return rst
+
+
 def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
                       t: "torch.Tensor") -> "torch.Tensor":
     """DeepGCN's SoftMax_Agg: out[v] = sum over the edges e = u -> v of

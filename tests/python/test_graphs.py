@@ -438,6 +438,58 @@ def test_gin_conv_against_dense():
     torch.testing.assert_close(conv(b, b.feat), a.T @ b.feat + 1.25 * b.feat)
 
 
+@requires_torch
+def test_gin_conv_aggregators_against_dense():
+    """Mean and max (DGL's other aggregators), edge weights, and a block whose destinations
+    are its first sources, against a dense reference; a node without in-edges aggregates 0."""
+    import torch
+
+    from tessera.nn import GINConv
+
+    ei = torch.tensor([[0, 1, 2, 3, 4, 0, 1, 5], [1, 0, 1, 2, 2, 3, 3, 0]])
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(1))
+    w = torch.rand(8, generator=torch.Generator().manual_seed(2))
+    msgs = {v: [(x[u] * w[e]) for e, (u, d) in enumerate(ei.T.tolist()) if d == v]
+            for v in range(6)}
+    for agg, reduce in (("sum", lambda m: torch.stack(m).sum(0)),
+                        ("mean", lambda m: torch.stack(m).mean(0)),
+                        ("max", lambda m: torch.stack(m).amax(0))):
+        want = torch.stack([reduce(msgs[v]) if msgs[v] else torch.zeros(3) for v in range(6)])
+        got = GINConv(None, agg, init_eps=0.5)((ei, (6, 6)), x, w)
+        torch.testing.assert_close(got, 1.5 * x + want, msg=agg)
+        block = GINConv(None, agg, init_eps=0.5)((ei, (6, 4)), x, w)
+        torch.testing.assert_close(block, (1.5 * x + want)[:4], msg=agg)
+    # A tied maximum: its gradient goes to the last in-edge that holds it (by edge order), as
+    # DGL's update_all max does on the CPU.
+    h = torch.tensor([[1.0], [2.0], [2.0], [2.0]], requires_grad=True)
+    edges = torch.tensor([[2, 1, 3, 2], [0, 0, 1, 1]])
+    GINConv(None, "max")((edges, (4, 4)), h).sum().backward()
+    assert h.grad.view(-1).tolist() == [1.0, 2.0, 2.0, 1.0]
+
+
+@requires_torch
+def test_gin_conv_refuses_what_dgl_would_not_compute():
+    import torch
+
+    from tessera.nn import GINConv
+
+    ei = torch.tensor([[0, 1], [1, 0]])
+    with pytest.raises(ValueError, match="aggregator_type must be 'sum', 'mean' or 'max', got "
+                       "0.25 .init_eps is the third argument"):
+        GINConv(None, 0.25)  # the older signature took init_eps second
+    with pytest.raises(ValueError, match="aggregator_type"):
+        GINConv(None, "lstm")
+    conv = GINConv(None, "sum")
+    with pytest.raises(ValueError, match="3 edge weights for a graph of 2 edges"):
+        conv((ei, (2, 2)), torch.ones(2, 1), torch.ones(3))
+    with pytest.raises(ValueError, match="1 destination features for a graph of 2"):
+        conv((ei, (2, 2)), (torch.ones(2, 1), torch.ones(1, 1)))
+    with pytest.raises(ValueError, match="2 source and 3 destination nodes takes a pair"):
+        conv((ei, (2, 3)), torch.ones(2, 1))
+    with pytest.raises(ValueError, match="3 source features for a graph of 2 source nodes"):
+        conv((ei, (2, 2)), torch.ones(3, 1))
+
+
 # --- training -------------------------------------------------------------------------------
 def _run(cmd, timeout=600):
     env = dict(os.environ)

@@ -332,6 +332,44 @@ def test_sageconv_takes_dgls_pair_of_input_widths():
             SAGEConv(bad, 3)
 
 
+def test_ginconv_is_dgls():
+    """DGL's GINConv, argument for argument (``GINConv(mlp, "max")``): each aggregator, with
+    and without edge weights ([E] and [E, 1]), on a graph, a block and a pair of features, in
+    the output and in the gradients of the features and of eps (max: a tie goes to the last edge)."""
+    from tessera.nn import GINConv
+
+    dglnn = pytest.importorskip("dgl.nn")
+    dgl = pytest.importorskip("dgl")
+    src = torch.tensor([0, 1, 2, 3, 4, 0, 1, 5, 5, 2])
+    dst = torch.tensor([1, 0, 1, 2, 2, 3, 3, 0, 1, 1])
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(6, 4, generator=gen)
+    x[5, 1] = x[0, 1]  # node 0 ties with node 5 at the max of column 1 (edges 1 -> 0, 5 -> 0)
+    weights = {"none": None, "[E]": torch.rand(10, generator=gen),
+               "[E,1]": torch.rand(10, 1, generator=gen)}
+    for agg in ("sum", "mean", "max"):
+        for wname, w in weights.items():
+            for kind in ("graph", "block", "pair"):
+                torch.manual_seed(2)
+                theirs = dglnn.GINConv(torch.nn.Linear(4, 3), agg, 0.3, True, torch.relu)
+                torch.manual_seed(2)
+                ours = GINConv(torch.nn.Linear(4, 3), agg, 0.3, True, torch.relu)
+                nd = 6 if kind == "graph" else 4
+                if kind == "graph":
+                    g = dgl.graph((src, dst), num_nodes=6)
+                else:
+                    g = dgl.create_block((src, dst), num_src_nodes=6, num_dst_nodes=4)
+                grads = []
+                for conv, graph in ((theirs, g), (ours, (torch.stack([src, dst]), (6, nd)))):
+                    h = x.clone().requires_grad_()
+                    feat = (h, h[:nd] * 2) if kind == "pair" else h
+                    out = conv(graph, feat, w)
+                    (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+                    grads.append((out.detach(), h.grad, conv.eps.grad))
+                for a, b in zip(*grads):
+                    torch.testing.assert_close(b, a, msg=f"{agg} {wname} {kind}")
+
+
 def test_sageconv_refuses_rows_that_do_not_fit_the_block():
     from tessera.nn import SAGEConv
 
