@@ -21,7 +21,8 @@ from .partition import (graph_from_arrays, load_dataset, load_partition_config,
                         partition_graph, validate_partitions)
 from . import dataloading, distributed, ops
 from .dataloading import (EID, NID, Block, DistEdgeDataLoader, DistNodeDataLoader,
-                          EdgeDataLoader, NeighborSampler, NodeDataLoader)
+                          EdgeDataLoader, MultiLayerFullNeighborSampler,
+                          MultiLayerNeighborSampler, NeighborSampler, NodeDataLoader)
 from .embedding import DistEmbedding
 from . import cluster
 from .cluster import ClusterGCNLoader, ClusterGCNSampler
@@ -37,7 +38,8 @@ __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_c
            "partition_graph", "load_dataset", "graph_from_arrays", "validate_partitions",
            "load_partition_config", "DistGraph", "DistTensor", "GraphPartitionBook",
            "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split",
-           "NeighborSampler", "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
+           "NeighborSampler", "MultiLayerNeighborSampler", "MultiLayerFullNeighborSampler",
+           "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",
            "set_num_threads", "num_threads", "dataloading", "distributed", "nn", "convert",
            "DistEmbedding", "optim", "launch", "ops", "NID", "EID"]

@@ -21,7 +21,8 @@ from ._collectives import all_gather_object
 from ._dist import _TORCH_DTYPES
 from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
 
-__all__ = ["NID", "EID", "NeighborSampler", "Block", "PairGraph", "NodeDataLoader",
+__all__ = ["NID", "EID", "NeighborSampler", "MultiLayerNeighborSampler",
+           "MultiLayerFullNeighborSampler", "Block", "PairGraph", "NodeDataLoader",
            "DistNodeDataLoader", "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader",
            "negative_sampler", "as_edge_prediction_sampler"]
 
@@ -539,6 +540,26 @@ class NeighborSampler:
         blocks = sampler.sample_blocks(ids, seed, 0 if epoch is None else epoch, batch)
         return as_tensor(np.asarray(blocks[0].src_nodes)), as_tensor(ids), \
             [Block(b) for b in blocks]
+
+
+# DGL's alias of NeighborSampler (dgl.dataloading.MultiLayerNeighborSampler).
+MultiLayerNeighborSampler = NeighborSampler
+
+
+class MultiLayerFullNeighborSampler(NeighborSampler):
+    """Every neighbor of every seed at each of ``num_layers`` layers (DGL's
+    ``dgl.dataloading.MultiLayerFullNeighborSampler``): ``NeighborSampler([-1] * num_layers,
+    ...)`` with the same keyword arguments (``edge_dir``, ``prefetch_node_feats``,
+    ``prefetch_labels``, ``device``, ...). Without replacement, so the blocks hold every edge
+    once, whatever the key."""
+
+    def __init__(self, num_layers: int, edge_dir: str = "in", **kwargs):
+        n = _integer_arg("MultiLayerFullNeighborSampler", "num_layers", num_layers, 1)
+        for unfit in ("fanouts", "replace", "prob"):
+            if unfit in kwargs:
+                raise TypeError(f"MultiLayerFullNeighborSampler: {unfit} does not apply (every "
+                                "neighbor is taken); use NeighborSampler")
+        super().__init__([-1] * n, edge_dir=edge_dir, **kwargs)
 
 
 def _fresh_key_words() -> tuple:

@@ -89,6 +89,32 @@ def test_fanouts_and_edge_dir_are_checked():
         tessera.NeighborSampler([5], edge_dir="both")
 
 
+def test_dgls_multi_layer_sampler_names(cora_one):
+    """MultiLayerFullNeighborSampler(L) takes every in-edge of every seed at each of L layers
+    (DGL's), whatever the seed; MultiLayerNeighborSampler is NeighborSampler, as in DGL."""
+    assert dataloading.MultiLayerNeighborSampler is tessera.NeighborSampler
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    seeds = torch.tensor([0, 5, 633, 2707])
+    full = tessera.MultiLayerFullNeighborSampler(2)
+    assert isinstance(full, tessera.NeighborSampler) and full.fanouts == [-1, -1]
+    _, _, blocks = full.sample_blocks(g, seeds, seed=1)
+    _, _, again = full.sample_blocks(g, seeds, seed=2)
+    for block, other in zip(blocks, again):
+        src, dst = block.edges()
+        u, v = block.srcnodes[src], block.dstnodes[dst]
+        for s in block.dstnodes.tolist():
+            assert sorted(u[v == s].tolist()) == sorted(in_neighbors(g.local_graph, s).tolist())
+        assert torch.equal(block.srcnodes, other.srcnodes)
+    assert torch.equal(blocks[-1].dstnodes, seeds)
+    assert blocks[0].dstnodes.shape[0] == blocks[1].srcnodes.shape[0]
+    with pytest.raises(ValueError, match="num_layers must be >= 1, got 0"):
+        tessera.MultiLayerFullNeighborSampler(0)
+    with pytest.raises(TypeError, match="num_layers must be an integer"):
+        tessera.MultiLayerFullNeighborSampler(2.0)
+    with pytest.raises(TypeError, match="replace does not apply"):
+        tessera.MultiLayerFullNeighborSampler(2, replace=True)
+
+
 def test_out_edges_of_a_one_part_distgraph(cora_one):
     g = tessera.DistGraph("cora", part_config=cora_one)
     seeds = torch.tensor([0, 5, 633])
