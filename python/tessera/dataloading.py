@@ -24,6 +24,7 @@ from ._tensor import HAVE_TORCH, as_tensor, to_numpy_ids, torch
 __all__ = ["NID", "EID", "NeighborSampler", "MultiLayerNeighborSampler",
            "MultiLayerFullNeighborSampler", "Block", "PairGraph", "NodeDataLoader",
            "DistNodeDataLoader", "EdgeDataLoader", "DistEdgeDataLoader", "DataLoader",
+           "DistDataLoader",
            "negative_sampler", "as_edge_prediction_sampler"]
 
 
@@ -1095,6 +1096,89 @@ _EdgePredictionDataLoader.__name__ = _EdgePredictionDataLoader.__qualname__ = "E
 
 
 DistEdgeDataLoader = EdgeDataLoader
+
+
+class DistDataLoader:
+    """DGL's ``dgl.distributed.DistDataLoader``: mini-batches of ``dataset`` (a tensor, array or
+    sequence of node or edge IDs) handed to ``collate_fn`` as a list of Python ints, the
+    batch's items in order; the loader yields what ``collate_fn`` returns (the list itself
+    without one). ``shuffle`` permutes the items at every epoch with torch's global RNG, as
+    DGL's does (``torch.manual_seed`` repeats it); ``drop_last`` drops a last batch smaller than
+    ``batch_size``. An item that is a pair ``(type, id)`` keeps its type and has its ID made an
+    int.
+
+    ``collate_fn`` runs in this process, batch by batch as the loop asks (DGL's without sampler
+    workers). ``queue_size`` is accepted for DGL's signature and has no effect: Tessera's
+    samplers run in C++ threads (``NeighborSampler(num_threads=...)``), and
+    ``DistNodeDataLoader`` / ``DistEdgeDataLoader`` prepare batches ahead of the loop. A typical
+    ``collate_fn`` is ``functools.partial(sampler.sample_blocks, g)``. Not collective: each rank
+    iterates its own dataset. ``len(loader)`` is the number of batches per epoch (DGL's loader
+    has no length)."""
+
+    def __init__(self, dataset, batch_size: int, shuffle: bool = False, collate_fn=None,
+                 drop_last: bool = False, queue_size: Optional[int] = None):
+        self.batch_size = _integer_arg("DistDataLoader", "batch_size", batch_size, 1)
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DistDataLoader: collate_fn must be callable, got "
+                            f"{type(collate_fn).__name__}")
+        if queue_size is not None:
+            _integer_arg("DistDataLoader", "queue_size", queue_size, 1)
+        try:
+            n = len(dataset)
+        except TypeError:
+            raise TypeError(f"DistDataLoader: dataset must be a sequence of IDs (a tensor, an "
+                            f"array, a list), got {type(dataset).__name__}") from None
+        if HAVE_TORCH and isinstance(dataset, torch.Tensor) and dataset.dim() != 1:
+            raise ValueError(f"DistDataLoader: dataset must be 1-D IDs, got shape "
+                             f"{tuple(dataset.shape)}")
+        if isinstance(dataset, np.ndarray) and dataset.ndim != 1:
+            raise ValueError(f"DistDataLoader: dataset must be 1-D IDs, got shape "
+                             f"{dataset.shape}")
+        self.dataset, self.collate_fn = dataset, collate_fn
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.queue_size = queue_size
+        self._n = int(n)
+        self._order = None
+        self._pos = self._n
+
+    def __len__(self) -> int:
+        full, rest = divmod(self._n, self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def __iter__(self):
+        if not self.shuffle:
+            self._order = None
+        elif HAVE_TORCH:
+            self._order = torch.randperm(self._n).numpy()
+        else:
+            self._order = np.random.permutation(self._n)
+        self._pos = 0
+        return self
+
+    def _items(self, begin: int, end: int) -> list:
+        idx = np.arange(begin, end) if self._order is None else self._order[begin:end]
+        d = self.dataset
+        if HAVE_TORCH and isinstance(d, torch.Tensor):
+            return d[torch.from_numpy(np.ascontiguousarray(idx))].tolist()
+        if isinstance(d, np.ndarray):
+            return d[idx].tolist()
+        out = [d[int(i)] for i in idx]
+        return [(x[0], _scalar(x[1])) if isinstance(x, tuple) else _scalar(x) for x in out]
+
+    def __next__(self):
+        left = self._n - self._pos
+        if left <= 0 or (self.drop_last and left < self.batch_size):
+            self._pos = self._n
+            raise StopIteration
+        end = min(self._pos + self.batch_size, self._n)
+        batch = self._items(self._pos, end)
+        self._pos = end
+        return batch if self.collate_fn is None else self.collate_fn(batch)
+
+
+def _scalar(x):
+    """A 0-d tensor or NumPy scalar as a Python number (DGL's ``F.as_scalar``)."""
+    return x.item() if hasattr(x, "item") else x
 
 
 def symmetrized_reverse_eids(num_input_edges) -> np.ndarray:

@@ -17,7 +17,8 @@ from ._dist import (DistGraph, DistTensor, EdgePartitionPolicy,  # noqa: F401
                     GraphPartitionBook, NodePartitionPolicy, edge_split, node_split)
 from ._runtime import (barrier, exit_client, get_rank, get_world_size,  # noqa: F401
                        initialize, is_distributed, runtime)
-from .dataloading import DistEdgeDataLoader, DistNodeDataLoader  # noqa: F401
+from .dataloading import (DistDataLoader, DistEdgeDataLoader,  # noqa: F401
+                          DistNodeDataLoader)
 from .embedding import DistEmbedding  # noqa: F401
 from .partition import load_partition_config, partition_graph  # noqa: F401
 

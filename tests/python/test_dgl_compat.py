@@ -115,6 +115,57 @@ def test_dgls_multi_layer_sampler_names(cora_one):
         tessera.MultiLayerFullNeighborSampler(2, replace=True)
 
 
+def test_dist_data_loader_batches_as_dgls(cora_one):
+    """dgl.distributed.DistDataLoader: the batches, as lists of ints, in DGL's order for one
+    torch seed (shuffled or not, with and without drop_last), and a sampler as collate_fn."""
+    import functools
+
+    from tessera.distributed import DistDataLoader
+
+    ds = torch.arange(100, 123)
+    dgl_dist = None
+    try:
+        import dgl.distributed as dgl_dist
+    except ImportError:
+        pass
+    for shuffle in (False, True):
+        for drop in (False, True):
+            torch.manual_seed(5)
+            loader = DistDataLoader(ds, 5, shuffle=shuffle, drop_last=drop)
+            got = list(loader)
+            assert len(got) == len(loader) == (4 if drop else 5)
+            assert all(type(i) is int for b in got for i in b)
+            items = [i for b in got for i in b]
+            assert len(set(items)) == len(items) == (20 if drop else 23)
+            assert set(items) <= set(range(100, 123))
+            assert shuffle or items == list(range(100, 100 + len(items)))
+            assert list(loader) != got if shuffle else list(loader) == got  # a new epoch
+            if dgl_dist is not None:
+                torch.manual_seed(5)
+                want = list(dgl_dist.DistDataLoader(ds, 5, shuffle=shuffle, drop_last=drop,
+                                                    collate_fn=lambda x: x))
+                assert got == want, (shuffle, drop)
+    assert list(DistDataLoader(np.array([3, 1, 2]), 2)) == [[3, 1], [2]]
+    assert list(DistDataLoader([np.int64(4), torch.tensor(7)], 5)) == [[4, 7]]
+    assert list(DistDataLoader(torch.arange(0), 5)) == []
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    sampler = tessera.NeighborSampler([5, 3])
+    loader = DistDataLoader(torch.arange(10), 4, collate_fn=functools.partial(
+        sampler.sample_blocks, g))
+    seeds = [out for _, out, _ in loader]
+    assert [s.tolist() for s in seeds] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    with pytest.raises(TypeError, match="DistDataLoader: batch_size must be an integer"):
+        DistDataLoader(ds, 2.5)
+    with pytest.raises(ValueError, match="DistDataLoader: batch_size must be >= 1"):
+        DistDataLoader(ds, 0)
+    with pytest.raises(TypeError, match="collate_fn must be callable"):
+        DistDataLoader(ds, 2, collate_fn="sample")
+    with pytest.raises(ValueError, match=r"dataset must be 1-D IDs, got shape \(2, 3\)"):
+        DistDataLoader(torch.zeros(2, 3, dtype=torch.int64), 2)
+    with pytest.raises(TypeError, match="dataset must be a sequence of IDs"):
+        DistDataLoader(5, 2)
+
+
 def test_out_edges_of_a_one_part_distgraph(cora_one):
     g = tessera.DistGraph("cora", part_config=cora_one)
     seeds = torch.tensor([0, 5, 633])
