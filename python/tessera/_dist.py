@@ -612,6 +612,7 @@ class DistGraph:
         nparts, world = int(self.config["num_parts"]), _runtime.get_world_size()
         self._g = None
         self._graph = None
+        self._ends = None  # (src, dst) by edge ID, for find_edges off the runtime
         if nparts == world or (world > 1 and world % nparts == 0):
             _check_trainers_per_machine(self._config_path, nparts, world)
             self._init_distributed(verify_checksums)
@@ -793,6 +794,34 @@ class DistGraph:
         if v is None:
             return as_tensor(deg)
         return on_device_of(deg[self._node_ids(v, "in_degrees")], v)
+
+    def find_edges(self, edges, etype=None):
+        """``(src, dst)`` of the edges ``edges`` (edge IDs, or a 1-D boolean mask over every
+        edge), as int64 tensors in ``edges``' order (DGL's ``DistGraph.find_edges``); an ID
+        outside [0, num_edges()) is an IndexError naming it. A rank of a job over several
+        partitions reads the owners' rows of the graph's endpoint table (one request per owner,
+        as a DistTensor read; the owner of an edge owns its destination)."""
+        _check_type(etype, "edge", "DistGraph.find_edges")
+        idx = to_numpy_ids(edges, "DistGraph.find_edges", num_edges=self.num_edges())
+        check_id_range(idx, self.num_edges(), "DistGraph.find_edges")
+        if self._g is not None:
+            ends = np.asarray(self._g.edge_endpoints.read(idx)).reshape(-1, 2)
+            src, dst = ends[:, 0], ends[:, 1]
+        else:
+            if self._ends is None:
+                g = self.local_graph
+                indptr, indices = np.asarray(g.indptr), np.asarray(g.indices)
+                row = np.repeat(np.arange(g.num_nodes, dtype=np.int64), np.diff(indptr))
+                eids = np.asarray(g.eids)
+                if eids.size == 0:  # edge e at position e of the CSC
+                    self._ends = (indices, row)
+                else:
+                    src, dst = np.empty_like(indices), np.empty_like(row)
+                    src[eids], dst[eids] = indices, row
+                    self._ends = (src, dst)
+            src, dst = self._ends[0][idx], self._ends[1][idx]
+        return (on_device_of(np.ascontiguousarray(src, dtype=np.int64), edges),
+                on_device_of(np.ascontiguousarray(dst, dtype=np.int64), edges))
 
     def _node_ids(self, ids, what: str) -> np.ndarray:
         """``ids`` (node IDs, or a 1-D boolean mask over every node) as int64 IDs in

@@ -22,6 +22,13 @@ from .dataloading import (DistDataLoader, DistEdgeDataLoader,  # noqa: F401
 from .embedding import DistEmbedding  # noqa: F401
 from .partition import load_partition_config, partition_graph  # noqa: F401
 
+
+def find_edges(g, edge_ids):
+    """``(src, dst)`` of the edges ``edge_ids`` of the DistGraph ``g`` (DGL's
+    ``dgl.distributed.find_edges``): ``g.find_edges(edge_ids)``."""
+    return g.find_edges(edge_ids)
+
+
 # DGL's optimizers are dgl.distributed.optim, a subpackage; this is a module, so the name of the
 # submodule is registered for `from tessera.distributed.optim import SparseAdam` (tessera.optim).
 _sys.modules[__name__ + ".optim"] = optim

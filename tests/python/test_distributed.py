@@ -251,7 +251,8 @@ def test_global_batches_are_identical_across_world_sizes(batch_dumps, partitioni
 
 # --- 2. DistTensor ----------------------------------------------------------------------------
 @pytest.mark.parametrize("parts", [2, 4])
-def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tmp_path, parts):
+def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tmp_path, parts,
+                                                         input_edges):
     p = partitionings[("metis", parts)]
     launch(parts, "dist_tensor.py", p.config, tmp_path).check()
     n = len(p.orig_nids)
@@ -272,6 +273,41 @@ def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tm
         assert np.array_equal(z["orig_nids_of_ids"], p.orig_nids[q])
         assert np.array_equal(z["feat"], feat[p.orig_nids[q]]), f"rank {r}: features differ"
         assert np.array_equal(z["label"], label[p.orig_nids[q]]), f"rank {r}: labels differ"
+        e = p.orig_eids[z["eids"]]
+        assert np.array_equal(p.orig_nids[z["src"]], input_edges[0][e]), f"rank {r}: sources"
+        assert np.array_equal(p.orig_nids[z["dst"]], input_edges[1][e]), f"rank {r}: dests"
+
+
+@pytest.mark.parametrize("key", [("metis", 1), ("metis", 2), ("random", 2)])
+def test_find_edges_in_one_process(partitionings, input_edges, key):
+    """DGL's DistGraph.find_edges standalone (one part: the runtime's endpoint table) and
+    simulated (two parts served by this process: the assembled CSC), and the module-level
+    tessera.distributed.find_edges; IDs, masks, range errors."""
+    import tessera.distributed as dist
+
+    p = partitionings[key]
+    g = tessera.DistGraph("cora", part_config=p.config)
+    assert g.is_distributed == (key[1] == 1)
+    m = g.num_edges()
+    eids = np.concatenate([np.random.default_rng(3).permutation(m), [0, m - 1, 0]])
+    src, dst = g.find_edges(eids)
+    e = p.orig_eids[eids]
+    assert np.array_equal(p.orig_nids[np.asarray(src)], input_edges[0][e])
+    assert np.array_equal(p.orig_nids[np.asarray(dst)], input_edges[1][e])
+    mask = np.zeros(m, dtype=bool)
+    mask[[5, 2, 9]] = True
+    s2, d2 = dist.find_edges(g, mask)
+    at = np.argsort(eids[:m])[[2, 5, 9]]  # where edges 2, 5 and 9 were asked above
+    assert np.array_equal(np.asarray(s2), np.asarray(src)[at])
+    assert np.array_equal(np.asarray(d2), np.asarray(dst)[at])
+    empty = g.find_edges(np.array([], dtype=np.int64))
+    assert [len(x) for x in empty] == [0, 0]
+    with pytest.raises(IndexError, match=rf"DistGraph.find_edges: ID {m} outside \[0, {m}\)"):
+        g.find_edges([0, m])
+    with pytest.raises(IndexError, match="ID -1 outside"):
+        g.find_edges([-1])
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        g.find_edges([0], etype="cites")
 
 
 # --- 3. collectives ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """DistTensor across ranks: every rank writes disjoint (interleaved, so mostly remote) rows of a
-new tensor, then reads every row back; and reads g.ndata["feat"] / ["label"] for all nodes.
+new tensor, then reads every row back; reads g.ndata["feat"] / ["label"] for all nodes and the
+endpoints of every edge (find_edges).
 
     python -m tessera launch --nproc-per-node P -- python dist_tensor.py CONFIG OUT
 
@@ -41,11 +42,16 @@ def main() -> int:
     ids = np.concatenate([rng.permutation(n), rng.integers(0, n, 500)]).astype(np.int64)
     feat = np.asarray(g.ndata["feat"][ids])
     label = np.asarray(g.ndata["label"][ids])
+    # Endpoints of edges of every owner, shuffled with repeats.
+    eids = np.concatenate([rng.permutation(g.num_edges()),
+                           rng.integers(0, g.num_edges(), 300)]).astype(np.int64)
+    src, dst = g.find_edges(eids)
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.npz")
     np.savez(tmp, written=written, local=local, local_range=np.array([lo, hi]), ids=ids,
              feat=feat, label=label, orig_nids=np.asarray(g.orig_nids()),
-             orig_nids_of_ids=np.asarray(g.orig_nids(ids)),
+             orig_nids_of_ids=np.asarray(g.orig_nids(ids)), eids=eids,
+             src=np.asarray(src), dst=np.asarray(dst),
              node_range=np.array(g.local_node_range()))
     os.replace(tmp, os.path.join(out, f"rank{rank}.npz"))
     tessera.exit_client()
