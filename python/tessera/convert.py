@@ -105,7 +105,10 @@ def _array_or_none(value) -> np.ndarray | None:
 
 
 def to_dgl_block(block):
-    """A Tessera Block as a DGL block (needs dgl)."""
+    """A Tessera Block (or a GPU loader's DeviceBlock) as a DGL block (needs dgl): the same
+    edges, ``srcdata`` / ``dstdata`` / ``edata`` holding the global IDs under ``dgl.NID`` /
+    ``dgl.EID`` and every other tensor of the block's frames under its name (the node data and
+    labels a sampler's ``prefetch_node_feats`` / ``prefetch_labels`` put there)."""
     import dgl  # noqa: WPS433 - optional dependency
 
     src, dst = block.edges()
@@ -114,6 +117,11 @@ def to_dgl_block(block):
     b.srcdata[dgl.NID] = block.srcnodes
     b.dstdata[dgl.NID] = block.dstnodes
     b.edata[dgl.EID] = block.eids
+    for frame in ("srcdata", "dstdata", "edata"):
+        theirs = getattr(b, frame)
+        for name, value in getattr(block, frame, {}).items():
+            if name != dgl.NID:  # dgl.NID == dgl.EID: the IDs, set above
+                theirs[name] = value
     return b
 
 

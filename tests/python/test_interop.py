@@ -81,6 +81,26 @@ def test_dgl_sageconv_on_converted_blocks_equals_tessera():
     _layers_agree(make, run)
 
 
+def test_to_dgl_block_keeps_the_prefetched_node_data_and_labels():
+    """The frames of a loader's blocks (prefetch_node_feats / prefetch_labels, and tensors the
+    caller stores) come over to the DGL block; only the IDs were copied before."""
+    dgl = pytest.importorskip("dgl")
+    cora = tessera.load_dataset(CORA, symmetrize=True)
+    sampler = tessera.NeighborSampler([3, 3], prefetch_node_feats=["feat"],
+                                      prefetch_labels=["label"])
+    loader = tessera.NodeDataLoader(cora, np.arange(16), sampler, batch_size=8)
+    _, _, blocks = next(iter(loader))
+    first, last = blocks[0], blocks[-1]
+    first.edata["w"] = torch.arange(first.num_edges(), dtype=torch.float32)
+    b0, b1 = tessera.convert.to_dgl_block(first), tessera.convert.to_dgl_block(last)
+    assert sorted(b0.srcdata) == [dgl.NID, "feat"] and sorted(b0.edata) == [dgl.EID, "w"]
+    assert sorted(b1.dstdata) == [dgl.NID, "label"]
+    torch.testing.assert_close(b0.srcdata["feat"], first.srcdata["feat"])
+    torch.testing.assert_close(b0.edata["w"], first.edata["w"])
+    torch.testing.assert_close(b1.dstdata["label"], last.dstdata["label"])
+    np.testing.assert_array_equal(np.asarray(b0.srcdata[dgl.NID]), np.asarray(first.srcnodes))
+
+
 def test_partition_of_a_dgl_graph_equals_partition_of_its_arrays(tmp_path):
     dgl = pytest.importorskip("dgl")
     ds, edge_index = _cora_arrays()
