@@ -139,6 +139,10 @@ class ClusterGCNSampler:
                  part_of_node=None, num_threads: int = 1):
         self.graph, self.first_id = rank_graph(g)
         n = int(self.graph.num_nodes)
+        # The node IDs of the batches index [0, num_ids): all nodes of a DistGraph, whatever
+        # part of them this rank clusters.
+        self._num_ids = int(g.num_nodes()) if callable(getattr(g, "num_nodes", None)) else \
+            self.first_id + n
         self.method = "fixed" if part_of_node is not None else method
         if self.method not in ("random", "metis", "fixed"):
             raise ValueError(f"ClusterGCNSampler: method must be 'random' or 'metis', got "
@@ -228,7 +232,7 @@ class ClusterGCNLoader:
     each ``iter()`` after the first advances to the next epoch, as the other loaders do).
 
     ``node_data`` maps names to per-node data indexed by the IDs of ``g``: a DistTensor, a
-    NumPy array, or a torch tensor. Each batch carries ``batch.ndata[name]`` = the rows of its
+    NumPy array, or a torch tensor, with one row per node of ``g`` (ValueError otherwise). Each batch carries ``batch.ndata[name]`` = the rows of its
     nodes, and its structure, all on ``device``:
 
     * a torch tensor already on ``device`` (data made GPU-resident once: ``resident=True``
@@ -250,6 +254,12 @@ class ClusterGCNLoader:
         self.epoch, self._started = 0, False
         self.node_data = {}
         for name, src in (node_data or {}).items():
+            shape = getattr(src, "shape", None)
+            n = sampler._num_ids
+            if shape is not None and (len(shape) == 0 or int(shape[0]) != n):
+                raise ValueError(f"ClusterGCNLoader: node_data[{name!r}] has shape "
+                                 f"{tuple(shape)}, but needs one row per node of the graph "
+                                 f"({n}), indexed by node ID")
             self.node_data[name] = self._place(src, resident)
 
     def _place(self, src, resident: bool):

@@ -151,6 +151,20 @@ def test_loader_gathers_the_rows_of_each_batch(cora):
         assert np.array_equal(covered, np.arange(g.num_nodes))  # each node once per epoch
 
 
+def test_loader_refuses_node_data_without_one_row_per_node(cora):
+    """Rows are picked by node ID: too few rows failed only when a batch named a node past
+    them (a NumPy IndexError naming no array; a device assert on a GPU), and too many, e.g. an
+    edge array, gave other rows without a word."""
+    g = cora.graph
+    s = ClusterGCNSampler(g, 6, 2, seed=1)
+    feat = np.asarray(cora.ndata["feat"])
+    for bad in (feat[:5], np.zeros((g.num_edges, 2)), np.float32(1)):
+        with pytest.raises(ValueError, match=r"node_data\['x'\] has shape .* one row per node of "
+                                             rf"the graph \({g.num_nodes}\)"):
+            ClusterGCNLoader(s, {"feat": feat, "x": bad})
+    assert ClusterGCNLoader(s, {"feat": feat}).node_data["feat"] is not None
+
+
 @requires_torch
 def test_softmax_aggregation_against_a_loop():
     import torch
