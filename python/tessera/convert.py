@@ -62,11 +62,17 @@ def from_pyg(data) -> dict:
     own name. Attributes that are neither (graph-level ones, sparse adjacency, scalars, strings)
     are dropped with a warning. A ``HeteroData`` is refused (ValueError): Tessera's graphs have
     one node and one edge type, and ``HeteroData.to_homogeneous()`` makes the ``Data`` it
-    takes."""
+    takes. So is a ``Data`` without ``edge_index`` (ValueError), e.g. one whose edges a
+    ``ToSparseTensor`` transform moved into ``adj_t``."""
     if hasattr(data, "node_types"):  # HeteroData (a Data has no node_types)
         raise ValueError("from_pyg: heterogeneous graphs are not supported; convert with "
                          f"HeteroData.to_homogeneous() (this {type(data).__name__} has node "
                          f"types {list(data.node_types)}, edge types {list(data.edge_types)})")
+    if getattr(data, "edge_index", None) is None:
+        hint = (" (its edges are in adj_t, where a ToSparseTensor transform moved them: "
+                "convert without that transform)") if getattr(data, "adj_t", None) is not None \
+            else ""
+        raise ValueError(f"from_pyg: this {type(data).__name__} has no edge_index{hint}")
     edge_index = _np(data.edge_index)
     num_nodes = int(data.num_nodes)
     num_edges = int(edge_index.shape[1]) if edge_index.ndim == 2 else 0

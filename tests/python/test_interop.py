@@ -251,3 +251,20 @@ def test_from_pyg_refuses_hetero_data():
                                              r"with HeteroData.to_homogeneous\(\) \(this "
                                              r"HeteroData has node types \['user', 'item'\]"):
             convert(h)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks are implicitly disabled")
+@pytest.mark.parametrize("kind", ["pyg", "pyg-like"])
+def test_from_pyg_refuses_a_data_without_edge_index(tmp_path, kind):
+    """A Data whose edges a ToSparseTensor transform moved into adj_t (OGB's examples do) has
+    no edge_index: refused naming it, where the sparse adj_t was dropped with a warning and
+    partitioning failed on "edge_index: expected shape [2, E], got []"."""
+    make = pytest.importorskip("torch_geometric.data").Data if kind == "pyg" else _PygLikeData
+    adj_t = torch.sparse_coo_tensor(torch.tensor([[1, 2], [0, 1]]), torch.ones(2), (3, 3))
+    data = make(x=torch.zeros(3, 2), adj_t=adj_t, num_nodes=3)
+    with pytest.raises(ValueError, match=r"has no edge_index \(its edges are in adj_t"):
+        tessera.convert.from_pyg(data)
+    with pytest.raises(ValueError, match=r"has no edge_index \(its edges are in adj_t"):
+        tessera.partition_graph(data, "g", 1, tmp_path)
+    with pytest.raises(ValueError, match=r"has no edge_index$"):
+        tessera.convert.from_pyg(make(x=torch.zeros(3, 2), num_nodes=3))
