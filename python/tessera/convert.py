@@ -135,7 +135,12 @@ def from_dgl(g) -> dict:
     """A homogeneous DGLGraph (one node type, one edge type) as the mapping
     ``partition_graph`` takes (needs dgl). A graph of several node or edge types (a
     heterograph, e.g. a bipartite user -> item graph, whose node IDs restart at 0 per type) is
-    refused with a ValueError: ``dgl.to_homogeneous`` gives the graph Tessera takes."""
+    refused with a ValueError: ``dgl.to_homogeneous`` gives the graph Tessera takes. So is a
+    block (a message flow graph, whose source and destination nodes are two ID spaces)."""
+    if getattr(g, "is_block", False):
+        raise ValueError(f"from_dgl: a DGL block is not a graph to convert (its "
+                         f"{g.num_src_nodes()} source and {g.num_dst_nodes()} destination nodes "
+                         "are numbered separately); pass the graph it was sampled from")
     ntypes, etypes = list(g.ntypes), list(g.canonical_etypes)
     if len(ntypes) > 1 or len(etypes) > 1:
         raise ValueError("from_dgl: heterogeneous graphs are not supported; convert with "

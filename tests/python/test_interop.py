@@ -239,6 +239,17 @@ def test_from_dgl_refuses_a_heterograph():
     assert arrays["num_nodes"] == 3
 
 
+def test_from_dgl_refuses_a_block():
+    """A DGL block was refused as a heterograph of node types ['_N', '_N'], to be converted
+    with dgl.to_homogeneous: the refusal now says what it is."""
+    dgl = pytest.importorskip("dgl")
+    block = dgl.create_block(([0, 1], [0, 0]), num_src_nodes=3, num_dst_nodes=1)
+    for convert in (tessera.convert.from_dgl, tessera.convert.to_arrays):
+        with pytest.raises(ValueError, match=r"a DGL block is not a graph to convert \(its 3 "
+                                             r"source and 1 destination nodes"):
+            convert(block)
+
+
 def test_from_pyg_refuses_hetero_data():
     """A PyG HeteroData is refused with a ValueError naming its types (it was an
     AttributeError for the missing edge_index)."""
