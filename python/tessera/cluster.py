@@ -150,13 +150,15 @@ class ClusterGCNSampler:
         parts_per_batch = _integer_arg("ClusterGCNSampler", "parts_per_batch", parts_per_batch)
         if parts_per_batch < 1:
             raise ValueError(f"ClusterGCNSampler: parts_per_batch {parts_per_batch} < 1")
-        if not 0 <= int(seed) < 2 ** 32:
+        seed = _integer_arg("ClusterGCNSampler", "seed", seed)
+        if not 0 <= seed < 2 ** 32:
             raise ValueError(f"ClusterGCNSampler: seed {seed} outside [0, 2^32)")
-        self.parts_per_batch, self.seed = parts_per_batch, int(seed)
-        self.rank = _runtime.get_rank() if rank is None else int(rank)
+        self.parts_per_batch, self.seed = parts_per_batch, seed
+        self.rank = _runtime.get_rank() if rank is None else \
+            _integer_arg("ClusterGCNSampler", "rank", rank)
         if self.rank < 0:
             raise ValueError(f"ClusterGCNSampler: rank {self.rank} < 0")
-        self.num_threads = int(num_threads)
+        self.num_threads = _integer_arg("ClusterGCNSampler", "num_threads", num_threads)
         self._fixed = None
         if self.method == "fixed":
             p = np.asarray(part_of_node)
@@ -170,7 +172,9 @@ class ClusterGCNSampler:
             self._fixed = p
             self.num_parts = _check_parts(p)
         else:
-            if num_parts is None or not 1 <= int(num_parts) <= n:
+            if num_parts is not None:  # a float is refused, never truncated (2708 / 1500)
+                num_parts = _integer_arg("ClusterGCNSampler", "num_parts", num_parts)
+            if num_parts is None or not 1 <= num_parts <= n:
                 raise ValueError(f"ClusterGCNSampler: num_parts {num_parts} outside "
                                  f"[1, {n}] (the nodes clustered)")
             self.num_parts = int(num_parts)

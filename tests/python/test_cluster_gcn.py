@@ -119,6 +119,21 @@ def test_bad_arguments_name_what_was_wrong(cora):
         ClusterGCNSampler(g, 4).sample(0, 9)
 
 
+def test_integer_arguments_are_never_truncated(cora):
+    """num_parts=2708 / 1500 (1.8) made 1 cluster and seed=1.5 drew seed 1's clusters, without a
+    word: floats, bools and strings are refused as parts_per_batch's are."""
+    g = cora.graph
+    for name, value in (("num_parts", g.num_nodes / 1500), ("num_parts", "10"),
+                        ("num_parts", True), ("seed", 1.5), ("rank", 0.5),
+                        ("num_threads", 2.0)):
+        kwargs = {"num_parts": 4, name: value}
+        with pytest.raises(TypeError, match=rf"ClusterGCNSampler: {name} must be an integer, "
+                                            rf"got {value!r}"):
+            ClusterGCNSampler(g, **kwargs)
+    s = ClusterGCNSampler(g, np.int64(4), seed=np.uint32(7), rank=np.int32(1), num_threads=2)
+    assert (s.num_parts, s.seed, s.rank, s.num_threads) == (4, 7, 1, 2)
+
+
 def test_a_clustering_of_floats_is_refused(cora):
     # 0.5, 1.5, ... used to be truncated into parts 0, 1, ... without a word.
     g = cora.graph
