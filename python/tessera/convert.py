@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ._tensor import require_torch
+from ._tensor import require_torch, torch_to_numpy
 
 __all__ = ["to_pyg", "from_pyg", "to_dgl_block", "from_dgl", "to_arrays"]
 
@@ -73,14 +73,14 @@ def from_pyg(data) -> dict:
                 "convert without that transform)") if getattr(data, "adj_t", None) is not None \
             else ""
         raise ValueError(f"from_pyg: this {type(data).__name__} has no edge_index{hint}")
-    edge_index = _np(data.edge_index)
+    edge_index = _np(data.edge_index, "from_pyg: edge_index")
     num_nodes = int(data.num_nodes)
     num_edges = int(edge_index.shape[1]) if edge_index.ndim == 2 else 0
     nd, ed, dropped = {}, {}, []
     for key, value in _pyg_attributes(data).items():
         if key in ("edge_index", "num_nodes") or value is None:
             continue
-        a = _array_or_none(value)
+        a = _array_or_none(value, f"from_pyg: {key}")
         if a is None:
             dropped.append(f"{key} ({type(value).__name__})")
             continue
@@ -101,12 +101,12 @@ def from_pyg(data) -> dict:
     return {"edge_index": edge_index, "num_nodes": num_nodes, "ndata": nd, "edata": ed}
 
 
-def _array_or_none(value) -> np.ndarray | None:
+def _array_or_none(value, what: str) -> np.ndarray | None:
     """A dense tensor or array as NumPy; None for anything else (sparse tensors, scalars)."""
     if isinstance(value, np.ndarray):
         return value
     if hasattr(value, "detach") and str(getattr(value, "layout", "")) == "torch.strided":
-        return _np(value)
+        return _np(value, what)
     return None
 
 
@@ -148,8 +148,8 @@ def from_dgl(g) -> dict:
                          f"{etypes})")
     src, dst = g.edges()
     return {"edge_index": np.stack([_np(src), _np(dst)]), "num_nodes": int(g.num_nodes()),
-            "ndata": {k: _np(v) for k, v in g.ndata.items()},
-            "edata": {k: _np(v) for k, v in g.edata.items()}}
+            "ndata": {k: _np(v, f"from_dgl: ndata[{k!r}]") for k, v in g.ndata.items()},
+            "edata": {k: _np(v, f"from_dgl: edata[{k!r}]") for k, v in g.edata.items()}}
 
 
 def to_arrays(g) -> dict:
@@ -165,7 +165,9 @@ def to_arrays(g) -> dict:
                     "DGLGraph")
 
 
-def _np(t) -> np.ndarray:
+def _np(t, what: str = "array") -> np.ndarray:
+    """``t`` as NumPy; a torch tensor of a dtype NumPy lacks (bfloat16) is a TypeError naming
+    ``what``."""
     if hasattr(t, "detach"):
-        return t.detach().cpu().numpy()
+        return torch_to_numpy(t, what)
     return np.asarray(t)

@@ -279,3 +279,21 @@ def test_from_pyg_refuses_a_data_without_edge_index(tmp_path, kind):
         tessera.partition_graph(data, "g", 1, tmp_path)
     with pytest.raises(ValueError, match=r"has no edge_index$"):
         tessera.convert.from_pyg(make(x=torch.zeros(3, 2), num_nodes=3))
+
+
+def test_bfloat16_data_is_refused_naming_the_array():
+    """A bfloat16 feature was torch's "Got unsupported ScalarType BFloat16", naming no array."""
+    dgl = pytest.importorskip("dgl")
+    g = dgl.graph(([0, 1], [1, 2]))
+    g.ndata["feat"] = torch.ones(3, 2, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"from_dgl: ndata\['feat'\]: dtype torch.bfloat16 is "
+                                        "not supported"):
+        tessera.convert.from_dgl(g)
+    g.ndata["feat"] = torch.ones(3, 2)
+    g.edata["w"] = torch.ones(2, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"from_dgl: edata\['w'\]: dtype torch.bfloat16"):
+        tessera.convert.from_dgl(g)
+    data = _PygLikeData(x=torch.ones(3, 2, dtype=torch.bfloat16), num_nodes=3,
+                        edge_index=torch.tensor([[0, 1], [1, 2]]))
+    with pytest.raises(TypeError, match=r"from_pyg: x: dtype torch.bfloat16 is not supported"):
+        tessera.convert.from_pyg(data)
