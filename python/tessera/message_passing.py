@@ -52,6 +52,9 @@ def update_all(g: DistGraph, x: Union[DistTensor, str], message: str = "copy_u",
     if reduce not in _REDUCES:
         raise ValueError(f"update_all: reduce {reduce!r} is not one of {list(_REDUCES)}")
     if isinstance(x, str):
+        if x not in g.ndata:
+            raise ValueError(f"update_all: x {x!r} is not a node feature of graph "
+                             f"{g.graph_name!r} (it has {sorted(g.ndata)})")
         x = g.ndata[x]
     if not isinstance(x, DistTensor):
         raise TypeError(f"update_all: x must be a DistTensor or a node feature name, got "

@@ -133,6 +133,10 @@ def test_update_all_errors(partitionings):  # noqa: F811
         tessera.update_all(g, x, message="u_mul_e")
     with pytest.raises(ValueError, match="is not an edge feature"):
         tessera.update_all(g, x, message="u_mul_e", edge_weight="nope")
+    # A node feature name is checked as an edge feature name is (it was a bare KeyError).
+    with pytest.raises(ValueError, match=r"x 'nope' is not a node feature of graph 'cora' "
+                                         r"\(it has \[.*'feat'"):
+        tessera.update_all(g, "nope")
     with pytest.raises(TypeError, match="edge_weight must be"):
         tessera.update_all(g, x, message="u_mul_e", edge_weight=3)
     with pytest.raises(ValueError, match="must be float32"):
