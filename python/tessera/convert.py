@@ -13,8 +13,11 @@ __all__ = ["to_pyg", "from_pyg", "to_dgl_block", "from_dgl", "to_arrays"]
 
 def to_pyg(block):
     """A Tessera Block as PyG's bipartite message-passing input: ``(edge_index [2, E],
-    (num_src, num_dst))`` with row 0 the local sources and row 1 the local destinations,
-    which ``tessera.nn.SAGEConv`` and PyG's ``SAGEConv(..)(x, edge_index, size=...)`` accept."""
+    (num_src, num_dst))`` with row 0 the local sources and row 1 the local destinations.
+    ``tessera.nn.SAGEConv`` takes the pair in place of the block (``conv(to_pyg(block), x)``);
+    PyG's layers take the source and destination features as a pair,
+    ``SAGEConv(..)((x, x[:num_dst]), edge_index, size=(num_src, num_dst))`` (a single ``x`` of
+    ``num_src`` rows fails there: its root term has ``num_src`` rows, the output ``num_dst``)."""
     torch = require_torch("to_pyg")
     src, dst = block.edges()
     return torch.stack([torch.as_tensor(src), torch.as_tensor(dst)]), \
