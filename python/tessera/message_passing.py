@@ -96,9 +96,12 @@ def _check_edge_weight(g: DistGraph, w: DistTensor) -> None:
 def _update_all_simulated(g: DistGraph, x: DistTensor, message: str, reduce: str,
                           w: Optional[DistTensor], name: Optional[str]) -> DistTensor:
     n = g.num_nodes()
-    if x.shape[0] != n or np.dtype(x._dtype) != np.float32:
-        raise ValueError(f"update_all: x {x.name!r} must be float32 with {n} rows, got "
-                         f"{x._dtype} {x.shape}")
+    # As the distributed mode's UpdateAllPlan: a dtype is a TypeError, a shape a ValueError.
+    if np.dtype(x._dtype) != np.float32:
+        raise TypeError(f"update_all: x {x.name!r} must be float32, got {np.dtype(x._dtype)}")
+    if len(x.shape) == 0 or x.shape[0] != n:
+        raise ValueError(f"update_all: x {x.name!r} must have {n} rows (one per node), got "
+                         f"shape {tuple(x.shape)}")
     if w is not None:
         _check_edge_weight(g, w)
     graph = g._graph

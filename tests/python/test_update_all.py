@@ -139,7 +139,9 @@ def test_update_all_errors(partitionings):  # noqa: F811
         tessera.update_all(g, "nope")
     with pytest.raises(TypeError, match="edge_weight must be"):
         tessera.update_all(g, x, message="u_mul_e", edge_weight=3)
-    with pytest.raises(ValueError, match="must be float32"):
+    # A dtype is a TypeError in simulated mode as in distributed mode (it was a ValueError here
+    # and a TypeError there).
+    with pytest.raises(TypeError, match=r"x '.*label' must be float32, got int64"):
         tessera.update_all(g, "label")
 
 
