@@ -43,7 +43,11 @@ def hits_at_k(pos: np.ndarray, neg: np.ndarray, k: int) -> float:
     (1.0 when there are fewer than K negatives, as in ogb.linkproppred.Evaluator); NaN when
     there are no positives or any score is NaN or infinite. ValueError for ``k`` < 1 and for
     scores not shaped ``[N]`` or ``[N, 1]``."""
-    if isinstance(k, bool) or int(k) != k or k < 1:
+    try:  # None, NaN or infinity: int() fails with its own words, naming no argument
+        whole = not isinstance(k, bool) and int(k) == k
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole or k < 1:
         raise ValueError(f"hits_at_k: k must be an integer >= 1, got {k!r}")
     k = int(k)
     pos, neg = _scores(pos, "hits_at_k", "positive"), _scores(neg, "hits_at_k", "negative")

@@ -45,8 +45,10 @@ def test_accuracy_compares_pairs_whatever_the_shapes():
         accuracy(np.array([0, 1]), np.array([0, 1, 2]))
 
 
-@pytest.mark.parametrize("k", [0, -1, 1.5])
+@pytest.mark.parametrize("k", [0, -1, 1.5, None, float("nan"), float("inf"), "3", True])
 def test_hits_at_k_refuses_k_below_one(k):
+    # None, NaN and infinity failed inside int() ("int() argument must be ...", "cannot
+    # convert float NaN to integer"), naming no argument.
     # k = 0 used to fail inside np.partition ("kth(=2) out of bounds"), k = -1 likewise.
     with pytest.raises(ValueError, match=f"k must be an integer >= 1, got {k!r}"):
         hits_at_k([0.5], [0.1, 0.2], k)
