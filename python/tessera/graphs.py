@@ -170,6 +170,10 @@ def _check_arrays(edge_index, node_offsets, edge_offsets, node_feat, graph_label
         if len(shape) < 1 or shape[0] != rows:
             _fail(where, f"{name} has {shape[0] if shape else 'no'} rows (shape {shape}), "
                          f"expected one per each of the {rows} {what}")
+        # An .npy of Python objects is a pickle, which the reader does not load.
+        if np.asarray(arr).dtype.hasobject:
+            _fail(where, f"{name} has dtype object (Python objects): an .npy file holds "
+                         "numbers, bools or fixed-width strings, not pickles")
     label = np.asarray(graph_label)
     if label.size and np.issubdtype(label.dtype, np.signedinteger) and label.min() < -1:
         g = int(np.argmin(label.reshape(len(label), -1).min(axis=1)))
@@ -310,7 +314,8 @@ def write_graph_dataset(path: str, edge_index, node_offsets, edge_offsets, node_
             arrays["edge_feat"] = np.asarray(edge_feat)
         arrays.update({k: np.asarray(v) for k, v in masks.items()})
         for name, arr in arrays.items():
-            np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr))
+            np.save(os.path.join(tmp, f"{name}.npy"), np.ascontiguousarray(arr),
+                    allow_pickle=False)
         with open(os.path.join(tmp, "meta.json"), "w") as f:
             json.dump(info, f, indent=1)
             f.write("\n")

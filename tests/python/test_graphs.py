@@ -126,6 +126,20 @@ def test_writer_refuses_bad_arrays_and_writes_nothing(tmp_path, arrays, what):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("field", ["node_feat", "graph_label", "edge_feat"])
+def test_writer_refuses_object_arrays_and_keeps_the_old_folder(tmp_path, arrays, field):
+    """An object array was pickled into the new folder, which replaced the old one before the
+    read-back refused it (allow_pickle=False): overwrite=True left an unreadable dataset."""
+    write_graph_dataset(tmp_path / "g", **arrays)
+    bad = dict(arrays)
+    bad[field] = np.asarray(arrays[field]).astype(object)
+    with pytest.raises(ValueError, match=f"write_graph_dataset: {field} has dtype object"):
+        write_graph_dataset(tmp_path / "g", overwrite=True, **bad)
+    assert os.listdir(tmp_path) == ["g"]
+    back = read_graph_dataset(tmp_path / "g")
+    np.testing.assert_array_equal(np.asarray(getattr(back, field)), arrays[field])
+
+
 @pytest.mark.parametrize("what", BROKEN)
 def test_reader_refuses_bad_folders(tmp_path, arrays, what):
     write_graph_dataset(tmp_path / "g", **arrays)
