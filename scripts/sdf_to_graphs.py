@@ -30,35 +30,71 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 def read_sdf(path: str, label_field: str) -> list:
     """The molecules of ``path``: dicts with ``atoms`` (symbols), ``bonds`` ([(a, b, type)],
-    0-based) and ``label`` (the field's value as a string)."""
+    0-based) and ``label`` (the field's value as a string). Records end at a ``$$$$`` line;
+    the first three lines of a record are its header (name, program, comment: any of them may
+    be empty) and the fourth the counts line. ValueError naming the file and record for a
+    record that does not parse."""
     with open(path) as f:
-        records = f.read().split("$$$$")
+        text = f.read()
+    records, rec = [], []
+    for ln in text.split("\n"):
+        if ln.rstrip() == "$$$$":
+            records.append(rec)
+            rec = []
+        else:
+            rec.append(ln)
+    records.append(rec)  # after the last $$$$: only blank lines in a well-formed file
     mols = []
-    for i, rec in enumerate(records):
-        lines = rec.strip("\n").split("\n")
-        if not rec.strip():
+    for i, lines in enumerate(records):
+        if not any(ln.strip() for ln in lines):
             continue
         where = f"{path}: record {i + 1}"
-        if len(lines) < 4 or "V2000" not in lines[3]:
-            raise ValueError(f"{where}: no V2000 counts line")
-        counts = lines[3]
-        na, nb = int(counts[0:3]), int(counts[3:6])
-        atoms = [lines[4 + k].split()[3] for k in range(na)]
-        bonds = []
-        for k in range(nb):
-            ln = lines[4 + na + k]
-            a, b, t = int(ln[0:3]) - 1, int(ln[3:6]) - 1, int(ln[6:9])
-            if not (0 <= a < na and 0 <= b < na):
-                raise ValueError(f"{where}: bond {k + 1} joins atoms {a + 1}, {b + 1} of {na}")
-            bonds.append((a, b, t))
-        label = None
-        for k, ln in enumerate(lines):
-            if ln.startswith(">") and f"<{label_field}>" in ln:
-                label = lines[k + 1].strip()
-        if label is None:
-            raise ValueError(f"{where}: no field <{label_field}>")
-        mols.append({"atoms": atoms, "bonds": bonds, "label": label})
+        try:
+            mols.append(_parse_record(lines, label_field))
+        except (ValueError, IndexError) as e:
+            raise ValueError(f"{where}: {e}") from None
     return mols
+
+
+def _parse_record(lines: list, label_field: str) -> dict:
+    def line(k: int, what: str) -> str:
+        if k >= len(lines):
+            raise ValueError(f"ends after {len(lines)} lines, before {what}")
+        return lines[k]
+
+    if len(lines) < 4 or "V2000" not in lines[3]:
+        raise ValueError("no V2000 counts line (line 4 of the record)")
+    counts = lines[3]
+    try:
+        na, nb = int(counts[0:3]), int(counts[3:6])
+    except ValueError:
+        raise ValueError(f"counts line {counts.strip()!r}: atoms and bonds are not "
+                         "integers") from None
+    atoms = []
+    for k in range(na):
+        ln = line(4 + k, f"atom {k + 1} of {na}")
+        fields = ln.split()
+        if len(fields) < 4:
+            raise ValueError(f"atom {k + 1}: line {ln.strip()!r} has no element symbol")
+        atoms.append(fields[3])
+    bonds = []
+    for k in range(nb):
+        ln = line(4 + na + k, f"bond {k + 1} of {nb}")
+        try:
+            a, b, t = int(ln[0:3]) - 1, int(ln[3:6]) - 1, int(ln[6:9])
+        except ValueError:
+            raise ValueError(f"bond {k + 1}: line {ln.strip()!r} is not 3 integers "
+                             "(atom, atom, type)") from None
+        if not (0 <= a < na and 0 <= b < na):
+            raise ValueError(f"bond {k + 1} joins atoms {a + 1}, {b + 1} of {na}")
+        bonds.append((a, b, t))
+    label = None
+    for k, ln in enumerate(lines):
+        if ln.startswith(">") and f"<{label_field}>" in ln:
+            label = line(k + 1, f"the value of <{label_field}>").strip()
+    if label is None:
+        raise ValueError(f"no field <{label_field}>")
+    return {"atoms": atoms, "bonds": bonds, "label": label}
 
 
 def main(argv=None) -> int:

@@ -621,3 +621,70 @@ def test_gin_example_refuses_a_batch_below_one(capsys):
         mod.parse_args(["--batch-size", "0"])
     assert e.value.code == 2
     assert "error: --batch-size must be >= 1, got 0" in capsys.readouterr().err
+
+
+# --- SD files -------------------------------------------------------------------------------
+def _sdf_script():
+    import importlib.util
+
+    path = os.path.join(REPO, "scripts", "sdf_to_graphs.py")
+    saved = list(sys.path)  # the script puts the source tree's python/ first
+    try:
+        spec = importlib.util.spec_from_file_location("sdf_to_graphs", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path[:] = saved
+    return mod
+
+
+_MOL = """{name}
+     RDKit          2D
+
+  3  2  0  0  0  0  0  0  0  0999 V2000
+    0.0000    0.0000    0.0000 C   0  0  0  0  0  0  0  0  0  0  0  0
+    1.2990    0.7500    0.0000 O   0  0  0  0  0  0  0  0  0  0  0  0
+   -1.2990    0.7500    0.0000 N   0  0  0  0  0  0  0  0  0  0  0  0
+  1  2  1  0
+  1  3  2  0
+M  END
+>  <CLS>
+{label}
+
+$$$$
+"""
+
+
+def test_sdf_records_with_an_empty_name_line(tmp_path):
+    """The first header line (the molecule's name) may be empty, as RDKit writes a molecule
+    without a name. The reader stripped the newlines after "$$$$", the empty name line with
+    them, and refused the record ("record 2: no V2000 counts line")."""
+    sdf = tmp_path / "m.sdf"
+    sdf.write_text(_MOL.format(name="", label="a") + _MOL.format(name="x", label="b")
+                   + _MOL.format(name="", label="a"))
+    mols = _sdf_script().read_sdf(str(sdf), "CLS")
+    assert [m["label"] for m in mols] == ["a", "b", "a"]
+    assert all(m["atoms"] == ["C", "O", "N"] for m in mols)
+    assert all(m["bonds"] == [(0, 1, 1), (0, 2, 2)] for m in mols)
+    out = tmp_path / "out"
+    assert _sdf_script().main(["--sdf", f"{sdf}:train", "--label-field", "CLS",
+                               "--out", str(out)]) == 0
+    ds = read_graph_dataset(out)
+    assert ds.num_graphs == 3 and ds.num_edges == 12
+    np.testing.assert_array_equal(np.asarray(ds.graph_label), [0, 1, 0])
+
+
+@pytest.mark.parametrize("cut, message", [
+    (lambda t: "\n".join(t.split("\n")[:6]) + "\n$$$$\n", "record 2: ends after 6 lines, "
+                                                          "before atom 3 of 3"),
+    (lambda t: t.replace("  1  3  2  0", "  1  x  2  0"),
+     "record 2: bond 2: line '1  x  2  0' is not 3 integers"),
+    (lambda t: t.replace("  3  2  0  0", "  ?  2  0  0"), "record 2: counts line"),
+])
+def test_sdf_record_that_does_not_parse_names_file_and_record(tmp_path, cut, message):
+    """A truncated record raised an IndexError traceback and a bad bond line a ValueError
+    without the file or record ("invalid literal for int() with base 10: '  x'")."""
+    sdf = tmp_path / "m.sdf"
+    sdf.write_text(_MOL.format(name="ok", label="a") + cut(_MOL.format(name="bad", label="b")))
+    with pytest.raises(ValueError, match=re.escape(f"{sdf}: {message}")):
+        _sdf_script().read_sdf(str(sdf), "CLS")
