@@ -47,8 +47,9 @@ class GraphDataset:
     Attributes: ``edge_index`` (int64 [2, E]), ``node_offsets`` / ``edge_offsets`` (int64
     [G + 1]), ``node_feat`` ([N, ...]), ``graph_label`` ([G, ...]), ``edge_feat`` ([E, ...] or
     None), ``masks`` (name -> bool [G]: ``train_mask``, ``val_mask``, ``test_mask`` where
-    present) and ``meta`` (the folder's meta.json). Build one with ``GraphDataset(...)`` (the
-    arrays are checked as ``read_graph_dataset`` checks a folder) or read a folder."""
+    present) and ``meta`` (the folder's meta.json), all NumPy arrays (lists and CPU torch
+    tensors given are viewed as arrays). Build one with ``GraphDataset(...)`` (the arrays are
+    checked as ``read_graph_dataset`` checks a folder) or read a folder."""
 
     def __init__(self, edge_index, node_offsets, edge_offsets, node_feat, graph_label,
                  edge_feat=None, masks: Optional[dict] = None, meta: Optional[dict] = None,
@@ -56,10 +57,12 @@ class GraphDataset:
         self.edge_index, self.node_offsets, self.edge_offsets = _check_arrays(
             edge_index, node_offsets, edge_offsets, node_feat, graph_label, edge_feat,
             masks or {}, where)
-        self.node_feat = node_feat
-        self.graph_label = graph_label
-        self.edge_feat = edge_feat
-        self.masks = dict(masks or {})
+        # As NumPy arrays (views, no copy: a memory map stays one): lists and torch tensors
+        # are taken, and batch_graphs indexes every array with an array of rows.
+        self.node_feat = np.asarray(node_feat)
+        self.graph_label = np.asarray(graph_label)
+        self.edge_feat = None if edge_feat is None else np.asarray(edge_feat)
+        self.masks = {k: np.asarray(v) for k, v in (masks or {}).items()}
         self.meta = dict(meta or {})
 
     @property

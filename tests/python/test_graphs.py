@@ -330,6 +330,25 @@ def _dense(ei, n):
     return a
 
 
+@pytest.mark.parametrize("kind", ["list", "torch"])
+def test_dataset_of_lists_or_tensors_batches_as_one_of_arrays(kind):
+    """GraphDataset took lists and torch tensors (its checks read them through np.asarray) but
+    kept them as given: batching a dataset of lists failed ("only integer scalar arrays can be
+    converted to a scalar index") and repr of one of tensors called np.max on a tensor."""
+    arrays = graphs_to_arrays(random_graphs(6, seed=4, empty_every=3))
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        given = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+    else:
+        given = {k: np.asarray(v).tolist() for k, v in arrays.items()}
+    ds, ref = GraphDataset(**given), GraphDataset(**arrays)
+    assert repr(ds) == repr(ref) and ds.num_classes == ref.num_classes
+    got, want = batch_graphs(ds, [4, 0, 2]), batch_graphs(ref, [4, 0, 2])
+    for k in ("src", "dst", "graph_ids", "feat", "label", "edge_feat", "index"):
+        np.testing.assert_array_equal(np.asarray(getattr(got, k)), np.asarray(getattr(want, k)))
+    np.testing.assert_array_equal(ds[2]["node_feat"], ref[2]["node_feat"])
+
+
 def test_batch_is_block_diagonal():
     graphs = random_graphs(30, seed=2, empty_every=6)
     ds = GraphDataset(**graphs_to_arrays(graphs))
