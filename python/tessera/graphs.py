@@ -482,9 +482,13 @@ def shuffled_order(n: int, seed: int, epoch: int) -> np.ndarray:
 def _graph_ids(what: str, indices, num_graphs: Optional[int]) -> np.ndarray:
     """``indices`` (graph IDs, or a boolean mask over the graphs) as a 1-D int64 array; a
     ValueError for another shape, for IDs that are not integers (a float is not truncated:
-    0.9 is not graph 0) and, given ``num_graphs``, for an ID outside [0, num_graphs)."""
+    0.9 is not graph 0) and, given ``num_graphs``, for an ID outside [0, num_graphs) or a mask
+    of another length (a shorter one would leave out the last graphs)."""
     a = np.asarray(indices)
     if a.dtype == np.bool_:
+        if num_graphs is not None and a.shape != (num_graphs,):
+            raise ValueError(f"{what}: a boolean mask must have one entry per graph, "
+                             f"[{num_graphs}], got shape {a.shape}")
         a = np.nonzero(a)[0]
     if a.ndim != 1 or not (a.size == 0 or np.issubdtype(a.dtype, np.integer)):
         raise ValueError(f"{what}: indices must be a 1-D array of graph IDs or a boolean mask, "

@@ -314,6 +314,17 @@ def test_graph_ids_and_batch_sizes_that_are_not_integers_are_refused():
         assert np.asarray(make(np.array([3, 1], dtype=np.uint8)).indices).tolist() == [3, 1]
         assert np.asarray(make(np.arange(5) % 2 == 1).indices).tolist() == [1, 3]
         assert np.asarray(make([]).indices).tolist() == []
+    # A mask of another length than the dataset's was taken: a shorter one silently left out
+    # the last graphs (5 of 10 here).
+    for name, make in (
+            ("GraphDataLoader", lambda ids: GraphDataLoader(ds, batch_size=2, indices=ids)),
+            ("DistributedGraphSampler",
+             lambda ids: DistributedGraphSampler(ds, num_replicas=1, rank=0, indices=ids))):
+        for bad in (np.ones(3, dtype=bool), np.ones(6, dtype=bool), np.ones((5, 1), dtype=bool)):
+            with pytest.raises(ValueError, match=re.escape(
+                    f"{name}: a boolean mask must have one entry per graph, [5], got shape "
+                    f"{bad.shape}")):
+                make(bad)
     for bad in (2.9, 2.0, True, "2"):
         with pytest.raises(TypeError, match=re.escape(
                 f"GraphDataLoader: batch_size must be an integer, got {bad!r}")):
