@@ -521,9 +521,10 @@ class DistributedGraphSampler:
             num_replicas = _runtime.get_world_size()
         if rank is None:
             rank = _runtime.get_rank()
-        if num_replicas < 1:
-            raise ValueError(f"DistributedGraphSampler: num_replicas must be >= 1, got "
-                             f"{num_replicas}")
+        what = "DistributedGraphSampler"
+        num_replicas = _integer_arg(what, "num_replicas", num_replicas, 1)
+        rank = _integer_arg(what, "rank", rank, 0)
+        seed = _integer_arg(what, "seed", seed)
         if not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedGraphSampler: rank {rank} out of range for "
                              f"{num_replicas} replicas")
@@ -677,7 +678,8 @@ class GraphDataLoader:
         else:
             indices = _graph_ids("GraphDataLoader", indices, len(dataset))
         self.indices = indices
-        self.seed, self.device, self.epoch = int(seed), device, 0
+        self.seed = _integer_arg("GraphDataLoader", "seed", seed)
+        self.device, self.epoch = device, 0
 
     def _items(self) -> int:
         return len(self.sampler) if self.sampler is not None else len(self.indices)

@@ -292,6 +292,23 @@ def test_sampler_refuses_bad_arguments():
         DistributedGraphSampler(indices=np.arange(4), num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="graph IDs outside"):
         DistributedGraphSampler(list(range(3)), indices=[0, 5], num_replicas=1, rank=0)
+    # A fraction was truncated (rank 1.5 took rank 1's share; num_replicas 2.5 made len() a
+    # float) and a string, e.g. os.environ["RANK"], failed comparing str with int.
+    for kw, name, bad in (({"rank": 1.5}, "rank", 1.5), ({"rank": "1"}, "rank", "1"),
+                          ({"num_replicas": 2.5}, "num_replicas", 2.5),
+                          ({"num_replicas": "2"}, "num_replicas", "2"),
+                          ({"seed": 0.5}, "seed", 0.5)):
+        args = dict({"num_replicas": 2, "rank": 0}, **kw)
+        with pytest.raises(TypeError, match=re.escape(
+                f"DistributedGraphSampler: {name} must be an integer, got {bad!r}")):
+            DistributedGraphSampler(indices=np.arange(4), **args)
+    with pytest.raises(ValueError, match="num_replicas must be >= 1, got 0"):
+        DistributedGraphSampler(indices=np.arange(4), num_replicas=0, rank=0)
+    with pytest.raises(TypeError, match=re.escape("GraphDataLoader: seed must be an integer")):
+        GraphDataLoader(list(range(3)), shuffle=True, seed=0.5)
+    s = DistributedGraphSampler(indices=np.arange(5), num_replicas=np.int64(2), rank=np.int32(1),
+                                shuffle=False)
+    assert list(s) == [1, 3, 0] and len(s) == 3
 
 
 
