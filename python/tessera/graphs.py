@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from typing import Optional, Sequence
 
 import numpy as np
@@ -369,16 +370,26 @@ def graphs_to_arrays(graphs: Sequence[dict]) -> dict:
     return out
 
 
-def _tu_table(path: str, dtype, required: bool = True):
+def _tu_table(path: str, dtype, required: bool = True, columns: Optional[int] = None,
+              what: str = ""):
+    """The rows of a TU text table, [lines, columns]; ``columns`` (with ``what`` they hold),
+    where the layout fixes them, is checked (an empty file is 0 rows of them)."""
     if not os.path.exists(path):
         if required:
             raise FileNotFoundError(f"{path} is missing")
         return None
     try:
-        rows = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "loadtxt: input contained no data")
+            rows = np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
     except ValueError as e:
         raise ValueError(f"{path}: not comma-separated {np.dtype(dtype).name} values ({e})") \
             from None
+    if rows.size == 0:
+        return np.zeros((0, columns or 1), dtype=dtype)
+    if columns is not None and rows.shape[1] != columns:
+        raise ValueError(f"{path}: expected {columns} column{'s' if columns > 1 else ''} "
+                         f"({what}), got {rows.shape[1]}")
     return rows
 
 
@@ -389,17 +400,19 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
     ``DS_edge_labels.txt``) and returns the keyword arguments of ``write_graph_dataset``:
     edges converted to within-graph IDs (in file order within a graph), graph labels mapped
     to class indices 0..C-1 (the sorted distinct values, listed in ``meta["classes"]``), node
-    features = one-hot node labels followed by the node attributes, edge labels as
-    ``edge_feat``. ``name`` defaults to the folder's name. The nodes of a graph must be
+    features = one-hot node labels (of each column where a file has several) followed by the
+    node attributes, edge labels as ``edge_feat`` ([E], or [E, k] for k columns).
+    ``DS_A.txt`` has 2 columns, the graph indicator and graph labels 1; an empty ``DS_A.txt``
+    is a set without edges. ``name`` defaults to the folder's name. The nodes of a graph must be
     contiguous, as the layout specifies; an edge joining two graphs is an error."""
     folder = os.fspath(folder)
     name = name or os.path.basename(os.path.normpath(folder))
     f = lambda suffix: os.path.join(folder, f"{name}_{suffix}.txt")  # noqa: E731
-    a = _tu_table(f("A"), np.int64)
-    indicator = _tu_table(f("graph_indicator"), np.int64)[:, 0]
-    labels = _tu_table(f("graph_labels"), np.float64)[:, 0]
-    if a.shape[1] != 2:
-        raise ValueError(f"{f('A')}: expected 2 columns (row, col), got {a.shape[1]}")
+    a = _tu_table(f("A"), np.int64, columns=2, what="row, col")
+    indicator = _tu_table(f("graph_indicator"), np.int64, columns=1,
+                          what="the graph of a node")[:, 0]
+    labels = _tu_table(f("graph_labels"), np.float64, columns=1,
+                       what="the label of a graph")[:, 0]
     num_graphs, n = len(labels), len(indicator)
     if n and (indicator.min() < 1 or indicator.max() > num_graphs):
         raise ValueError(f"{f('graph_indicator')}: graph IDs must be in [1, {num_graphs}] "
@@ -431,11 +444,11 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
         if table is not None and len(table) != rows:
             raise ValueError(f"{f(what)}: {len(table)} lines, expected {rows}")
     if nl is not None:
-        v = nl[:, 0]
-        values = np.unique(v)
-        onehot = np.zeros((n, len(values)), dtype=np.uint8)
-        onehot[np.arange(n), np.searchsorted(values, v)] = 1
-        feats.append(onehot.astype(np.float32))
+        for v in nl.T:  # one-hot of every column (one in the layout)
+            values = np.unique(v)
+            onehot = np.zeros((n, len(values)), dtype=np.float32)
+            onehot[np.arange(n), np.searchsorted(values, v)] = 1
+            feats.append(onehot)
     na = _tu_table(f("node_attributes"), np.float32, required=False)
     if na is not None and len(na) != n:
         raise ValueError(f"{f('node_attributes')}: {len(na)} lines, expected {n}")
@@ -452,7 +465,7 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
         if len(el) != len(a):
             raise ValueError(f"{f('edge_labels')}: {len(el)} lines, expected {len(a)} (one "
                              f"per line of {f('A')})")
-        out["edge_feat"] = el[order, 0]
+        out["edge_feat"] = el[order, 0] if el.shape[1] == 1 else el[order]
     return out
 
 

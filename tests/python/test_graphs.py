@@ -637,6 +637,46 @@ def test_read_tu_dataset(tmp_path):
         read_tu_dataset(tmp_path / "Q")
 
 
+def test_read_tu_dataset_keeps_or_refuses_extra_columns(tmp_path):
+    """Only the first column of every table was read: a second column of node or edge labels
+    was dropped without a word, and so was one of graph_indicator or graph_labels (files the
+    layout gives one value per line)."""
+    from tessera.graphs import read_tu_dataset
+
+    a = [(1, 2), (2, 1), (3, 3)]
+    _write_tu(tmp_path / "T", a, [1, 1, 2], [0, 1], node_labels=[(0, 5), (1, 5), (1, 6)],
+              edge_labels=[(3, 9), (3, 8), (4, 7)])
+    arr = read_tu_dataset(tmp_path / "T")
+    # One-hot of column 0 (values 0, 1), then of column 1 (values 5, 6).
+    np.testing.assert_array_equal(arr["node_feat"], [[1, 0, 1, 0], [0, 1, 1, 0], [0, 1, 0, 1]])
+    np.testing.assert_array_equal(arr["edge_feat"], [[3, 9], [3, 8], [4, 7]])
+    for table, rows, message in (
+            ("graph_indicator", [(1, 1), (1, 1), (2, 1)], "expected 1 column (the graph of a "
+                                                          "node), got 2"),
+            ("graph_labels", [(0, 7), (1, 7)], "expected 1 column (the label of a graph), "
+                                               "got 2"),
+            ("A", [(1, 2, 1)], "expected 2 columns (row, col), got 3")):
+        cols = {"a": a, "indicator": [1, 1, 2], "labels": [0, 1]}
+        cols[{"A": "a", "graph_indicator": "indicator", "graph_labels": "labels"}[table]] = rows
+        _write_tu(tmp_path / "B", cols["a"], cols["indicator"], cols["labels"])
+        with pytest.raises(ValueError, match=re.escape(
+                f"{tmp_path / 'B' / f'B_{table}.txt'}: {message}")):
+            read_tu_dataset(tmp_path / "B")
+
+
+def test_read_tu_dataset_without_edges(tmp_path):
+    """A set whose graphs have no edges has an empty A.txt; it was refused with "expected 2
+    columns (row, col), got 1"."""
+    from tessera.graphs import read_tu_dataset
+
+    _write_tu(tmp_path / "E", [], [1, 1, 2], [3, 4])
+    arr = read_tu_dataset(tmp_path / "E")
+    assert arr["edge_index"].shape == (2, 0)
+    np.testing.assert_array_equal(arr["edge_offsets"], [0, 0, 0])
+    np.testing.assert_array_equal(arr["node_offsets"], [0, 2, 3])
+    np.testing.assert_array_equal(arr["graph_label"], [0, 1])
+
+
 def test_plot_gin_on_committed_results(tmp_path):
     pytest.importorskip("matplotlib")
     import glob
