@@ -413,6 +413,10 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
                           what="the graph of a node")[:, 0]
     labels = _tu_table(f("graph_labels"), np.float64, columns=1,
                        what="the label of a graph")[:, 0]
+    if not np.isfinite(labels).all():
+        bad = int(np.argmin(np.isfinite(labels)))
+        raise ValueError(f"{f('graph_labels')}: line {bad + 1} is {labels[bad]}, not a class "
+                         "label")
     num_graphs, n = len(labels), len(indicator)
     if n and (indicator.min() < 1 or indicator.max() > num_graphs):
         raise ValueError(f"{f('graph_indicator')}: graph IDs must be in [1, {num_graphs}] "

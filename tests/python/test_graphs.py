@@ -677,6 +677,17 @@ def test_read_tu_dataset_without_edges(tmp_path):
     np.testing.assert_array_equal(arr["graph_label"], [0, 1])
 
 
+def test_read_tu_dataset_refuses_a_graph_label_that_is_not_a_number(tmp_path):
+    """A "nan" graph label was read as a float and failed in the class list with "ValueError:
+    cannot convert float NaN to integer", naming neither file nor line."""
+    from tessera.graphs import read_tu_dataset
+
+    _write_tu(tmp_path / "N", [(1, 2)], [1, 1, 2], ["1", "nan"])
+    with pytest.raises(ValueError, match=re.escape(
+            f"{tmp_path / 'N' / 'N_graph_labels.txt'}: line 2 is nan, not a class label")):
+        read_tu_dataset(tmp_path / "N")
+
+
 def test_plot_gin_on_committed_results(tmp_path):
     pytest.importorskip("matplotlib")
     import glob
