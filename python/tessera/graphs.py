@@ -512,7 +512,8 @@ def _graph_ids(what: str, indices, num_graphs: Optional[int]) -> np.ndarray:
                          f"got {a.dtype} of shape {a.shape}")
     a = a.astype(np.int64)
     if num_graphs is not None and a.size and (a.min() < 0 or a.max() >= num_graphs):
-        raise ValueError(f"{what}: graph IDs outside [0, {num_graphs})")
+        bad = int(a[np.argmax((a < 0) | (a >= num_graphs))])
+        raise ValueError(f"{what}: graph IDs outside [0, {num_graphs}): {bad}")
     return a
 
 
@@ -638,8 +639,11 @@ class GraphBatch:
 
 
 def batch_graphs(dataset: GraphDataset, ids) -> GraphBatch:
-    """The graphs ``ids`` of ``dataset`` (in that order) as one block-diagonal GraphBatch."""
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    """The graphs ``ids`` of ``dataset`` (in that order) as one block-diagonal GraphBatch;
+    ValueError for IDs outside the dataset or not integers (as the loader's ``indices``)."""
+    ids = np.asarray(ids)
+    ids = _graph_ids("batch_graphs", ids.reshape(-1) if ids.ndim == 0 else ids,
+                     dataset.num_graphs)
     no, eo = dataset.node_offsets, dataset.edge_offsets
     n_start, n_count = no[ids], no[ids + 1] - no[ids]
     e_start, e_count = eo[ids], eo[ids + 1] - eo[ids]
@@ -714,7 +718,11 @@ class GraphDataLoader:
         if self.sampler is not None:
             if hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(epoch)
-            return np.fromiter(iter(self.sampler), dtype=np.int64)
+            ids = [int(i) if HAVE_TORCH and isinstance(i, torch.Tensor) else i
+                   for i in self.sampler]
+            return _graph_ids("GraphDataLoader: sampler",
+                              np.asarray(ids) if ids else np.zeros(0, np.int64),
+                              len(self.dataset))
         if self.shuffle:
             return self.indices[shuffled_order(len(self.indices), self.seed, epoch)]
         return self.indices

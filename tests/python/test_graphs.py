@@ -351,6 +351,24 @@ def test_graph_ids_and_batch_sizes_that_are_not_integers_are_refused():
     assert len(GraphDataLoader(ds, batch_size=np.int32(2))) == 3
 
 
+def test_graph_ids_of_a_sampler_or_batch_outside_the_dataset_are_refused():
+    """A custom sampler's IDs went to batch_graphs unchecked: -1 failed deep in NumPy
+    ("repeats may not contain negative values"), one past the end with an IndexError, and a
+    float (0.9) was truncated to graph 0 by np.fromiter."""
+    ds = GraphDataset(**graphs_to_arrays(random_graphs(5, seed=1)))
+    for ids, message in (([0, -1], "graph IDs outside [0, 5): -1"),
+                         ([4, 5], "graph IDs outside [0, 5): 5"),
+                         ([0.9, 1.0], "indices must be a 1-D array of graph IDs")):
+        with pytest.raises(ValueError, match=re.escape(f"GraphDataLoader: sampler: {message}")):
+            list(GraphDataLoader(ds, batch_size=2, sampler=ids))
+        with pytest.raises(ValueError, match=re.escape(f"batch_graphs: {message}")):
+            batch_graphs(ds, np.asarray(ids))
+    assert [np.asarray(b.index).tolist() for b in GraphDataLoader(
+        ds, batch_size=2, sampler=[np.int64(4), 0, 3])] == [[4, 0], [3]]
+    assert list(GraphDataLoader(ds, batch_size=2, sampler=[])) == []
+    assert np.asarray(batch_graphs(ds, 3).index).tolist() == [3]
+
+
 # --- batching -------------------------------------------------------------------------------
 def _dense(ei, n):
     a = np.zeros((n, n), dtype=np.int64)
