@@ -135,6 +135,12 @@ def main(argv=None) -> int:
     try:
         device = pick_device(a.device)
         ds = read_graph_dataset(a.dataset)
+        for split in ("train", "test"):
+            if not np.asarray(ds.masks.get(f"{split}_mask", [])).any():
+                raise ValueError(f"{a.dataset}: no {split} graphs ({split}_mask.npy "
+                                 f"{'holds none' if f'{split}_mask' in ds.masks else 'missing'}"
+                                 "): the example trains on the train split and tests on the "
+                                 "test split")
     except (ValueError, FileNotFoundError) as e:
         print(f"train_gin.py: error: {e}", file=sys.stderr)
         return 2

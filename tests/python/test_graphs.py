@@ -739,6 +739,26 @@ def test_gin_example_refuses_a_batch_below_one(capsys):
     assert "error: --batch-size must be >= 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("masks", [{}, {"train_mask": np.ones(20, bool)},
+                                   {"train_mask": np.ones(20, bool),
+                                    "test_mask": np.zeros(20, bool)}])
+def test_gin_example_refuses_a_dataset_without_a_split(tmp_path, capsys, arrays, masks):
+    """A folder without train_mask.npy or test_mask.npy (write_graph_dataset(out,
+    **read_tu_dataset(folder)) writes none) ended in a KeyError traceback from ds.split, and
+    an empty test split in a ZeroDivisionError after the first epoch."""
+    import importlib.util
+
+    write_graph_dataset(tmp_path / "g", masks=masks, **arrays)
+    spec = importlib.util.spec_from_file_location("train_gin", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--dataset", str(tmp_path / "g"), "--epochs", "1", "--device", "cpu"]) == 2
+    split = "test" if masks else "train"
+    why = "holds none" if f"{split}_mask" in masks else "missing"
+    assert (f"train_gin.py: error: {tmp_path / 'g'}: no {split} graphs ({split}_mask.npy "
+            f"{why})") in capsys.readouterr().err
+
+
 # --- SD files -------------------------------------------------------------------------------
 def _sdf_script():
     import importlib.util
