@@ -672,14 +672,22 @@ def batch_graphs(dataset: GraphDataset, ids) -> GraphBatch:
                       index=conv(ids.copy()), num_nodes=num_nodes, num_graphs=num_graphs)
 
 
+def _epoch_of(sampler) -> Optional[int]:
+    """The epoch a sampler holds (``epoch``, as torch's DistributedSampler), else None."""
+    epoch = getattr(sampler, "epoch", None)
+    return int(epoch) if isinstance(epoch, (int, np.integer)) and not isinstance(
+        epoch, bool) else None
+
+
 class GraphDataLoader:
     """Mini-batches of graphs from a GraphDataset as ``GraphBatch``es (DGL's
     ``GraphDataLoader``).
 
     The graphs of an epoch are those of ``sampler`` (e.g. a ``DistributedGraphSampler``: this
-    rank's share; its ``set_epoch`` is called with the loader's epoch before each epoch), or
-    ``indices`` (all graphs when not given) in order, shuffled by (``seed``, epoch) with
-    ``shuffle``. They are cut into batches of ``batch_size`` graphs (the last one smaller unless
+    rank's share; its ``set_epoch`` is called with the loader's epoch before each epoch; an
+    epoch set on the sampler directly since the loader last set it, torch's
+    ``sampler.set_epoch(e)``, is the one run, and the loader counts on from it), or ``indices``
+    (all graphs when not given) in order, shuffled by (``seed``, epoch) with ``shuffle``. They are cut into batches of ``batch_size`` graphs (the last one smaller unless
     ``drop_last``). Iterating runs one epoch and moves to the next; ``set_epoch`` picks one.
     ``device`` moves every batch there."""
 
@@ -701,6 +709,11 @@ class GraphDataLoader:
         self.indices = indices
         self.seed = _integer_arg("GraphDataLoader", "seed", seed)
         self.device, self.epoch = device, 0
+        # The sampler's epoch as the loader last left it: another value at the next epoch was
+        # set on the sampler directly (torch's idiom) and is the epoch to run.
+        self._given = _epoch_of(sampler)
+        if self._given is not None:
+            self.epoch = self._given
 
     def _items(self) -> int:
         return len(self.sampler) if self.sampler is not None else len(self.indices)
@@ -711,13 +724,24 @@ class GraphDataLoader:
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
+        self._give_epoch(self.epoch)
+
+    def _give_epoch(self, epoch: int) -> None:
+        if self.sampler is not None and hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+            self._given = _epoch_of(self.sampler)
 
     def epoch_indices(self, epoch: Optional[int] = None) -> np.ndarray:
         """The graph IDs the epoch visits, in order (before cutting into batches)."""
-        epoch = self.epoch if epoch is None else int(epoch)
+        if epoch is None:
+            current = _epoch_of(self.sampler)
+            if current is not None and current != self._given:  # sampler.set_epoch(e)
+                self.epoch = current
+            epoch = self.epoch
+        else:
+            epoch = int(epoch)
         if self.sampler is not None:
-            if hasattr(self.sampler, "set_epoch"):
-                self.sampler.set_epoch(epoch)
+            self._give_epoch(epoch)
             ids = [int(i) if HAVE_TORCH and isinstance(i, torch.Tensor) else i
                    for i in self.sampler]
             return _graph_ids("GraphDataLoader: sampler",

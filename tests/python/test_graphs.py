@@ -437,6 +437,37 @@ def test_loader_batches_cover_the_sampler_share():
         GraphDataLoader(ds, sampler=s, shuffle=True)
 
 
+def test_loader_takes_an_epoch_set_on_its_sampler():
+    """torch's idiom sets the epoch on the sampler (sampler.set_epoch(e) before iterating the
+    loader). The loader overwrote it with its own counter: resuming at epoch 5 ran epoch 0's
+    order, then 1's, ... The loader now takes an epoch set on the sampler since it last set it,
+    and counts on from it; loader.set_epoch(e) and the loader's own counter work as before."""
+    ds = GraphDataset(**graphs_to_arrays(random_graphs(23, seed=4)))
+    s = DistributedGraphSampler(ds, num_replicas=2, rank=1, seed=5)
+    loader = GraphDataLoader(ds, batch_size=5, sampler=s)
+
+    def epoch():
+        return np.concatenate([np.asarray(b.index) for b in loader])
+
+    for e in (5, 6, 7):  # torch's idiom, resumed at epoch 5
+        s.set_epoch(e)
+        np.testing.assert_array_equal(epoch(), s.rank_indices(e))
+    np.testing.assert_array_equal(epoch(), s.rank_indices(8))  # the loader counts on
+    s.set_epoch(2)
+    loader.set_epoch(11)  # the later call wins, either way round
+    np.testing.assert_array_equal(epoch(), s.rank_indices(11))
+    loader.set_epoch(3)
+    s.set_epoch(9)
+    np.testing.assert_array_equal(epoch(), s.rank_indices(9))
+    assert s.epoch == 9 and loader.epoch == 10
+    # A sampler set before the loader is made: the loader starts at its epoch.
+    s2 = DistributedGraphSampler(ds, num_replicas=2, rank=0, seed=5)
+    s2.set_epoch(4)
+    loader = GraphDataLoader(ds, batch_size=5, sampler=s2)
+    np.testing.assert_array_equal(np.concatenate([np.asarray(b.index) for b in loader]),
+                                  s2.rank_indices(4))
+
+
 @pytest.mark.parametrize("world", [2, 4])
 def test_step_of_all_ranks_is_the_one_rank_step(world):
     """With P dividing the global batch, step j of the P ranks together trains on the graphs of
