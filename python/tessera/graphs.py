@@ -397,14 +397,16 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
     """Reads a graph-classification set in the TU Dortmund text layout (``DS_A.txt``: 1-based
     ``row, col`` node pairs; ``DS_graph_indicator.txt``: the 1-based graph of every node;
     ``DS_graph_labels.txt``; optional ``DS_node_labels.txt``, ``DS_node_attributes.txt``,
-    ``DS_edge_labels.txt``) and returns the keyword arguments of ``write_graph_dataset``:
-    edges converted to within-graph IDs (in file order within a graph), graph labels mapped
-    to class indices 0..C-1 (the sorted distinct values, listed in ``meta["classes"]``), node
-    features = one-hot node labels (of each column where a file has several) followed by the
-    node attributes, edge labels as ``edge_feat`` ([E], or [E, k] for k columns).
-    ``DS_A.txt`` has 2 columns, the graph indicator and graph labels 1; an empty ``DS_A.txt``
-    is a set without edges. ``name`` defaults to the folder's name. The nodes of a graph must be
-    contiguous, as the layout specifies; an edge joining two graphs is an error."""
+    ``DS_edge_labels.txt``, ``DS_edge_attributes.txt``) and returns the keyword arguments of
+    ``write_graph_dataset``: edges converted to within-graph IDs (in file order within a
+    graph), graph labels mapped to class indices 0..C-1 (the sorted distinct values, listed in
+    ``meta["classes"]``), node features = one-hot node labels (of each column where a file has
+    several) followed by the node attributes, edge labels as ``edge_feat`` ([E], or [E, k] for
+    k columns); with ``DS_edge_attributes.txt``, ``edge_feat`` is float32 [E, labels +
+    attributes]: the edge label columns, then the attribute columns. ``DS_A.txt`` has 2
+    columns, the graph indicator and graph labels 1; an empty ``DS_A.txt`` is a set without
+    edges. ``name`` defaults to the folder's name. The nodes of a graph must be contiguous, as
+    the layout specifies; an edge joining two graphs is an error."""
     folder = os.fspath(folder)
     name = name or os.path.basename(os.path.normpath(folder))
     f = lambda suffix: os.path.join(folder, f"{name}_{suffix}.txt")  # noqa: E731
@@ -464,12 +466,19 @@ def read_tu_dataset(folder: str, name: Optional[str] = None) -> dict:
            "graph_label": np.searchsorted(classes, labels).astype(np.int64),
            "meta": {"name": name, "num_classes": len(classes),
                     "classes": [float(c) if c != int(c) else int(c) for c in classes]}}
-    el = _tu_table(f("edge_labels"), np.int64, required=False)
-    if el is not None:
-        if len(el) != len(a):
-            raise ValueError(f"{f('edge_labels')}: {len(el)} lines, expected {len(a)} (one "
-                             f"per line of {f('A')})")
-        out["edge_feat"] = el[order, 0] if el.shape[1] == 1 else el[order]
+    edge = {}
+    for what, dtype in (("edge_labels", np.int64), ("edge_attributes", np.float32)):
+        table = _tu_table(f(what), dtype, required=False)
+        if table is not None and len(table) != len(a):
+            raise ValueError(f"{f(what)}: {len(table)} lines, expected {len(a)} (one per "
+                             f"line of {f('A')})")
+        if table is not None:
+            edge[what] = table[order]
+    if "edge_attributes" in edge:  # float32 [E, labels + attributes]
+        out["edge_feat"] = np.concatenate([t.astype(np.float32) for t in edge.values()], axis=1)
+    elif "edge_labels" in edge:
+        el = edge["edge_labels"]
+        out["edge_feat"] = el[:, 0] if el.shape[1] == 1 else el
     return out
 
 

@@ -713,6 +713,31 @@ def test_read_tu_dataset_keeps_or_refuses_extra_columns(tmp_path):
             read_tu_dataset(tmp_path / "B")
 
 
+def test_read_tu_dataset_keeps_edge_attributes(tmp_path):
+    """DS_edge_attributes.txt (bond lengths, distances; PyG reads it as edge_attr) was not
+    read: the attributes were dropped without a word. They follow the edge labels in
+    edge_feat, in the edges' order (graph 2's edges come first in the file)."""
+    from tessera.graphs import read_tu_dataset
+
+    a = [(3, 4), (1, 2), (2, 1)]
+    _write_tu(tmp_path / "T", a, [1, 1, 2, 2], [0, 1], edge_labels=[5, 6, 6])
+    with open(tmp_path / "T" / "T_edge_attributes.txt", "w") as f:
+        f.write("0.5, 1.5\n2.5, 3.5\n4.5, 5.5\n")
+    arr = read_tu_dataset(tmp_path / "T")
+    np.testing.assert_array_equal(arr["edge_offsets"], [0, 2, 3])
+    assert arr["edge_feat"].dtype == np.float32
+    np.testing.assert_array_equal(arr["edge_feat"], [[6, 2.5, 3.5], [6, 4.5, 5.5],
+                                                     [5, 0.5, 1.5]])
+    os.remove(tmp_path / "T" / "T_edge_labels.txt")
+    np.testing.assert_array_equal(read_tu_dataset(tmp_path / "T")["edge_feat"],
+                                  [[2.5, 3.5], [4.5, 5.5], [0.5, 1.5]])
+    with open(tmp_path / "T" / "T_edge_attributes.txt", "w") as f:
+        f.write("0.5\n")
+    with pytest.raises(ValueError, match=re.escape(
+            f"{tmp_path / 'T' / 'T_edge_attributes.txt'}: 1 lines, expected 3")):
+        read_tu_dataset(tmp_path / "T")
+
+
 def test_read_tu_dataset_without_edges(tmp_path):
     """A set whose graphs have no edges has an empty A.txt; it was refused with "expected 2
     columns (row, col), got 1"."""
