@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 import warnings
 from typing import Optional, Sequence
 
@@ -307,8 +308,10 @@ def write_graph_dataset(path: str, edge_index, node_offsets, edge_offsets, node_
     _check_meta(info, "write_graph_dataset: meta")  # what the reader would refuse, unwritten
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # A fresh name per write (not per process: two writers never share or delete one);
+    # makedirs, unlike mkdtemp (0700), gives the folder the umask's permissions.
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{os.getpid()}-"
+                               f"{uuid.uuid4().hex[:12]}")
     os.makedirs(tmp)
     try:
         arrays = {"edge_index": ds.edge_index, "node_offsets": ds.node_offsets,
@@ -324,9 +327,13 @@ def write_graph_dataset(path: str, edge_index, node_offsets, edge_offsets, node_
             json.dump(info, f, indent=1)
             f.write("\n")
         if os.path.exists(path):
-            old = os.path.join(parent, f".{os.path.basename(path)}.old-{os.getpid()}")
+            old = tmp + ".old"  # unique as tmp is
             os.replace(path, old)
-            os.replace(tmp, path)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                os.replace(old, path)  # the old folder back: untouched, as promised
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)

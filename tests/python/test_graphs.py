@@ -220,6 +220,29 @@ def test_writer_keeps_existing_folder_unless_overwrite(tmp_path, arrays):
     assert sorted(os.listdir(tmp_path)) == ["g"]
 
 
+def test_writer_keeps_the_old_folder_when_the_final_rename_fails(tmp_path, arrays,
+                                                                 monkeypatch):
+    """With overwrite=True the old folder was moved aside before the new one was renamed onto
+    its path; when that rename failed, the path was left without a dataset (the old one hidden
+    under .g.old-<pid>)."""
+    write_graph_dataset(tmp_path / "g", **arrays)
+    real = os.replace
+
+    def replace(src, dst):
+        if os.path.basename(str(src)).startswith(".g.tmp-") and not str(src).endswith(".old"):
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    bad = dict(arrays, graph_label=np.zeros_like(arrays["graph_label"]))
+    with pytest.raises(OSError, match="No space left"):
+        write_graph_dataset(tmp_path / "g", overwrite=True, **bad)
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["g"]
+    np.testing.assert_array_equal(read_graph_dataset(tmp_path / "g").graph_label,
+                                  arrays["graph_label"])
+
+
 def test_shipped_solubility():
     ds = read_graph_dataset(SOLUBILITY)
     assert (ds.num_graphs, ds.num_classes) == (1282, 3)
