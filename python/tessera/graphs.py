@@ -66,6 +66,12 @@ class GraphDataset:
         self.edge_feat = None if edge_feat is None else np.asarray(edge_feat)
         self.masks = {k: np.asarray(v) for k, v in (masks or {}).items()}
         self.meta = dict(meta or {})
+        classes, label = self.meta.get("num_classes"), self.graph_label
+        if _is_int(classes) and label.ndim == 1 and len(label) and \
+                np.issubdtype(label.dtype, np.integer) and label.max() >= classes:
+            g = int(np.argmax(label >= classes))
+            _fail(where, f"graph_label holds {int(label[g])} for graph {g}, but num_classes is "
+                         f"{classes} (labels are class indices 0..{classes - 1}, or -1)")
 
     @property
     def num_graphs(self) -> int:

@@ -243,6 +243,31 @@ def test_writer_keeps_the_old_folder_when_the_final_rename_fails(tmp_path, array
                                   arrays["graph_label"])
 
 
+def test_labels_at_or_above_num_classes_are_refused(tmp_path, arrays):
+    """A meta num_classes below a label was written and read: a model sized by num_classes then
+    failed in the loss (CPU: "IndexError: Target 2 is out of bounds"; CUDA: a device-side
+    assert that ends the process)."""
+    top = int(arrays["graph_label"].max())
+    g = int(np.argmax(arrays["graph_label"] == top))
+    message = (f"graph_label holds {top} for graph {g}, but num_classes is {top} (labels are "
+               f"class indices 0..{top - 1}, or -1)")
+    with pytest.raises(ValueError, match=re.escape(f"write_graph_dataset: {message}")):
+        write_graph_dataset(tmp_path / "g", meta={"num_classes": top}, **arrays)
+    assert os.listdir(tmp_path) == []
+    write_graph_dataset(tmp_path / "g", **arrays)
+    meta = json.load(open(tmp_path / "g" / "meta.json"))
+    meta["num_classes"] = top
+    json.dump(meta, open(tmp_path / "g" / "meta.json", "w"))
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'g'}: {message}")):
+        read_graph_dataset(tmp_path / "g")
+    # More classes than the labels use, and unlabelled graphs (-1), are fine.
+    labels = np.array(arrays["graph_label"])
+    labels[0] = -1
+    ds = write_graph_dataset(tmp_path / "h", meta={"num_classes": top + 2},
+                             **dict(arrays, graph_label=labels))
+    assert ds.num_classes == top + 2
+
+
 def test_shipped_solubility():
     ds = read_graph_dataset(SOLUBILITY)
     assert (ds.num_graphs, ds.num_classes) == (1282, 3)
