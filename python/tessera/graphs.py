@@ -358,7 +358,16 @@ def graphs_to_arrays(graphs: Sequence[dict]) -> dict:
     nodes, edges, eis, feats, labels, efeats = [], [], [], [], [], []
     with_ef = "edge_feat" in graphs[0]
     for i, g in enumerate(graphs):
-        ei = np.asarray(g["edge_index"], dtype=np.int64).reshape(2, -1)
+        ei = np.asarray(g["edge_index"])
+        if ei.size == 0:
+            ei = np.zeros((2, 0), dtype=np.int64)
+        if ei.ndim != 2 or ei.shape[0] != 2:  # an [E, 2] list of pairs is not reshaped
+            raise ValueError(f"graphs_to_arrays: graph {i}: edge_index must have shape [2, E] "
+                             f"(sources, destinations), got {ei.shape}")
+        if not np.issubdtype(ei.dtype, np.integer):  # 0.9 is not node 0
+            raise ValueError(f"graphs_to_arrays: graph {i}: edge_index must hold integer node "
+                             f"IDs, got {ei.dtype}")
+        ei = ei.astype(np.int64)
         feat = np.asarray(g["node_feat"])
         n = int(g.get("num_nodes", feat.shape[0]))
         if feat.shape[0] != n:
@@ -366,7 +375,11 @@ def graphs_to_arrays(graphs: Sequence[dict]) -> dict:
                              f"{feat.shape[0]} feature rows")
         if ("edge_feat" in g) != with_ef:
             raise ValueError(f"graphs_to_arrays: graph {i} {'has' if not with_ef else 'lacks'} "
-                             "edge_feat, graph 0 does not")
+                             f"edge_feat, graph 0 {'does not' if not with_ef else 'has it'}")
+        if with_ef and np.shape(g["edge_feat"])[:1] != (ei.shape[1],):
+            raise ValueError(f"graphs_to_arrays: graph {i} has {ei.shape[1]} edges and "
+                             f"edge_feat of shape {np.shape(g['edge_feat'])}, not one row per "
+                             "edge")
         nodes.append(n)
         edges.append(ei.shape[1])
         eis.append(ei)

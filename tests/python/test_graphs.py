@@ -268,6 +268,33 @@ def test_labels_at_or_above_num_classes_are_refused(tmp_path, arrays):
     assert ds.num_classes == top + 2
 
 
+def test_graphs_to_arrays_refuses_edges_it_would_misread():
+    """edge_index went through reshape(2, -1): an [E, 2] list of pairs was silently re-paired
+    ([[0, 1], [1, 2], [2, 0]] became sources 0, 1, 1 and destinations 2, 2, 0) and float IDs
+    truncated. edge_feat was compared with the edges only in total, so graphs of 2 and 3 edges
+    with 3 and 2 feature rows shifted graph 1's first edge feature onto graph 0."""
+    def graph(ei, **kw):
+        return dict({"edge_index": ei, "node_feat": np.ones((3, 1)), "label": 0}, **kw)
+
+    ok = graph([[0, 1], [1, 0]])
+    for graphs, message in (
+            ([ok, graph([[0, 1], [1, 2], [2, 0]])], "graph 1: edge_index must have shape [2, E] "
+                                                    "(sources, destinations), got (3, 2)"),
+            ([ok, graph([[0.7], [1.2]])], "graph 1: edge_index must hold integer node IDs, got "
+                                          "float64"),
+            ([graph([[0, 1], [1, 0]], edge_feat=[1, 2, 3]),
+              graph([[0, 1, 1], [1, 0, 0]], edge_feat=[4, 5])],
+             "graph 0 has 2 edges and edge_feat of shape (3,), not one row per edge"),
+            ([ok, graph([[0], [1]], edge_feat=[1])], "graph 1 has edge_feat, graph 0 does not")):
+        with pytest.raises(ValueError, match=re.escape(f"graphs_to_arrays: {message}")):
+            graphs_to_arrays(graphs)
+    with pytest.raises(ValueError, match=re.escape("graph 1 lacks edge_feat, graph 0 has it")):
+        graphs_to_arrays([graph([[0], [1]], edge_feat=[1]), graph([[0], [1]])])
+    arr = graphs_to_arrays([graph([]), graph(np.array([[2], [0]], dtype=np.int32))])
+    np.testing.assert_array_equal(arr["edge_index"], [[2], [0]])
+    np.testing.assert_array_equal(arr["edge_offsets"], [0, 0, 1])
+
+
 def test_shipped_solubility():
     ds = read_graph_dataset(SOLUBILITY)
     assert (ds.num_graphs, ds.num_classes) == (1282, 3)
