@@ -137,7 +137,13 @@ def main(argv=None) -> int:
     meta = {}
     if a.meta:
         with open(a.meta) as f:
-            meta = json.load(f)
+            try:
+                meta = json.load(f)
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+                raise ValueError(f"{a.meta}: not valid JSON ({e})") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"{a.meta}: expected a JSON object of fields (source, license, "
+                             f"...), got a {type(meta).__name__}")
     meta.update(num_classes=len(classes), classes=classes,
                 node_feat_columns=[f"element={s}" for s in elements] + ["aromatic"],
                 edge_feat_columns=["bond type (1 single, 2 double, 3 triple, 4 aromatic)"],

@@ -955,3 +955,17 @@ def test_sdf_record_that_does_not_parse_names_file_and_record(tmp_path, cut, mes
     sdf.write_text(_MOL.format(name="ok", label="a") + cut(_MOL.format(name="bad", label="b")))
     with pytest.raises(ValueError, match=re.escape(f"{sdf}: {message}")):
         _sdf_script().read_sdf(str(sdf), "CLS")
+
+
+@pytest.mark.parametrize("text, message", [("[1, 2]", "expected a JSON object of fields"),
+                                           ("{bad", "not valid JSON")])
+def test_sdf_meta_file_that_is_not_an_object_names_the_file(tmp_path, text, message):
+    """--meta of a JSON list ended in "AttributeError: 'list' object has no attribute 'update'"
+    (a traceback), and invalid JSON in a message without the file's name."""
+    sdf, meta = tmp_path / "m.sdf", tmp_path / "meta.json"
+    sdf.write_text(_MOL.format(name="x", label="a"))
+    meta.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(f"{meta}: {message}")):
+        _sdf_script().main(["--sdf", str(sdf), "--label-field", "CLS", "--meta", str(meta),
+                            "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
