@@ -135,6 +135,7 @@ def main(argv=None) -> int:
     try:
         device = pick_device(a.device)
         ds = read_graph_dataset(a.dataset)
+        num_classes = ds.num_classes  # ValueError for labels that are not classes
         for split in ("train", "test"):
             if not np.asarray(ds.masks.get(f"{split}_mask", [])).any():
                 raise ValueError(f"{a.dataset}: no {split} graphs ({split}_mask.npy "
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
 
     torch.manual_seed(a.seed)
     feats = int(np.prod(ds.node_feat.shape[1:]))
-    model = GIN(feats, a.hidden, ds.num_classes, a.layers, a.dropout, a.readout).to(device)
+    model = GIN(feats, a.hidden, num_classes, a.layers, a.dropout, a.readout).to(device)
     dist.broadcast_parameters(model)
     mode = dist.gradient_sync_mode(device, a.grad_sync)
     net = dist.data_parallel(model, device, mode)

@@ -87,10 +87,24 @@ class GraphDataset:
 
     @property
     def num_classes(self) -> int:
-        """``meta["num_classes"]`` when given, else 1 + the largest integer label."""
+        """``meta["num_classes"]`` when given, else 1 + the largest label where the labels are
+        class indices (integers, bools, or floats of integer value); ValueError for other
+        labels (regression targets have no classes)."""
         if "num_classes" in self.meta:
             return int(self.meta["num_classes"])
-        return int(np.max(self.graph_label)) + 1 if self.num_graphs else 0
+        if not self.num_graphs:
+            return 0
+        label = self.graph_label
+        hint = "meta['num_classes'] gives it for a classification set"
+        if np.issubdtype(label.dtype, np.floating):
+            bad = ~np.isfinite(label) | (label != np.round(label))
+            if bad.any():
+                raise ValueError(f"num_classes: graph_label holds {label[bad][0]}, not a class "
+                                 f"index; {hint}")
+        elif not (np.issubdtype(label.dtype, np.integer) or label.dtype == np.bool_):
+            raise ValueError(f"num_classes: graph_label of dtype {label.dtype} is not class "
+                             f"indices; {hint}")
+        return int(np.max(label)) + 1
 
     def __len__(self) -> int:
         return self.num_graphs
@@ -127,9 +141,12 @@ class GraphDataset:
         return out
 
     def __repr__(self) -> str:
+        try:
+            classes = f"{self.num_classes} classes"
+        except ValueError:
+            classes = "labels not class indices"
         return (f"GraphDataset({self.meta.get('name', '?')}: {self.num_graphs} graphs, "
-                f"{self.num_nodes} nodes, {self.num_edges} edges, "
-                f"{self.num_classes} classes)")
+                f"{self.num_nodes} nodes, {self.num_edges} edges, {classes})")
 
 
 def _fail(where: str, what: str):

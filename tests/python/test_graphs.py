@@ -295,6 +295,39 @@ def test_graphs_to_arrays_refuses_edges_it_would_misread():
     np.testing.assert_array_equal(arr["edge_offsets"], [0, 0, 1])
 
 
+def test_num_classes_of_labels_that_are_not_classes(tmp_path, capsys):
+    """num_classes was 1 + int(max(label)) for any label: regression targets 3.2 and 1e6 gave
+    "1000001 classes" (and -3.2, -1.5, -7.0 gave 0), which the repr showed and a classifier
+    would be sized by. Class indices stored as floats or bools still count."""
+    def ds_of(labels):
+        return GraphDataset(**graphs_to_arrays([
+            {"edge_index": np.zeros((2, 0), dtype=np.int64), "node_feat": np.ones((1, 1)),
+             "label": np.asarray(v)} for v in labels]))
+
+    for labels, bad in (((3.2, 1e6), "3.2"), ((-3.2, -1.5), "-3.2"), ((0.0, np.nan), "nan")):
+        ds = ds_of(labels)
+        with pytest.raises(ValueError, match=re.escape(
+                f"num_classes: graph_label holds {bad}, not a class index")):
+            ds.num_classes
+        assert repr(ds).endswith("0 edges, labels not class indices)")
+    assert ds_of((0.0, 2.0, 1.0)).num_classes == 3
+    assert ds_of((True, False)).num_classes == 2
+    assert ds_of((0, 4)).num_classes == 5
+    # The GIN example refuses such a set with one line.
+    import importlib.util
+
+    arrays = graphs_to_arrays(random_graphs(6, seed=2))
+    arrays["graph_label"] = np.linspace(-1.5, 2.5, 6)
+    write_graph_dataset(tmp_path / "r", masks={"train_mask": np.ones(6, bool),
+                                                "test_mask": np.ones(6, bool)}, **arrays)
+    spec = importlib.util.spec_from_file_location("train_gin", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--dataset", str(tmp_path / "r"), "--epochs", "1", "--device", "cpu"]) == 2
+    assert "train_gin.py: error: num_classes: graph_label holds -1.5, not a class index" in \
+        capsys.readouterr().err
+
+
 def test_shipped_solubility():
     ds = read_graph_dataset(SOLUBILITY)
     assert (ds.num_graphs, ds.num_classes) == (1282, 3)
