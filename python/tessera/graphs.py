@@ -578,7 +578,8 @@ class DistributedGraphSampler:
     and rank r takes positions r, r + P, r + 2P, ... So every rank gets the same number of
     graphs (``len(sampler)``) and, with the same batch size, the same number of batches: no rank
     waits for another in a gradient all-reduce. Without ``drop_last`` every graph is seen at
-    least once per epoch across the ranks and fewer than P twice; with it each at most once.
+    least once per epoch across the ranks and fewer than P twice (with n < P graphs, the order
+    repeated whole: a graph up to ceil(P / n) times); with it each at most once.
     Call ``set_epoch(e)`` before each epoch (``GraphDataLoader`` does, from its own epoch
     counter, when it drives the sampler). ``num_replicas`` / ``rank`` default to the runtime's."""
 

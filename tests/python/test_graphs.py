@@ -340,8 +340,8 @@ def test_shipped_solubility():
 
 
 # --- the sampler ----------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [0, 1, 5, 17, 64])
-@pytest.mark.parametrize("world", [1, 2, 3, 4])
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 17, 64])
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_sampler_partitions_graphs(n, world, drop_last):
     ids = np.arange(100, 100 + n)
@@ -363,6 +363,9 @@ def test_sampler_partitions_graphs(n, world, drop_last):
             assert set(allg.tolist()) == set(ids.tolist())  # complete
             _, counts = np.unique(allg, return_counts=True)
             assert counts.sum() - len(counts) == len(allg) - n  # only the padding repeats
+            # Fewer than P twice; with fewer graphs than ranks, up to ceil(P / n) times.
+            assert (counts > 1).sum() < world
+            assert counts.max(initial=1) <= (2 if n >= world else -(-world // max(n, 1)))
         assert set(allg.tolist()) <= set(ids.tolist())
 
 
