@@ -183,9 +183,24 @@ class _SparseOptimizer:
             o.save(d)
 
     def load(self, path: str) -> None:
-        """Reads the state ``save`` wrote. Collective."""
-        for d, o in zip(self._state_dirs(path), self._opt):
-            o.load(d)
+        """Reads the state ``save`` wrote, of every embedding or of none: when the state of one
+        embedding cannot be loaded (a file missing or bad, on any rank), the states loaded
+        before it are put back, so no embedding's state is paired with another step's.
+        Collective."""
+        dirs = self._state_dirs(path)
+        # Each embedding's load is all-or-nothing on every rank; the ones before a failure
+        # are undone from this rank's rows kept here (the last one needs no copy).
+        kept = []
+        try:
+            for i, (d, o) in enumerate(zip(dirs, self._opt)):
+                if i + 1 < len(self._opt):
+                    kept += [(t, np.array(t.local_view(), copy=True)) for t in o.state_tensors]
+                o.load(d)
+        except BaseException:
+            for t, rows in kept:
+                t.local_view()[...] = rows
+                t.local_rows_changed(*t.local_range)
+            raise
 
 
 class SparseAdagrad(_SparseOptimizer):
