@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _C, _runtime
 from ._tensor import device_of, require_torch, to_numpy_ids
+from ._collectives import all_gather_object
 from ._dist import DistTensor, _fill_local, _PartitionPolicy
 
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
@@ -106,6 +107,31 @@ class DistEmbedding:
                 f"embedding_dim={self.embedding_dim})")
 
 
+# In the folder of an optimizer's save while it runs; "~" is in no state folder's name.
+_SAVING_MARKER = "~optimizer-saving"
+_RANK0_ERRORS = {e.__name__: e for e in (ValueError, TypeError, OSError)}
+
+
+def _on_rank0(what: str, label: str, fn: Callable[[], None]) -> None:
+    """Runs ``fn`` on rank 0 (the one that writes and reads the save markers); when it raises,
+    every rank raises (the others the same type where it is one of ``_RANK0_ERRORS``, else
+    RuntimeError, naming ``what`` and rank 0), so that none goes on into the next collective
+    alone. Collective; ``label`` names it, the same on every rank (``what`` may hold this
+    rank's own path)."""
+    err = None
+    if _runtime.get_rank() == 0:
+        try:
+            fn()
+        except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
+            err = e
+    mine = None if err is None else (type(err).__name__, str(err))
+    first = all_gather_object(mine, _what=label)[0]
+    if err is not None:
+        raise err
+    if first is not None:
+        raise _RANK0_ERRORS.get(first[0], RuntimeError)(f"{what}: rank 0 failed: {first[1]}")
+
+
 class _SparseOptimizer:
     def __init__(self, params: Sequence[DistEmbedding], make):
         if isinstance(params, DistEmbedding):
@@ -175,12 +201,24 @@ class _SparseOptimizer:
 
     def save(self, path: str) -> None:
         """Writes the optimizer state of every embedding under folder ``path``, one subfolder
-        per embedding. Collective."""
+        per embedding. Collective. Rank 0 keeps a marker file there while it runs: a save cut
+        short between two embeddings (a crash, a full disk) leaves it, and ``load`` refuses
+        the states of different steps it would otherwise pair."""
         dirs = self._state_dirs(path)
+        marker = os.path.join(path, _SAVING_MARKER)
+
+        def begin() -> None:
+            with open(marker, "w") as f:
+                f.write("a save of this optimizer's state began and has not ended\n")
+
         os.makedirs(path, exist_ok=True)
+        what = f"{type(self).__name__}: save to {path}"
+        _on_rank0(what, f"{type(self).__name__}: save", begin)
         for d, o in zip(dirs, self._opt):
             os.makedirs(d, exist_ok=True)
             o.save(d)
+        # Every rank's state is on disk.
+        _on_rank0(what, f"{type(self).__name__}: save", lambda: os.remove(marker))
 
     def load(self, path: str) -> None:
         """Reads the state ``save`` wrote, of every embedding or of none: when the state of one
@@ -188,6 +226,17 @@ class _SparseOptimizer:
         before it are put back, so no embedding's state is paired with another step's.
         Collective."""
         dirs = self._state_dirs(path)
+        marker = os.path.join(path, _SAVING_MARKER)
+
+        def check() -> None:
+            if os.path.exists(marker):
+                raise ValueError(
+                    f"{type(self).__name__}: the state in {path} is from a save that did not "
+                    f"finish ({marker} is there), so its embeddings' states may come from "
+                    "different steps; load an older checkpoint")
+
+        _on_rank0(f"{type(self).__name__}: load from {path}", f"{type(self).__name__}: load",
+                  check)
         # Each embedding's load is all-or-nothing on every rank; the ones before a failure
         # are undone from this rank's rows kept here (the last one needs no copy).
         kept = []

@@ -407,6 +407,12 @@ def test_dist_embedding_sparse_adagrad_and_save_load(partitionings, tmp_path):
         assert z[r]["loaded"].tobytes() == z[r]["saved"].tobytes(), f"rank {r}: load != save"
     assert sorted(os.listdir(tmp_path / "emb")) == \
         ["node-emb.json", "node-emb.part0.npy", "node-emb.part1.npy"]
+    # The optimizer's state, through a folder per rank: the sums of the rows read, loaded back.
+    for r in range(2):
+        lo, hi = p.node_range(r)
+        np.testing.assert_allclose(z[r]["opt_saved"], state[lo:hi], rtol=1e-4)
+        assert z[r]["opt_loaded"].tobytes() == z[r]["opt_saved"].tobytes(), f"rank {r}"
+        assert os.listdir(tmp_path / f"opt-rank{r}") == ["node-emb"]  # no save marker left
 
 
 # --- 5. training end to end -------------------------------------------------------------------

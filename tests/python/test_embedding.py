@@ -208,3 +208,40 @@ def test_an_optimizer_state_of_one_embedding_missing_loads_no_embedding(tmp_path
     step()
     opt.load(str(tmp_path / "s"))  # and a good one still loads both
     assert all(np.array_equal(x, y) for x, y in zip(state(), now))
+
+
+def test_a_save_cut_short_between_embeddings_is_refused_by_load(tmp_path):
+    import numpy as np
+
+    a = tessera.DistEmbedding(6, 2, "cut-a", init_func=lambda s, d: torch.ones(s))
+    b = tessera.DistEmbedding(6, 2, "cut-b", init_func=lambda s, d: torch.ones(s))
+    opt = tessera.optim.SparseAdagrad([a, b], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        (a(torch.tensor([1])).sum() + b(torch.tensor([2])).sum()).backward()
+        opt.step()
+
+    class DiskFull:  # b's optimizer, whose save fails after a's was written
+        def __init__(self, o):
+            self.o = o
+
+        def save(self, d):
+            raise OSError(f"{d}: no space left on device")
+
+    step()
+    opt.save(str(tmp_path / "s"))  # a and b of step 1
+    step()
+    b_opt, opt._opt[1] = opt._opt[1], DiskFull(opt._opt[1])
+    with pytest.raises(OSError, match="no space left"):
+        opt.save(str(tmp_path / "s"))  # a of step 2 written over, b still of step 1
+    opt._opt[1] = b_opt
+    before = [np.array(o.state_tensors[0].local_view(), copy=True) for o in opt._opt]
+    with pytest.raises(ValueError, match=r"the state in .* is from a save that did not finish "
+                       r"\(.*~optimizer-saving is there\)"):
+        opt.load(str(tmp_path / "s"))
+    assert all(np.array_equal(o.state_tensors[0].local_view(), x)
+               for o, x in zip(opt._opt, before))
+    opt.save(str(tmp_path / "s"))  # a save that ends removes the marker
+    opt.load(str(tmp_path / "s"))
+    assert not (tmp_path / "s" / "~optimizer-saving").exists()

@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DistEmbedding + SparseAdagrad over the ranks, then a save / overwrite / load round trip.
+"""DistEmbedding + SparseAdagrad over the ranks, then a save / overwrite / load round trip of
+the rows, and one of the optimizer's state in a folder per rank.
 
     python -m tessera launch --nproc-per-node P -- python embedding.py CONFIG OUT
 
 Every rank reads a fixed set of rows (its own and other ranks', some twice, some read by every
 rank) and fits them to fixed targets. Writes <OUT>/rank<r>.npz: the initial and final rows,
-the ids each rank read, the global loss per step and the rows around the save / load."""
+the ids each rank read, the global loss per step, the rows around the save / load and the
+optimizer's state rows around its save / load."""
 import os
 import sys
 
@@ -73,11 +75,21 @@ def main() -> int:
     emb.load(save_dir)
     loaded = emb.weight.numpy().copy()
 
+    # The optimizer's state through a folder of each rank's own (node-local disks): saved,
+    # scrambled, loaded back.
+    opt_dir = os.path.join(out, f"opt-rank{rank}")
+    opt.save(opt_dir)
+    state = opt._opt[0].state_tensors[0]
+    opt_saved = np.array(state.local_view(), copy=True)
+    state.local_view()[...] = -1.0
+    opt.load(opt_dir)
+    opt_loaded = np.array(state.local_view(), copy=True)
+
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.npz")
     np.savez(tmp, initial=initial, final=final, ids=ids, losses=np.array(losses),
              saved=saved, overwritten=overwritten, loaded=loaded,
-             local_range=np.array([lo, hi]))
+             local_range=np.array([lo, hi]), opt_saved=opt_saved, opt_loaded=opt_loaded)
     os.replace(tmp, os.path.join(out, f"rank{rank}.npz"))
     tessera.exit_client()
     return 0
