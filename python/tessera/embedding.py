@@ -10,6 +10,7 @@ step, with or without rows of its own.
 """
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from typing import Callable, Optional, Sequence
@@ -24,6 +25,31 @@ from ._dist import DistTensor, _fill_local, _PartitionPolicy
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
 
 _anonymous = 0
+
+
+def _count(value, what: str) -> int:
+    """``value`` as an int >= 0 (Python, NumPy or 0-d torch integers): TypeError naming
+    ``what`` for anything else (a float would be truncated), ValueError when negative."""
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, got {n}")
+    return n
+
+
+def _number(value, what: str) -> float:
+    """``value`` as a float: TypeError naming ``what`` when it is not a number (the range is
+    checked where the optimizer is made)."""
+    if isinstance(value, (str, bytes, bool)) or value is None:
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a number, got {value!r}") from None
 
 
 class DistEmbedding:
@@ -45,10 +71,21 @@ class DistEmbedding:
                  part_policy: Optional[_PartitionPolicy] = None):
         torch = require_torch("DistEmbedding")
         global _anonymous
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"DistEmbedding: name must be a str or None, got {name!r}")
+        what = "DistEmbedding" if name is None else f"DistEmbedding {name!r}"
+        self.num_embeddings = _count(num_embeddings, f"{what}: num_embeddings")
+        self.embedding_dim = _count(embedding_dim, f"{what}: embedding_dim")
+        if init_func is not None and not callable(init_func):
+            raise TypeError(f"{what}: init_func must be a callable init_func(shape, dtype) or "
+                            f"None, got {init_func!r}")
+        if part_policy is not None and not isinstance(part_policy, _PartitionPolicy):
+            raise TypeError(f"{what}: part_policy must be a DistGraph's partition policy "
+                            "(g.get_node_partition_policy(), g.get_edge_partition_policy()) or "
+                            f"None, got {part_policy!r}")
         if name is None:
             _anonymous += 1
             name = f"embedding-{_anonymous}"
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         rt = _runtime.runtime()
         if part_policy is not None and part_policy.distributed:
             kind, offsets = part_policy.kind, [int(o) for o in part_policy.offsets()]
@@ -183,8 +220,9 @@ class _SparseOptimizer:
 
     @lr.setter
     def lr(self, value: float) -> None:
+        value = _number(value, f"{type(self).__name__}: lr")
         for o in self._opt:
-            o.lr = float(value)
+            o.lr = value
 
     def _state_dirs(self, path: str) -> list:
         """The folder of each embedding's state under ``path`` (its file-name form of the
@@ -257,13 +295,21 @@ class SparseAdagrad(_SparseOptimizer):
 
     def __init__(self, params, lr: float = 0.01, eps: float = 1e-10,
                  initial_accumulator_value: float = 0.0):
-        super().__init__(params, lambda t: _C.SparseOptimizer.adagrad(
-            t, float(lr), float(eps), float(initial_accumulator_value)))
+        lr, eps = _number(lr, "SparseAdagrad: lr"), _number(eps, "SparseAdagrad: eps")
+        acc = _number(initial_accumulator_value, "SparseAdagrad: initial_accumulator_value")
+        super().__init__(params, lambda t: _C.SparseOptimizer.adagrad(t, lr, eps, acc))
 
 
 class SparseAdam(_SparseOptimizer):
     """DGL's ``SparseAdam`` (per-row step counts; only rows with a gradient are updated)."""
 
     def __init__(self, params, lr: float = 0.001, betas=(0.9, 0.999), eps: float = 1e-8):
-        super().__init__(params, lambda t: _C.SparseOptimizer.adam(
-            t, float(lr), float(betas[0]), float(betas[1]), float(eps)))
+        lr, eps = _number(lr, "SparseAdam: lr"), _number(eps, "SparseAdam: eps")
+        try:
+            beta1, beta2 = betas
+        except (TypeError, ValueError):
+            raise TypeError(f"SparseAdam: betas must be a pair (beta1, beta2), got {betas!r}") \
+                from None
+        beta1 = _number(beta1, "SparseAdam: betas[0]")
+        beta2 = _number(beta2, "SparseAdam: betas[1]")
+        super().__init__(params, lambda t: _C.SparseOptimizer.adam(t, lr, beta1, beta2, eps))

@@ -245,3 +245,38 @@ def test_a_save_cut_short_between_embeddings_is_refused_by_load(tmp_path):
     opt.save(str(tmp_path / "s"))  # a save that ends removes the marker
     opt.load(str(tmp_path / "s"))
     assert not (tmp_path / "s" / "~optimizer-saving").exists()
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"num_embeddings": 10.7}, TypeError, "'bad-args': num_embeddings must be an integer, got "
+     "10.7"),  # was truncated to 10 rows
+    ({"num_embeddings": "5"}, TypeError, "num_embeddings must be an integer, got '5'"),
+    ({"num_embeddings": -5}, ValueError, "num_embeddings must be >= 0, got -5"),
+    ({"embedding_dim": True}, TypeError, "embedding_dim must be an integer, got True"),
+    ({"name": 123}, TypeError, "DistEmbedding: name must be a str or None, got 123"),
+    ({"init_func": 3}, TypeError, "init_func must be a callable init_func.* got 3"),
+    ({"part_policy": "node"}, TypeError, "part_policy must be a DistGraph's partition policy .*"
+     "got 'node'"),
+])
+def test_bad_embedding_arguments_are_named(kwargs, error, message):
+    args = {"num_embeddings": 4, "embedding_dim": 2, "name": "bad-args", **kwargs}
+    with pytest.raises(error, match=message):
+        tessera.DistEmbedding(**args)
+
+
+@pytest.mark.parametrize("opt, kwargs, message", [
+    ("SparseAdam", {"betas": 0.9}, r"SparseAdam: betas must be a pair \(beta1, beta2\), got 0.9"),
+    ("SparseAdam", {"betas": (0.9, 0.99, 0.5)}, r"betas must be a pair .*got \(0.9, 0.99, 0.5\)"),
+    ("SparseAdam", {"betas": (0.9, None)}, r"SparseAdam: betas\[1\] must be a number, got None"),
+    ("SparseAdam", {"eps": None}, "SparseAdam: eps must be a number, got None"),
+    ("SparseAdagrad", {"lr": None}, "SparseAdagrad: lr must be a number, got None"),
+    ("SparseAdagrad", {"lr": "0.1"}, "SparseAdagrad: lr must be a number, got '0.1'"),
+    ("SparseAdagrad", {"initial_accumulator_value": None},
+     "SparseAdagrad: initial_accumulator_value must be a number, got None"),
+])
+def test_bad_optimizer_arguments_are_named(opt, kwargs, message):
+    emb = tessera.DistEmbedding(4, 2, "bad-opt-args")
+    with pytest.raises(TypeError, match=message):
+        getattr(tessera.optim, opt)([emb], **kwargs)
+    with pytest.raises(TypeError, match=f"{opt}: lr must be a number, got None"):
+        getattr(tessera.optim, opt)([emb]).lr = None
