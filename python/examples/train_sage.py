@@ -58,6 +58,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import time
 import warnings
@@ -558,7 +559,7 @@ def resume(args, ckpt: str, t: Trainee, split: int) -> Optional[dict]:
         raise SystemExit(f"train_sage.py: --resume: the ranks' checkpoints of split {split} "
                          f"disagree ({each}); remove them all to start again")
     if found and args.embed:
-        t.feats.load(f"{ckpt}.emb")
+        t.feats.load(embeddings_path(ckpt, state["epoch"]))
     log(f"[train] split {split}: resumed from {ckpt} at epoch {state['epoch']}" if found else
         f"[train] split {split}: no checkpoint {ckpt} yet: starting at epoch 0")
     return state
@@ -587,10 +588,17 @@ def load_checkpoint(ckpt: str, t: Trainee) -> dict:
     return c["state"]
 
 
+def embeddings_path(ckpt: str, epoch: int) -> str:
+    """The folder of the learned inputs (--embed) and their optimizer's state that go with the
+    checkpoint ``ckpt`` of ``epoch``: one per epoch, so that a save cut short before the
+    checkpoint is replaced leaves the folder of the epoch the checkpoint holds."""
+    return f"{ckpt}.emb.epoch{epoch}"
+
+
 def save_checkpoint(args, ckpt: str, t: Trainee, state: dict) -> None:
     on_gpu = t.device.type != "cpu"
     if args.embed:
-        t.feats.save(f"{ckpt}.emb")
+        t.feats.save(embeddings_path(ckpt, state["epoch"]))
     atomic_save({"model": t.net.state_dict(), "optimizer": t.opt.state_dict(),
                  "loaders": [dl.state_dict() for dl in t.loaders],
                  "torch_rng": torch.get_rng_state(),
@@ -598,6 +606,12 @@ def save_checkpoint(args, ckpt: str, t: Trainee, state: dict) -> None:
                  "state": state,
                  "world_size": tessera.get_world_size(), "run": t.run,
                  "args": vars(args)}, ckpt)
+    if args.embed:  # the folders of older epochs, now that the checkpoint has moved on
+        keep = os.path.basename(embeddings_path(ckpt, state["epoch"]))
+        folder, stem = os.path.split(os.path.abspath(ckpt))
+        for name in os.listdir(folder):
+            if re.fullmatch(re.escape(stem) + r"\.emb\.epoch\d+", name) and name != keep:
+                shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
 def run_steps(args, t: Trainee, split: int, epoch: int) -> dict:

@@ -433,3 +433,46 @@ def test_splits_it_cannot_train_are_refused_before_training(tmp_path):
     with pytest.raises(SystemExit, match=f"node {node} of train_mask \\(split 0\\) is unlabelled"):
         train_sage.main(["--dataset", ds, "--part-dir", str(tmp_path / "pb"), "--quiet",
                          "--epochs", "1", "--threads", "1", "--device", "cpu"])
+
+
+def test_resume_with_embeddings_after_a_save_cut_short(tmp_path):
+    """--embed: a run that dies after writing the embeddings of epoch 2 but before its
+    checkpoint of epoch 2 resumes from the checkpoint of epoch 1 with the embeddings (and
+    their optimizer's state) of epoch 1, bitwise as the run that never stopped."""
+    import json
+
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(train_sage.tessera.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (pkg_root, os.path.join(REPO, "python", "examples"), env.get("PYTHONPATH"))
+        if p)
+    # Each run in a process of its own: an embedding's rows outlive main() in its runtime.
+    driver = ("import sys, train_sage\n"
+              "if sys.argv[1] == 'die':\n"
+              "    save, calls = train_sage.atomic_save, []\n"
+              "    def dying(obj, path):\n"
+              "        calls.append(path)\n"
+              "        if len(calls) == 2:\n"
+              "            raise SystemExit('killed before the checkpoint of epoch 2')\n"
+              "        save(obj, path)\n"
+              "    train_sage.atomic_save = dying\n"
+              "sys.exit(train_sage.main(sys.argv[2:]))\n")
+
+    def run(name, mode, *extra):
+        res = tmp_path / f"{name}.json"
+        argv = ["--dataset", CORA, "--part-dir", str(tmp_path / "parts"), "--quiet",
+                "--results", str(res), "--threads", "1", "--device", "cpu", "--embed", "8",
+                "--epochs", "3", *extra]
+        p = subprocess.run([sys.executable, "-c", driver, mode, *argv], env=env,
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        return p, (json.loads(res.read_text()) if res.exists() else None)
+
+    p, full = run("full", "run")
+    assert p.returncode == 0, p.stderr[-3000:]
+    ck = str(tmp_path / "b.ckpt")
+    p, _ = run("died", "die", "--checkpoint", ck)
+    assert "killed before the checkpoint of epoch 2" in p.stderr, p.stderr[-3000:]
+    p, resumed = run("resumed", "run", "--checkpoint", ck, "--resume")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "resumed from" in p.stdout + p.stderr and "at epoch 1" in p.stdout + p.stderr
+    assert resumed["splits"]["0"]["digest"] == full["splits"]["0"]["digest"]
