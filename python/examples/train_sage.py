@@ -221,15 +221,39 @@ class Features:
         return self.normalize(blocks[0].srcdata[self.prefetch])
 
 
+def uniform_of_ids(ids: np.ndarray, dim: int, low: float, high: float) -> np.ndarray:
+    """float32 rows [len(ids), dim] uniform over [low, high], element (i, j) a function of
+    (ids[i], j) only (splitmix64 of ids[i] * dim + j)."""
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps, as the hash wants
+        x = ids.astype(np.uint64)[:, None] * np.uint64(dim) + np.arange(dim, dtype=np.uint64)
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    u = (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return (low + (high - low) * u).astype(np.float32)
+
+
 class LearnedInputs:
     """Learnable node embeddings instead of input features (DGL's DistEmbedding example):
     rows read per batch from their owners, updated by SparseAdagrad on their owners."""
 
     def __init__(self, g, dim: int, lr: float, name: str):
-        gen = torch.Generator().manual_seed(12345)
-        self.emb = tessera.DistEmbedding(
-            g.num_nodes(), dim, name, part_policy=g.get_node_partition_policy(),
-            init_func=lambda shape, dtype: torch.empty(shape).uniform_(-0.1, 0.1, generator=gen))
+        policy = g.get_node_partition_policy()
+
+        def init(shape, dtype):
+            # This rank's rows (DistEmbedding's: the trainer's range of a distributed graph,
+            # else all), each drawn from its node's input ID: the same start for any
+            # partitioning, so --parts M on P ranks trains as P parts do.
+            lo = int(policy.offsets()[tessera.get_rank()]) if policy.distributed else 0
+            orig = g.orig_nids(np.arange(lo, lo + shape[0], dtype=np.int64))
+            rows = np.empty(shape, dtype=np.float32)
+            for b in range(0, shape[0], 1 << 16):  # the hash's uint64 temporaries, in chunks
+                rows[b:b + (1 << 16)] = uniform_of_ids(orig[b:b + (1 << 16)], shape[1], -0.1, 0.1)
+            return torch.from_numpy(rows)
+
+        self.emb = tessera.DistEmbedding(g.num_nodes(), dim, name, part_policy=policy,
+                                         init_func=init)
         self.opt = tessera.optim.SparseAdagrad([self.emb], lr=lr)
         self.dim = dim
 

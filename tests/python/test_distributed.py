@@ -482,6 +482,21 @@ def test_train_sage_with_two_trainers_per_machine(tmp_path):
 
 
 @requires_torch
+def test_train_sage_embed_with_two_trainers_per_machine(tmp_path):
+    """--embed: the learned inputs start from their nodes' input IDs, so one part shared by 2
+    trainers trains the parameters of 2 parts on 2 ranks, bit for bit, as without them."""
+    digests = {}
+    for parts in (1, 2):
+        res = tmp_path / f"results-{parts}.json"
+        launch(2, EXAMPLE, "--dataset", CORA, "--epochs", 2, "--quiet", "--threads", 1,
+               "--parts", parts, "--part-dir", tmp_path / f"parts{parts}", "--results", res,
+               "--device", "cpu", "--embed", 8, "--plot", tmp_path / f"loss{parts}.png",
+               cwd=tmp_path).check()
+        digests[parts] = json.loads(res.read_text())["splits"]["0"]["digest"]
+    assert digests[1] == digests[2], digests
+
+
+@requires_torch
 @pytest.mark.parametrize("ranks,sync", [(4, "host"), (2, "ddp")])
 def test_train_sage_on_cpu_ranks_with_each_gradient_sync(tmp_path, ranks, sync):
     """The training code of the GPU path on CPU ranks: 4 ranks with the host all-reduce, and 2
