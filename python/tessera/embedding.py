@@ -130,8 +130,10 @@ class DistEmbedding:
 
     def save(self, path: str) -> None:
         """Writes the rows into folder ``path`` (one .npy part per rank and a JSON written by
-        rank 0, each atomically). Collective."""
-        os.makedirs(path, exist_ok=True)
+        rank 0, each atomically), creating it on every rank. Collective: a rank that cannot
+        create it makes every rank raise."""
+        _agree(f"DistEmbedding {self.name!r}: save to {path}",
+               f"DistEmbedding {self.name!r}: save", lambda: os.makedirs(path, exist_ok=True))
         _C.save_dist_tensor(self.weight._dist, os.fspath(path))
 
     def load(self, path: str) -> None:
@@ -146,27 +148,32 @@ class DistEmbedding:
 
 # In the folder of an optimizer's save while it runs; "~" is in no state folder's name.
 _SAVING_MARKER = "~optimizer-saving"
-_RANK0_ERRORS = {e.__name__: e for e in (ValueError, TypeError, OSError)}
+_AGREED_ERRORS = {e.__name__: e for e in (ValueError, TypeError, OSError)}
 
 
-def _on_rank0(what: str, label: str, fn: Callable[[], None]) -> None:
-    """Runs ``fn`` on rank 0 (the one that writes and reads the save markers); when it raises,
-    every rank raises (the others the same type where it is one of ``_RANK0_ERRORS``, else
-    RuntimeError, naming ``what`` and rank 0), so that none goes on into the next collective
-    alone. Collective; ``label`` names it, the same on every rank (``what`` may hold this
-    rank's own path)."""
+def _agree(what: str, label: str, fn: Callable[[], None]) -> None:
+    """Runs ``fn`` on this rank (the folders a save needs, rank 0's save markers), then every
+    rank learns every rank's outcome: when one raised, every rank raises (a failed rank its
+    own error, the others the first failed rank's type where it is or derives from one of
+    ``_AGREED_ERRORS``, else RuntimeError, naming ``what`` and the rank), so that none goes
+    on into the next collective alone. Collective; ``label`` names it, the same on every
+    rank (``what`` may hold this rank's own path)."""
     err = None
-    if _runtime.get_rank() == 0:
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
-            err = e
-    mine = None if err is None else (type(err).__name__, str(err))
-    first = all_gather_object(mine, _what=label)[0]
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the other ranks learn of it, then it goes on
+        err = e
+    mine = None
+    if err is not None:  # FileExistsError goes to the others as an OSError
+        kind = next((c.__name__ for c in type(err).__mro__ if c in _AGREED_ERRORS.values()),
+                    type(err).__name__)
+        mine = (kind, str(err))
+    outcomes = all_gather_object(mine, _what=label)
     if err is not None:
         raise err
-    if first is not None:
-        raise _RANK0_ERRORS.get(first[0], RuntimeError)(f"{what}: rank 0 failed: {first[1]}")
+    for r, m in enumerate(outcomes):
+        if m is not None:
+            raise _AGREED_ERRORS.get(m[0], RuntimeError)(f"{what}: rank {r} failed: {m[1]}")
 
 
 class _SparseOptimizer:
@@ -239,24 +246,38 @@ class _SparseOptimizer:
 
     def save(self, path: str) -> None:
         """Writes the optimizer state of every embedding under folder ``path``, one subfolder
-        per embedding. Collective. Rank 0 keeps a marker file there while it runs: a save cut
-        short between two embeddings (a crash, a full disk) leaves it, and ``load`` refuses
-        the states of different steps it would otherwise pair."""
+        per embedding (created on every rank). Collective: a rank that cannot create its
+        folders makes every rank raise. Rank 0 keeps a marker file there while it runs: a save
+        cut short between two embeddings (a crash, a full disk) leaves it, and ``load``
+        refuses the states of different steps it would otherwise pair."""
         dirs = self._state_dirs(path)
         marker = os.path.join(path, _SAVING_MARKER)
+        rank0 = _runtime.get_rank() == 0
 
-        def begin() -> None:
-            with open(marker, "w") as f:
-                f.write("a save of this optimizer's state began and has not ended\n")
+        def begin() -> None:  # every rank's folders (node-local disks), rank 0's marker
+            for d in [path, *dirs]:
+                os.makedirs(d, exist_ok=True)
+            if rank0:
+                with open(marker, "w") as f:
+                    f.write("a save of this optimizer's state began and has not ended\n")
 
-        os.makedirs(path, exist_ok=True)
-        what = f"{type(self).__name__}: save to {path}"
-        _on_rank0(what, f"{type(self).__name__}: save", begin)
+        def end() -> None:  # every rank's state is on disk
+            if rank0:
+                os.remove(marker)
+
+        what, label = f"{type(self).__name__}: save to {path}", f"{type(self).__name__}: save"
+        try:
+            _agree(what, label, begin)
+        except Exception:
+            if rank0:  # nothing was written: the state there (if any) is still whole
+                try:
+                    os.remove(marker)
+                except OSError:
+                    pass
+            raise
         for d, o in zip(dirs, self._opt):
-            os.makedirs(d, exist_ok=True)
             o.save(d)
-        # Every rank's state is on disk.
-        _on_rank0(what, f"{type(self).__name__}: save", lambda: os.remove(marker))
+        _agree(what, label, end)
 
     def load(self, path: str) -> None:
         """Reads the state ``save`` wrote, of every embedding or of none: when the state of one
@@ -267,14 +288,13 @@ class _SparseOptimizer:
         marker = os.path.join(path, _SAVING_MARKER)
 
         def check() -> None:
-            if os.path.exists(marker):
+            if _runtime.get_rank() == 0 and os.path.exists(marker):
                 raise ValueError(
                     f"{type(self).__name__}: the state in {path} is from a save that did not "
                     f"finish ({marker} is there), so its embeddings' states may come from "
                     "different steps; load an older checkpoint")
 
-        _on_rank0(f"{type(self).__name__}: load from {path}", f"{type(self).__name__}: load",
-                  check)
+        _agree(f"{type(self).__name__}: load from {path}", f"{type(self).__name__}: load", check)
         # Each embedding's load is all-or-nothing on every rank; the ones before a failure
         # are undone from this rank's rows kept here (the last one needs no copy).
         kept = []

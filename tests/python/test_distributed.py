@@ -413,6 +413,16 @@ def test_dist_embedding_sparse_adagrad_and_save_load(partitionings, tmp_path):
         np.testing.assert_allclose(z[r]["opt_saved"], state[lo:hi], rtol=1e-4)
         assert z[r]["opt_loaded"].tobytes() == z[r]["opt_saved"].tobytes(), f"rank {r}"
         assert os.listdir(tmp_path / f"opt-rank{r}") == ["node-emb"]  # no save marker left
+    # Saves into a folder rank 1 cannot create: every rank raises, none waits for the others.
+    blocked = str(tmp_path / "blocked-rank1")
+    for mine, other, what in zip(z[1]["refusals"], z[0]["refusals"],
+                                 ("DistEmbedding 'node-emb'", "SparseAdagrad")):
+        assert mine == f"FileExistsError: [Errno 17] File exists: '{blocked}'", mine
+        assert re.fullmatch(rf"OSError: {what}: save to .*blocked-rank0: rank 1 failed: "
+                            rf"\[Errno 17\] File exists: '{re.escape(blocked)}'", other), other
+    # Nothing was saved: rank 0 took back its save marker, its folders are empty.
+    assert sorted(os.listdir(tmp_path / "blocked-rank0")) == ["node-emb"]
+    assert os.listdir(tmp_path / "blocked-rank0" / "node-emb") == []
 
 
 # --- 5. training end to end -------------------------------------------------------------------

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """DistEmbedding + SparseAdagrad over the ranks, then a save / overwrite / load round trip of
-the rows, and one of the optimizer's state in a folder per rank.
+the rows, and one of the optimizer's state in a folder per rank; saves into a folder one rank
+cannot create fail on every rank.
 
     python -m tessera launch --nproc-per-node P -- python embedding.py CONFIG OUT
 
 Every rank reads a fixed set of rows (its own and other ranks', some twice, some read by every
 rank) and fits them to fixed targets. Writes <OUT>/rank<r>.npz: the initial and final rows,
 the ids each rank read, the global loss per step, the rows around the save / load and the
-optimizer's state rows around its save / load."""
+optimizer's state rows around its save / load, and the errors of the refused saves."""
 import os
 import sys
 
@@ -85,11 +86,24 @@ def main() -> int:
     opt.load(opt_dir)
     opt_loaded = np.array(state.local_view(), copy=True)
 
+    # A folder that one rank cannot create (a file in its way): both saves fail on every rank.
+    blocked = os.path.join(out, f"blocked-rank{rank}")
+    if rank == 1:
+        open(blocked, "w").close()
+    refusals = []
+    for save in (emb.save, opt.save):
+        try:
+            save(blocked)
+            refusals.append("saved")
+        except OSError as e:
+            refusals.append(f"{type(e).__name__}: {e}")
+
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.npz")
     np.savez(tmp, initial=initial, final=final, ids=ids, losses=np.array(losses),
              saved=saved, overwritten=overwritten, loaded=loaded,
-             local_range=np.array([lo, hi]), opt_saved=opt_saved, opt_loaded=opt_loaded)
+             local_range=np.array([lo, hi]), opt_saved=opt_saved, opt_loaded=opt_loaded,
+             refusals=np.array(refusals))
     os.replace(tmp, os.path.join(out, f"rank{rank}.npz"))
     tessera.exit_client()
     return 0
