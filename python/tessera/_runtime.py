@@ -54,12 +54,76 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     if _state["initialized"]:
         return
     world = _env_world_size()
-    rt = _C.Runtime.create(backend) if (world > 1 or backend) else _C.Runtime.create("local")
+    restore = _torchrun_store_port() if world > 1 and _under_torchrun_agent_store() else None
+    try:
+        rt = _C.Runtime.create(backend) if (world > 1 or backend) else _C.Runtime.create("local")
+    finally:
+        if restore is not None:
+            restore()
     _state.update(initialized=True, rank=rt.rank, world_size=rt.world_size, runtime=rt)
     atexit.register(_exit_at_interpreter_end)
     if rt.world_size > 1:
         _install_fail_fast()
     _export_torch_env(rt)
+
+
+def _under_torchrun_agent_store() -> bool:
+    """torchrun's agent hosts a TCPStore on MASTER_ADDR:MASTER_PORT for its workers."""
+    env = os.environ
+    return bool(env.get("TORCHELASTIC_RUN_ID")) and \
+        env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and "MASTER_PORT" in env
+
+
+def _torchrun_store_port():
+    """Under torchrun, the port of Tessera's rendezvous store, agreed through torchrun's.
+
+    torchrun's agent already listens on MASTER_PORT (the store its workers' init_process_group
+    joins), so rank 0's rendezvous store cannot bind it. Rank 0 reserves a free port
+    (SO_REUSEADDR, bound, not listening: the store binds it beside the reservation) and
+    publishes it in the agent's store; every rank reads it there and joins Tessera's store on
+    it. MASTER_PORT is set to it while the runtime starts; the returned function puts
+    torchrun's back (torch.distributed then joins the agent's store, as under torchrun alone)
+    and releases the reservation. MASTER_ADDR is left as torchrun set it: across nodes it must
+    be rank 0's host (torchrun's static rendezvous, --master-addr of node 0)."""
+    import datetime
+    import socket
+
+    from torch.distributed import TCPStore
+
+    env = os.environ
+    try:  # the runtime refuses a bad value by name below; inf (no deadline) fits a timedelta
+        seconds = min(float(env.get("TESSERA_RENDEZVOUS_TIMEOUT") or 60), 1e8)
+    except ValueError:
+        seconds = 60.0
+    seconds = seconds if seconds > 0 else 60.0
+    generation = _state.get("torchrun_generation", 0)
+    _state["torchrun_generation"] = generation + 1
+    key = (f"tessera/rendezvous_port/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+           f"{generation}")
+    store = TCPStore(env["MASTER_ADDR"], int(env["MASTER_PORT"]), is_master=False,
+                     timeout=datetime.timedelta(seconds=seconds))
+    reservation = None
+    if int(env.get("RANK", "0")) == 0:
+        reservation = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            reservation.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            reservation.bind(("", 0))
+            port = str(reservation.getsockname()[1])
+            store.set(key, port)
+        except BaseException:
+            reservation.close()
+            raise
+    else:
+        port = store.get(key).decode()
+    saved = env["MASTER_PORT"]
+    env["MASTER_PORT"] = port
+
+    def restore() -> None:
+        env["MASTER_PORT"] = saved
+        if reservation is not None:
+            reservation.close()
+
+    return restore
 
 
 def _reserve_port() -> int:

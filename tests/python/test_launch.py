@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import tessera
 
 
@@ -182,3 +184,41 @@ def test_rank_zero_store_listens_on_the_socket_the_launcher_reserved(tmp_path):
     assert m and len(set(m.groups())) == 1, describe(r)
     assert re.search(r"\[rank 1\] rank=1 var=- master=\d+ before=none after=none\n",
                      r.stdout), describe(r)
+
+
+TORCHRUN = """
+import os
+import numpy as np
+import torch
+import torch.distributed as tdist
+import tessera
+import tessera.distributed as dist
+
+port = os.environ["MASTER_PORT"]
+tessera.initialize()
+assert os.environ["MASTER_PORT"] == port, "torchrun's MASTER_PORT was not put back"
+x = dist.all_reduce(np.full(3, tessera.get_rank() + 1.0))
+tdist.init_process_group("gloo")
+t = torch.full((2,), float(tdist.get_rank() + 1))
+tdist.all_reduce(t)
+print(f"rank={tessera.get_rank()} world={tessera.get_world_size()} tessera={x.tolist()} "
+      f"torch={t.tolist()}", flush=True)
+tdist.destroy_process_group()
+tessera.exit_client()
+"""
+
+
+def test_initialize_under_torchrun_joins_beside_torchruns_store(tmp_path):
+    # torchrun's agent listens on MASTER_PORT (its workers' store): rank 0's rendezvous store
+    # could not bind it ("Address already in use") and no script ran under torchrun.
+    pytest.importorskip("torch")  # torchrun is torch's
+    script = tmp_path / "torchrun_job.py"
+    script.write_text(TORCHRUN)
+    env = dict(os.environ, TESSERA_JOB_TOKEN=secrets.token_hex(32))
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node", "2", str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, describe(r)
+    for rank in (0, 1):
+        assert f"rank={rank} world=2 tessera=[3.0, 3.0, 3.0] torch=[3.0, 3.0]" in r.stdout, \
+            describe(r)
