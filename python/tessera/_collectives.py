@@ -81,8 +81,12 @@ def all_reduce_gradients(module, average: bool = True) -> None:
 
 def broadcast_parameters(module, src: int = 0) -> None:
     """Makes every rank's parameters and buffers equal to rank ``src``'s (bitwise). Collective;
-    a no-op in a world of one."""
-    if get_world_size() == 1:
+    a no-op in a world of one. ``src`` outside [0, world size) is a ValueError."""
+    world = get_world_size()
+    if isinstance(src, bool) or not isinstance(src, (int, np.integer)) or not 0 <= src < world:
+        # No rank would contribute its bytes: every rank's tensors would become zeros.
+        raise ValueError(f"broadcast_parameters: src must be a rank in [0, {world}), got {src!r}")
+    if world == 1:
         return
     tensors = list(module.parameters()) + list(module.buffers())
     with torch.no_grad():

@@ -344,6 +344,10 @@ def test_collectives(tmp_path):
     assert len({s["before64"] for s in seen}) == world
     assert all(s["after64"] == seen[-1]["before64"] for s in seen), \
         "broadcast_parameters(src=2) left float64 parameters different from rank 2's"
+    for s in seen:
+        assert s["bad_src"] == [f"ValueError: broadcast_parameters: src must be a rank in "
+                                f"[0, {world}), got {src}" for src in (world, -1)], s["bad_src"]
+        assert s["after_bad_src"] == s["after64"], "a refused broadcast changed the module"
 
     # all_reduce_gradients: rank r's gradients were r + 1 (none for parameter 0 on rank 0).
     mean, total = (rs + 1).mean(), (rs + 1).sum()

@@ -76,6 +76,16 @@ def main() -> int:
     dist.broadcast_parameters(m64, src=world - 1)
     seen["after64"] = digest(m64)
 
+    # A src that is no rank: refused on every rank, the module untouched (it became all zeros).
+    seen["bad_src"] = []
+    for src in (world, -1):
+        try:
+            dist.broadcast_parameters(m64, src=src)
+            seen["bad_src"].append("accepted")
+        except ValueError as e:
+            seen["bad_src"].append(f"ValueError: {e}")
+    seen["after_bad_src"] = digest(m64)
+
     # all_reduce_gradients: rank r's gradients are r + 1; one parameter has no gradient on
     # rank 0 (it contributes zeros there).
     for i, p in enumerate(m.parameters()):
