@@ -54,23 +54,33 @@ def _flat(tensors):
 def all_reduce_gradients(module, average: bool = True) -> None:
     """Sums (or averages) the gradients of ``module``'s parameters over all ranks in one
     all-reduce: synchronous data parallelism, as DDP's gradient all-reduce. A parameter without
-    a gradient on this rank contributes zeros. Collective; a no-op in a world of one."""
+    a gradient on this rank contributes zeros; one without a gradient on every rank keeps
+    ``grad`` None (as under DDP, and in a world of one: optimizers skip it). Collective; a
+    no-op in a world of one."""
     world = get_world_size()
     if world == 1:
         return
     params = [p for p in module.parameters() if p.requires_grad]
     grads = [p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in params]
     wide = any(g.dtype == torch.float64 for g in grads)  # reduce in the widest dtype present
+    # One more element per parameter, 1 where this rank has its gradient: summed, it counts the
+    # ranks that have one.
+    has_grad = torch.tensor([p.grad is not None for p in params], dtype=torch.float32)
     # The transport reduces host memory (UCX / the CPU backend; no device transport is used
     # here), so gradients on a GPU are copied to the host in one flat buffer and back into each
     # parameter's .grad on its device below. On the CPU .cpu() is the tensor itself.
-    flat = _flat(grads).to(torch.float64 if wide else torch.float32).cpu().contiguous()
+    dtype = torch.float64 if wide else torch.float32
+    flat = torch.cat([_flat(grads).to(dtype).cpu(), has_grad.to(dtype)]).contiguous()
     runtime().all_reduce(flat.numpy(), "sum", "all_reduce_gradients")
+    ranks_with_grad = flat[flat.numel() - len(params):].tolist()
     if average:
         flat /= world
     offset = 0
-    for p in params:
+    for p, ranks in zip(params, ranks_with_grad):
         n = p.numel()
+        if ranks == 0:  # no rank has a gradient of p: it stays None
+            offset += n
+            continue
         g = flat[offset:offset + n].view_as(p).to(device=p.device, dtype=p.dtype)
         if p.grad is None:
             p.grad = g.clone()

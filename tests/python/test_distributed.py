@@ -355,6 +355,9 @@ def test_collectives(tmp_path):
         assert np.allclose(s["grads"][0], (total - 1) / world)
         assert all(np.allclose(g, mean) for g in s["grads"][1:])
         assert all(np.array_equal(g, np.full_like(g, total)) for g in s["grads_sum"])
+        unused = s["grads_unused"]
+        assert unused[1] is None, "a parameter no rank has a gradient of got one"
+        assert all(np.allclose(g, mean) for i, g in enumerate(unused) if i != 1)
         assert all(a.tobytes() == b.tobytes() for a, b in zip(s["grads"], seen[0]["grads"]))
 
 

@@ -97,6 +97,14 @@ def main() -> int:
     dist.all_reduce_gradients(m, average=False)
     seen["grads_sum"] = [p.grad.numpy().copy() for p in m.parameters()]
 
+    # A parameter without a gradient on every rank keeps None (DDP's unused parameter; an
+    # optimizer with momentum or weight decay would move it on a zero gradient).
+    for i, p in enumerate(m.parameters()):
+        p.grad = None if i == 1 else torch.full_like(p, float(rank + 1))
+    dist.all_reduce_gradients(m)
+    seen["grads_unused"] = [None if p.grad is None else p.grad.numpy().copy()
+                            for p in m.parameters()]
+
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.pkl")
     with open(tmp, "wb") as f:
