@@ -61,8 +61,43 @@ def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0
     kwargs = {} if grace is None else {"grace_s": float(grace)}
     if token_file is not None:
         kwargs["token_file"] = _os.fspath(token_file)
-    return _C.launch([str(c) for c in command], int(nproc_per_node), int(nnodes), int(node_rank),
-                     str(master_addr), int(master_port), bool(prefix_output), **kwargs)
+    restore = _catch_ignored_signals()
+    try:
+        return _C.launch([str(c) for c in command], int(nproc_per_node), int(nnodes),
+                         int(node_rank), str(master_addr), int(master_port), bool(prefix_output),
+                         **kwargs)
+    finally:
+        restore()
+
+
+def _catch_ignored_signals():
+    """Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: the
+    ranks would start with them ignored (a rank's `producer | head` then runs on with write
+    errors instead of ending), where torchrun's (subprocess's restore_signals) and the C++
+    launcher's start with the default action. While the ranks start they are caught by a
+    handler that does nothing instead (a caught signal is reset to its default at exec; this
+    process still gets EPIPE, as when ignored); the returned function ignores them again."""
+    import signal
+
+    caught = []
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        sig = getattr(signal, name, None)
+        try:
+            if sig is not None and signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, _ignore_signal)
+                caught.append(sig)
+        except ValueError:  # not the main thread: the ranks inherit what this process has
+            break
+
+    def restore():
+        for sig in caught:
+            signal.signal(sig, signal.SIG_IGN)
+
+    return restore
+
+
+def _ignore_signal(signum, frame):
+    pass
 
 
 def __getattr__(name):

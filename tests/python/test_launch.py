@@ -4,6 +4,7 @@ a required --nproc-per-node), and one clear error when the command is not after 
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -85,6 +86,29 @@ def test_launch_function_leaves_the_environment_as_it_was(tmp_path, monkeypatch)
     assert out.read_text().strip() == token
     assert os.environ["TESSERA_JOB_TOKEN"] == "x" * 32
     assert "TESSERA_JOB_TOKEN_FILE" not in os.environ
+
+
+def test_ranks_start_with_sigpipe_and_sigxfsz_at_their_default(tmp_path):
+    # Python ignores both, and an ignored signal stays ignored across exec: the ranks of
+    # `python -m tessera launch` started with them ignored (SigIgn 0x1001000), so a rank's
+    # `yes | head -1` printed "yes: standard output: Broken pipe"; torchrun's ranks and the C++
+    # launcher's start with neither ignored.
+    r = launch("--nproc-per-node", 1, "--", "sh", "-c",
+               "grep SigIgn /proc/self/status; yes | head -1", cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    m = re.search(r"\[rank 0\] SigIgn:\s+([0-9a-f]+)\n", r.stdout)
+    assert m, describe(r)
+    ignored = int(m.group(1), 16)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (sig - 1)), f"{sig.name} ignored: {describe(r)}"
+    assert "Broken pipe" not in r.stderr, describe(r)
+
+
+def test_launch_function_ignores_sigpipe_again_after_the_job(tmp_path):
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN  # Python's default
+    assert tessera.launch(["true"], nproc_per_node=1) == 0
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
 
 
 def test_grace_bounds_the_wait_for_a_rank_that_ignores_sigterm(tmp_path):
