@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._runtime import get_rank, get_world_size, runtime
+from ._runtime import get_rank, job_world_size, runtime
 from ._tensor import HAVE_TORCH, torch
 
 
@@ -19,7 +19,7 @@ def all_reduce(x, op: str = "sum", *, _what: str = "all_reduce"):
     Collective; a no-op in a world of one. Ranks that call different collectives here (another
     dtype, op or size, or another call altogether) all raise one ValueError naming each rank's
     call (``_what`` names this one: Tessera's own callers pass theirs)."""
-    if get_world_size() == 1:
+    if job_world_size() == 1:
         return x
     if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
         if not x.is_contiguous():
@@ -42,7 +42,7 @@ def all_gather_object(obj, *, _what: str = "all_gather_object") -> list:
     one)."""
     import pickle
 
-    if get_world_size() == 1:
+    if job_world_size() == 1:
         return [obj]
     return [pickle.loads(b) for b in runtime().all_gather_bytes(pickle.dumps(obj), _what)]
 
@@ -57,7 +57,7 @@ def all_reduce_gradients(module, average: bool = True) -> None:
     a gradient on this rank contributes zeros; one without a gradient on every rank keeps
     ``grad`` None (as under DDP, and in a world of one: optimizers skip it). Collective; a
     no-op in a world of one."""
-    world = get_world_size()
+    world = job_world_size()
     if world == 1:
         return
     params = [p for p in module.parameters() if p.requires_grad]
@@ -92,7 +92,7 @@ def all_reduce_gradients(module, average: bool = True) -> None:
 def broadcast_parameters(module, src: int = 0) -> None:
     """Makes every rank's parameters and buffers equal to rank ``src``'s (bitwise). Collective;
     a no-op in a world of one. ``src`` outside [0, world size) is a ValueError."""
-    world = get_world_size()
+    world = job_world_size()
     if isinstance(src, bool) or not isinstance(src, (int, np.integer)) or not 0 <= src < world:
         # No rank would contribute its bytes: every rank's tensors would become zeros.
         raise ValueError(f"broadcast_parameters: src must be a rank in [0, {world}), got {src!r}")
@@ -123,7 +123,7 @@ def gradient_sync_mode(device, choice: str = "auto") -> str:
     over Tessera's host transport: deterministic, the same bits on every rank). ``auto`` takes
     ddp when every rank of the node has a GPU of its own (NCCL refuses two ranks on one GPU)
     and host otherwise (CPU ranks, ranks sharing a GPU). ``"none"`` in a world of one."""
-    if get_world_size() == 1:
+    if job_world_size() == 1:
         return "none"
     if choice not in ("auto", "ddp", "host"):
         raise ValueError(f"gradient sync must be auto, ddp or host, got {choice!r}")
@@ -134,7 +134,7 @@ def gradient_sync_mode(device, choice: str = "auto") -> str:
         return "host"
     import os
 
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", get_world_size()))
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", job_world_size()))
     if not torch.distributed.is_nccl_available() or local > torch.cuda.device_count():
         return "host"
     return "ddp"

@@ -280,6 +280,16 @@ def get_world_size() -> int:
     return int(_state["world_size"])
 
 
+def job_world_size() -> int:
+    """The world size for a collective: before ``initialize()``, when the environment describes
+    a job of several ranks (RANK / WORLD_SIZE from a launcher), joins it first, as ``runtime()``
+    does; a collective that went by get_world_size() (1 until then) would return its input
+    unreduced on every rank instead. Standalone (a world of one) initializes nothing."""
+    if not _state["initialized"] and _env_world_size() > 1:
+        initialize()
+    return get_world_size()
+
+
 def is_distributed() -> bool:
     return get_world_size() > 1
 
@@ -287,7 +297,9 @@ def is_distributed() -> bool:
 def barrier(what: str = "barrier") -> None:
     """Returns once every rank has called it. ``what`` names the call in the ValueError every
     rank raises when the ranks called different collectives (e.g. one rank a barrier, another
-    an all_reduce)."""
+    an all_reduce). Before ``initialize()`` in a job of several ranks it joins the job first
+    (job_world_size)."""
+    job_world_size()
     if _state["initialized"]:
         _state.pop("exit_status", None)  # see runtime()
         _state["runtime"].barrier(what)

@@ -168,6 +168,36 @@ def test_a_caught_or_threaded_sys_exit_does_not_fail_the_job(tmp_path):
     assert "done 0" in r.stdout and "done 1" in r.stdout, describe(r)
 
 
+BEFORE_INITIALIZE = """
+import os, time
+import numpy as np
+import tessera.distributed as dist
+
+rank = int(os.environ["RANK"])
+t0 = time.monotonic()
+if rank == 1:
+    time.sleep(1.5)
+dist.barrier()
+waited = rank == 1 or time.monotonic() - t0 >= 1.0
+x = dist.all_reduce(np.full(2, rank + 1.0))
+print(f"rank={rank} waited={waited} sum={x.tolist()} gathered={dist.all_gather_object(rank)} "
+      f"world={dist.get_world_size()}", flush=True)
+"""
+
+
+def test_collectives_before_initialize_join_the_job(tmp_path):
+    # Without initialize(), get_world_size() is 1 until something joins the job, and barrier()
+    # returned at once, all_reduce returned its input unreduced and all_gather_object [obj] on
+    # every rank of a 2-rank job: silently no collective at all.
+    script = tmp_path / "before_initialize.py"
+    script.write_text(BEFORE_INITIALIZE)
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    for rank in (0, 1):
+        assert (f"[rank {rank}] rank={rank} waited=True sum=[3.0, 3.0] gathered=[0, 1] world=2"
+                in r.stdout), describe(r)
+
+
 STORE_SOCKET = """
 import os, socket
 import tessera.distributed as dist
