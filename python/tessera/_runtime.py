@@ -57,6 +57,12 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     restore = _torchrun_store_port() if world > 1 and _under_torchrun_agent_store() else None
     try:
         rt = _C.Runtime.create(backend) if (world > 1 or backend) else _C.Runtime.create("local")
+    except OSError as e:
+        if _torch_process_group_initialized():
+            raise OSError(f"{e}: torch.distributed.init_process_group() ran before "
+                          "tessera.initialize(), and torch's store took MASTER_PORT; call "
+                          "tessera.initialize() first (it hands torch a port of its own)") from e
+        raise
     finally:
         if restore is not None:
             restore()
@@ -65,6 +71,14 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     if rt.world_size > 1:
         _install_fail_fast()
     _export_torch_env(rt)
+
+
+def _torch_process_group_initialized() -> bool:
+    td = sys.modules.get("torch.distributed")
+    try:
+        return td is not None and td.is_available() and td.is_initialized()
+    except Exception:  # noqa: BLE001 - only a hint for an error being raised
+        return False
 
 
 def _under_torchrun_agent_store() -> bool:

@@ -198,6 +198,29 @@ def test_collectives_before_initialize_join_the_job(tmp_path):
                 in r.stdout), describe(r)
 
 
+TORCH_FIRST = """
+import torch.distributed as tdist
+import tessera
+
+tdist.init_process_group("gloo")
+tessera.initialize()
+"""
+
+
+def test_init_process_group_before_initialize_is_named(tmp_path):
+    # The documented order is initialize() first. The other way round, torch's store holds
+    # MASTER_PORT and the error was only "rank 0 could not host the rendezvous store on
+    # 127.0.0.1:P ('127.0.0.1'): Address already in use".
+    pytest.importorskip("torch")
+    script = tmp_path / "torch_first.py"
+    script.write_text(TORCH_FIRST)
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 1, describe(r)
+    assert ("torch.distributed.init_process_group() ran before tessera.initialize(), and "
+            "torch's store took MASTER_PORT; call tessera.initialize() first") in r.stderr, \
+        describe(r)
+
+
 STORE_SOCKET = """
 import os, socket
 import tessera.distributed as dist
