@@ -29,7 +29,9 @@ def all_reduce(x, op: str = "sum", *, _what: str = "all_reduce"):
         with torch.no_grad():
             x.copy_(host)
         return x
-    arr = x.numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
+    # detach(): a tensor that requires grad (a loss all-reduced for logging) is reduced in
+    # place as on a GPU above and as torch.distributed.all_reduce does; its .numpy() refuses.
+    arr = x.detach().numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
     if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
         raise TypeError("all_reduce: expected a C-contiguous CPU array or tensor")
     runtime().all_reduce(arr, op, _what)

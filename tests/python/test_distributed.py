@@ -329,6 +329,9 @@ def test_collectives(tmp_path):
         assert s["torch_in_place"] is True
         assert np.array_equal(s["sum_torch"], np.arange(7) * world + rs.sum())
         assert s["non_contiguous"].startswith("TypeError"), s["non_contiguous"]
+        assert isinstance(s["requires_grad"], tuple), s["requires_grad"]
+        leaf, loss = s["requires_grad"]
+        assert np.array_equal(leaf, np.full(2, (rs + 1).sum())) and loss == 4 * (rs + 1).sum()
         assert s["gathered"] == [{"rank": r, "payload": "x" * (1000 * r)} for r in range(world)]
     # Every rank gets the same bits (reduced in rank order).
     for key in ("sum_f64", "sum_torch"):

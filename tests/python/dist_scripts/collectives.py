@@ -46,6 +46,15 @@ def main() -> int:
     r = dist.all_reduce(t)
     seen["torch_in_place"] = r is t
     seen["sum_torch"] = t.numpy().copy()
+    # Tensors that require grad, a leaf and a loss, on the CPU as on a GPU.
+    leaf = torch.full((2,), rank + 1.0, requires_grad=True)
+    loss = (leaf * 2).sum()
+    try:
+        dist.all_reduce(leaf)
+        dist.all_reduce(loss)
+        seen["requires_grad"] = (leaf.detach().numpy().copy(), loss.item())
+    except Exception as e:  # noqa: BLE001 - recorded for the test
+        seen["requires_grad"] = f"{type(e).__name__}: {e}"
     try:
         dist.all_reduce(np.zeros((4, 4))[:, 0])
         seen["non_contiguous"] = "accepted"
