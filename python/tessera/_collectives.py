@@ -19,23 +19,53 @@ def all_reduce(x, op: str = "sum", *, _what: str = "all_reduce"):
     Collective; a no-op in a world of one. Ranks that call different collectives here (another
     dtype, op or size, or another call altogether) all raise one ValueError naming each rank's
     call (``_what`` names this one: Tessera's own callers pass theirs)."""
-    if job_world_size() == 1:
-        return x
-    if HAVE_TORCH and isinstance(x, torch.Tensor) and x.device.type != "cpu":
+    # The input is checked in a world of one too: a script run standalone first meets the
+    # errors it would meet under the launcher (the transport's own checks, repeated here).
+    world = job_world_size()
+    if op not in ("sum", "max", "min"):
+        raise ValueError(f"all_reduce: op must be 'sum', 'max' or 'min', got '{op}'")
+    if HAVE_TORCH and isinstance(x, torch.Tensor):
         if not x.is_contiguous():
             raise TypeError("all_reduce: expected a contiguous tensor")
-        host = x.detach().cpu()
-        runtime().all_reduce(host.numpy(), op, _what)
-        with torch.no_grad():
-            x.copy_(host)
+        _check_reducible(str(x.dtype).replace("torch.", ""))
+        if x.device.type != "cpu":
+            if world == 1:
+                return x
+            host = x.detach().cpu()
+            runtime().all_reduce(host.numpy(), op, _what)
+            with torch.no_grad():
+                x.copy_(host)
+            return x
+        # detach(): a tensor that requires grad (a loss all-reduced for logging) is reduced in
+        # place as on a GPU above and as torch.distributed.all_reduce does; its .numpy()
+        # refuses.
+        arr = x.detach().numpy()
+    else:
+        arr = x
+        if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
+            raise TypeError("all_reduce: expected a C-contiguous CPU array or tensor, got "
+                            f"{_describe(arr)}")
+        _check_reducible(arr.dtype.name)
+    if not arr.flags.writeable:
+        raise TypeError("all_reduce: the array is read-only (it is reduced in place)")
+    if world == 1:
         return x
-    # detach(): a tensor that requires grad (a loss all-reduced for logging) is reduced in
-    # place as on a GPU above and as torch.distributed.all_reduce does; its .numpy() refuses.
-    arr = x.detach().numpy() if HAVE_TORCH and isinstance(x, torch.Tensor) else x
-    if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
-        raise TypeError("all_reduce: expected a C-contiguous CPU array or tensor")
     runtime().all_reduce(arr, op, _what)
     return x
+
+
+_REDUCIBLE = ("float32", "float64", "int32", "int64", "uint64")
+
+
+def _check_reducible(dtype: str) -> None:
+    if dtype not in _REDUCIBLE:
+        raise TypeError(f"all_reduce: dtype {dtype} is not reducible ({', '.join(_REDUCIBLE)})")
+
+
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"a non-contiguous array of shape {x.shape}"
+    return f"{type(x).__name__}"
 
 
 def all_gather_object(obj, *, _what: str = "all_gather_object") -> list:

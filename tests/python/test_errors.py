@@ -86,3 +86,33 @@ def test_incomplete_job_environment_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("RANK")
     _runtime.initialize()
     assert tessera.get_world_size() == 1 and tessera.get_rank() == 0
+
+
+def test_all_reduce_checks_its_input_in_a_world_of_one(monkeypatch):
+    """Standalone, all_reduce returned any input unchecked (a list, a strided view, a read-only
+    array, float16, op "mean") that the same script's all_reduce refuses under the launcher; a
+    read-only array there was nanobind's "incompatible function arguments", a bfloat16 tensor
+    torch's "Got unsupported ScalarType BFloat16"."""
+    import tessera.distributed as dist
+
+    for var in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(var, raising=False)
+    assert dist.get_world_size() == 1
+    with pytest.raises(TypeError, match="expected a C-contiguous CPU array or tensor, got list"):
+        dist.all_reduce([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"non-contiguous array of shape \(4,\)"):
+        dist.all_reduce(np.zeros((4, 4))[:, 0])
+    ro = np.ones(3)
+    ro.setflags(write=False)
+    with pytest.raises(TypeError, match="read-only"):
+        dist.all_reduce(ro)
+    with pytest.raises(TypeError, match=r"dtype float16 is not reducible \(float32, float64, "
+                                        r"int32, int64, uint64\)"):
+        dist.all_reduce(np.ones(3, dtype=np.float16))
+    with pytest.raises(ValueError, match="op must be 'sum', 'max' or 'min', got 'mean'"):
+        dist.all_reduce(np.ones(3), "mean")
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match="dtype bfloat16 is not reducible"):
+        dist.all_reduce(torch.ones(3, dtype=torch.bfloat16))
+    x = np.ones(3)
+    assert dist.all_reduce(x) is x
