@@ -111,6 +111,28 @@ def test_launch_function_ignores_sigpipe_again_after_the_job(tmp_path):
     assert signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN
 
 
+def test_what_a_stopped_python_rank_printed_is_shown(tmp_path, monkeypatch):
+    # Rank 0 prints a line and works on; rank 1 fails and the launcher stops rank 0. Its stdout
+    # is a pipe, so Python buffered the line, and SIGTERM ended it unflushed: the line was lost.
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "rank = int(os.environ['RANK'])\n"
+        "print(f'rank {rank} epoch 1 loss 0.5')\n"
+        "if rank == 1:\n"
+        "    time.sleep(1)\n"
+        "    sys.exit(3)\n"
+        "time.sleep(60)\n")
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 3, describe(r)
+    assert "[rank 0] rank 0 epoch 1 loss 0.5\n" in r.stdout, describe(r)
+    assert "[rank 1] rank 1 epoch 1 loss 0.5\n" in r.stdout, describe(r)
+    assert "PYTHONUNBUFFERED" not in os.environ
+    assert tessera.launch(["true"], nproc_per_node=1) == 0
+    assert "PYTHONUNBUFFERED" not in os.environ, "tessera.launch() left PYTHONUNBUFFERED set"
+
+
 def test_grace_bounds_the_wait_for_a_rank_that_ignores_sigterm(tmp_path):
     # Rank 0 fails; rank 1 ignores SIGTERM and is killed --grace seconds later (default 5).
     script = 'if [ "$RANK" = 0 ]; then sleep 0.5; exit 3; fi; trap "" TERM; sleep 60'
