@@ -60,6 +60,10 @@ def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0
     else a random token on a single node). The ranks get PYTHONUNBUFFERED=1 unless it is set:
     their output goes to the launcher through pipes, and a Python rank would otherwise hold
     what it printed in an 8 KiB buffer, shown late and lost when the rank is stopped."""
+    if isinstance(command, (str, bytes, _os.PathLike)):
+        # A string would be run one character per argument ("cannot run 'e'" for "echo hi").
+        raise TypeError(f"launch: command must be a list of arguments, not a string: "
+                        f"{command!r} (e.g. shlex.split({command!r}))")
     kwargs = {} if grace is None else {"grace_s": float(grace)}
     if token_file is not None:
         kwargs["token_file"] = _os.fspath(token_file)

@@ -133,6 +133,13 @@ def test_what_a_stopped_python_rank_printed_is_shown(tmp_path, monkeypatch):
     assert "PYTHONUNBUFFERED" not in os.environ, "tessera.launch() left PYTHONUNBUFFERED set"
 
 
+def test_launch_function_refuses_a_command_string():
+    # "echo hello" was run as ["e", "c", "h", ...]: every rank failed with "cannot run 'e'".
+    with pytest.raises(TypeError, match=r"list of arguments, not a string: 'echo hello' "
+                                        r"\(e\.g\. shlex\.split"):
+        tessera.launch("echo hello", nproc_per_node=1)
+
+
 def test_grace_bounds_the_wait_for_a_rank_that_ignores_sigterm(tmp_path):
     # Rank 0 fails; rank 1 ignores SIGTERM and is killed --grace seconds later (default 5).
     script = 'if [ "$RANK" = 0 ]; then sleep 0.5; exit 3; fi; trap "" TERM; sleep 60'
