@@ -66,6 +66,8 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     finally:
         if restore is not None:
             restore()
+        # Rank 0's store now listens on the port reserved for it by the last exit_client().
+        _close(_state.pop("next_rendezvous_reservation", None))
     _state.update(initialized=True, rank=rt.rank, world_size=rt.world_size, runtime=rt)
     atexit.register(_exit_at_interpreter_end)
     if rt.world_size > 1:
@@ -149,25 +151,34 @@ def _reserve_port() -> int:
     before ``init_process_group`` binds it, while torch's TCPStore (libuv and classic, both set
     SO_REUSEADDR) can still bind it and listen. A port that was merely free a moment ago could
     be taken meanwhile, and rank 0's store would then fail to start."""
+    s, port = _bind_free_port()
+    _release_port_reservation()
+    _state["port_reservation"] = s
+    return port
+
+
+def _bind_free_port():
+    """(socket, port): a socket bound to a free TCP port with SO_REUSEADDR, not listening (see
+    _reserve_port)."""
     import socket
 
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("", 0))
-        port = int(s.getsockname()[1])
+        return s, int(s.getsockname()[1])
     except BaseException:
         s.close()
         raise
-    _release_port_reservation()
-    _state["port_reservation"] = s
-    return port
+
+
+def _close(s) -> None:
+    if s is not None:
+        s.close()
 
 
 def _release_port_reservation() -> None:
-    s = _state.pop("port_reservation", None)
-    if s is not None:
-        s.close()
+    _close(_state.pop("port_reservation", None))
 
 
 def _export_torch_env(rt: "_C.Runtime") -> None:
@@ -193,8 +204,18 @@ def _export_torch_env(rt: "_C.Runtime") -> None:
         return
     import socket
 
-    mine = f"{_reserve_port()} {socket.gethostname()}" if rt.rank == 0 else ""
-    port, host = rt.all_gather_bytes(mine.encode())[0].decode().split(" ", 1)
+    # Rank 0 also reserves the port of the rendezvous after the next exit_client(), kept until
+    # that initialize() has started: the ranks that leave the barrier of exit_client() first
+    # may join again while rank 0's old store still stops on the old port, and connected there
+    # they failed ("failed to store 'ucx/addr/1'") and rank 0 timed out waiting for them.
+    mine = ""
+    if rt.rank == 0:
+        _close(_state.pop("next_rendezvous_reservation", None))
+        s, next_port = _bind_free_port()
+        _state["next_rendezvous_reservation"] = s
+        mine = f"{_reserve_port()} {next_port} {socket.gethostname()}"
+    port, next_port, host = rt.all_gather_bytes(mine.encode())[0].decode().split(" ", 2)
+    _state["next_rendezvous_port"] = next_port
     if "MASTER_PORT" in env:
         env["TESSERA_RENDEZVOUS_PORT"] = env["MASTER_PORT"]
     env["MASTER_PORT"] = port
@@ -328,6 +349,11 @@ def exit_client() -> None:
     _state.update(initialized=False, runtime=None)
     _release_port_reservation()
     rt.barrier("exit_client")
-    # A later initialize() joins through the rendezvous port again (_export_torch_env).
-    if "TESSERA_RENDEZVOUS_PORT" in os.environ:
+    # A later initialize() joins through the port rank 0 reserved for it (_export_torch_env),
+    # not the last store's.
+    next_port = _state.pop("next_rendezvous_port", None)
+    if next_port is not None:
+        os.environ.pop("TESSERA_RENDEZVOUS_PORT", None)
+        os.environ["MASTER_PORT"] = next_port
+    elif "TESSERA_RENDEZVOUS_PORT" in os.environ:
         os.environ["MASTER_PORT"] = os.environ.pop("TESSERA_RENDEZVOUS_PORT")

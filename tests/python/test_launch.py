@@ -250,6 +250,32 @@ def test_init_process_group_before_initialize_is_named(tmp_path):
         describe(r)
 
 
+REJOIN = """
+import numpy as np
+import tessera
+import tessera.distributed as dist
+
+for i in range(6):
+    tessera.initialize()
+    print(f"round {i} sum {dist.all_reduce(np.ones(2)).tolist()}", flush=True)
+    tessera.exit_client()
+"""
+
+
+def test_initialize_again_after_exit_client(tmp_path, monkeypatch):
+    # Rank 1 left exit_client()'s barrier and joined again while rank 0's old store still
+    # stopped on the same port: connected there, rank 1 failed ("failed to store
+    # 'ucx/addr/1'") and rank 0 timed out waiting for it, in about half of the 2-round jobs.
+    monkeypatch.setenv("TESSERA_RENDEZVOUS_TIMEOUT", "10")
+    script = tmp_path / "rejoin.py"
+    script.write_text(REJOIN)
+    r = launch("--nproc-per-node", 2, "--", sys.executable, script, cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    for rank in (0, 1):
+        for i in range(6):
+            assert f"[rank {rank}] round {i} sum [2.0, 2.0]\n" in r.stdout, describe(r)
+
+
 STORE_SOCKET = """
 import os, socket
 import tessera.distributed as dist
