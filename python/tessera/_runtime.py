@@ -130,7 +130,14 @@ def _torchrun_store_port():
             reservation.close()
             raise
     else:
-        port = store.get(key).decode()
+        try:
+            port = store.get(key).decode()
+        except RuntimeError as e:  # torch's DistStoreError: "wait timeout after ...ms"
+            raise RuntimeError(
+                f"rank {env.get('RANK')} timed out after {seconds:g} s waiting for rank 0 to "
+                f"publish the port of Tessera's rendezvous store (key '{key}' in torchrun's "
+                f"store at {env['MASTER_ADDR']}:{env['MASTER_PORT']}); rank 0 did not call "
+                "tessera.initialize() in that time (TESSERA_RENDEZVOUS_TIMEOUT sets it)") from e
     saved = env["MASTER_PORT"]
     env["MASTER_PORT"] = port
 

@@ -276,6 +276,27 @@ def test_initialize_again_after_exit_client(tmp_path, monkeypatch):
             assert f"[rank {rank}] round {i} sum [2.0, 2.0]\n" in r.stdout, describe(r)
 
 
+def test_under_torchrun_a_rank_zero_that_never_initializes_is_named(tmp_path):
+    pytest.importorskip("torch")
+    script = tmp_path / "no_rank0.py"
+    script.write_text("import os, time\n"
+                      "import tessera\n"
+                      "if os.environ['RANK'] == '0':\n"
+                      "    time.sleep(6)\n"
+                      "    raise SystemExit(0)\n"
+                      "tessera.initialize()\n")
+    env = dict(os.environ, TESSERA_JOB_TOKEN=secrets.token_hex(32),
+               TESSERA_RENDEZVOUS_TIMEOUT="2")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node", "2", str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode != 0, describe(r)
+    assert re.search(r"rank 1 timed out after 2 s waiting for rank 0 to publish the port of "
+                     r"Tessera's rendezvous store \(key 'tessera/rendezvous_port/0/0' in "
+                     r"torchrun's store at [^)]+\); rank 0 did not call tessera.initialize\(\) "
+                     r"in that time", r.stderr), describe(r)
+
+
 STORE_SOCKET = """
 import os, socket
 import tessera.distributed as dist
