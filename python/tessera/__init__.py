@@ -57,9 +57,10 @@ def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0
     that failed, after stopping the others (SIGTERM, then SIGKILL ``grace`` seconds later;
     default 5). ``token_file``: a file only you can read holding the job token, which every
     node of a job of several nodes needs (default: TESSERA_JOB_TOKEN or TESSERA_JOB_TOKEN_FILE,
-    else a random token on a single node). The ranks get PYTHONUNBUFFERED=1 unless it is set:
-    their output goes to the launcher through pipes, and a Python rank would otherwise hold
-    what it printed in an 8 KiB buffer, shown late and lost when the rank is stopped."""
+    else a random token on a single node). The ranks get PYTHONUNBUFFERED=1 unless it is set
+    (the C++ launcher's rule): their output goes to the launcher through pipes, and a Python
+    rank would otherwise hold what it printed in an 8 KiB buffer, shown late and lost when the
+    rank is stopped."""
     if isinstance(command, (str, bytes, _os.PathLike)):
         # A string would be run one character per argument ("cannot run 'e'" for "echo hi").
         raise TypeError(f"launch: command must be a list of arguments, not a string: "
@@ -68,16 +69,11 @@ def launch(command, nproc_per_node: int = 1, nnodes: int = 1, node_rank: int = 0
     if token_file is not None:
         kwargs["token_file"] = _os.fspath(token_file)
     restore = _catch_ignored_signals()
-    unbuffered = "PYTHONUNBUFFERED" not in _os.environ
-    if unbuffered:
-        _os.environ["PYTHONUNBUFFERED"] = "1"  # the ranks inherit this process's environment
     try:
         return _C.launch([str(c) for c in command], int(nproc_per_node), int(nnodes),
                          int(node_rank), str(master_addr), int(master_port), bool(prefix_output),
                          **kwargs)
     finally:
-        if unbuffered:
-            _os.environ.pop("PYTHONUNBUFFERED", None)
         restore()
 
 

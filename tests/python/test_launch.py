@@ -133,6 +133,53 @@ def test_what_a_stopped_python_rank_printed_is_shown(tmp_path, monkeypatch):
     assert "PYTHONUNBUFFERED" not in os.environ, "tessera.launch() left PYTHONUNBUFFERED set"
 
 
+def test_a_rank_reads_the_terminal_the_launcher_runs_on(tmp_path):
+    """input() (or breakpoint()) in a rank of a launcher that runs in the foreground of a
+    terminal: the rank reads the line. In a process group of the launcher's session the rank
+    was a background job of the terminal, stopped by SIGTTIN for ever (state T)."""
+    import pty
+    import select
+
+    pid, fd = pty.fork()  # the child leads a session whose controlling terminal is the pty
+    if pid == 0:
+        try:
+            os.execv(sys.executable, [sys.executable, "-m", "tessera", "launch",
+                                      "--nproc-per-node", "1", "--", sys.executable, "-c",
+                                      "print('read', repr(input()))"])
+        finally:
+            os._exit(127)
+    out, deadline = b"", time.monotonic() + 60
+    try:
+        os.write(fd, b"hello\n")
+        while b"read 'hello'" not in out and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: the launcher ended and the pty closed
+                    break
+                if not chunk:
+                    break
+                out += chunk
+    finally:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            time.sleep(1)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)  # the rank dies with it (PR_SET_PDEATHSIG)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    assert b"read 'hello'" in out, out.decode(errors="replace")
+
+
+def test_ranks_get_torchruns_names_of_their_numbers(tmp_path):
+    r = launch("--nproc-per-node", 2, "--", sys.executable, "-c",
+               "import os; print(*(os.environ.get(k) for k in ('RANK', 'GROUP_RANK', "
+               "'GROUP_WORLD_SIZE', 'ROLE_RANK', 'ROLE_WORLD_SIZE', 'ROLE_NAME')))",
+               cwd=tmp_path)
+    assert r.returncode == 0, describe(r)
+    assert "[rank 0] 0 0 1 0 2 default\n" in r.stdout, describe(r)
+    assert "[rank 1] 1 0 1 1 2 default\n" in r.stdout, describe(r)
+
+
 def test_launch_function_refuses_a_command_string():
     # "echo hello" was run as ["e", "c", "h", ...]: every rank failed with "cannot run 'e'".
     with pytest.raises(TypeError, match=r"list of arguments, not a string: 'echo hello' "

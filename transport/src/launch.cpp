@@ -241,6 +241,12 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int i, int ran
       {"LOCAL_RANK", std::to_string(i)},
       {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
       {"NODE_RANK", std::to_string(o.node_rank)},
+      // torchrun's names of the same numbers (one role: every rank a trainer).
+      {"GROUP_RANK", std::to_string(o.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(o.nnodes)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(env.world)},
+      {"ROLE_NAME", "default"},
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(env.port)},
       {"TESSERA_JOB_TOKEN", env.token}};
@@ -258,11 +264,24 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int i, int ran
   if (rank == 0 && env.store_fd >= 0) {
     out.push_back(fmt::format("{}={}:{}", kStoreSocketEnv, env.store_fd, env.port));
   }
+  // A rank's stdout is a pipe: a Python rank would hold what it prints in an 8 KiB buffer, shown
+  // late and lost when the rank is stopped (SIGTERM ends Python unflushed). Unless set.
+  if (::getenv("PYTHONUNBUFFERED") == nullptr) {
+    out.emplace_back("PYTHONUNBUFFERED=1");
+  }
   for (const auto& [name, value] : set) {
     out.push_back(name);
     out.back().append("=").append(value);
   }
   return out;
+}
+
+// Signals the process group of the rank started as `pid` (its session, see spawn_rank), or the
+// rank itself while it has not made its session yet (no group `pid` exists until then).
+void signal_rank(pid_t pid, int sig) {
+  if (::kill(-pid, sig) != 0 && errno == ESRCH) {
+    ::kill(pid, sig);
+  }
 }
 
 // Forks local rank i running the command, its stdout and stderr on pipes to the launcher.
@@ -299,7 +318,10 @@ Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<c
     if (::getppid() != launcher_pid) {
       ::_exit(128 + SIGKILL);
     }
-    ::setpgid(0, 0);
+    // A session of its own (as torchrun's ranks): its process group is signalled as one, and
+    // the terminal is not its controlling one, so reading it (input(), breakpoint()) reads,
+    // where a background group of the launcher's session was stopped by SIGTTIN for ever.
+    ::setsid();
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) {
       ::signal(sig, SIG_DFL);
     }
@@ -315,7 +337,6 @@ Child spawn_rank(const LaunchOptions& o, int i, const JobEnv& env, std::vector<c
     ::write(2, "\n", 1);
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also here, so signalling the group never races the child's setpgid
   ::close(out[1]);
   ::close(err[1]);
   c.pid = pid;
@@ -377,7 +398,7 @@ class Supervisor {
   // background job, its own children) lives on in its group after it ended.
   void signal_all(int sig) {
     for (Child& c : kids_) {
-      ::kill(-c.pid, sig);
+      signal_rank(c.pid, sig);
     }
   }
 
@@ -584,7 +605,7 @@ int launch(const LaunchOptions& o) {
   } catch (...) {
     // A rank could not start: the ones that did are stopped before the error goes up.
     for (Child& c : kids) {
-      ::kill(-c.pid, SIGKILL);
+      signal_rank(c.pid, SIGKILL);
       ::waitpid(c.pid, nullptr, 0);
       ::close(c.out_fd);
       ::close(c.err_fd);
