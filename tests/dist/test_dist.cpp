@@ -1162,6 +1162,57 @@ TEST(DistFaults, RecreatingATensorSomeRanksStillHoldFailsEveryRank) {
   }
 }
 
+// Non-persistent tensors every rank dropped are freed by the next creation; one that a rank still
+// holds is kept (that rank may read it) until it is dropped there too. A loop that creates and
+// drops a tensor per step holds at most the last step's tensor once dropped.
+TEST(DistTensorMemory, DroppedTensorsAreFreedOnceEveryRankDroppedThem) {
+  TESSERA_SKIP_WITHOUT_UCX();
+  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+    auto rt = Runtime::create();
+    const auto make = [&](const std::string& name) {
+      auto t = std::make_unique<DistTensor>(rt, name, std::vector<int64_t>{10, 2}, DType::kFloat32,
+                                            PartPolicy::even(10, 2));
+      const std::vector<int64_t> mine{r == 0 ? 0 : 5};
+      const float row[2] = {static_cast<float>(r + 1), 7};
+      t->write(mine, row);
+      return t;
+    };
+    const auto held = [&] { return rt->dropped_tensors_held(); };
+    auto a = make("a");
+    auto b = make("b");
+    a.reset();
+    RANK_CHECK(held() == 1, "after dropping a: {} held", held());
+    auto c = make("c");  // every rank dropped a: freed
+    RANK_CHECK(held() == 0, "after creating c: {} held", held());
+    if (r == 0) {
+      b.reset();
+    }
+    auto d = make("d");  // rank 1 still holds b: rank 0 keeps its rows
+    RANK_CHECK(held() == (r == 0 ? 1u : 0u), "after creating d: {} held", held());
+    if (r == 1) {
+      const Array x = b->read(std::vector<int64_t>{0, 5});
+      RANK_CHECK(x.data<float>()[0] == 1 && x.data<float>()[2] == 2,
+                 "b's rows after rank 0 dropped it: {} {}", x.data<float>()[0], x.data<float>()[2]);
+    }
+    rt->barrier();
+    b.reset();
+    auto e = make("e");
+    RANK_CHECK(held() == 0, "after creating e: {} held", held());
+    for (int i = 0; i < 20; ++i) {
+      auto step = make(fmt::format("step-{}", i));  // frees the last step's
+      RANK_CHECK(held() == 0, "step {}: {} held", i, held());
+    }
+    RANK_CHECK(held() == 1, "after the loop: {} held", held());
+    const Array x = c->read(std::vector<int64_t>{0, 5});
+    RANK_CHECK(x.data<float>()[0] == 1 && x.data<float>()[2] == 2, "c after the loop");
+    rt->barrier();
+    return std::string("ok");
+  });
+  for (const auto& r : res) {
+    EXPECT_EQ(r.exit_code, 0) << describe(res);
+  }
+}
+
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
 // and node_split covers the training nodes once either way.

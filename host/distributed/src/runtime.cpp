@@ -296,6 +296,13 @@ void Runtime::barrier() {
   state_->t->barrier();
 }
 
+size_t Runtime::dropped_tensors_held() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return static_cast<size_t>(std::count_if(
+      state_->retired.begin(), state_->retired.end(),
+      [](const std::shared_ptr<detail::TensorStore>& s) { return s->handle.expired(); }));
+}
+
 void Runtime::attach_device_transport(std::unique_ptr<transport::Transport> t) {
   auto& st = *state_;
   TESSERA_EXPECTS(t != nullptr, ValueError,

@@ -217,7 +217,9 @@ struct RuntimeState {
   std::mutex mu;                                             // guards the registries
   std::map<uint64_t, std::shared_ptr<TensorStore>> tensors;  // by id
   std::map<std::string, std::shared_ptr<TensorStore>> by_name;
-  std::vector<std::shared_ptr<TensorStore>> retired;  // released names, memory kept
+  /// Released names whose memory is kept: a peer may still read the rows until every rank has
+  /// dropped the tensor (reclaim_dropped frees it then).
+  std::vector<std::shared_ptr<TensorStore>> retired;
   uint64_t next_tensor_id = 1;
   std::map<uint64_t, std::shared_ptr<const SampleGraph>> graphs;  // what handlers sample
   uint64_t next_graph_id = 1;
@@ -231,6 +233,14 @@ struct RuntimeState {
   std::shared_ptr<TensorStore> tensor(uint64_t id, int from);
   std::shared_ptr<const SampleGraph> graph(uint64_t id, int from);
 };
+
+/// IDs of the retired tensors whose every handle on this rank is gone.
+std::vector<uint64_t> dropped_tensor_ids(RuntimeState& st);
+/// Frees the retired tensors every rank dropped: `dropped_by[r]` is rank r's
+/// dropped_tensor_ids, exchanged in a collective (a DistTensor's creation). Safe because a rank
+/// reaches that collective only after its last handle went, so after its last read or write of
+/// the rows (reads and writes complete before they return) and it never asks for them again.
+void reclaim_dropped(RuntimeState& st, const std::vector<std::vector<uint64_t>>& dropped_by);
 
 // --- little-endian wire helpers ----------------------------------------------------------------
 

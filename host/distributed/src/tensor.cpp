@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <new>
 #include <thread>
 
@@ -67,10 +68,54 @@ struct Ref {
     auto it = st.by_name.find(s->name);
     if (it != st.by_name.end() && it->second == s) {
       st.by_name.erase(it);
-      st.retired.push_back(s);  // peers may still read it: memory lives until the runtime ends
+      st.retired.push_back(s);  // peers may still read it: freed once every rank dropped it
     }
   }
 };
+
+}  // namespace
+
+std::vector<uint64_t> dropped_tensor_ids(RuntimeState& st) {
+  std::lock_guard<std::mutex> lk(st.mu);
+  std::vector<uint64_t> ids;
+  for (const auto& s : st.retired) {
+    if (s->handle.expired()) {
+      ids.push_back(s->id);
+    }
+  }
+  return ids;
+}
+
+void reclaim_dropped(RuntimeState& st, const std::vector<std::vector<uint64_t>>& dropped_by) {
+  std::map<uint64_t, size_t> ranks_of;  // id -> how many ranks dropped it
+  for (const auto& ids : dropped_by) {
+    for (uint64_t id : ids) {
+      ++ranks_of[id];
+    }
+  }
+  std::vector<std::shared_ptr<TensorStore>> dead;
+  {
+    std::lock_guard<std::mutex> lk(st.mu);
+    const auto gone = std::stable_partition(
+        st.retired.begin(), st.retired.end(), [&](const std::shared_ptr<TensorStore>& s) {
+          auto it = ranks_of.find(s->id);
+          return it == ranks_of.end() || it->second < dropped_by.size() || !s->handle.expired();
+        });
+    for (auto it = gone; it != st.retired.end(); ++it) {
+      auto t = st.tensors.find((*it)->id);
+      if (t != st.tensors.end() && t->second == *it) {
+        st.tensors.erase(t);
+      }
+      dead.push_back(*it);
+    }
+    st.retired.erase(gone, st.retired.end());
+  }
+  // Freed here, outside the lock: a handler that looked a tensor up before holds its own
+  // reference, and one that looks it up now finds none (nobody asks: every rank dropped it).
+  dead.clear();
+}
+
+namespace {
 
 const char* placement_name(Placement p) {
   return p == Placement::kDevice ? "device" : "host";
@@ -502,17 +547,33 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   } catch (...) {
     err = std::current_exception();
   }
-  // [u8 1: attaches to an existing tensor, 0: creates it][what it is].
+  // [u8 1: attaches to an existing tensor, 0: creates it][u64 bytes of what it is][what it is]
+  // [u64 IDs of the dropped tensors this rank still keeps (see reclaim_dropped)].
   const std::string meta =
       fmt::format("'{}' (id {}) {}", name, id, detail::describe(shape, dtype, policy, placement));
-  transport::Bytes mine(1 + meta.size(), existing ? 1 : 0);
-  std::memcpy(mine.data() + 1, meta.data(), meta.size());
+  const std::vector<uint64_t> dropped = detail::dropped_tensor_ids(st);
+  const uint64_t meta_bytes = meta.size();
+  transport::Bytes mine(1 + 8 + meta.size() + 8 * dropped.size(), existing ? 1 : 0);
+  std::memcpy(mine.data() + 1, &meta_bytes, 8);
+  std::memcpy(mine.data() + 9, meta.data(), meta.size());
+  std::memcpy(mine.data() + 9 + meta.size(), dropped.data(), 8 * dropped.size());
   const auto all = detail::all_or_nothing(t, context, err, mine);
   std::vector<int> creating, attaching;
+  std::vector<std::string> metas(world);
+  std::vector<std::vector<uint64_t>> dropped_by(world);
   for (int r = 0; r < world; ++r) {
-    TESSERA_ASSERT(!all[r].empty(), "DistTensor '{}': empty agreement from rank {}", name, r);
-    (all[r][0] ? attaching : creating).push_back(r);
+    const transport::Bytes& b = all[r];
+    uint64_t n = 0;
+    TESSERA_ASSERT(b.size() >= 9, "DistTensor '{}': short agreement from rank {}", name, r);
+    std::memcpy(&n, b.data() + 1, 8);
+    TESSERA_ASSERT(b.size() >= 9 + n && (b.size() - 9 - n) % 8 == 0,
+                   "DistTensor '{}': malformed agreement from rank {}", name, r);
+    (b[0] ? attaching : creating).push_back(r);
+    metas[r].assign(reinterpret_cast<const char*>(b.data()) + 9, n);
+    dropped_by[r].resize((b.size() - 9 - n) / 8);
+    std::memcpy(dropped_by[r].data(), b.data() + 9 + n, b.size() - 9 - n);
   }
+  detail::reclaim_dropped(st, dropped_by);
   if (!creating.empty() && !attaching.empty()) {
     TESSERA_FAIL(ValueError,
                  "DistTensor '{}': {} {} {} it (no tensor of that name lives there: a "
@@ -526,7 +587,7 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
                  attaching.size() > 1 ? "attach" : "attaches");
   }
   for (int r = 0; r < world; ++r) {
-    const std::string theirs(all[r].begin() + 1, all[r].end());
+    const std::string& theirs = metas[r];
     TESSERA_EXPECTS(theirs == meta, ValueError,
                     "DistTensor {} differs between ranks: rank {} {} {} while rank {} {} {} "
                     "(create tensors collectively, in the same order, with the same arguments)",

@@ -60,6 +60,10 @@ class Runtime {
   void set_one_sided_reads(bool on);
   /// Collective barrier over the transport.
   void barrier();
+  /// Non-persistent DistTensors whose every handle on this rank is gone but whose rows this
+  /// rank still holds, since a peer may read them: the first DistTensor creation after every
+  /// rank dropped one frees it.
+  size_t dropped_tensors_held() const;
 
   /// Adds a second, device-memory transport (capabilities().device_memory, e.g. nccl) for the
   /// device collectives of DistTensor::read_collective_into_device; the host transport keeps

@@ -106,12 +106,12 @@ class DistTensor {
   /// Collective. `shape[0]` must equal policy.num_rows() and the policy must cover the world.
   /// `init` (optional) fills this rank's rows (host memory; for kDevice a host staging buffer
   /// that is then copied to the device); otherwise they are zero. A non-persistent
-  /// tensor's name is released when the last handle on this rank is destroyed (its memory is
-  /// kept until the runtime ends, since peers may still read it); a persistent one lives as
-  /// long as the runtime. `machine` (kHost only): the rows live in memory shared by the
-  /// trainers of this machine (see MachineRows); this rank zero-fills and `init`s only its own
-  /// rows there (neither when `machine.filled`), and other machines read them by request, never
-  /// one-sidedly.
+  /// tensor's name is released when the last handle on this rank is destroyed; its memory is
+  /// kept while peers may still read it, and freed by the first creation of a DistTensor
+  /// (collective) after every rank dropped it. A persistent one lives as long as the runtime.
+  /// `machine` (kHost only): the rows live in memory shared by the trainers of this machine (see
+  /// MachineRows); this rank zero-fills and `init`s only its own rows there (neither when
+  /// `machine.filled`), and other machines read them by request, never one-sidedly.
   DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& name,
              std::vector<int64_t> shape, DType dtype, PartPolicy policy,
              const InitFn& init = nullptr, bool persistent = false,
