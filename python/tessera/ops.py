@@ -115,6 +115,7 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
     blocks of training; the forward gives the CPU twin's bits). Either transpose adds with
     atomics: the order of its sums may differ run to run. Returns ``out``."""
     B = _plain(B)
+    indptr, indices = _index(indptr), _index(indices)  # lists, as gather_rows takes them
     out_rows = int(num_cols) if transpose else int(indptr.shape[0]) - 1
     if out is None:
         if HAVE_TORCH and isinstance(B, torch.Tensor):
@@ -123,6 +124,6 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
             import numpy as np
 
             out = np.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype)
-    _run(_C.spmm, (_plain(indptr), _plain(indices), int(num_cols), B, _plain(out), reduce,
+    _run(_C.spmm, (indptr, indices, int(num_cols), B, _plain(out), reduce,
                    bool(transpose)), B, stream, engine)
     return out

@@ -51,6 +51,9 @@ def test_spmm_equals_the_dense_product(reduce, transpose, dtype):
     t = spmm(torch.from_numpy(indptr), torch.from_numpy(indices), cols, torch.from_numpy(b),
              reduce=reduce, transpose=transpose)
     assert isinstance(t, torch.Tensor) and np.array_equal(t.numpy(), out)
+    # Python lists for the pattern, as gather_rows takes them.
+    lists = spmm(indptr.tolist(), indices.tolist(), cols, b, reduce=reduce, transpose=transpose)
+    assert np.array_equal(lists, out)
 
 
 def test_spmm_rejects_bad_operands():
