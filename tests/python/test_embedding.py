@@ -178,19 +178,27 @@ def test_embeddings_whose_files_would_share_names_are_refused(tmp_path):
     assert torch.equal(a.weight[torch.arange(3)], torch.ones(3, 2))
 
 
-def test_an_optimizer_state_of_one_embedding_missing_loads_no_embedding(tmp_path):
-    import shutil
-
-    import numpy as np
-
-    a = tessera.DistEmbedding(6, 2, "two-a", init_func=lambda s, d: torch.ones(s))
-    b = tessera.DistEmbedding(6, 2, "two-b", init_func=lambda s, d: torch.ones(s))
-    opt = tessera.optim.SparseAdam([a, b], lr=0.1)
+def _two_embeddings(prefix: str, optimizer):
+    """Embeddings ``<prefix>-a`` and ``<prefix>-b`` of ones under one ``optimizer``, and a
+    function that takes one step touching a row of each."""
+    a = tessera.DistEmbedding(6, 2, f"{prefix}-a", init_func=lambda s, d: torch.ones(s))
+    b = tessera.DistEmbedding(6, 2, f"{prefix}-b", init_func=lambda s, d: torch.ones(s))
+    opt = optimizer([a, b], lr=0.1)
 
     def step():
         opt.zero_grad()
         (a(torch.tensor([1])).sum() + b(torch.tensor([2])).sum()).backward()
         opt.step()
+
+    return opt, step
+
+
+def test_an_optimizer_state_of_one_embedding_missing_loads_no_embedding(tmp_path):
+    import shutil
+
+    import numpy as np
+
+    opt, step = _two_embeddings("two", tessera.optim.SparseAdam)
 
     def state():
         return [np.array(t.local_view(), copy=True) for o in opt._opt for t in o.state_tensors]
@@ -213,14 +221,7 @@ def test_an_optimizer_state_of_one_embedding_missing_loads_no_embedding(tmp_path
 def test_a_save_cut_short_between_embeddings_is_refused_by_load(tmp_path):
     import numpy as np
 
-    a = tessera.DistEmbedding(6, 2, "cut-a", init_func=lambda s, d: torch.ones(s))
-    b = tessera.DistEmbedding(6, 2, "cut-b", init_func=lambda s, d: torch.ones(s))
-    opt = tessera.optim.SparseAdagrad([a, b], lr=0.1)
-
-    def step():
-        opt.zero_grad()
-        (a(torch.tensor([1])).sum() + b(torch.tensor([2])).sum()).backward()
-        opt.step()
+    opt, step = _two_embeddings("cut", tessera.optim.SparseAdagrad)
 
     class DiskFull:  # b's optimizer, whose save fails after a's was written
         def __init__(self, o):
