@@ -1165,9 +1165,15 @@ TEST(DistFaults, RecreatingATensorSomeRanksStillHoldFailsEveryRank) {
 // Non-persistent tensors every rank dropped are freed by the next creation; one that a rank still
 // holds is kept (that rank may read it) until it is dropped there too. A loop that creates and
 // drops a tensor per step holds at most the last step's tensor once dropped.
-TEST(DistTensorMemory, DroppedTensorsAreFreedOnceEveryRankDroppedThem) {
+// Over tcp (these 8-byte rows go by request) and shared memory with one-sided gets (the peers'
+// remote keys of a freed tensor go with it).
+class DistTensorMemory : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DistTensorMemory, DroppedTensorsAreFreedOnceEveryRankDroppedThem) {
   TESSERA_SKIP_WITHOUT_UCX();
-  auto res = run_ranks(job(2, "tcp", 40), [&](int r) {
+  JobSpec spec = job(2, GetParam() ? shm_tls() : "tcp", 40);
+  spec.env["TESSERA_DIST_GET"] = GetParam() ? "1" : "0";
+  auto res = run_ranks(spec, [&](int r) {
     auto rt = Runtime::create();
     const auto make = [&](const std::string& name) {
       auto t = std::make_unique<DistTensor>(rt, name, std::vector<int64_t>{10, 2}, DType::kFloat32,
@@ -1212,6 +1218,11 @@ TEST(DistTensorMemory, DroppedTensorsAreFreedOnceEveryRankDroppedThem) {
     EXPECT_EQ(r.exit_code, 0) << describe(res);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(ReadPaths, DistTensorMemory, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "ShmGets" : "TcpRequests");
+                         });
 
 // Two trainers on one machine (2 ranks over a 1-part partitioning): the partition is shared
 // (one segment, each trainer owning half of the node range), every row reads back as stored,
