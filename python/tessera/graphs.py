@@ -740,9 +740,11 @@ class GraphDataLoader:
     rank's share; its ``set_epoch`` is called with the loader's epoch before each epoch; an
     epoch set on the sampler directly since the loader last set it, torch's
     ``sampler.set_epoch(e)``, is the one run, and the loader counts on from it), or ``indices``
-    (all graphs when not given) in order, shuffled by (``seed``, epoch) with ``shuffle``. They are cut into batches of ``batch_size`` graphs (the last one smaller unless
-    ``drop_last``). Iterating runs one epoch and moves to the next; ``set_epoch`` picks one.
-    ``device`` moves every batch there."""
+    (all graphs when not given) in order, shuffled by (``seed``, epoch) with ``shuffle``. They
+    are cut into batches of ``batch_size`` graphs (the last one smaller unless
+    ``drop_last``): the batches of what the sampler yields, so a sampler may be any iterable of
+    graph IDs (``len(loader)`` then needs its ``__len__``). Iterating runs one epoch and moves
+    to the next; ``set_epoch`` picks one. ``device`` moves every batch there."""
 
     def __init__(self, dataset: GraphDataset, batch_size: int = 32, shuffle: bool = False,
                  drop_last: bool = False, sampler=None, indices=None, seed: int = 0,
@@ -807,6 +809,9 @@ class GraphDataLoader:
     def __iter__(self):
         ids = self.epoch_indices()
         self.epoch += 1
-        for b in range(len(self)):
+        # The batches of what the sampler gave (its __len__ may differ, or be absent, as for
+        # torch's DataLoader over an iterable sampler).
+        n = len(ids) // self.batch_size if self.drop_last else -(-len(ids) // self.batch_size)
+        for b in range(n):
             batch = batch_graphs(self.dataset, ids[b * self.batch_size:(b + 1) * self.batch_size])
             yield batch if self.device is None else batch.to(self.device)

@@ -548,6 +548,29 @@ def test_loader_batches_cover_the_sampler_share():
         GraphDataLoader(ds, sampler=s, shuffle=True)
 
 
+def test_loader_batches_what_its_sampler_gives():
+    """The batches cover what the sampler yields, whatever its __len__ says, and a sampler
+    without one (an iterable, as torch's DataLoader takes) works too."""
+    ds = GraphDataset(**graphs_to_arrays(random_graphs(12, seed=4)))
+
+    class Miscounted:
+        def __iter__(self):
+            return iter([7, 1, 4, 0, 9])
+
+        def __len__(self):
+            return 3
+
+    class Lengthless:
+        def __iter__(self):
+            return iter(range(10, 3, -1))
+
+    seen = [list(np.asarray(b.index)) for b in GraphDataLoader(ds, 2, sampler=Miscounted())]
+    assert seen == [[7, 1], [4, 0], [9]]
+    seen = [list(np.asarray(b.index)) for b in GraphDataLoader(ds, 3, sampler=Lengthless(),
+                                                                 drop_last=True)]
+    assert seen == [[10, 9, 8], [7, 6, 5]]
+
+
 def test_loader_takes_an_epoch_set_on_its_sampler():
     """torch's idiom sets the epoch on the sampler (sampler.set_epoch(e) before iterating the
     loader). The loader overwrote it with its own counter: resuming at epoch 5 ran epoch 0's
