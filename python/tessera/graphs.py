@@ -537,6 +537,15 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
+def _seed_arg(what: str, seed) -> int:
+    """A shuffling seed: an integer in [0, 2^32), the bits shuffled_order keys by (a larger or
+    negative seed would give another seed's orders: 2^32 those of 0)."""
+    seed = _integer_arg(what, "seed", seed, 0)
+    if seed >= 1 << 32:
+        raise ValueError(f"{what}: seed must be below 2^32, got {seed}")
+    return seed
+
+
 def shuffled_order(n: int, seed: int, epoch: int) -> np.ndarray:
     """A permutation of ``range(n)`` that depends only on (seed, epoch): positions sorted by a
     SplitMix64 hash of (seed, epoch, position), so it is the same on every platform, NumPy
@@ -595,7 +604,7 @@ class DistributedGraphSampler:
         what = "DistributedGraphSampler"
         num_replicas = _integer_arg(what, "num_replicas", num_replicas, 1)
         rank = _integer_arg(what, "rank", rank, 0)
-        seed = _integer_arg(what, "seed", seed)
+        seed = _seed_arg(what, seed)
         if not 0 <= rank < num_replicas:
             raise ValueError(f"DistributedGraphSampler: rank {rank} out of range for "
                              f"{num_replicas} replicas")
@@ -762,7 +771,7 @@ class GraphDataLoader:
         else:
             indices = _graph_ids("GraphDataLoader", indices, len(dataset))
         self.indices = indices
-        self.seed = _integer_arg("GraphDataLoader", "seed", seed)
+        self.seed = _seed_arg("GraphDataLoader", seed)
         self.device, self.epoch = device, 0
         # The sampler's epoch as the loader last left it: another value at the next epoch was
         # set on the sampler directly (torch's idiom) and is the epoch to run.

@@ -417,6 +417,15 @@ def test_sampler_refuses_bad_arguments():
         DistributedGraphSampler(indices=np.arange(4), num_replicas=0, rank=0)
     with pytest.raises(TypeError, match=re.escape("GraphDataLoader: seed must be an integer")):
         GraphDataLoader(list(range(3)), shuffle=True, seed=0.5)
+    # The order keys by the seed's low 32 bits: 2^32 shuffled as 0 did, -1 as 2^32 - 1.
+    for seed, error in ((2**32, "seed must be below 2^32, got 4294967296"),
+                        (-1, "seed must be >= 0, got -1")):
+        with pytest.raises(ValueError, match=re.escape(f"DistributedGraphSampler: {error}")):
+            DistributedGraphSampler(indices=np.arange(4), num_replicas=1, rank=0, seed=seed)
+        with pytest.raises(ValueError, match=re.escape(f"GraphDataLoader: {error}")):
+            GraphDataLoader(list(range(3)), shuffle=True, seed=seed)
+    assert DistributedGraphSampler(indices=np.arange(4), num_replicas=1, rank=0,
+                                   seed=2**32 - 1).seed == 2**32 - 1
     s = DistributedGraphSampler(indices=np.arange(5), num_replicas=np.int64(2), rank=np.int32(1),
                                 shuffle=False)
     assert list(s) == [1, 3, 0] and len(s) == 3
