@@ -613,6 +613,7 @@ class DistGraph:
         self._g = None
         self._graph = None
         self._ends = None  # (src, dst) by edge ID, for find_edges off the runtime
+        self._degree_sampler = None  # full-neighborhood sampler for in_degrees
         if nparts == world or (world > 1 and world % nparts == 0):
             _check_trainers_per_machine(self._config_path, nparts, world)
             self._init_distributed(verify_checksums)
@@ -781,15 +782,29 @@ class DistGraph:
 
     def in_degrees(self, v=None):
         """In-degrees of every node (or of ``v``: node IDs, or a 1-D boolean mask over every
-        node; an ID outside [0, num_nodes()) is an IndexError naming it): standalone, simulated
-        or over one partition. A rank of a job over several partitions holds only its own rows:
-        NotImplementedError."""
+        node; an ID outside [0, num_nodes()) is an IndexError naming it), int64, in ``v``'s
+        order (DGL's ``DistGraph.in_degrees``). Standalone, simulated or over one partition
+        they are read from the whole CSC. A rank of a job over several partitions asks the
+        owners: every in-edge of the distinct nodes asked, by the distributed sampler with
+        fanout -1 (one request per owner, 65,536 nodes at a time; the owners' own nodes are
+        counted here), so a query costs about the edges it counts; not collective."""
         if self._g is not None and self._book.num_owners() > 1:
-            raise NotImplementedError(
-                "DistGraph.in_degrees: a rank of a job over several partitions holds only its "
-                "own nodes' edges, and the distributed degree query is not implemented; count "
-                "them before partitioning (a node-data array) or read this rank's rows from "
-                "g.local_partition()")
+            ids = np.arange(self.num_nodes(), dtype=np.int64) if v is None \
+                else self._node_ids(v, "in_degrees")
+            uniq, inverse = np.unique(ids, return_inverse=True)
+            if self._degree_sampler is None:
+                self._degree_sampler = _C.DistNeighborSampler(self._g, [-1], False, "")
+            deg = np.empty(len(uniq), dtype=np.int64)
+            step = 1 << 16
+            for b in range(0, len(uniq), step):
+                chunk = np.ascontiguousarray(uniq[b:b + step])
+                (block,) = self._degree_sampler.sample_blocks(chunk, 0, 0, 0)
+                assert np.array_equal(np.asarray(block.dst_nodes), chunk), \
+                    "in_degrees: the block's destinations are not the nodes asked, in order"
+                dst = np.asarray(block.dst)
+                deg[b:b + len(chunk)] = np.bincount(dst, minlength=len(chunk))
+            out = deg[inverse.reshape(-1)]
+            return as_tensor(out) if v is None else on_device_of(out, v)
         deg = np.diff(np.asarray(self.local_graph.indptr))
         if v is None:
             return as_tensor(deg)

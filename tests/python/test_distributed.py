@@ -276,6 +276,10 @@ def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tm
         e = p.orig_eids[z["eids"]]
         assert np.array_equal(p.orig_nids[z["src"]], input_edges[0][e]), f"rank {r}: sources"
         assert np.array_equal(p.orig_nids[z["dst"]], input_edges[1][e]), f"rank {r}: dests"
+        indeg = np.bincount(input_edges[1], minlength=n)[p.orig_nids]  # by new ID
+        assert np.array_equal(z["indeg"], indeg), f"rank {r}: in-degrees"
+        if r == 0:
+            assert np.array_equal(z["some_indeg"], indeg[q[-500:]]), "rank 0: in-degrees of IDs"
 
 
 @pytest.mark.parametrize("key", [("metis", 1), ("metis", 2), ("random", 2)])

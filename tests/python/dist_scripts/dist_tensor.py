@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """DistTensor across ranks: every rank writes disjoint (interleaved, so mostly remote) rows of a
 new tensor, then reads every row back; reads g.ndata["feat"] / ["label"] for all nodes and the
-endpoints of every edge (find_edges).
+endpoints of every edge (find_edges) and the in-degrees of every node.
 
     python -m tessera launch --nproc-per-node P -- python dist_tensor.py CONFIG OUT
 
@@ -46,12 +46,15 @@ def main() -> int:
     eids = np.concatenate([rng.permutation(g.num_edges()),
                            rng.integers(0, g.num_edges(), 300)]).astype(np.int64)
     src, dst = g.find_edges(eids)
+    # In-degrees of every node, and (rank 0 alone: not collective) of some IDs with repeats.
+    indeg = np.asarray(g.in_degrees())
+    some = np.asarray(g.in_degrees(ids[-500:])) if rank == 0 else np.zeros(0, np.int64)
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.npz")
     np.savez(tmp, written=written, local=local, local_range=np.array([lo, hi]), ids=ids,
              feat=feat, label=label, orig_nids=np.asarray(g.orig_nids()),
              orig_nids_of_ids=np.asarray(g.orig_nids(ids)), eids=eids,
-             src=np.asarray(src), dst=np.asarray(dst),
+             src=np.asarray(src), dst=np.asarray(dst), indeg=indeg, some_indeg=some,
              node_range=np.array(g.local_node_range()))
     os.replace(tmp, os.path.join(out, f"rank{rank}.npz"))
     tessera.exit_client()
