@@ -139,7 +139,10 @@ def from_dgl(g) -> dict:
     ``partition_graph`` takes (needs dgl). A graph of several node or edge types (a
     heterograph, e.g. a bipartite user -> item graph, whose node IDs restart at 0 per type) is
     refused with a ValueError: ``dgl.to_homogeneous`` gives the graph Tessera takes. So is a
-    block (a message flow graph, whose source and destination nodes are two ID spaces)."""
+    block (a message flow graph, whose source and destination nodes are two ID spaces).
+    ``ndata[dgl.NID]`` / ``edata[dgl.EID]`` (``"_ID"``: the IDs of a subgraph's nodes and
+    edges in the graph it came from) are left out, as DGL's ``partition_graph`` leaves them:
+    they are IDs, not features, and the name is the one blocks give the IDs."""
     if getattr(g, "is_block", False):
         raise ValueError(f"from_dgl: a DGL block is not a graph to convert (its "
                          f"{g.num_src_nodes()} source and {g.num_dst_nodes()} destination nodes "
@@ -151,8 +154,10 @@ def from_dgl(g) -> dict:
                          f"{etypes})")
     src, dst = g.edges()
     return {"edge_index": np.stack([_np(src), _np(dst)]), "num_nodes": int(g.num_nodes()),
-            "ndata": {k: _np(v, f"from_dgl: ndata[{k!r}]") for k, v in g.ndata.items()},
-            "edata": {k: _np(v, f"from_dgl: edata[{k!r}]") for k, v in g.edata.items()}}
+            "ndata": {k: _np(v, f"from_dgl: ndata[{k!r}]") for k, v in g.ndata.items()
+                      if k != "_ID"},
+            "edata": {k: _np(v, f"from_dgl: edata[{k!r}]") for k, v in g.edata.items()
+                      if k != "_ID"}}
 
 
 def to_arrays(g) -> dict:

@@ -250,6 +250,22 @@ def test_from_dgl_refuses_a_block():
             convert(block)
 
 
+def test_from_dgl_leaves_out_a_subgraphs_parent_ids(tmp_path):
+    """dgl.node_subgraph stores the nodes' and edges' IDs in the parent graph as ndata / edata
+    "_ID"; DGL's partition_graph does not keep them as features, nor does Tessera now (they
+    became a node feature named as the blocks' IDs)."""
+    dgl = pytest.importorskip("dgl")
+    g = dgl.graph(([0, 1, 2, 3], [1, 2, 3, 0]), num_nodes=5)
+    g.ndata["feat"] = torch.arange(10.0).view(5, 2)
+    sub = dgl.node_subgraph(g, [1, 2, 3])
+    assert "_ID" in sub.ndata and "_ID" in sub.edata
+    arrays = tessera.convert.from_dgl(sub)
+    assert sorted(arrays["ndata"]) == ["feat"] and arrays["edata"] == {}
+    np.testing.assert_array_equal(arrays["ndata"]["feat"], [[2, 3], [4, 5], [6, 7]])
+    cfg = tessera.partition_graph(sub, "sub", 1, tmp_path)
+    assert sorted(tessera.DistGraph("sub", part_config=cfg).ndata) == ["feat"]
+
+
 def test_from_pyg_refuses_hetero_data():
     """A PyG HeteroData is refused with a ValueError naming its types (it was an
     AttributeError for the missing edge_index)."""
