@@ -41,7 +41,8 @@ def initialize(ip_config: str | None = None, num_servers: int = 1, num_workers: 
     """Joins the job and starts this rank's runtime (DGL: ``dgl.distributed.initialize``).
 
     Collective: every rank of the job calls it. ``backend`` picks the transport ("ucx",
-    "local"; default: TESSERA_TRANSPORT, else local for one process and ucx otherwise).
+    "local"; default: TESSERA_TRANSPORT, else local for one process and ucx otherwise); "ucx"
+    works in a process no launcher started too, as a world of one.
     ``ip_config``, ``num_servers`` and ``num_workers`` are accepted for DGL compatibility: each
     rank serves its own partition and samples in C++ threads, as are DGL's keyword arguments
     ``max_queue_size``, ``net_type``, ``num_worker_threads`` and ``use_graphbolt``; any other

@@ -180,6 +180,23 @@ def test_ranks_get_torchruns_names_of_their_numbers(tmp_path):
     assert "[rank 1] 1 0 1 1 2 default\n" in r.stdout, describe(r)
 
 
+def test_a_ucx_runtime_in_a_process_no_launcher_started(tmp_path):
+    """initialize(backend="ucx") in a plain process: a world of one over UCX, with a fresh job
+    token and a free store port (it failed with "store: empty job token")."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_PORT", "MASTER_ADDR", "TESSERA_JOB_TOKEN",
+                        "TESSERA_JOB_TOKEN_FILE", "TESSERA_TRANSPORT")}
+    code = ("import numpy as np, tessera, tessera.distributed as dist\n"
+            "tessera.initialize(backend='ucx')\n"
+            "rt = tessera._runtime.runtime()\n"
+            "print(rt.backend, rt.world_size, dist.all_reduce(np.ones(2, np.float32)).tolist())\n"
+            "tessera.exit_client()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, describe(r)
+    assert r.stdout.strip() == "ucx 1 [1.0, 1.0]", describe(r)
+
+
 def test_launch_function_refuses_a_command_string():
     # "echo hello" was run as ["e", "c", "h", ...]: every rank failed with "cannot run 'e'".
     with pytest.raises(TypeError, match=r"list of arguments, not a string: 'echo hello' "

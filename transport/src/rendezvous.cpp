@@ -1299,7 +1299,18 @@ std::string store_bind_address(const LaunchEnv& env) {
   return env.local_world_size >= env.world_size ? "127.0.0.1" : env.master_addr;
 }
 
-Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s) {
+Rendezvous rendezvous(const LaunchEnv& given, double timeout_s, double heartbeat_s) {
+  LaunchEnv env = given;
+  if (env.world_size == 1 && env.job_token.empty()) {
+    // A world of one that no launcher started (e.g. a UCX transport asked for in a plain
+    // process): no other rank joins, so a fresh secret serves, and without MASTER_PORT any free
+    // port (29500 may be another job's).
+    env.job_token = generate_job_token();
+    if (env_or_null("MASTER_PORT") == nullptr && !(env.store_socket && env.store_socket->valid())) {
+      env.store_socket = std::make_shared<PortReservation>(store_bind_address(env));
+      env.master_port = env.store_socket->port();
+    }
+  }
   Rendezvous rv;
   rv.env = env;
   const std::string bind = store_bind_address(env);

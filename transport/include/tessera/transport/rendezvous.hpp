@@ -202,7 +202,8 @@ struct Rendezvous {
 /// the silence after which a rank counts as lost. Rank 0's store listens on
 /// store_bind_address(env); with every rank on this host everyone connects over loopback. Rank
 /// 0's store takes over env.store_socket, else inherited_store_socket(env.master_port), when
-/// that socket is bound to the store's address; else it binds master_port itself.
+/// that socket is bound to the store's address; else it binds master_port itself. A world of
+/// one without a job token (no launcher) gets a fresh one and, without MASTER_PORT, a free port.
 Rendezvous rendezvous(const LaunchEnv& env, double timeout_s, double heartbeat_s = 15);
 
 /// create_transport for an explicit `env` instead of the launcher's environment: e.g. a second
