@@ -754,6 +754,40 @@ class DistGraph:
     def etypes(self) -> list[str]:
         return ["_E"]
 
+    @property
+    def canonical_etypes(self) -> list[tuple]:
+        return [("_N", "_E", "_N")]
+
+    def to_canonical_etype(self, etype) -> tuple:
+        """``("_N", "_E", "_N")`` for the graph's one edge type (DGL's; another name is a
+        ValueError)."""
+        _check_type(etype, "edge", "DistGraph.to_canonical_etype")
+        return ("_N", "_E", "_N")
+
+    def get_ntype_id(self, ntype) -> int:
+        _check_type(ntype, "node", "DistGraph.get_ntype_id")
+        return 0
+
+    def get_etype_id(self, etype) -> int:
+        _check_type(etype, "edge", "DistGraph.get_etype_id")
+        return 0
+
+    @property
+    def idtype(self):
+        """The dtype of node and edge IDs: int64 (torch's when installed, as DGL's)."""
+        return torch.int64 if HAVE_TORCH else np.dtype(np.int64)
+
+    @property
+    def device(self):
+        """Where the graph's IDs and the tensors read from it live: the CPU, as DGL's
+        DistGraph (rows placed on a GPU with place_on_device are read into device tensors by
+        the loaders and ``t[ids]`` with CUDA IDs)."""
+        return torch.device("cpu") if HAVE_TORCH else "cpu"
+
+    def is_pinned(self) -> bool:
+        """False, as DGL's DistGraph."""
+        return False
+
     def node_attr_schemes(self) -> Dict[str, tuple]:
         return {k: (v.shape[1:], v.dtype) for k, v in self.ndata.items()}
 

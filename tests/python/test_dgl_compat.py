@@ -166,6 +166,20 @@ def test_dist_data_loader_batches_as_dgls(cora_one):
         DistDataLoader(5, 2)
 
 
+def test_the_type_helpers_and_id_attributes_of_a_homogeneous_distgraph(cora_one):
+    """DGL's heterograph-aware helpers answer for the one type, as on a DGL DistGraph of a
+    homogeneous graph; another type name is refused."""
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    assert g.canonical_etypes == [("_N", "_E", "_N")]
+    assert g.to_canonical_etype("_E") == g.to_canonical_etype(None) == ("_N", "_E", "_N")
+    assert g.get_ntype_id("_N") == g.get_etype_id("_E") == 0
+    assert g.idtype == torch.int64 and g.device == torch.device("cpu") and not g.is_pinned()
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        g.get_etype_id("cites")
+    with pytest.raises(ValueError, match="node type 'paper' does not exist"):
+        g.get_ntype_id("paper")
+
+
 def test_out_edges_of_a_one_part_distgraph(cora_one):
     g = tessera.DistGraph("cora", part_config=cora_one)
     seeds = torch.tensor([0, 5, 633])
