@@ -556,7 +556,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   transport::Bytes mine(1 + 8 + meta.size() + 8 * dropped.size(), existing ? 1 : 0);
   std::memcpy(mine.data() + 1, &meta_bytes, 8);
   std::memcpy(mine.data() + 9, meta.data(), meta.size());
-  std::memcpy(mine.data() + 9 + meta.size(), dropped.data(), 8 * dropped.size());
+  if (!dropped.empty()) {  // memcpy from an empty vector's null data() is undefined
+    std::memcpy(mine.data() + 9 + meta.size(), dropped.data(), 8 * dropped.size());
+  }
   const auto all = detail::all_or_nothing(t, context, err, mine);
   std::vector<int> creating, attaching;
   std::vector<std::string> metas(world);
@@ -571,7 +573,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     (b[0] ? attaching : creating).push_back(r);
     metas[r].assign(reinterpret_cast<const char*>(b.data()) + 9, n);
     dropped_by[r].resize((b.size() - 9 - n) / 8);
-    std::memcpy(dropped_by[r].data(), b.data() + 9 + n, b.size() - 9 - n);
+    if (!dropped_by[r].empty()) {
+      std::memcpy(dropped_by[r].data(), b.data() + 9 + n, b.size() - 9 - n);
+    }
   }
   detail::reclaim_dropped(st, dropped_by);
   if (!creating.empty() && !attaching.empty()) {
