@@ -530,6 +530,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
     auto it = st.by_name.find(name);
     if (it != st.by_name.end()) {
       existing = it->second;
+      // Held through the collectives: a handle dropped meanwhile on another thread would
+      // otherwise let every rank list the tensor as dropped and free it under this attach.
+      ref_ = existing->handle.lock();
     }
     id = existing ? existing->id : st.next_tensor_id;
   }
@@ -601,7 +604,9 @@ DistTensor::DistTensor(const std::shared_ptr<Runtime>& rt, const std::string& na
   if (existing) {
     s_ = existing;
     std::lock_guard<std::mutex> lk(st.mu);
-    ref_ = s_->handle.lock();
+    if (!ref_) {
+      ref_ = s_->handle.lock();
+    }
     if (!ref_) {
       ref_ = std::make_shared<detail::Ref>(rt, s_);
       s_->handle = ref_;
