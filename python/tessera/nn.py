@@ -78,19 +78,24 @@ class _SortedMean(torch.autograd.Function):
         return g, None, None, None, None, None
 
 
-#: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs on a GPU (see there).
+#: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs (see there).
 _MEAN_MODES = ("auto", "rows", "csr", "index")
 
 
 def _csr_engine(h_src: "torch.Tensor", dst_sorted: bool) -> Optional[str]:
     """The engine of mean_aggregate's CSR products for ``h_src`` (``"rows"`` or ``"cusparse"``,
-    by ``TESSERA_MEAN_AGGREGATE``), or None when it takes index_select + index_add_."""
+    by ``TESSERA_MEAN_AGGREGATE``; on the CPU the CPU twin, whatever the name), or None when it
+    takes index_select + index_add_."""
     mode = os.environ.get("TESSERA_MEAN_AGGREGATE", "auto")
     if mode not in _MEAN_MODES:
         raise ValueError(f"TESSERA_MEAN_AGGREGATE must be one of {', '.join(_MEAN_MODES)}, "
                          f"got {mode!r}")
-    if not (mode != "index" and dst_sorted and h_src.is_cuda and h_src.dtype == torch.float32
-            and h_src.dim() == 2 and _C.cuda_compiled):
+    if not (mode != "index" and dst_sorted and h_src.dtype == torch.float32
+            and h_src.dim() == 2 and h_src.device.type in ("cpu", "cuda")):
+        return None
+    if not h_src.is_cuda:
+        return "rows"  # the CPU twin: no [E, F] message tensor (DGL's CPU SpMM does the same)
+    if not _C.cuda_compiled:
         return None
     if mode == "auto":  # rows in training steps, cuSPARSE for inference's large blocks
         mode = "rows" if torch.is_grad_enabled() else "csr"
@@ -102,17 +107,21 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
                    indptr: Optional["torch.Tensor"] = None) -> "torch.Tensor":
     """out[v] = mean of h_src[u] over the edges u -> v (zeros for a node without edges).
 
-    By index_select and index_add_ (on the CPU index_add_ adds in edge order, so the result is
-    deterministic), or, with ``dst_sorted`` (the edges grouped by destination in ascending
-    order, as Tessera's blocks are), a float32 matrix on a GPU, as one sparse x dense product
-    each way over the block's CSR offsets (``tessera.ops.spmm``): no message tensor per edge
-    and no atomics forward. ``TESSERA_MEAN_AGGREGATE`` picks the way on a GPU: ``rows``
+    With ``dst_sorted`` (the edges grouped by destination in ascending order, as Tessera's
+    blocks are), a float32 matrix, on the CPU or a GPU, as one sparse x dense product each way
+    over the block's CSR offsets (``tessera.ops.spmm``): no message tensor per edge and no
+    atomics forward. On the CPU that is the CPU twin (deterministic for any thread count);
+    index_select + index_add_ there built an [E, F] message tensor whose fresh pages cost more
+    than the sums (a full-neighbor inference layer of 6.5M edges x 256 floats: 6.7 GB). Other
+    inputs (unsorted edges, other dtypes) take index_select + index_add_ (on the CPU index_add_
+    adds in edge order, so the result is deterministic). ``TESSERA_MEAN_AGGREGATE=index``
+    forces that way everywhere; on a GPU it picks among: ``rows``
     (Tessera's row kernels: a warp per destination, two launches a pass, no scratch), ``csr``
     (cuSPARSE: balanced over hub rows, but its descriptors and workspace cost more host time
     per call than the small blocks of a training step repay), ``index`` (index_select +
     index_add_), or ``auto`` (the default: rows with autograd on, csr without, i.e. for
-    inference's full neighborhoods, where one warp would walk a hub's row). On a GPU the product
-    runs as ``torch.ops.tessera.mean_aggregate`` (C++ autograd, no Python per call beyond the
+    inference's full neighborhoods, where one warp would walk a hub's row). The product runs
+    as ``torch.ops.tessera.mean_aggregate`` (C++ autograd, no Python per call beyond the
     dispatcher's; ``tessera._torch_ops``) when the package has its torch operator library, else
     through ``tessera.ops.spmm`` (the same kernels and result). Nothing here waits for
     the GPU (the degrees come from the offsets or a scatter, not from bincount, which reads
