@@ -22,7 +22,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from . import _C, _runtime
-from ._collectives import all_gather_object
+from ._collectives import all_gather_object, all_reduce
 from ._tensor import (HAVE_TORCH, as_tensor, check_id_range, check_mask_ndim, cuda_stream_of,
                       device_of, on_device_of, refuse_per_type, to_numpy_ids, torch,
                       torch_to_numpy)
@@ -614,6 +614,7 @@ class DistGraph:
         self._graph = None
         self._ends = None  # (src, dst) by edge ID, for find_edges off the runtime
         self._degree_sampler = None  # full-neighborhood sampler for in_degrees
+        self._out_deg = None  # out_degrees: NumPy [N] (one owner) or a runtime DistTensor
         if nparts == world or (world > 1 and world % nparts == 0):
             _check_trainers_per_machine(self._config_path, nparts, world)
             self._init_distributed(verify_checksums)
@@ -823,7 +824,7 @@ class DistGraph:
         fanout -1 (one request per owner, 65,536 nodes at a time; the owners' own nodes are
         counted here), so a query costs about the edges it counts; not collective."""
         if self._g is not None and self._book.num_owners() > 1:
-            ids = np.arange(self.num_nodes(), dtype=np.int64) if v is None \
+            ids = np.arange(self.num_nodes(), dtype=np.int64) if _is_all(v) \
                 else self._node_ids(v, "in_degrees")
             uniq, inverse = np.unique(ids, return_inverse=True)
             if self._degree_sampler is None:
@@ -838,11 +839,60 @@ class DistGraph:
                 dst = np.asarray(block.dst)
                 deg[b:b + len(chunk)] = np.bincount(dst, minlength=len(chunk))
             out = deg[inverse.reshape(-1)]
-            return as_tensor(out) if v is None else on_device_of(out, v)
+            return as_tensor(out) if _is_all(v) else on_device_of(out, v)
         deg = np.diff(np.asarray(self.local_graph.indptr))
-        if v is None:
+        if _is_all(v):
             return as_tensor(deg)
         return on_device_of(deg[self._node_ids(v, "in_degrees")], v)
+
+    def out_degrees(self, u=None):
+        """Out-degrees of every node (or of ``u``: node IDs, or a 1-D boolean mask over every
+        node; an ID outside [0, num_nodes()) is an IndexError naming it), int64, in ``u``'s
+        order (DGL's ``DistGraph.out_degrees``; a single ID gives a 1-element tensor, as DGL
+        1.1.3 does). Standalone, simulated or over one partition they are counted from the
+        whole CSC (once, then kept: 8 bytes a node).
+
+        A partition holds only the in-edges of its nodes, so a node's out-edges are spread
+        over every partition. Over several partitions the **first call is collective**: every
+        rank must make it (DGL's is not). It counts the sources of the edges this rank owns,
+        sums the counts of all ranks (an all-reduce of 8 bytes a node) and keeps the sums as
+        an int64 node-policy DistTensor (8 bytes a node over the job); that call and every
+        later one read the rows asked from their owners, one request per owner, not
+        collectively."""
+        if self._g is not None and self._book.num_owners() > 1:
+            table = self._out_degree_table()  # before checking u: every rank joins it
+            ids = np.arange(self.num_nodes(), dtype=np.int64) if _is_all(u) \
+                else self._node_ids(u, "out_degrees")
+            out = np.asarray(table.read(ids)).reshape(-1)
+            return as_tensor(out) if _is_all(u) else on_device_of(out, u)
+        if self._out_deg is None:
+            indices = np.asarray(self.local_graph.indices)
+            self._out_deg = np.bincount(indices, minlength=self.num_nodes()).astype(np.int64)
+        if _is_all(u):
+            return as_tensor(self._out_deg.copy())
+        return on_device_of(self._out_deg[self._node_ids(u, "out_degrees")], u)
+
+    def _out_degree_table(self) -> "_C.DistTensor":
+        """Every node's out-degree in a runtime DistTensor (int64 [N], node policy), built by
+        the first call on every rank (collective): each rank counts the sources of its own
+        edges (its rows of the edge endpoint table) and the counts are summed."""
+        if self._out_deg is not None:
+            return self._out_deg
+        n, book = self.num_nodes(), self._book
+        # The graph's runtime tensors are named "<graph>@<partitioning id>:<what>".
+        prefix = self._g.orig_nid.name.rsplit(":", 1)[0]
+        t = _C.DistTensor(_runtime.runtime(), f"{prefix}:out_degrees", [n], "int64", "node",
+                          [int(o) for o in book.trainer_node_offsets], False)
+        if t.created:  # the same on every rank; else another DistGraph of it filled the rows
+            pairs = np.asarray(self._g.edge_endpoints.local_view())  # (src, dst) of own edges
+            counts = np.bincount(pairs[:, 0], minlength=n).astype(np.int64)
+            all_reduce(counts, "sum", _what="DistGraph.out_degrees (first call, collective)")
+            lo, hi = t.local_range
+            t.local_view()[...] = counts[lo:hi]
+            t.local_rows_changed(lo, hi)
+        _runtime.barrier()  # every rank's rows are filled before anyone reads them
+        self._out_deg = t
+        return t
 
     def find_edges(self, edges, etype=None):
         """``(src, dst)`` of the edges ``edges`` (edge IDs, or a 1-D boolean mask over every
@@ -1025,6 +1075,11 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
     mine = ids[(ids >= lo) & (ids < hi)]
     left, right = _even_cut(mine.size, tpm, local)
     return on_dev(mine[left:right])
+
+
+def _is_all(ids) -> bool:
+    """True for "every node": None, or DGL's ``dgl.ALL`` (the string "__ALL__")."""
+    return ids is None or (isinstance(ids, str) and ids == "__ALL__")
 
 
 def _check_type(name, kind: str, what: str) -> None:

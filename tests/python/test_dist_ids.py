@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """IDs and masks handed to the distributed API in one process: DistTensor reads and writes,
-DistGraph.in_degrees / orig_nids, node_split / edge_split and the loaders' seeds, over a 1-part
-partitioning (the runtime holds the rows, as in a job) and a 2-part one (simulated).
+DistGraph.in_degrees / out_degrees / orig_nids, node_split / edge_split and the loaders' seeds,
+over a 1-part partitioning (the runtime holds the rows, as in a job) and a 2-part one
+(simulated).
 
 A boolean mask is 1-D and as long as what it indexes, a DistTensor of IDs is read whole, IDs
 are range-checked with an IndexError naming the ID, and written rows fit the tensor's rows."""
@@ -73,6 +74,7 @@ def test_graph_queries_take_a_mask_over_every_node(g):
     mask[[3, 7]] = True
     assert np.array_equal(g.orig_nids(mask), g.orig_nids()[[3, 7]])
     assert np.array_equal(np.asarray(g.in_degrees(mask)), np.asarray(g.in_degrees())[[3, 7]])
+    assert np.array_equal(np.asarray(g.out_degrees(mask)), np.asarray(g.out_degrees())[[3, 7]])
     with pytest.raises(ValueError, match=f"boolean mask of length 5 for a graph of {N} nodes"):
         g.orig_nids(np.ones(5, dtype=bool))
     book = g.get_partition_book()
@@ -177,6 +179,8 @@ def test_graph_queries_refuse_ids_out_of_range(g, bad):
             g.in_degrees(torch.tensor([bad]))
         with pytest.raises(IndexError, match=msg.format("in_degrees")):
             g.in_degrees(bad)
+        with pytest.raises(IndexError, match=msg.format("out_degrees")):
+            g.out_degrees(torch.tensor([bad]))
 
 
 # --- node_split's partition book --------------------------------------------------------------

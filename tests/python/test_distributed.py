@@ -314,6 +314,77 @@ def test_find_edges_in_one_process(partitionings, input_edges, key):
         g.find_edges([0], etype="cites")
 
 
+@pytest.fixture(scope="session")
+def directed(tmp_path_factory) -> dict:
+    """Cora as stored (each undirected edge once, so directed: out- and in-degrees differ) in
+    1, 2 and 4 METIS parts, keyed P."""
+    out = {}
+    for parts in (1, 2, 4):
+        d = tmp_path_factory.mktemp(f"cora-directed{parts}")
+        nids, eids = tessera.partition_graph(CORA, "cora", parts, d, symmetrize=False,
+                                             return_mapping=True)
+        out[parts] = Partitioning(str(d / "cora.json"), parts, nids, eids)
+    return out
+
+
+def directed_degrees(p: Partitioning) -> tuple[np.ndarray, np.ndarray]:
+    """(out-degrees, in-degrees) of the input graph, by new node ID."""
+    ei = np.load(os.path.join(CORA, "edge_index.npy"))
+    n = len(p.orig_nids)
+    outdeg, indeg = np.bincount(ei[0], minlength=n), np.bincount(ei[1], minlength=n)
+    assert (outdeg != indeg).any()  # the test can tell them apart
+    return outdeg[p.orig_nids], indeg[p.orig_nids]
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_degrees_in_one_process(directed, parts):
+    """Standalone (one part: the runtime holds it) and simulated (two parts in this process):
+    out_degrees against the input graph's, for every node, IDs with repeats, a mask, DGL's
+    ALL, one ID; IDs out of range name themselves."""
+    p = directed[parts]
+    outdeg, indeg = directed_degrees(p)
+    g = tessera.DistGraph("cora", part_config=p.config)
+    assert g.is_distributed == (parts == 1)
+    n = g.num_nodes()
+    assert np.array_equal(np.asarray(g.out_degrees()), outdeg)
+    assert np.array_equal(np.asarray(g.in_degrees()), indeg)
+    assert np.array_equal(np.asarray(g.out_degrees("__ALL__")), outdeg)
+    ids = np.random.default_rng(5).integers(0, n, 300)
+    assert np.array_equal(np.asarray(g.out_degrees(ids)), outdeg[ids])
+    assert np.array_equal(np.asarray(g.out_degrees(ids.tolist())), outdeg[ids])
+    mask = np.zeros(n, dtype=bool)
+    mask[[3, 7, n - 1]] = True
+    assert np.array_equal(np.asarray(g.out_degrees(mask)), outdeg[[3, 7, n - 1]])
+    assert np.asarray(g.out_degrees(7)).tolist() == [outdeg[7]]  # DGL 1.1.3: a 1-element tensor
+    assert len(g.out_degrees(np.array([], dtype=np.int64))) == 0
+    for bad in (-1, n):
+        with pytest.raises(IndexError, match=rf"DistGraph.out_degrees: ID {bad} outside"):
+            g.out_degrees([0, bad])
+    np.asarray(g.out_degrees())[:] = -1  # a copy: the kept counts stay
+    assert np.array_equal(np.asarray(g.out_degrees()), outdeg)
+
+
+@pytest.mark.parametrize("parts", [2, 4])
+def test_degrees_of_every_rank(directed, tmp_path, parts):
+    """Every rank's in- and out-degrees of every node equal the input graph's; rank 0 alone
+    asks for IDs with repeats and a mask after the collective first call, rank 1 for an ID out
+    of range (IndexError)."""
+    p = directed[parts]
+    launch(parts, "degrees.py", p.config, tmp_path).check()
+    outdeg, indeg = directed_degrees(p)
+    n = len(outdeg)
+    for r in range(parts):
+        z = np.load(tmp_path / f"rank{r}.npz")
+        assert np.array_equal(z["orig_nids"], p.orig_nids)
+        assert np.array_equal(z["outdeg"], outdeg), f"rank {r}: out-degrees"
+        assert np.array_equal(z["indeg"], indeg), f"rank {r}: in-degrees"
+    z = np.load(tmp_path / "rank0.npz")
+    assert np.array_equal(z["some"], outdeg[z["ids"]])
+    assert np.array_equal(z["masked"], outdeg[np.unique(z["ids"][:20])])
+    err = str(np.load(tmp_path / "rank1.npz")["err"])
+    assert re.search(rf"DistGraph.out_degrees: ID {n} outside \[0, {n}\)", err), err
+
+
 # --- 3. collectives ---------------------------------------------------------------------------
 @requires_torch
 def test_collectives(tmp_path):

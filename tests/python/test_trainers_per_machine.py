@@ -6,7 +6,8 @@ trainers over a 2-part partitioning of Cora, each machine a ``tessera launch --n
 * the rank contract: global rank = machine * T + local rank, one partition per machine;
 * node_split, force_even or not, gives disjoint shares that cover the training nodes (over
   the graph's mask and over a mask DistTensor of the user's);
-* every trainer reads every node's features correctly (its machine's from shared memory);
+* every trainer reads every node's features and out-degree correctly (its machine's features
+  from shared memory);
 * the global-order batches equal those of one process over a 1-part partitioning;
 * one copy of a machine's partition: the shared segment holds the machine's data once, its
   memory is counted once across the machine's trainers (PSS), and no segment is left in
@@ -176,6 +177,14 @@ def test_every_trainer_reads_every_feature(dumps, cora):
     for d in dumps[(M, T)]:
         orig = np.asarray(d["feat_orig"], dtype=np.int64)
         assert np.allclose(np.asarray(d["feat_sum"]), feat[orig]), f"rank {d['rank']}"
+
+
+def test_every_trainer_reads_every_out_degree(dumps, cora):
+    """The trainers of a machine share its edges: each counts only the sources of its own."""
+    outdeg = np.bincount(np.asarray(cora.graph.indices), minlength=cora.num_nodes)
+    for d in dumps[(M, T)]:
+        orig = np.asarray(d["feat_orig"], dtype=np.int64)
+        assert np.array_equal(np.asarray(d["out_degrees"]), outdeg[orig]), f"rank {d['rank']}"
 
 
 def test_global_batches_match_one_process(dumps, parts, cora):

@@ -4,11 +4,11 @@
     TESSERA_JOB_TOKEN=T python -m tessera launch --nnodes M --node-rank R --nproc-per-node T \
         --master-port P -- python trainers_per_machine.py CONFIG OUT
 
-Run on M "machines" over an M-part partitioning (M x T ranks): the rank contract (machine,
-local rank), node_split with and without force_even, every node's features read through this
-rank, the epoch-0 global-order batches, and the memory of this process (/proc/self/smaps_rollup)
-before and after loading the graph. With --hold the rank writes its pid to <out>/loaded<r> after loading
-and sleeps (the crash test kills it there)."""
+Run on M "machines" over an M-part partitioning (M x T ranks): the rank contract (machine, local
+rank), node_split with and without force_even, every node's features and out-degree read through
+this rank, the epoch-0 global-order batches, and the memory of this process
+(/proc/self/smaps_rollup) before and after loading the graph. With --hold the rank writes its pid to
+<out>/loaded<r> after loading and sleeps (the crash test kills it there)."""
 import argparse
 import os
 import sys
@@ -84,6 +84,7 @@ def main() -> int:
     user_local = np.asarray(tessera.node_split(mine, force_even=False))
     ids = np.arange(g.num_nodes(), dtype=np.int64)
     feat = np.asarray(g.ndata["feat"][ids])
+    outdeg = np.asarray(g.out_degrees())  # each trainer counts only its own edges
     g.barrier()  # every trainer has read every row: the segment is touched everywhere
     seg_end = segment_stats()
     out = {"rank": rank, "world": world, "pid": os.getpid(),
@@ -97,6 +98,7 @@ def main() -> int:
            "user_split_local": user_local.tolist(),
            "feat_orig": np.asarray(g.orig_nids()).tolist(),
            "feat_sum": feat.astype(np.float64).sum(axis=1).tolist(),
+           "out_degrees": outdeg.tolist(),
            "smaps_before": before, "smaps_after": after, "segment_end": seg_end}
     if not a.no_batches:
         nids = np.nonzero(np.asarray(mask.numpy()))[0]
