@@ -74,19 +74,25 @@ class GraphPartitionBook:
     def num_partitions(self) -> int:
         return int(self._book.num_parts)
 
-    def nid2partid(self, nids):
+    # DGL's ID queries take a node or edge type last: "_N" / "_E" (or None, or the canonical
+    # ("_N", "_E", "_N")) here; any other is a ValueError (_check_type).
+    def nid2partid(self, nids, ntype: str = "_N"):
+        _check_type(ntype, "node", "GraphPartitionBook.nid2partid")
         ids = to_numpy_ids(nids, "nids", num_nodes=self.num_nodes)
         return on_device_of(self._book.nid2part(ids).astype(np.int64), nids)
 
-    def eid2partid(self, eids):
+    def eid2partid(self, eids, etype: str = "_E"):
+        _check_type(etype, "edge", "GraphPartitionBook.eid2partid")
         ids = to_numpy_ids(eids, "eids", num_edges=self.num_edges)
         return on_device_of(self._book.eid2part(ids).astype(np.int64), eids)
 
-    def partid2nids(self, partid: int):
+    def partid2nids(self, partid: int, ntype: str = "_N"):
+        _check_type(ntype, "node", "GraphPartitionBook.partid2nids")
         lo, hi = self._book.node_range(partid)
         return as_tensor(np.arange(lo, hi, dtype=np.int64))
 
-    def partid2eids(self, partid: int):
+    def partid2eids(self, partid: int, etype: str = "_E"):
+        _check_type(etype, "edge", "GraphPartitionBook.partid2eids")
         lo, hi = self._book.edge_range(partid)
         return as_tensor(np.arange(lo, hi, dtype=np.int64))
 
@@ -96,13 +102,73 @@ class GraphPartitionBook:
     def edge_range(self, partid: int) -> tuple[int, int]:
         return tuple(self._book.edge_range(partid))
 
-    def nid2localnid(self, nids, partid: int):
+    def nid2localnid(self, nids, partid: int, ntype: str = "_N"):
+        _check_type(ntype, "node", "GraphPartitionBook.nid2localnid")
         ids = to_numpy_ids(nids, "nids", num_nodes=self.num_nodes)
         lo, hi = self._book.node_range(partid)
         if ids.size and (ids.min() < lo or ids.max() >= hi):
             raise IndexError(f"nid2localnid: some IDs are not owned by partition {partid} "
                              f"[{lo}, {hi})")
         return on_device_of(ids - lo, nids)
+
+    def eid2localeid(self, eids, partid: int, etype: str = "_E"):
+        """Offsets of edges ``eids`` in partition ``partid``'s edge range (IndexError for an
+        edge it does not own), as DGL's: the row of its edge data."""
+        _check_type(etype, "edge", "GraphPartitionBook.eid2localeid")
+        ids = to_numpy_ids(eids, "eids", num_edges=self.num_edges)
+        lo, hi = self._book.edge_range(partid)
+        if ids.size and (ids.min() < lo or ids.max() >= hi):
+            raise IndexError(f"eid2localeid: some IDs are not owned by partition {partid} "
+                             f"[{lo}, {hi})")
+        return on_device_of(ids - lo, eids)
+
+    # The type helpers of DGL's book, for the one node type "_N" and edge type "_E": per-type
+    # IDs are the homogeneous IDs (DGL maps them through its per-type ranges).
+    @property
+    def ntypes(self) -> list[str]:
+        return ["_N"]
+
+    @property
+    def etypes(self) -> list[str]:
+        return ["_E"]
+
+    @property
+    def canonical_etypes(self) -> list[tuple]:
+        return [("_N", "_E", "_N")]
+
+    @property
+    def is_homogeneous(self) -> bool:
+        return True
+
+    def to_canonical_etype(self, etype) -> tuple:
+        _check_type(etype, "edge", "GraphPartitionBook.to_canonical_etype")
+        return ("_N", "_E", "_N")
+
+    def map_to_homo_nid(self, ids, ntype: str):
+        """Node IDs of type ``ntype`` as homogeneous IDs: the same IDs (range-checked)."""
+        _check_type(ntype, "node", "GraphPartitionBook.map_to_homo_nid")
+        return self._same_ids(ids, self.num_nodes, "map_to_homo_nid")
+
+    def map_to_homo_eid(self, ids, etype):
+        """Edge IDs of type ``etype`` as homogeneous IDs: the same IDs (range-checked)."""
+        _check_type(etype, "edge", "GraphPartitionBook.map_to_homo_eid")
+        return self._same_ids(ids, self.num_edges, "map_to_homo_eid")
+
+    def map_to_per_ntype(self, ids):
+        """(node type IDs, per-type IDs) of homogeneous node IDs: (zeros, the IDs)."""
+        same = self._same_ids(ids, self.num_nodes, "map_to_per_ntype")
+        return on_device_of(np.zeros(len(same), dtype=np.int64), ids), same
+
+    def map_to_per_etype(self, ids):
+        """(edge type IDs, per-type IDs) of homogeneous edge IDs: (zeros, the IDs)."""
+        same = self._same_ids(ids, self.num_edges, "map_to_per_etype")
+        return on_device_of(np.zeros(len(same), dtype=np.int64), ids), same
+
+    @staticmethod
+    def _same_ids(ids, count: int, what: str):
+        idx = to_numpy_ids(ids, f"GraphPartitionBook.{what}")
+        check_id_range(idx, count, f"GraphPartitionBook.{what}")
+        return on_device_of(idx.copy(), ids)
 
     def metadata(self) -> list[dict]:
         out = []

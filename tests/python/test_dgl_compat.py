@@ -180,6 +180,45 @@ def test_the_type_helpers_and_id_attributes_of_a_homogeneous_distgraph(cora_one)
         g.get_ntype_id("paper")
 
 
+def test_the_partition_book_takes_dgls_type_arguments(cora_parts):
+    """A script written over g.ntypes passes the type to the book's queries
+    (pb.partid2nids(pb.partid, ntype), DGL's rgcn example) and maps IDs between per-type and
+    homogeneous ones: for the one type the IDs stay as they are, as DGL's book answers for a
+    homogeneous graph (checked against DGL 1.1.3)."""
+    pb = tessera.DistGraph("cora", part_config=cora_parts[0]).get_partition_book()
+    n, m = pb.num_nodes, pb.num_edges
+    lo, hi = pb.node_range(1)
+    elo, ehi = pb.edge_range(1)
+    assert torch.equal(pb.partid2nids(1, "_N"), pb.partid2nids(1))
+    assert torch.equal(pb.partid2nids(1, "_N"), torch.arange(lo, hi))
+    assert torch.equal(pb.partid2eids(1, ("_N", "_E", "_N")), torch.arange(elo, ehi))
+    ids, eids = torch.tensor([n - 1, 0, lo]), torch.tensor([m - 1, 0, elo])
+    assert pb.nid2partid(ids, "_N").tolist() == [1, 0, 1]
+    assert pb.eid2partid(eids, "_E").tolist() == [1, 0, 1]
+    assert pb.nid2localnid(torch.tensor([lo, hi - 1]), 1, "_N").tolist() == [0, hi - 1 - lo]
+    assert pb.eid2localeid(torch.tensor([elo, ehi - 1]), 1, "_E").tolist() == \
+        [0, ehi - 1 - elo]
+    with pytest.raises(IndexError, match="eid2localeid: some IDs are not owned by partition 1"):
+        pb.eid2localeid(torch.tensor([0]), 1)
+    assert pb.ntypes == ["_N"] and pb.etypes == ["_E"] and pb.is_homogeneous
+    assert pb.canonical_etypes == [("_N", "_E", "_N")]
+    assert pb.to_canonical_etype("_E") == ("_N", "_E", "_N")
+    assert torch.equal(pb.map_to_homo_nid(ids, "_N"), ids)
+    assert torch.equal(pb.map_to_homo_eid(eids, ("_N", "_E", "_N")), eids)
+    types, per_type = pb.map_to_per_ntype(ids)
+    assert types.tolist() == [0, 0, 0] and torch.equal(per_type, ids)
+    types, per_type = pb.map_to_per_etype(np.array([3, 1]))
+    assert types.tolist() == [0, 0] and per_type.tolist() == [3, 1]
+    with pytest.raises(IndexError, match=rf"map_to_homo_nid: ID {n} outside \[0, {n}\)"):
+        pb.map_to_homo_nid([0, n], "_N")
+    for call in (lambda: pb.partid2nids(0, "paper"), lambda: pb.nid2partid(ids, "paper"),
+                 lambda: pb.map_to_homo_nid(ids, "paper")):
+        with pytest.raises(ValueError, match="node type 'paper' does not exist"):
+            call()
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        pb.eid2partid(eids, "cites")
+
+
 def test_out_edges_of_a_one_part_distgraph(cora_one):
     g = tessera.DistGraph("cora", part_config=cora_one)
     seeds = torch.tensor([0, 5, 633])
