@@ -647,6 +647,32 @@ class _DataView(dict):
         super().__setitem__(key, value)
 
 
+class _TypeSpace:
+    """``g.nodes[ntype]`` / ``g.edges[etype]`` of a DistGraph: ``.data`` is ``g.ndata`` /
+    ``g.edata`` (DGL's NodeSpace / EdgeSpace)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: "_DataView"):
+        self.data = data
+
+
+class _TypeView:
+    """``g.nodes`` / ``g.edges`` (DGL's HeteroNodeView / HeteroEdgeView): indexed by the one
+    node type "_N" or edge type "_E" (or ("_N", "_E", "_N")); another name is a ValueError.
+    Not callable, as DGL's DistGraph's are not (``g.nodes()`` fails there too)."""
+
+    __slots__ = ("_graph", "_kind")
+
+    def __init__(self, graph: "DistGraph", kind: str):
+        self._graph, self._kind = graph, kind
+
+    def __getitem__(self, key) -> _TypeSpace:
+        node = self._kind == "node"
+        _check_type(key, self._kind, f"DistGraph.{'nodes' if node else 'edges'}[...]")
+        return _TypeSpace(self._graph.ndata if node else self._graph.edata)
+
+
 class DistGraph:
     """A partitioned graph (DGL's ``DistGraph``).
 
@@ -801,6 +827,17 @@ class DistGraph:
 
     def get_partition_book(self) -> GraphPartitionBook:
         return self._book
+
+    @property
+    def nodes(self) -> _TypeView:
+        """``g.nodes["_N"].data`` is ``g.ndata`` (DGL's per-type view, for code written over
+        ``g.ntypes``)."""
+        return _TypeView(self, "node")
+
+    @property
+    def edges(self) -> _TypeView:
+        """``g.edges["_E"].data`` (or ``g.edges[("_N", "_E", "_N")].data``) is ``g.edata``."""
+        return _TypeView(self, "edge")
 
     def get_node_partition_policy(self, ntype: str = "_N") -> NodePartitionPolicy:
         _check_type(ntype, "node", "DistGraph.get_node_partition_policy")

@@ -219,6 +219,28 @@ def test_the_partition_book_takes_dgls_type_arguments(cora_parts):
         pb.eid2partid(eids, "cites")
 
 
+@pytest.mark.parametrize("parts", ["one-part", "simulated"])
+def test_per_type_data_views_are_ndata_and_edata(cora_one, cora_parts, parts):
+    """g.nodes[ntype].data / g.edges[etype].data (DGL's rgcn example reads features so, over
+    g.ntypes) are g.ndata / g.edata: reads, and assignments and deletions through them."""
+    g = tessera.DistGraph("cora", part_config=cora_one if parts == "one-part" else cora_parts[0])
+    view = g.nodes["_N"].data
+    assert view is g.ndata and g.nodes[None].data is g.ndata
+    assert "feat" in view and "trainer_id" not in view
+    assert torch.equal(view["label"][torch.tensor([4, 1])], g.ndata["label"][torch.tensor([4, 1])])
+    t = tessera.DistTensor((g.num_nodes(), 2), torch.float32, f"nodes-view-{parts}",
+                           part_policy=g.get_node_partition_policy())
+    g.nodes["_N"].data["h"] = t
+    assert g.ndata["h"] is t
+    del g.nodes["_N"].data["h"]
+    assert "h" not in g.ndata
+    assert g.edges["_E"].data is g.edata is g.edges[("_N", "_E", "_N")].data
+    with pytest.raises(ValueError, match=r"DistGraph.nodes\[...\]: node type 'paper' does not"):
+        g.nodes["paper"]
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        g.edges["cites"]
+
+
 def test_out_edges_of_a_one_part_distgraph(cora_one):
     g = tessera.DistGraph("cora", part_config=cora_one)
     seeds = torch.tensor([0, 5, 633])
