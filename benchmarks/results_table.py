@@ -571,8 +571,48 @@ cache-resident buffer).
 SPLIT_ORDER = ("wait", "forward_backward", "all_reduce", "optimizer", "other")
 
 
+def train_peer_section(runs):
+    rs = select(runs, "train-peer-")
+    rows = []
+    for r in rs:
+        d = r.data
+        v = d.get("versions", {})
+        for c in d.get("cases", []):
+            if c.get("busy"):  # other processes had the machine: the times are theirs
+                continue
+            med, rt = c["median"], c["ratios"]
+
+            def cellr(key):
+                x = rt.get(key)
+                return f"{x['median']:.2f}x ({x['min']:.2f}–{x['max']:.2f})" if x else DASH
+
+            rows.append([c["dataset"], c["trainers"], f"DGL {v.get('dgl')}, torch {v.get('torch')}",
+                         f"{secs(med['dgl']['epoch_s'])} / {secs(med['tessera']['epoch_s'])}",
+                         cellr("epoch_s"),
+                         f"{secs(med['dgl']['inference_s'])} / "
+                         f"{secs(med['tessera']['inference_s'])}",
+                         cellr("inference_s"), cellr("wall_s"),
+                         f"{med['dgl']['test_acc']:.3f} / {med['tessera']['test_acc']:.3f}",
+                         len(c["rounds"]), r.link()])
+    body = table(["dataset", "trainers", "peer versions", "epoch DGL / Tessera", "DGL / Tessera",
+                  "inference DGL / Tessera", "DGL / Tessera", "whole run DGL / Tessera",
+                  "test accuracy DGL / Tessera", "rounds", "run"], rows)
+    intro = """
+`benchmarks/dgl_train_peer.py`: DGL's own distributed GraphSAGE script
+(python/examples/dgl_style_sage.py, rewritten back to `dgl` for DGL's run) on one machine, under
+DGL's runtime (a server and T trainer processes, as its launch.py starts them, over DGL's
+partitioning) and under `tessera launch` (over Tessera's partitioning of the same graph), in
+alternating rounds: the mean epoch after the first, the final layer-wise inference over all
+nodes, the whole run with start-up, and the test accuracy, each the script's own printout. A
+ratio above 1 means Tessera is faster: the median of the per-round ratios, with their range.
+`rmat:S,EF` is a products-like graph with random labels (accuracy is chance). A case run while
+other processes took more of the machine than `--max-busy` allowed is left out.
+"""
+    return section("Training against DGL (CPU)", intro, body, rs)
+
+
 def train_gpu_section(runs):
-    rs = select(runs, "train-", exclude=("train-cpu-", "train-cpp"))
+    rs = select(runs, "train-", exclude=("train-cpu-", "train-cpp", "train-peer-"))
     rows, split_rows = [], []
     for r in rs:
         d = r.data
@@ -872,6 +912,7 @@ SECTIONS = [  # (folder prefix, renderer), in README order
     ("dist-gather-", dist_gather_section),
     ("train-cpu-", train_cpu_section),
     ("train-cpp", train_cpp_section),
+    ("train-peer-", train_peer_section),
     ("train-", train_gpu_section),
     ("link-", link_section),
     generic_section("Distributed update_all", "update-all", """
