@@ -431,6 +431,40 @@ def _segment_max(h: "torch.Tensor", ids: "torch.Tensor", num: int,
     return torch.where(pick != none, picked, torch.zeros((), dtype=h.dtype, device=h.device))
 
 
+def _src_dst_feats(name: str, feat, num_src: int, num_dst: int):
+    """(feat_src, feat_dst) of a layer's input ``feat``: a pair as given, else one tensor whose
+    first ``num_dst`` rows are the destinations (a block's, DGL's convention; a whole graph's
+    are all its nodes). ValueError when the rows do not fit the graph's nodes."""
+    pair = isinstance(feat, (tuple, list))
+    feat_src = feat[0] if pair else feat
+    if feat_src.shape[0] != num_src:
+        raise ValueError(f"{name}: {feat_src.shape[0]} source features for a graph of "
+                         f"{num_src} source nodes")
+    if pair:
+        if feat[1].shape[0] != num_dst:
+            raise ValueError(f"{name}: {feat[1].shape[0]} destination features for a "
+                             f"graph of {num_dst} destination nodes")
+        return feat_src, feat[1]
+    if num_dst > num_src:
+        raise ValueError(f"{name}: a graph of {num_src} source and {num_dst} destination "
+                         "nodes takes a pair (feat_src, feat_dst): the destinations are "
+                         "not its first source nodes")
+    return feat_src, feat_src[:num_dst]
+
+
+def _weigh_messages(name: str, msg: "torch.Tensor",
+                    edge_weight: Optional["torch.Tensor"]) -> "torch.Tensor":
+    """``msg`` [E, ...] scaled by ``edge_weight`` as DGL's ``u_mul_e``: [E] scales each edge's
+    message, [E, ...] broadcasts against it. ValueError for a weight count that is not E."""
+    if edge_weight is None:
+        return msg
+    if edge_weight.dim() == 0 or edge_weight.shape[0] != msg.shape[0]:
+        got = edge_weight.shape[0] if edge_weight.dim() else "scalar"
+        raise ValueError(f"{name}: {got} edge weights for a graph of {msg.shape[0]} edges")
+    w = edge_weight.to(msg.device)
+    return msg * w.view(-1, *([1] * (msg.dim() - 1))) if w.dim() == 1 else msg * w
+
+
 class _Pooling(nn.Module):
     op = "sum"
 
@@ -487,31 +521,10 @@ class GINConv(nn.Module):
     def forward(self, graph, feat, edge_weight: Optional["torch.Tensor"] = None
                 ) -> "torch.Tensor":
         src, dst, num_src, num_dst = block_edges(graph)
-        pair = isinstance(feat, (tuple, list))
-        feat_src = feat[0] if pair else feat
-        if feat_src.shape[0] != num_src:
-            raise ValueError(f"GINConv: {feat_src.shape[0]} source features for a graph of "
-                             f"{num_src} source nodes")
-        if pair:
-            feat_dst = feat[1]
-            if feat_dst.shape[0] != num_dst:
-                raise ValueError(f"GINConv: {feat_dst.shape[0]} destination features for a "
-                                 f"graph of {num_dst} destination nodes")
-        elif num_dst > num_src:
-            raise ValueError(f"GINConv: a graph of {num_src} source and {num_dst} destination "
-                             "nodes takes a pair (feat_src, feat_dst): the destinations are "
-                             "not its first source nodes")
-        else:
-            feat_dst = feat_src[:num_dst]
+        feat_src, feat_dst = _src_dst_feats("GINConv", feat, num_src, num_dst)
         src = src.to(feat_src.device, torch.int64)
         dst = dst.to(feat_src.device, torch.int64)
-        msg = feat_src.index_select(0, src)
-        if edge_weight is not None:
-            if edge_weight.shape[0] != src.shape[0]:
-                raise ValueError(f"GINConv: {edge_weight.shape[0]} edge weights for a graph "
-                                 f"of {src.shape[0]} edges")
-            w = edge_weight.to(feat_src.device)
-            msg = msg * w.view(-1, *([1] * (msg.dim() - 1))) if w.dim() == 1 else msg * w
+        msg = _weigh_messages("GINConv", feat_src.index_select(0, src), edge_weight)
         # A segment reduction of the messages by destination.
         if self._aggregator_type == "max":
             agg = _segment_max(msg, dst, num_dst, last=True)
@@ -610,3 +623,146 @@ class DeepGCN(nn.Module):
             h = h + conv(z, src, dst)
         h = F.dropout(F.relu(self.norms[-1](h)), p=self.dropout, training=self.training)
         return self.classifier(h)
+
+
+# --- DGL's GraphConv over blocks, graphs and PyG edge indices ---------------------
+__all__ += ["GraphConv"]
+
+
+def _degrees(index: "torch.Tensor", n: int) -> "torch.Tensor":
+    """How often each of ``n`` nodes occurs in ``index`` (int64 on its device): a scatter, not
+    bincount, which reads its size back to the host."""
+    return torch.zeros(n, dtype=torch.int64, device=index.device).index_add_(
+        0, index, torch.ones_like(index))
+
+
+def _refuse_zero_in_degree(name: str, in_deg: "torch.Tensor") -> None:
+    """DGL's check: ValueError when a destination node has no in-edges (its output would be
+    the bias alone). One host sync per call, as DGL's ``(in_degrees() == 0).any()``."""
+    lonely = in_deg == 0
+    if bool(lonely.any()):
+        first = lonely.nonzero().flatten()[:5].tolist()
+        raise ValueError(f"{name}: {int(lonely.sum())} destination node(s) without in-edges "
+                         f"(0-in-degree; the first: {first}), whose output would be invalid: "
+                         "add self-loops (dgl.add_self_loop(g)) or build the layer with "
+                         "allow_zero_in_degree=True")
+
+
+def _degree_norm(deg: "torch.Tensor", norm: str, like: "torch.Tensor") -> "torch.Tensor":
+    """GraphConv's factor per node, shaped to scale ``like``'s rows: deg^-1/2 for ``both``,
+    1/deg otherwise, a degree of 0 counted as 1."""
+    d = deg.to(like).clamp(min=1)
+    d = d.pow(-0.5) if norm == "both" else 1.0 / d
+    return d.view(-1, *([1] * (like.dim() - 1)))
+
+
+class GraphConv(nn.Module):
+    """Graph convolution (Kipf & Welling, ICLR 2017), DGL's ``GraphConv``:
+
+        h_v' = activation(c_v^right * sum_{u -> v} w_e c_u^left h_u W + b)
+
+    with ``norm`` ``both`` (c = deg^-1/2: the source's out-degree on the left, the
+    destination's in-degree on the right), ``right`` (1 / in-degree), ``left``
+    (1 / out-degree) or ``none``; a degree of 0 counts as 1, edge weights do not enter the
+    degrees. ``edge_weight`` ([E] or [E, ...]) scales each message as DGL's ``u_mul_e``. As DGL
+    does, W multiplies before the aggregation when ``in_feats > out_feats`` (same result, fewer
+    FLOPs). ``weight=False`` builds the layer without W: then ``forward`` takes an external
+    ``weight`` [in, out] (or none: no projection). ``graph`` is anything ``block_edges`` takes
+    (a Tessera or DGL block, whose destinations are its first source nodes, a DGL graph, a tuple
+    ``(edge_index, (num_src, num_dst))``); ``feat`` the source features or a pair
+    ``(feat_src, feat_dst)``. A destination without in-edges raises ValueError unless
+    ``allow_zero_in_degree``. The parameters are DGL's (``weight`` [in, out], Xavier-uniform;
+    ``bias`` [out], zeros), so a DGL state dict loads and one torch seed gives DGL's weights.
+    """
+
+    _NORMS = ("none", "both", "right", "left")
+
+    def __init__(self, in_feats: int, out_feats: int, norm: str = "both", weight: bool = True,
+                 bias: bool = True, activation=None, allow_zero_in_degree: bool = False):
+        super().__init__()
+        if not isinstance(norm, str) or norm not in self._NORMS:
+            raise ValueError(f"GraphConv: norm must be 'none', 'both', 'right' or 'left', got "
+                             f"{norm!r}")
+        if not (_is_width(in_feats) and _is_width(out_feats)):
+            raise ValueError(f"GraphConv: in_feats and out_feats must be integers >= 1, got "
+                             f"{in_feats!r} and {out_feats!r}")
+        self._in_feats, self._out_feats = int(in_feats), int(out_feats)
+        self._norm = norm
+        self._allow_zero_in_degree = bool(allow_zero_in_degree)
+        if weight:
+            self.weight = nn.Parameter(torch.empty(self._in_feats, self._out_feats))
+        else:
+            self.register_parameter("weight", None)
+        if bias:
+            self.bias = nn.Parameter(torch.empty(self._out_feats))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        self._activation = activation
+
+    @property
+    def in_feats(self) -> int:
+        return self._in_feats
+
+    @property
+    def out_feats(self) -> int:
+        return self._out_feats
+
+    def reset_parameters(self) -> None:
+        """DGL's: Xavier-uniform ``weight``, zero ``bias``."""
+        if self.weight is not None:
+            nn.init.xavier_uniform_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def set_allow_zero_in_degree(self, set_value: bool) -> None:
+        self._allow_zero_in_degree = bool(set_value)
+
+    def extra_repr(self) -> str:
+        return f"in={self._in_feats}, out={self._out_feats}, normalization={self._norm}"
+
+    def _projection(self, weight, feat_src: "torch.Tensor") -> Optional["torch.Tensor"]:
+        """The W this call multiplies by (its own or the external one, or None), checked
+        against the features' width."""
+        if weight is not None and self.weight is not None:
+            raise ValueError("GraphConv: an external weight was given to a layer with its own; "
+                             "build it with weight=False")
+        if weight is None:
+            weight = self.weight
+        if weight is None:
+            return None
+        if weight.dim() != 2 or weight.shape[0] != feat_src.shape[-1]:
+            which = "its weight" if weight is self.weight else "the external weight"
+            raise ValueError(f"GraphConv: features of width {feat_src.shape[-1]} for "
+                             f"{which} of shape {tuple(weight.shape)} ([in_feats, out_feats])")
+        return weight
+
+    def forward(self, graph, feat, weight: Optional["torch.Tensor"] = None,
+                edge_weight: Optional["torch.Tensor"] = None) -> "torch.Tensor":
+        src, dst, num_src, num_dst = block_edges(graph)
+        feat_src, feat_dst = _src_dst_feats("GraphConv", feat, num_src, num_dst)
+        weight = self._projection(weight, feat_src)
+        src = src.to(feat_src.device, torch.int64)
+        dst = dst.to(feat_src.device, torch.int64)
+        norm = self._norm
+        in_deg = None
+        if norm in ("right", "both") or not self._allow_zero_in_degree:
+            in_deg = _degrees(dst, num_dst)
+        if not self._allow_zero_in_degree:
+            _refuse_zero_in_degree("GraphConv", in_deg)
+        if norm in ("left", "both"):
+            feat_src = feat_src * _degree_norm(_degrees(src, num_src), norm, feat_src)
+        if weight is not None and self._in_feats > self._out_feats:
+            feat_src = torch.matmul(feat_src, weight)
+        msg = _weigh_messages("GraphConv", feat_src.index_select(0, src), edge_weight)
+        rst = msg.new_zeros((num_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
+        if weight is not None and self._in_feats <= self._out_feats:
+            rst = torch.matmul(rst, weight)
+        if norm in ("right", "both"):
+            rst = rst * _degree_norm(in_deg, norm, feat_dst)
+        if self.bias is not None:
+            rst = rst + self.bias
+        if self._activation is not None:
+            rst = self._activation(rst)
+        return rst
+

@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: Apache-2.0
+"""GraphConv against DGL 1.1.3's own layers, given the same parameters (one torch
+seed builds both; the state dicts must be equal): outputs and the gradients of the
+features, edge weights, external weight and every parameter, on a whole graph, a DGL block
+(``dgl.to_block``, handed to Tessera's layer as it is and as a PyG edge index), a pair of
+features on a bipartite block, and a Tessera Block sampled from Cora (DGL gets
+``tessera.convert.to_dgl_block`` of it)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+dgl = pytest.importorskip("dgl")
+dglnn = pytest.importorskip("dgl.nn")
+
+import tessera  # noqa: E402
+from tessera.nn import GraphConv  # noqa: E402
+
+# 7 nodes; every node has an in-edge, node 6 none out (left norm's clamp), 1 -> 0 twice.
+SRC = torch.tensor([0, 1, 1, 2, 3, 4, 0, 5, 5, 2, 3, 1, 4, 0])
+DST = torch.tensor([1, 0, 0, 1, 2, 2, 3, 3, 4, 5, 6, 6, 6, 4])
+N = 7
+KINDS = ("graph", "dgl-block", "pyg-block", "pair", "tessera-block")
+_MAX_DIFF = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report_max_diffs():
+    yield
+    for name, d in sorted(_MAX_DIFF.items()):
+        print(f"max |tessera - dgl| {name}: {d:.3g}")
+
+
+def _case(kind, width, dst_width=None, cora=None):
+    """(DGL graph, Tessera's graph argument, a function of the leaf inputs giving the
+    features, the leaf inputs, num_edges) for ``kind``."""
+    gen = torch.Generator().manual_seed(7)
+    if kind == "graph":
+        g = dgl.graph((SRC, DST), num_nodes=N)
+        ours = (torch.stack([SRC, DST]), (N, N))
+    elif kind in ("dgl-block", "pyg-block"):
+        seeds = torch.tensor([0, 2, 4, 6])
+        frontier = dgl.in_subgraph(dgl.graph((SRC, DST), num_nodes=N), seeds)
+        g = dgl.to_block(frontier, dst_nodes=seeds)
+        s, d = g.edges()
+        ours = g if kind == "dgl-block" else (torch.stack([s, d]),
+                                               (g.num_src_nodes(), g.num_dst_nodes()))
+    elif kind == "pair":  # 7 sources, 5 destinations with their own features
+        keep = DST < 5
+        g = dgl.create_block((SRC[keep], DST[keep]), num_src_nodes=N, num_dst_nodes=5)
+        ours = (torch.stack([SRC[keep], DST[keep]]), (N, 5))
+    else:
+        _, _, blocks = tessera.NeighborSampler([4]).sample_blocks(cora, np.arange(0, 60, 5),
+                                                                  seed=3)
+        ours = blocks[0]
+        g = tessera.convert.to_dgl_block(ours)
+    x = torch.randn(g.num_src_nodes(), width, generator=gen)
+    if kind == "pair":
+        y = torch.randn(g.num_dst_nodes(), dst_width or width, generator=gen)
+        return g, ours, (lambda x, y: (x, y)), [x, y], g.num_edges()
+    return g, ours, (lambda x: x), [x], g.num_edges()
+
+
+def _run(conv, graph, make_feat, leaves, extra, **kwargs):
+    """conv's output (and attention) and the gradients of (out * R).sum() w.r.t. the leaf
+    inputs, the extra tensors (edge weight, external weight) and the parameters by name."""
+    inputs = [t.clone().requires_grad_() for t in leaves]
+    extra = {k: (v.clone().requires_grad_() if v is not None else None)
+             for k, v in extra.items()}
+    got = conv(graph, make_feat(*inputs), **extra, **kwargs)
+    out, attn = got if isinstance(got, tuple) else (got, None)
+    r = torch.randn(out.shape, generator=torch.Generator().manual_seed(11))
+    loss = (out * r).sum() + (0 if attn is None else (attn * attn).sum())
+    loss.backward()
+    grads = {f"d{i}": t.grad for i, t in enumerate(inputs)}
+    grads.update({f"d_{k}": v.grad for k, v in extra.items() if v is not None})
+    grads.update({f"d_{k}": p.grad for k, p in conv.named_parameters()})
+    return out, attn, grads
+
+
+def _compare(layer, theirs, ours, case, extra, **kwargs):
+    """Runs both layers on ``case`` and asserts equal outputs, attention and gradients."""
+    a, b = theirs.state_dict(), ours.state_dict()
+    assert list(a) == list(b), (list(a), list(b))
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{layer}: {k} is not DGL's initial value"
+    g, ours_graph, make_feat, leaves, _ = case
+    want = _run(theirs, g, make_feat, leaves, extra, **kwargs)
+    got = _run(ours, ours_graph, make_feat, leaves, extra, **kwargs)
+    for what, x, y in (("output", got[0], want[0]), ("attention", got[1], want[1])):
+        if y is None:
+            assert x is None
+            continue
+        assert x.shape == y.shape, (what, x.shape, y.shape)
+        torch.testing.assert_close(x, y, msg=f"{layer} {what}")
+        _note(f"{layer} {what}", x, y)
+    assert set(got[2]) == set(want[2])
+    for k, y in want[2].items():
+        x = got[2][k]
+        assert (x is None) == (y is None), k
+        if y is not None:
+            torch.testing.assert_close(x, y, msg=f"{layer} gradient {k}")
+            _note(f"{layer} gradients", x, y)
+
+
+def _note(name, x, y):
+    d = float((x.detach() - y.detach()).abs().max()) if x.numel() else 0.0
+    _MAX_DIFF[name] = max(_MAX_DIFF.get(name, 0.0), d)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("norm", ["both", "right", "left", "none"])
+def test_graphconv_is_dgls(kind, norm, cora):
+    for fin, fout in ((5, 3), (3, 5)):  # W before and after the aggregation
+        case = _case(kind, fin, cora=cora)
+        ew = torch.rand(case[4], generator=torch.Generator().manual_seed(5)) + 0.5
+        for edge_weight in (None, ew):
+            for own_weight in (True, False):
+                extra = {"edge_weight": edge_weight}
+                if not own_weight:
+                    extra["weight"] = torch.randn(fin, fout)
+                torch.manual_seed(2)
+                theirs = dglnn.GraphConv(fin, fout, norm, weight=own_weight,
+                                         activation=torch.tanh)
+                torch.manual_seed(2)
+                ours = GraphConv(fin, fout, norm, weight=own_weight, activation=torch.tanh)
+                _compare("GraphConv", theirs, ours, case, extra)
+    # No weight at all, no bias: the normalized aggregation alone.
+    case = _case(kind, 4, cora=cora)
+    _compare("GraphConv", dglnn.GraphConv(4, 2, norm, weight=False, bias=False),
+             GraphConv(4, 2, norm, weight=False, bias=False), case, {})
+
+
+def _graph_with_a_lonely_node():
+    # Node 3 has no in-edges.
+    src, dst = torch.tensor([0, 1, 2, 3, 0, 4]), torch.tensor([1, 0, 1, 2, 4, 0])
+    return dgl.graph((src, dst), num_nodes=5), (torch.stack([src, dst]), (5, 5))
+
+
+@pytest.mark.parametrize("layer", ["GraphConv"])
+def test_zero_in_degree_raises_unless_allowed_as_dgl(layer):
+    g, ei = _graph_with_a_lonely_node()
+    x = torch.randn(5, 4)
+
+    def build(mod, allow):
+        torch.manual_seed(1)
+        if layer == "GraphConv":
+            return getattr(mod, layer)(4, 3, allow_zero_in_degree=allow)
+        return getattr(mod, layer)(4, 2, 2, residual=True, allow_zero_in_degree=allow)
+
+    with pytest.raises(dgl.DGLError, match="0-in-degree"):
+        build(dglnn, False)(g, x)
+    for graph in (ei, g):
+        with pytest.raises(ValueError, match=r"1 destination node\(s\) without in-edges "
+                                             r"\(0-in-degree; the first: \[3\]\).*"
+                                             "allow_zero_in_degree=True"):
+            build(tessera.nn, False)(graph, x)
+    theirs, ours = build(dglnn, True), build(tessera.nn, True)
+    _compare(layer, theirs, ours, (g, ei, lambda x: x, [x], 6), {})
+    ours = build(tessera.nn, False)
+    ours.set_allow_zero_in_degree(True)
+    ours(ei, x)
+
+
+def test_graphconv_refuses_bad_input():
+    g = (torch.stack([SRC, DST]), (N, N))
+    x = torch.randn(N, 4)
+    for bad in ((2.5, 3), (4, 0), (True, 3), (4, "3"), ((4, 2), 3)):
+        with pytest.raises(ValueError, match="in_feats and out_feats must be integers >= 1"):
+            GraphConv(*bad)
+    with pytest.raises(ValueError, match="norm must be 'none', 'both', 'right' or 'left', "
+                                         "got 'sym'"):
+        GraphConv(4, 3, norm="sym")
+    with pytest.raises(ValueError, match=r"features of width 5 for its weight of shape \(4, 3\)"):
+        GraphConv(4, 3)(g, torch.randn(N, 5))
+    with pytest.raises(ValueError, match="external weight was given to a layer with its own"):
+        GraphConv(4, 3)(g, x, weight=torch.randn(4, 3))
+    with pytest.raises(ValueError, match=r"width 4 for the external weight of shape \(5, 3\)"):
+        GraphConv(4, 3, weight=False)(g, x, weight=torch.randn(5, 3))
+    with pytest.raises(ValueError, match="GraphConv: 3 edge weights for a graph of 14 edges"):
+        GraphConv(4, 3)(g, x, edge_weight=torch.ones(3))
+    with pytest.raises(ValueError, match="GraphConv: 6 source features for a graph of 7"):
+        GraphConv(4, 3)(g, x[:6])
+    with pytest.raises(TypeError, match="edge_index must hold integer"):
+        GraphConv(4, 3)((g[0].float(), (N, N)), x)
+
+
+def test_forward_and_backward_read_nothing_back_to_the_host():
+    # On the meta device any .item(), .tolist(), .numpy() or bool() of a tensor raises: the
+    # layers' hot path (the zero-in-degree check is off) is device ops only, as on a GPU.
+    meta = torch.device("meta")
+    ei = torch.stack([SRC, DST]).to(meta)
+    x = torch.randn(N, 5, device=meta, requires_grad=True)
+    w = torch.ones(len(SRC), device=meta, requires_grad=True)
+    layers = [GraphConv(5, fout, norm, allow_zero_in_degree=True)
+              for norm in ("both", "left", "right", "none") for fout in (3, 8)]
+    for layer in layers:
+        out = layer.to(meta)((ei, (N, N)), x, edge_weight=w)
+        assert out.device == meta
+        out.sum().backward()
+    assert x.grad.shape == x.shape and w.grad.shape == w.shape
