@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""GNN layers in plain PyTorch over Tessera's blocks (DGL's ``dgl.nn.SAGEConv``)."""
+"""GNN layers in plain PyTorch over Tessera's blocks, with DGL's ``dgl.nn`` arguments."""
 from __future__ import annotations
 
 import os
@@ -538,6 +538,28 @@ class GINConv(nn.Module):
         return rst
 
 
+def _segment_exp(z: "torch.Tensor", dst: "torch.Tensor", num_dst: int):
+    """The terms of a softmax over the in-edges of each destination, per channel: ``(w, den)``
+    with ``w[e] = exp(z[e] - max of z over the edges into dst[e])`` ([E, ...]) and ``den[v]``
+    the sum of ``w`` over the in-edges of v ([num_dst, ...], 0 for a node without any).
+    Subtracting the maximum (a constant to autograd: the softmax does not depend on it) keeps
+    large ``z`` from overflowing; every edge's own destination has ``den >= 1``. ``dst``: int64
+    on ``z``'s device. Segment ops only (scatter_reduce, index_add_): no host sync."""
+    shape = (num_dst,) + tuple(z.shape[1:])
+    index = dst.view(-1, *([1] * (z.dim() - 1))).expand_as(z)
+    with torch.no_grad():
+        zmax = z.new_zeros(shape).scatter_reduce(0, index, z, "amax", include_self=False)
+    w = torch.exp(z - zmax.index_select(0, dst))
+    return w, z.new_zeros(shape).index_add_(0, dst, w)
+
+
+def _edge_softmax(z: "torch.Tensor", dst: "torch.Tensor", num_dst: int) -> "torch.Tensor":
+    """DGL's ``edge_softmax`` (normalized by destination): ``z`` [E, ...] scores, softmax over
+    the in-edges of each destination per channel; [E, ...]."""
+    w, den = _segment_exp(z, dst, num_dst)
+    return w / den.index_select(0, dst)
+
+
 def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
                       t: "torch.Tensor") -> "torch.Tensor":
     """DeepGCN's SoftMax_Agg: out[v] = sum over the edges e = u -> v of
@@ -547,13 +569,8 @@ def softmax_aggregate(msg: "torch.Tensor", dst: "torch.Tensor", num_dst: int,
     is subtracted before the exponential, so large ``t * msg`` do not overflow."""
     _require_index(dst, "softmax_aggregate: dst")
     dst = dst.to(msg.device, torch.int64)
-    z = msg * t
-    index = dst.view(-1, 1).expand_as(z)
-    zmax = z.new_zeros((num_dst, z.shape[1])).scatter_reduce(0, index, z, "amax",
-                                                             include_self=False)
-    w = torch.exp(z - zmax.index_select(0, dst).detach())
-    den = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w)
-    num = z.new_zeros((num_dst, z.shape[1])).index_add_(0, dst, w * msg)
+    w, den = _segment_exp(msg * t, dst, num_dst)
+    num = msg.new_zeros(den.shape).index_add_(0, dst, w * msg)
     # A node with in-edges has den >= 1 (its largest message contributes exp(0)); one without
     # has num = den = 0 and divides by 1 (a tiny clamp such as 1e-16 is 0 in float16).
     return num / torch.where(den > 0, den, torch.ones_like(den))
@@ -625,8 +642,8 @@ class DeepGCN(nn.Module):
         return self.classifier(h)
 
 
-# --- DGL's GraphConv over blocks, graphs and PyG edge indices ---------------------
-__all__ += ["GraphConv"]
+# --- DGL's GraphConv and GATConv over blocks, graphs and PyG edge indices ---------------------
+__all__ += ["GraphConv", "GATConv"]
 
 
 def _degrees(index: "torch.Tensor", n: int) -> "torch.Tensor":
@@ -766,3 +783,152 @@ class GraphConv(nn.Module):
             rst = self._activation(rst)
         return rst
 
+
+class GATConv(nn.Module):
+    """Graph attention layer (Veličković et al., ICLR 2018), DGL's ``GATConv``: per head k,
+
+        e_uv = leaky_relu(a_l . (W h_u) + a_r . (W h_v)),   alpha_uv = softmax_{u -> v} e_uv
+        h_v' = activation(sum_{u -> v} alpha_uv w_e W h_u + residual(h_v) + b)
+
+    the softmax taken over the in-edges of each destination (``_edge_softmax``: segment ops, no
+    loop over nodes); output [num_dst, num_heads, out_feats]. ``in_feats`` is one width (one
+    ``fc`` for sources and destinations) or a pair ``(in_src, in_dst)`` (``fc_src`` and
+    ``fc_dst``, and ``feat`` must be a pair). ``feat_drop`` drops the input features (one mask
+    for a block's features, whose first rows are the destinations), ``attn_drop`` the
+    attention. ``residual`` adds ``h_dst`` itself when ``in_dst == num_heads * out_feats``, else
+    a linear map of it (``res_fc``, which then holds the bias). ``edge_weight`` [E] scales each
+    edge's attention (the returned attention includes it, as DGL's). ``get_attention=True``
+    also returns the attention, [E, num_heads, 1]. ``graph``, ``feat`` and the zero-in-degree
+    check as GraphConv's. The parameters are DGL's, created and initialized in DGL's order
+    (``fc.weight``, ``attn_l``, ``attn_r`` [1, heads, out], ``res_fc.*``, ``bias`` [heads *
+    out]; Xavier-normal with ReLU's gain, zero biases).
+    """
+
+    def __init__(self, in_feats, out_feats: int, num_heads: int, feat_drop: float = 0.0,
+                 attn_drop: float = 0.0, negative_slope: float = 0.2, residual: bool = False,
+                 activation=None, allow_zero_in_degree: bool = False, bias: bool = True):
+        super().__init__()
+        pair = isinstance(in_feats, (tuple, list))
+        widths = tuple(in_feats) if pair else (in_feats, in_feats)
+        if len(widths) != 2 or not all(_is_width(w) for w in widths) or not _is_width(out_feats):
+            raise ValueError(f"GATConv: in_feats must be a width or a pair (in_src_feats, "
+                             f"in_dst_feats) and out_feats a width, all integers >= 1; got "
+                             f"{in_feats!r} and {out_feats!r}")
+        if not _is_width(num_heads):
+            raise ValueError(f"GATConv: num_heads must be an integer >= 1, got {num_heads!r}")
+        heads, out = int(num_heads), int(out_feats)
+        self._num_heads = heads
+        self._in_src_feats, self._in_dst_feats = int(widths[0]), int(widths[1])
+        self._out_feats = out
+        self._allow_zero_in_degree = bool(allow_zero_in_degree)
+        if pair:
+            self.fc_src = nn.Linear(self._in_src_feats, out * heads, bias=False)
+            self.fc_dst = nn.Linear(self._in_dst_feats, out * heads, bias=False)
+        else:
+            self.fc = nn.Linear(self._in_src_feats, out * heads, bias=False)
+        self.attn_l = nn.Parameter(torch.empty(1, heads, out))
+        self.attn_r = nn.Parameter(torch.empty(1, heads, out))
+        self.feat_drop = nn.Dropout(feat_drop)
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.leaky_relu = nn.LeakyReLU(negative_slope)
+        self.has_linear_res = False
+        self.has_explicit_bias = False
+        if residual:
+            if self._in_dst_feats != out * heads:
+                self.res_fc = nn.Linear(self._in_dst_feats, out * heads, bias=bias)
+                self.has_linear_res = True
+            else:
+                self.res_fc = nn.Identity()
+        else:
+            self.register_buffer("res_fc", None)
+        if bias and not self.has_linear_res:
+            self.bias = nn.Parameter(torch.empty(out * heads))
+            self.has_explicit_bias = True
+        else:
+            self.register_buffer("bias", None)
+        self.reset_parameters()
+        self.activation = activation
+
+    @property
+    def out_feats(self) -> int:
+        return self._out_feats
+
+    @property
+    def num_heads(self) -> int:
+        return self._num_heads
+
+    def reset_parameters(self) -> None:
+        """DGL's: Xavier-normal (gain of ReLU) on the projections, ``attn_l``, ``attn_r`` and a
+        linear residual's weight, in that order; zero biases."""
+        gain = nn.init.calculate_gain("relu")
+        for fc in ((self.fc,) if hasattr(self, "fc") else (self.fc_src, self.fc_dst)):
+            nn.init.xavier_normal_(fc.weight, gain=gain)
+        nn.init.xavier_normal_(self.attn_l, gain=gain)
+        nn.init.xavier_normal_(self.attn_r, gain=gain)
+        if self.has_explicit_bias:
+            nn.init.zeros_(self.bias)
+        if isinstance(self.res_fc, nn.Linear):
+            nn.init.xavier_normal_(self.res_fc.weight, gain=gain)
+            if self.res_fc.bias is not None:
+                nn.init.zeros_(self.res_fc.bias)
+
+    def set_allow_zero_in_degree(self, set_value: bool) -> None:
+        self._allow_zero_in_degree = bool(set_value)
+
+    def _check_widths(self, feat_src: "torch.Tensor", feat_dst: "torch.Tensor",
+                      pair: bool) -> None:
+        if not pair and not hasattr(self, "fc"):
+            raise ValueError(f"GATConv: built for a pair of input widths ({self._in_src_feats}, "
+                             f"{self._in_dst_feats}), it takes a pair (feat_src, feat_dst)")
+        for what, t, want in (("source", feat_src, self._in_src_feats),
+                              ("destination", feat_dst, self._in_dst_feats)):
+            if t.dim() < 2 or t.shape[-1] != want:
+                raise ValueError(f"GATConv: {what} features of shape {tuple(t.shape)}, "
+                                 f"expected [N, ..., {want}]")
+
+    def _project(self, feat, feat_src, feat_dst, num_dst: int):
+        """(h_dst, ft_src, ft_dst): the dropped destination inputs (for the residual) and the
+        projected features [N, ..., heads, out]."""
+        heads, out = self._num_heads, self._out_feats
+        drop = self.feat_drop if self.feat_drop.p > 0 else (lambda t: t)
+        if isinstance(feat, (tuple, list)):
+            h_src, h_dst = drop(feat_src), drop(feat_dst)
+            fc_src, fc_dst = (self.fc, self.fc) if hasattr(self, "fc") else (self.fc_src,
+                                                                              self.fc_dst)
+            ft_src = fc_src(h_src).view(*h_src.shape[:-1], heads, out)
+            return h_dst, ft_src, fc_dst(h_dst).view(*h_dst.shape[:-1], heads, out)
+        h_src = drop(feat_src)  # one mask; the destinations are the first rows
+        ft_src = self.fc(h_src).view(*h_src.shape[:-1], heads, out)
+        return h_src[:num_dst], ft_src, ft_src[:num_dst]
+
+    def forward(self, graph, feat, edge_weight: Optional["torch.Tensor"] = None,
+                get_attention: bool = False):
+        src, dst, num_src, num_dst = block_edges(graph)
+        feat_src, feat_dst = _src_dst_feats("GATConv", feat, num_src, num_dst)
+        self._check_widths(feat_src, feat_dst, isinstance(feat, (tuple, list)))
+        if edge_weight is not None and (edge_weight.dim() not in (1, 2) or (
+                edge_weight.dim() == 2 and edge_weight.shape[1] != 1)):
+            raise ValueError(f"GATConv: edge_weight must be [E] (one weight an edge), got "
+                             f"shape {tuple(edge_weight.shape)}")
+        src = src.to(feat_src.device, torch.int64)
+        dst = dst.to(feat_src.device, torch.int64)
+        if not self._allow_zero_in_degree:
+            _refuse_zero_in_degree("GATConv", _degrees(dst, num_dst))
+        h_dst, ft_src, ft_dst = self._project(feat, feat_src, feat_dst, num_dst)
+        el = (ft_src * self.attn_l).sum(dim=-1, keepdim=True)  # [N_src, ..., heads, 1]
+        er = (ft_dst * self.attn_r).sum(dim=-1, keepdim=True)
+        e = self.leaky_relu(el.index_select(0, src) + er.index_select(0, dst))
+        a = _edge_softmax(e, dst, num_dst)
+        if self.attn_drop.p > 0:
+            a = self.attn_drop(a)
+        if edge_weight is not None:
+            a = _weigh_messages("GATConv", a, edge_weight.reshape(-1))
+        msg = ft_src.index_select(0, src) * a
+        rst = msg.new_zeros((num_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
+        if self.res_fc is not None:
+            rst = rst + self.res_fc(h_dst).view(*h_dst.shape[:-1], -1, self._out_feats)
+        if self.has_explicit_bias:
+            rst = rst + self.bias.view(self._num_heads, self._out_feats)
+        if self.activation is not None:
+            rst = self.activation(rst)
+        return (rst, a) if get_attention else rst

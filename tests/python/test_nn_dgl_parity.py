@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""GraphConv against DGL 1.1.3's own layers, given the same parameters (one torch
-seed builds both; the state dicts must be equal): outputs and the gradients of the
+"""GraphConv and GATConv against DGL 1.1.3's own layers, given the same parameters (one torch
+seed builds both; the state dicts must be equal): outputs, attention, and the gradients of the
 features, edge weights, external weight and every parameter, on a whole graph, a DGL block
 (``dgl.to_block``, handed to Tessera's layer as it is and as a PyG edge index), a pair of
 features on a bipartite block, and a Tessera Block sampled from Cora (DGL gets
@@ -13,7 +13,7 @@ dgl = pytest.importorskip("dgl")
 dglnn = pytest.importorskip("dgl.nn")
 
 import tessera  # noqa: E402
-from tessera.nn import GraphConv  # noqa: E402
+from tessera.nn import GATConv, GraphConv  # noqa: E402
 
 # 7 nodes; every node has an in-edge, node 6 none out (left norm's clamp), 1 -> 0 twice.
 SRC = torch.tensor([0, 1, 1, 2, 3, 4, 0, 5, 5, 2, 3, 1, 4, 0])
@@ -130,13 +130,65 @@ def test_graphconv_is_dgls(kind, norm, cora):
              GraphConv(4, 2, norm, weight=False, bias=False), case, {})
 
 
+GAT_SHAPES = [(5, 4, 1), (4, 4, 1), (6, 2, 3), (5, 2, 3)]  # (in, out, heads): residual
+# is linear where in != heads * out, the identity where they are equal.
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gatconv_is_dgls(kind, cora):
+    for fin, fout, heads in GAT_SHAPES:
+        case = _case(kind, fin, cora=cora)
+        ew = torch.rand(case[4], generator=torch.Generator().manual_seed(5)) + 0.5
+        for residual in (False, True):
+            for bias in (True, False):
+                for edge_weight in (None, ew):
+                    args = (fin, fout, heads)
+                    kw = dict(negative_slope=0.1, residual=residual, bias=bias,
+                              activation=torch.nn.functional.elu)
+                    torch.manual_seed(2)
+                    theirs = dglnn.GATConv(*args, **kw)
+                    torch.manual_seed(2)
+                    ours = GATConv(*args, **kw)
+                    assert isinstance(ours.res_fc, torch.nn.Linear) == (
+                        residual and fin != fout * heads)
+                    _compare("GATConv", theirs, ours, case, {"edge_weight": edge_weight},
+                             get_attention=True)
+
+
+def test_gatconv_with_a_pair_of_input_widths_is_dgls():
+    for residual in (False, True):
+        for heads in (1, 3):
+            case = _case("pair", 5, dst_width=3)
+            torch.manual_seed(4)
+            theirs = dglnn.GATConv((5, 3), 2, heads, residual=residual)
+            torch.manual_seed(4)
+            ours = GATConv((5, 3), 2, heads, residual=residual)
+            assert hasattr(ours, "fc_src") and not hasattr(ours, "fc")
+            _compare("GATConv", theirs, ours, case, {}, get_attention=True)
+            _compare("GATConv", theirs, ours, case, {})
+
+
+def test_gatconv_dropout_is_off_in_eval_and_drops_in_training():
+    case = _case("graph", 4)
+    torch.manual_seed(2)
+    theirs = dglnn.GATConv(4, 3, 2, feat_drop=0.5, attn_drop=0.5).eval()
+    torch.manual_seed(2)
+    ours = GATConv(4, 3, 2, feat_drop=0.5, attn_drop=0.5).eval()
+    _compare("GATConv", theirs, ours, case, {}, get_attention=True)
+    ours.train()
+    g, graph, _, (x,), _ = case
+    _, a = ours(graph, x, get_attention=True)
+    assert (a == 0).any()  # some attention dropped; the kept is scaled by 2
+    assert torch.all((a == 0) | (a > 0))
+
+
 def _graph_with_a_lonely_node():
     # Node 3 has no in-edges.
     src, dst = torch.tensor([0, 1, 2, 3, 0, 4]), torch.tensor([1, 0, 1, 2, 4, 0])
     return dgl.graph((src, dst), num_nodes=5), (torch.stack([src, dst]), (5, 5))
 
 
-@pytest.mark.parametrize("layer", ["GraphConv"])
+@pytest.mark.parametrize("layer", ["GraphConv", "GATConv"])
 def test_zero_in_degree_raises_unless_allowed_as_dgl(layer):
     g, ei = _graph_with_a_lonely_node()
     x = torch.randn(5, 4)
@@ -184,6 +236,28 @@ def test_graphconv_refuses_bad_input():
         GraphConv(4, 3)((g[0].float(), (N, N)), x)
 
 
+def test_gatconv_refuses_bad_input():
+    g = (torch.stack([SRC, DST]), (N, N))
+    x = torch.randn(N, 4)
+    for heads in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="num_heads must be an integer >= 1"):
+            GATConv(4, 3, heads)
+    for bad in ((4, 0), (2.5, 3), ((4, 2, 1), 3), ((4, 0), 3)):
+        with pytest.raises(ValueError, match="in_feats must be a width or a pair"):
+            GATConv(*bad, 1)
+    with pytest.raises(ValueError, match=r"source features of shape \(7, 5\), expected "
+                                         r"\[N, \.\.\., 4\]"):
+        GATConv(4, 3, 2)(g, torch.randn(N, 5))
+    with pytest.raises(ValueError, match=r"destination features of shape \(7, 3\)"):
+        GATConv(4, 3, 2)(g, (x, torch.randn(N, 3)))
+    with pytest.raises(ValueError, match=r"built for a pair of input widths \(4, 2\)"):
+        GATConv((4, 2), 3, 2)(g, x)
+    with pytest.raises(ValueError, match="GATConv: 13 edge weights for a graph of 14 edges"):
+        GATConv(4, 3, 2)(g, x, edge_weight=torch.ones(13))
+    with pytest.raises(ValueError, match=r"edge_weight must be \[E\]"):
+        GATConv(4, 3, 2)(g, x, edge_weight=torch.ones(14, 2))
+
+
 def test_forward_and_backward_read_nothing_back_to_the_host():
     # On the meta device any .item(), .tolist(), .numpy() or bool() of a tensor raises: the
     # layers' hot path (the zero-in-degree check is off) is device ops only, as on a GPU.
@@ -193,6 +267,8 @@ def test_forward_and_backward_read_nothing_back_to_the_host():
     w = torch.ones(len(SRC), device=meta, requires_grad=True)
     layers = [GraphConv(5, fout, norm, allow_zero_in_degree=True)
               for norm in ("both", "left", "right", "none") for fout in (3, 8)]
+    layers += [GATConv(5, 2, 3, residual=True, allow_zero_in_degree=True),
+               GATConv(5, 5, 1, residual=True, allow_zero_in_degree=True)]
     for layer in layers:
         out = layer.to(meta)((ei, (N, N)), x, edge_weight=w)
         assert out.device == meta
