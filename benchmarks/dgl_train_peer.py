@@ -88,7 +88,8 @@ def parse_args():
     p.add_argument("--dataset", action="append", required=True,
                    help="npy dataset folder or rmat:SCALE,EF (repeat for several)")
     p.add_argument("--undirected", action="store_true",
-                   help="symmetrize the datasets (DGL: to_bidirected; Tessera: symmetrize=True)")
+                   help="symmetrize the datasets whose meta.json does not say they are (DGL: "
+                        "to_bidirected; Tessera: symmetrize=True)")
     p.add_argument("--trainers", default="1", help="trainers per machine, e.g. 1,2")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=4, help="epochs per run (the first is not timed)")
@@ -156,7 +157,12 @@ def partition(folder, name, trainers, undirected, work):
     from dgl_style_partition import load_npy
 
     g, _ = load_npy(folder)
-    src, dst = (np.asarray(a, dtype=np.int64) for a in g["edge_index"])
+    try:
+        with open(os.path.join(folder, "meta.json")) as f:
+            undirected = undirected and not json.load(f).get("symmetrized", False)
+    except FileNotFoundError:
+        pass
+    src, dst = (np.array(a, dtype=np.int64) for a in g["edge_index"])
     dg = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=g["num_nodes"])
     for k, v in g["ndata"].items():
         dg.ndata[k] = torch.from_numpy(np.asarray(v))
