@@ -1111,14 +1111,6 @@ def _check_trainers_per_machine(config: str, nparts: int, world: int) -> None:
                          f"launch --nproc-per-node {tpm} on each of {nparts} machines")
 
 
-def _even_cut(count: int, parts: int, k: int) -> tuple[int, int]:
-    """[left, right) of chunk k when `count` items are cut into `parts` chunks whose sizes
-    differ by at most one (the first count % parts chunks get one more)."""
-    size, rem = divmod(count, parts)
-    left = k * size + min(k, rem)
-    return left, left + size + (1 if k < rem else 0)
-
-
 def _split_even(ids: np.ndarray, rank: int, world: int) -> np.ndarray:
     chunks = np.array_split(ids, world)
     return chunks[rank]
@@ -1164,20 +1156,28 @@ def _split(mask_or_ids, offsets: np.ndarray, total: int, force_even: bool, rank,
                              f"IDs, or a mask of {total} entries")
     if world == 1:
         return on_dev(ids)
-    if force_even:
-        return on_dev(_split_even(ids, rank, world))
     nparts = len(offsets) - 1
+    if force_even:
+        # T trainers a machine (world = partitions x T): the machine's T chunks together, dealt
+        # to its trainers in turn (C++ even_owner); consecutive chunks gave the first trainer the
+        # machine's highest-degree nodes (degree order numbers them first).
+        tpm = world // nparts if world % nparts == 0 else 1
+        if tpm == 1:
+            return on_dev(_split_even(ids, rank, world))
+        machine, local = divmod(rank, tpm)
+        chunks = np.array_split(ids, world)[machine * tpm:(machine + 1) * tpm]
+        return on_dev(np.concatenate(chunks)[local::tpm])
     if world % nparts != 0:
         raise ValueError(f"{what}: force_even=False needs the same number of trainers on every "
                          f"machine ({nparts} partitions, {world} trainers)")
-    # DGL's _split_local: the selected IDs of this trainer's machine, cut into one chunk per
-    # trainer of the machine (T = world / partitions; global rank = machine * T + local rank).
+    # DGL's _split_local: the selected IDs of this trainer's machine, shared among the trainers
+    # of the machine (T = world / partitions; global rank = machine * T + local rank), dealt in
+    # turn as with force_even (DGL cuts them by count).
     tpm = world // nparts
     machine, local = divmod(rank, tpm)
     lo, hi = offsets[machine], offsets[machine + 1]
     mine = ids[(ids >= lo) & (ids < hi)]
-    left, right = _even_cut(mine.size, tpm, local)
-    return on_dev(mine[left:right])
+    return on_dev(mine[local::tpm])
 
 
 def _is_all(ids) -> bool:
@@ -1233,11 +1233,14 @@ def node_split(nodes, partition_book: Optional[GraphPartitionBook] = None, ntype
 
     With ``force_even`` the selected IDs (sorted, so mostly grouped by owner) are split into
     ``world_size`` nearly equal contiguous chunks, one per trainer (all M x T trainers with T per
-    machine); otherwise each trainer gets the selected nodes its machine's partition owns, cut
-    evenly (by count, in ID order) among the machine's T trainers. At world size 1 that is every
-    selected node. With one trainer per machine this is DGL's split; with several, DGL splits
-    each machine's chunk among its trainers at random, and its ``force_even=False`` gives the
-    last trainer the remainder (docs/dist.md, "Several trainers per machine"). Collective (every
+    machine), a machine's T chunks then dealt to its trainers in turn (the l-th, (l + T)-th, ...
+    ID to trainer l); otherwise each trainer gets the selected nodes its machine's partition
+    owns, dealt in turn the same way among the machine's T trainers. At world size 1 that is
+    every selected node. With one trainer per machine this is DGL's split; with several, DGL
+    spreads each machine's chunk over its trainers at random, and its ``force_even=False`` cuts
+    consecutive pieces, the last trainer taking the remainder (docs/dist.md, "Several trainers
+    per machine"). Dealing keeps the trainers' steps equal: a contiguous cut gave the first
+    trainer the machine's highest-degree nodes, numbered first. Collective (every
     rank calls it) for a DistTensor mask with ``force_even``, and without it for a mask
     DistTensor of the user's when a machine has several trainers (they exchange their IDs).
     ``rank`` / ``world_size`` default to the runtime's (0 and 1 standalone); passing them

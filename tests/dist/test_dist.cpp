@@ -1268,9 +1268,20 @@ TEST(DistTrainersPerMachine, TwoTrainersShareOnePartition) {
     RANK_CHECK(got.nbytes() == static_cast<size_t>(n) * stored.row_bytes() &&
                    std::memcmp(got.raw(), stored.raw(), got.nbytes()) == 0,
                "every feature row reads back as stored");
+    // Both splits deal the machine's training nodes to its trainers in turn: rank r takes the
+    // r-th, (r + 2)-th, ... of them in ID order, hubs and leaves alike.
+    const Array mask_all = g.node_data("train_mask").read(all);
+    std::vector<int64_t> dealt;
+    for (int64_t v = 0, k = 0; v < n; ++v) {
+      if (static_cast<const uint8_t*>(mask_all.raw())[v] != 0 && k++ % 2 == r) {
+        dealt.push_back(v);
+      }
+    }
+    RANK_CHECK(dist::node_split(mask_all, g.book(), r, true, 0, 2) == dealt, "host split dealt");
     int64_t sizes[2] = {0, 0};
     for (int even = 0; even < 2; ++even) {
       const auto mine = dist::node_split(g.node_data("train_mask"), even == 1);
+      RANK_CHECK(mine == dealt, "rank {}: node_split(force_even={}) is not dealt in turn", r, even);
       const int64_t c = static_cast<int64_t>(mine.size());
       std::vector<int64_t> counts(2);
       rt->transport().all_gather(&c, sizeof c, counts.data());
@@ -1489,6 +1500,16 @@ TEST(DistStandalone, WrongGraphNameAndSplitsOnHost) {
   EXPECT_EQ(dist::node_split(mask, book, 1, true), (std::vector<int64_t>{6, 7, 9}));
   EXPECT_EQ(dist::node_split(mask, book, 0, false), (std::vector<int64_t>{0, 2, 3}));
   EXPECT_EQ(dist::node_split(mask, book, 1, false), (std::vector<int64_t>{5, 6, 7, 9}));
+  // The same two ranks as two trainers of one machine: its selected IDs dealt in turn, in the
+  // same sizes (consecutive chunks gave trainer 0 the machine's first, highest-degree nodes).
+  EXPECT_EQ(dist::node_split(mask, book, 0, true, 0, 2), (std::vector<int64_t>{0, 3, 6, 9}));
+  EXPECT_EQ(dist::node_split(mask, book, 1, true, 0, 2), (std::vector<int64_t>{2, 5, 7}));
+  // Four ranks, two machines of two trainers: each machine's two chunks are dealt.
+  PartitionBook four({0, 2, 4, 7, 10}, {0, 0, 0, 0, 0});
+  EXPECT_EQ(dist::node_split(mask, four, 0, true, 0, 2), (std::vector<int64_t>{0, 3}));
+  EXPECT_EQ(dist::node_split(mask, four, 1, true, 0, 2), (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(dist::node_split(mask, four, 2, true, 0, 2), (std::vector<int64_t>{6, 9}));
+  EXPECT_EQ(dist::node_split(mask, four, 3, true, 0, 2), (std::vector<int64_t>{7}));
 }
 
 // A job of one rank keeps node data in a copy-on-write mapping of the partition's file (no copy

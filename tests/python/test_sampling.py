@@ -139,6 +139,18 @@ def test_node_split_semantics(cora_parts):
         lo, hi = pb.node_range(r)
         assert ((ids >= lo) & (ids < hi)).all()
     assert np.array_equal(np.concatenate(owned), everything)
+    # Two trainers a machine (4 ranks over the 2 parts): each machine's share is dealt to its
+    # trainers in turn, as the C++ split does (a contiguous cut gave trainer 0 the hubs).
+    assert pb.num_partitions() == 2
+    quarters = [np.asarray(tessera.node_split(mask, pb, rank=r, world_size=4)) for r in range(4)]
+    machine_share = [np.concatenate(np.array_split(everything, 4)[2 * m:2 * m + 2])
+                     for m in (0, 1)]
+    for r in range(4):
+        assert np.array_equal(quarters[r], machine_share[r // 2][r % 2::2])
+    local = [np.asarray(tessera.node_split(mask, pb, rank=r, world_size=4, force_even=False))
+             for r in range(4)]
+    for r in range(4):
+        assert np.array_equal(local[r], owned[r // 2][r % 2::2])
 
 
 def test_edge_loader_with_negatives(cora_parts, cora):

@@ -37,6 +37,33 @@ std::pair<int64_t, int64_t> even_chunk(int64_t count, int world, int rank) {
   return {left, left + size + (rank < remain ? 1 : 0)};
 }
 
+// The rank that takes position `g` of `total` selected items with force_even over `world` ranks,
+// T = `trainers` per machine: the machine's chunk (the even chunks of its T ranks together) is
+// dealt to its trainers in turn, position by position, as DGL spreads a machine's chunk over its
+// trainers (at random). Consecutive chunks would give the first trainer the machine's
+// highest-degree nodes (degree order numbers them first) and every step's most sampling.
+int even_owner(int64_t g, int64_t total, int world, int trainers) {
+  int r = 0;
+  while (even_chunk(total, world, r).second <= g) {
+    ++r;
+  }
+  if (trainers <= 1) {
+    return r;
+  }
+  const int first = r / trainers * trainers;
+  return first + static_cast<int>((g - even_chunk(total, world, first).first) % trainers);
+}
+
+// Every `trainers`-th of `ids` from `local` on: a machine's selected IDs dealt to its trainers
+// in turn (sizes differ by at most one, the first trainers taking one more).
+std::vector<int64_t> dealt(const std::vector<int64_t>& ids, int trainers, int local) {
+  std::vector<int64_t> out;
+  for (size_t i = static_cast<size_t>(local); i < ids.size(); i += static_cast<size_t>(trainers)) {
+    out.push_back(ids[i]);
+  }
+  return out;
+}
+
 // The selected IDs of this rank's machine (ranks [m T, m T + T) for machine m = rank / T), in ID
 // order, from the siblings' own selected rows (`mine`): one all-to-all of every rank, each sending
 // its IDs to its machine's trainers. For tensors whose rows the trainers do not share.
@@ -98,21 +125,17 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
           machine.push_back(mr.lo + i);
         }
       }
-      const auto [left, right] =
-          even_chunk(static_cast<int64_t>(machine.size()), mr.trainers, mr.local);
-      return {machine.begin() + left, machine.begin() + right};
+      return dealt(machine, mr.trainers, mr.local);
     }
     if (mr.base == nullptr && trainers_per_machine > 1) {
       const int me = mask.runtime().rank();
       const std::vector<int64_t> machine = machine_selected(mask, mine, trainers_per_machine, what);
-      const auto [left, right] = even_chunk(static_cast<int64_t>(machine.size()),
-                                            trainers_per_machine, me % trainers_per_machine);
-      return {machine.begin() + left, machine.begin() + right};
+      return dealt(machine, trainers_per_machine, me % trainers_per_machine);
     }
     return mine;
   }
-  // Everyone's count; then each selected item goes to the rank whose even chunk holds its
-  // position in the global ID-ordered list (one all-to-all; chunks arrive in rank = ID order).
+  // Everyone's count; then each selected item goes to the rank even_owner gives its position in
+  // the global ID-ordered list (one all-to-all; each rank's items arrive in ID order).
   auto& t = mask.runtime().transport();
   const transport::CollectiveLabel label(t, what);
   const int world = t.world_size(), me = t.rank();
@@ -126,13 +149,14 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
     }
     total += counts[r];
   }
+  const MachineRows mr = mask.machine_rows();
+  int trainers = mr.base != nullptr ? mr.trainers : trainers_per_machine;
+  if (trainers < 1 || world % trainers != 0) {
+    trainers = 1;
+  }
   std::vector<transport::Bytes> out(static_cast<size_t>(world));
   for (int64_t k = 0; k < c; ++k) {
-    const int64_t g = before + k;
-    int r = 0;
-    while (even_chunk(total, world, r).second <= g) {
-      ++r;
-    }
+    const int r = even_owner(before + k, total, world, trainers);
     const size_t o = out[r].size();
     out[r].resize(o + 8);
     std::memcpy(out[r].data() + o, &mine[k], 8);
@@ -150,7 +174,7 @@ std::vector<int64_t> split_tensor(const DistTensor& mask, bool force_even, int64
 }
 
 std::vector<int64_t> split_array(const Array& mask, const std::vector<int64_t>& offsets, int rank,
-                                 bool force_even, int64_t column, const char* what) {
+                                 bool force_even, int64_t column, int trainers, const char* what) {
   check_mask_shape(mask.shape(), column, what);
   const int world = static_cast<int>(offsets.size()) - 1;
   TESSERA_EXPECTS(rank >= 0 && rank < world, IndexError, "{}: rank {} outside [0, {})", what, rank,
@@ -173,11 +197,16 @@ std::vector<int64_t> split_array(const Array& mask, const std::vector<int64_t>& 
   for (int64_t i = 0; i < mask.rows(); ++i) {
     total += selected(base, i, rb, es, column);
   }
-  const auto [left, right] = even_chunk(total, world, rank);
+  if (trainers < 1 || world % trainers != 0) {
+    trainers = 1;
+  }
+  const int first = rank / trainers * trainers;  // the machine's chunk, then every T-th of it
+  const int64_t left = even_chunk(total, world, first).first;
+  const int64_t right = even_chunk(total, world, first + trainers - 1).second;
   int64_t k = 0;
   for (int64_t i = 0; i < mask.rows() && k < right; ++i) {
     if (selected(base, i, rb, es, column)) {
-      if (k >= left) {
+      if (k >= left && (k - left) % trainers == rank - first) {
         res.push_back(i);
       }
       ++k;
@@ -197,12 +226,14 @@ std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even, int64_t
   return split_tensor(mask, force_even, column, trainers_per_machine, "edge", "edge_split");
 }
 std::vector<int64_t> node_split(const Array& mask, const PartitionBook& book, int rank,
-                                bool force_even, int64_t column) {
-  return split_array(mask, book.node_offsets(), rank, force_even, column, "node_split");
+                                bool force_even, int64_t column, int trainers_per_machine) {
+  return split_array(mask, book.node_offsets(), rank, force_even, column, trainers_per_machine,
+                     "node_split");
 }
 std::vector<int64_t> edge_split(const Array& mask, const PartitionBook& book, int rank,
-                                bool force_even, int64_t column) {
-  return split_array(mask, book.edge_offsets(), rank, force_even, column, "edge_split");
+                                bool force_even, int64_t column, int trainers_per_machine) {
+  return split_array(mask, book.edge_offsets(), rank, force_even, column, trainers_per_machine,
+                     "edge_split");
 }
 
 }  // namespace tessera::dist

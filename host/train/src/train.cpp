@@ -1151,7 +1151,8 @@ SplitNodes split_nodes(const Job& job, const Data& data, int64_t split) {
   if (job.o.batching == "global") {
     s.train = nonzero_column(data.train_mask, split);  // the same on every rank: global batches
   } else {
-    s.train = dist::node_split(data.train_mask, job.g->book(), job.rank, true, split);
+    s.train = dist::node_split(data.train_mask, job.g->book(), job.rank, true, split,
+                               job.g->trainers_per_machine());
   }
   s.val = nonzero_column(data.val_mask, split);
   s.test = nonzero_column(data.test_mask, split);
@@ -1845,8 +1846,9 @@ void check_every_rank_has_work(const Job& job, const Data& data,
   std::string mine = fmt::format("{}", hi - lo);
   if (job.o.batching == "split") {
     for (int64_t s : splits) {
-      mine += fmt::format(
-          " {}", dist::node_split(data.train_mask, job.g->book(), job.rank, true, s).size());
+      mine += fmt::format(" {}", dist::node_split(data.train_mask, job.g->book(), job.rank, true, s,
+                                                  job.g->trainers_per_machine())
+                                     .size());
     }
   }
   const std::vector<std::string> all = all_gather_strings(*job.rt, mine, "training seed counts");

@@ -115,26 +115,32 @@ class DistGraph {
 /// force_even: the selected IDs in increasing order are cut into world_size consecutive chunks
 /// whose sizes differ by at most one (the first `count % world` ranks get one more), so every
 /// rank gets (almost) the same number of batches and nobody leaves the gradient all-reduce early;
-/// with one trainer per machine and range partitioning most of a rank's chunk is its own (with
-/// several, trainers' ranges are cut by bytes, chunks by count: a hub-holding trainer owns few
-/// of its own seeds; its machine's siblings' rows are read from shared memory). Otherwise: the
-/// selected IDs this
-/// rank owns; with several trainers per machine, the selected IDs of the machine cut into
-/// trainers_per_machine chunks of (almost) equal count, one per trainer (DGL's _split_local):
-/// read from the machine's shared rows for a graph's data, else (a tensor whose trainers hold
-/// their own ranges) gathered from the machine's trainers when `trainers_per_machine` > 1 is
-/// given (then collective too; the world is machines x trainers_per_machine ranks, a machine's
-/// trainers consecutive). Returns sorted global IDs.
+/// with several trainers per machine (T: the graph's, for a graph's data, else
+/// `trainers_per_machine`), a machine's T chunks together are dealt to its trainers in turn (the
+/// i-th selected ID of the machine to trainer i mod T; the same sizes), as DGL spreads a
+/// machine's chunk over its trainers at random: consecutive chunks gave the first trainer the
+/// machine's highest-degree nodes, numbered first, and the most sampling per step. With one
+/// trainer per machine and range partitioning most of a rank's chunk is its own. Otherwise: the
+/// selected IDs this rank owns; with several trainers per machine, the selected IDs of the
+/// machine dealt to its trainers in turn the same way (sizes differing by at most one, DGL's
+/// _split_local cuts them by count instead): read from the machine's shared rows for a graph's
+/// data, else (a tensor whose trainers hold their own ranges) gathered from the machine's
+/// trainers when `trainers_per_machine` > 1 is given (then collective too; the world is
+/// machines x trainers_per_machine ranks, a machine's trainers consecutive). Returns sorted
+/// global IDs.
 std::vector<int64_t> node_split(const DistTensor& mask, bool force_even = true, int64_t column = 0,
                                 int trainers_per_machine = 0);
 /// The same over an edge mask DistTensor (edge policy).
 std::vector<int64_t> edge_split(const DistTensor& mask, bool force_even = true, int64_t column = 0,
                                 int trainers_per_machine = 0);
 /// Host variants over a global mask Array ([num_nodes] or [num_nodes, S]) and a partition book,
-/// for rank `rank` of `book.num_parts()`; not collective.
+/// for rank `rank` of `book.num_parts()` ranks, `trainers_per_machine` consecutive ranks a machine
+/// (force_even deals a machine's chunks as above); not collective.
 std::vector<int64_t> node_split(const Array& mask, const PartitionBook& book, int rank,
-                                bool force_even = true, int64_t column = 0);
+                                bool force_even = true, int64_t column = 0,
+                                int trainers_per_machine = 1);
 std::vector<int64_t> edge_split(const Array& mask, const PartitionBook& book, int rank,
-                                bool force_even = true, int64_t column = 0);
+                                bool force_even = true, int64_t column = 0,
+                                int trainers_per_machine = 1);
 
 }  // namespace tessera::dist
