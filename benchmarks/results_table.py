@@ -594,8 +594,8 @@ def train_peer_section(runs):
                          cellr("inference_s"), cellr("wall_s"),
                          f"{med['dgl']['test_acc']:.3f} / {med['tessera']['test_acc']:.3f}",
                          len(c["rounds"]), r.link()])
-    body = table(["dataset", "trainers", "peer versions", "epoch DGL / Tessera", "DGL / Tessera",
-                  "inference DGL / Tessera", "DGL / Tessera", "whole run DGL / Tessera",
+    body = table(["dataset", "trainers", "peer versions", "epoch DGL / Tessera", "epoch ratio",
+                  "inference DGL / Tessera", "inference ratio", "whole-run ratio",
                   "test accuracy DGL / Tessera", "rounds", "run"], rows)
     intro = """
 `benchmarks/dgl_train_peer.py`: DGL's own distributed GraphSAGE script
