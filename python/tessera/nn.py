@@ -56,26 +56,46 @@ def _require_index(t, what: str) -> None:
 
 
 class _SortedMean(torch.autograd.Function):
-    """Mean aggregation over edges grouped by destination (dst non-decreasing) as one sparse x
-    dense product each way (tessera.ops.spmm, by ``engine``): no per-edge message tensor, no
-    atomics forward, the degrees read from the CSR offsets. ``transpose`` gives A^T h (the
-    gradient w.r.t. the sources): each direction's backward is the other's forward, so the
-    backward records its own graph (double backward differentiates through it)."""
+    """Mean (or, with ``reduce="sum"``, sum) aggregation over edges grouped by destination (dst
+    non-decreasing) as one sparse x dense product each way (tessera.ops.spmm, by ``engine``): no
+    per-edge message tensor, no atomics forward, the degrees read from the CSR offsets.
+    ``transpose`` gives A^T h (the gradient w.r.t. the sources): each direction's backward is
+    the other's forward, so the backward records its own graph (double backward differentiates
+    through it)."""
 
     @staticmethod
-    def forward(ctx, h, src, indptr, engine, transpose=False, num_src=None):
+    def forward(ctx, h, src, indptr, engine, transpose=False, num_src=None, reduce="mean"):
         num_src = h.shape[0] if num_src is None else num_src
-        out = spmm(indptr, src, num_src, h.contiguous(), reduce="mean", transpose=transpose,
+        out = spmm(indptr, src, num_src, h.contiguous(), reduce=reduce, transpose=transpose,
                    engine=engine)
         ctx.save_for_backward(src, indptr)
-        ctx.num_src, ctx.engine, ctx.transpose = num_src, engine, transpose
+        ctx.num_src, ctx.engine, ctx.transpose, ctx.reduce = num_src, engine, transpose, reduce
         return out
 
     @staticmethod
     def backward(ctx, grad):
         src, indptr = ctx.saved_tensors
-        g = _SortedMean.apply(grad, src, indptr, ctx.engine, not ctx.transpose, ctx.num_src)
-        return g, None, None, None, None, None
+        g = _SortedMean.apply(grad, src, indptr, ctx.engine, not ctx.transpose, ctx.num_src,
+                              ctx.reduce)
+        return g, None, None, None, None, None, None
+
+
+def _sorted_sum(graph, h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tensor",
+                num_dst: int) -> Optional["torch.Tensor"]:
+    """sum of h_src[u] over the edges u -> v by the CSR product when ``graph`` is a Tessera block
+    (edges grouped by destination) and h_src a float32 matrix (as mean_aggregate: no [E, F]
+    message tensor; on the CPU the CPU twin, whose sums run in edge order as index_add_'s do),
+    else None."""
+    if not getattr(graph, "dst_sorted", False):
+        return None
+    engine = _csr_engine(h_src, True)
+    if engine is None:
+        return None
+    indptr = getattr(graph, "indptr", None)
+    if indptr is None:
+        indptr = torch.searchsorted(dst.contiguous(), torch.arange(num_dst + 1, device=dst.device))
+    return _SortedMean.apply(h_src, src.contiguous(), indptr.to(h_src.device, torch.int64),
+                             engine, False, None, "sum")
 
 
 #: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs (see there).
@@ -771,8 +791,10 @@ class GraphConv(nn.Module):
             feat_src = feat_src * _degree_norm(_degrees(src, num_src), norm, feat_src)
         if weight is not None and self._in_feats > self._out_feats:
             feat_src = torch.matmul(feat_src, weight)
-        msg = _weigh_messages("GraphConv", feat_src.index_select(0, src), edge_weight)
-        rst = msg.new_zeros((num_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
+        rst = _sorted_sum(graph, feat_src, src, dst, num_dst) if edge_weight is None else None
+        if rst is None:
+            msg = _weigh_messages("GraphConv", feat_src.index_select(0, src), edge_weight)
+            rst = msg.new_zeros((num_dst,) + tuple(msg.shape[1:])).index_add_(0, dst, msg)
         if weight is not None and self._in_feats <= self._out_feats:
             rst = torch.matmul(rst, weight)
         if norm in ("right", "both"):

@@ -274,3 +274,29 @@ def test_forward_and_backward_read_nothing_back_to_the_host():
         assert out.device == meta
         out.sum().backward()
     assert x.grad.shape == x.shape and w.grad.shape == w.shape
+
+
+@pytest.mark.parametrize("norm", ["both", "none"])
+def test_graphconv_sums_a_tessera_block_without_messages(cora, monkeypatch, norm):
+    """On a Tessera block (edges grouped by destination) GraphConv sums by the CSR product, as
+    SAGEConv's mean does: no [E, F] message tensor (index_add_ is not called), and on the CPU
+    the same bits and gradients as the index_add_ path over the same edges (both sum in edge
+    order)."""
+    _, _, blocks = tessera.NeighborSampler([-1]).sample_blocks(cora, np.arange(0, 300, 3),
+                                                              seed=3)
+    block = blocks[0]
+    src, dst = (torch.as_tensor(np.asarray(x), dtype=torch.int64) for x in block.edges())
+    as_pyg = (torch.stack([src, dst]), (block.num_src_nodes(), block.num_dst_nodes()))
+    torch.manual_seed(0)
+    conv = GraphConv(12, 7, norm=norm)
+    x = torch.randn(block.num_src_nodes(), 12, requires_grad=True)
+    ref = conv(as_pyg, x)  # no destination order known: index_select + index_add_
+    (g_ref,) = torch.autograd.grad(ref.square().sum(), x)
+    adds = []
+    real = torch.Tensor.index_add_
+    monkeypatch.setattr(torch.Tensor, "index_add_",
+                        lambda self, *a, **k: adds.append(self.dtype) or real(self, *a, **k))
+    out = conv(block, x)
+    (g_out,) = torch.autograd.grad(out.square().sum(), x)
+    assert torch.float32 not in adds  # only the integer degree counts
+    assert torch.equal(out, ref) and torch.equal(g_out, g_ref)
