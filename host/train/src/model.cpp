@@ -8,6 +8,7 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/div.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
@@ -18,6 +19,7 @@
 #include <ATen/ops/ones.h>
 #include <ATen/ops/pow.h>
 #include <ATen/ops/relu.h>
+#include <ATen/ops/searchsorted.h>
 #include <ATen/ops/zeros.h>
 #include <torch/utils.h>
 
@@ -60,16 +62,22 @@ at::Tensor param(const std::vector<int64_t>& shape) {
   return at::empty(shape, at::TensorOptions().dtype(at::kFloat)).set_requires_grad(true);
 }
 
-// nn.py's mean_aggregate: out[v] = mean of h_src[u] over the edges u -> v (0 without edges). On
-// a GPU with the block's CSR offsets (the GPU loader's batches), as nn.py's default there: the
-// row engine in training steps (small blocks, fanout-bounded rows: the host's time per call
+// nn.py's mean_aggregate: out[v] = mean of h_src[u] over the edges u -> v (0 without edges).
+// Float32 rows take the CSR product (Tessera's blocks group their edges by destination), with
+// the block's CSR offsets when it has them (the GPU loader's batches), else searched for: on the
+// CPU the CPU twin (no [E, F] message tensor), on a GPU, as nn.py's default there, the row
+// engine in training steps (small blocks, fanout-bounded rows: the host's time per call
 // counts), cuSPARSE without autograd (inference: full neighborhoods, hub rows it balances);
 // otherwise index_select + index_add_.
 at::Tensor mean_aggregate(const at::Tensor& h, const TBlock& b) {
-  if (b.indptr.defined() && h.is_cuda() && h.scalar_type() == at::kFloat && h.dim() == 2) {
-    return train::mean_aggregate(
-        h, b.src, b.indptr,
-        at::GradMode::is_enabled() ? ops::SpmmEngine::kRows : ops::SpmmEngine::kCusparse);
+  if (h.scalar_type() == at::kFloat && h.dim() == 2 && (h.is_cuda() || h.is_cpu())) {
+    const at::Tensor indptr =
+        b.indptr.defined() ? b.indptr
+                           : at::searchsorted(b.dst, at::arange(b.num_dst + 1, b.dst.options()));
+    return train::mean_aggregate(h, b.src, indptr,
+                                 h.is_cuda() && !at::GradMode::is_enabled()
+                                     ? ops::SpmmEngine::kCusparse
+                                     : ops::SpmmEngine::kRows);
   }
   at::Tensor out = at::zeros({b.num_dst, h.size(1)}, h.options());
   out.index_add_(0, b.dst, h.index_select(0, b.src));
