@@ -82,6 +82,32 @@ def commit_id():
     return (head or "unknown") + ("+dirty" if dirty else "")
 
 
+def machine_record(name):
+    """The "machine" record of a result JSON: the name given, the host and what it has."""
+    return {"name": name, "hostname": socket.gethostname(), "hardware_threads": os.cpu_count(),
+            "cpu": platform.processor() or platform.machine(),
+            "load_average": list(os.getloadavg())}
+
+
+def write_result(out, json_path, results, bench, dgl_version, machine):
+    """Writes ``out`` to ``json_path``, or with ``results`` to
+    results/<bench>-dgl<MAJOR.MINOR>/<date>-<commit>-<machine>.json (through a temporary file);
+    returns the path written, or None."""
+    path = json_path
+    if results:
+        machine = "".join(c if c.isalnum() else "-" for c in machine).strip("-")
+        major_minor = ".".join(dgl_version.split(".")[:2])
+        folder = os.path.join(results, f"{bench}-dgl{major_minor}")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{out['date']}-{out['commit'].replace('+', '-')}-{machine}.json")
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(path + ".tmp", path)
+        print(f"wrote {path}")
+    return path
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -405,10 +431,7 @@ def main():
         "command": " ".join(["python"] + sys.argv),
         "commit": commit_id(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "machine": {"name": a.machine, "hostname": socket.gethostname(),
-                    "hardware_threads": os.cpu_count(),
-                    "cpu": platform.processor() or platform.machine(),
-                    "load_average": list(os.getloadavg())},
+        "machine": machine_record(a.machine),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "dgl": dgl.__version__, "tessera": tessera_version()},
         "params": {"fanouts": fanouts, "batch_size": a.batch_size, "replace": a.replace,
@@ -417,18 +440,8 @@ def main():
                    "peers": names + (["tessera-cli"] if a.cli else [])},
         "cases": cases,
     }
-    path = a.json
-    if a.results:
-        machine = "".join(c if c.isalnum() else "-" for c in a.machine).strip("-")
-        major_minor = ".".join(dgl.__version__.split(".")[:2])
-        folder = os.path.join(a.results, f"sample-peer-dgl{major_minor}")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"{out['date']}-{out['commit'].replace('+', '-')}-{machine}.json")
+    path = write_result(out, a.json, a.results, "sample-peer", dgl.__version__, a.machine)
     if path:
-        with open(path + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(path + ".tmp", path)
-        print(f"wrote {path}")
         if a.plot:
             subprocess.run([sys.executable, os.path.join(HERE, "plot_sample_peer.py"), path,
                             "--out", os.path.splitext(path)[0] + ".png"], check=True)

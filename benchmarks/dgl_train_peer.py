@@ -62,7 +62,8 @@ SCRIPT = os.path.join(EXAMPLES, "dgl_style_sage.py")
 sys.path.insert(0, HERE)
 sys.path.insert(0, EXAMPLES)
 
-from dgl_sample_peer import commit_id, cpu_ticks, machine_load, own_cpu_seconds  # noqa: E402
+from dgl_sample_peer import (commit_id, cpu_ticks, machine_load, machine_record,  # noqa: E402
+                             own_cpu_seconds, write_result)
 
 #: The rewrite of dgl_style_sage.py into DGL's script: (pattern, replacement, how many times).
 #: A count that does not match fails the run, so a change of the example cannot silently give
@@ -398,10 +399,7 @@ def main():
         "command": " ".join(["python3"] + sys.argv),
         "commit": commit_id(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-        "machine": {"name": a.machine, "hostname": socket.gethostname(),
-                    "hardware_threads": os.cpu_count(),
-                    "cpu": platform.processor() or platform.machine(),
-                    "load_average": list(os.getloadavg())},
+        "machine": machine_record(a.machine),
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "dgl": dgl.__version__},
         "params": {"epochs": a.epochs, "hidden": a.hidden, "layers": a.layers,
@@ -409,21 +407,9 @@ def main():
                    "rounds": a.rounds, "undirected": a.undirected},
         "cases": cases,
     }
-    path = a.json
-    if a.results:
-        machine = "".join(c if c.isalnum() else "-" for c in a.machine).strip("-")
-        major_minor = ".".join(dgl.__version__.split(".")[:2])
-        folder = os.path.join(a.results, f"train-peer-dgl{major_minor}")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder,
-                            f"{out['date']}-{out['commit'].replace('+', '-')}-{machine}.json")
-    if path:
-        with open(path + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(path + ".tmp", path)
-        print(f"wrote {path}")
-        if a.plot:
-            plot(path, os.path.splitext(path)[0] + ".png")
+    path = write_result(out, a.json, a.results, "train-peer", dgl.__version__, a.machine)
+    if path and a.plot:
+        plot(path, os.path.splitext(path)[0] + ".png")
 
 
 if __name__ == "__main__":
