@@ -16,7 +16,7 @@ from . import _C
 from ._C import NotCompiledError, PartitionBook, set_num_threads, num_threads
 from ._runtime import exit_client, get_rank, get_world_size, initialize, is_initialized
 from ._dist import (DistGraph, DistTensor, EdgePartitionPolicy, GraphPartitionBook,
-                    NodePartitionPolicy, edge_split, node_split)
+                    NodePartitionPolicy, PartitionPolicy, edge_split, node_split)
 from .partition import (graph_from_arrays, load_dataset, load_partition_config,
                         partition_graph, validate_partitions)
 from . import dataloading, distributed, ops
@@ -37,7 +37,8 @@ __version__ = _C.__version__
 __all__ = ["initialize", "is_initialized", "get_rank", "get_world_size", "exit_client",
            "partition_graph", "load_dataset", "graph_from_arrays", "validate_partitions",
            "load_partition_config", "DistGraph", "DistTensor", "GraphPartitionBook",
-           "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split",
+           "PartitionPolicy", "NodePartitionPolicy", "EdgePartitionPolicy", "node_split",
+           "edge_split",
            "NeighborSampler", "MultiLayerNeighborSampler", "MultiLayerFullNeighborSampler",
            "NodeDataLoader", "DistNodeDataLoader", "EdgeDataLoader",
            "DistEdgeDataLoader", "Block", "PartitionBook", "NotCompiledError",

@@ -27,8 +27,8 @@ from ._tensor import (HAVE_TORCH, as_tensor, check_id_range, check_mask_ndim, cu
                       device_of, on_device_of, refuse_per_type, to_numpy_ids, torch,
                       torch_to_numpy)
 
-__all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "NodePartitionPolicy",
-           "EdgePartitionPolicy", "node_split", "edge_split"]
+__all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "PartitionPolicy",
+           "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split"]
 
 
 class GraphPartitionBook:
@@ -195,43 +195,158 @@ class GraphPartitionBook:
         return int(self._book.num_edges)
 
 
-class _PartitionPolicy:
-    kind = ""
+_CANONICAL_ETYPE = ("_N", "_E", "_N")
 
-    def __init__(self, partition_book: GraphPartitionBook):
+
+class HeteroDataName:
+    """The kvstore key of a tensor (DGL's ``HeteroDataName``): node or edge data, its type and
+    its name; ``str()`` gives ``"<policy_str>~<name>"``, e.g. ``"node~_N~feat"``."""
+
+    def __init__(self, is_node: bool, entity_type, data_name: str):
+        self._is_node = bool(is_node)
+        self._entity_type = entity_type
+        self.data_name = data_name
+
+    @property
+    def policy_str(self) -> str:
+        if self._is_node:
+            return f"node~{self._entity_type}"
+        return "edge~" + ":".join(self._entity_type)
+
+    def is_node(self) -> bool:
+        return self._is_node
+
+    def is_edge(self) -> bool:
+        return not self._is_node
+
+    def get_type(self):
+        """``"_N"`` for node data, ``("_N", "_E", "_N")`` for edge data."""
+        return self._entity_type
+
+    def get_name(self) -> str:
+        return self.data_name
+
+    def __str__(self) -> str:
+        return f"{self.policy_str}~{self.data_name}"
+
+    def __repr__(self) -> str:
+        return f"HeteroDataName({str(self)!r})"
+
+
+class PartitionPolicy:
+    """Which partition owns each row of a DistTensor (DGL's ``PartitionPolicy``).
+
+    ``PartitionPolicy(policy_str, partition_book)``: ``policy_str`` is DGL's ``"node~_N"`` or
+    ``"edge~_N:_E:_N"`` (``"node"`` and ``"edge"`` alone mean these); another node or edge
+    type is a ValueError (a Tessera graph is homogeneous). Rows follow the book's trainer
+    ranges (``offsets()``); ``part_id``, ``get_part_size()`` and ``to_local`` answer for the
+    book's partition (this machine), as DGL's do."""
+
+    def __init__(self, policy_str: str, partition_book: GraphPartitionBook):
+        if not isinstance(partition_book, GraphPartitionBook):
+            raise TypeError("PartitionPolicy: partition_book must be a GraphPartitionBook "
+                            f"(g.get_partition_book()), got {partition_book!r}")
+        if not isinstance(policy_str, str):
+            raise TypeError(f"PartitionPolicy: policy_str must be a str such as 'node~_N' or "
+                            f"'edge~_N:_E:_N', got {policy_str!r}")
+        kind, _, type_str = policy_str.partition("~")
+        if kind not in ("node", "edge"):
+            raise ValueError(f"PartitionPolicy: policy_str must start with 'node' or 'edge', "
+                             f"got {policy_str!r}")
+        if kind == "node":
+            type_name = type_str or "_N"
+        elif not type_str:
+            type_name = _CANONICAL_ETYPE
+        else:
+            type_name = tuple(type_str.split(":"))
+            if len(type_name) != 3:
+                raise ValueError(f"PartitionPolicy {policy_str!r}: an edge type is canonical, "
+                                 "'src:etype:dst' (here '_N:_E:_N')")
+        _check_type(type_name, kind, f"PartitionPolicy {policy_str!r}")
+        self._is_node = kind == "node"
+        self._type_name = type_name
         self.partition_book = partition_book
+
+    @property
+    def kind(self) -> str:
+        """``"node"`` or ``"edge"``: the runtime's name for the policy."""
+        return "node" if self._is_node else "edge"
+
+    @property
+    def policy_str(self) -> str:
+        """``"node~_N"`` or ``"edge~_N:_E:_N"``, as DGL's on a homogeneous graph."""
+        return HeteroDataName(self._is_node, self._type_name, "").policy_str
+
+    @property
+    def type_name(self):
+        """``"_N"``, or the canonical edge type ``("_N", "_E", "_N")``."""
+        return self._type_name
+
+    @property
+    def is_node(self) -> bool:
+        return self._is_node
+
+    @property
+    def part_id(self) -> int:
+        """The partition (machine) of this process: the book's ``partid``."""
+        return self.partition_book.partid
 
     @property
     def distributed(self) -> bool:
         return self.partition_book.distributed
 
-    @property
-    def policy_str(self) -> str:
-        return f"{self.kind}~_{self.kind[0].upper()}"
+    def get_data_name(self, name: str) -> HeteroDataName:
+        """The key of data ``name`` under this policy (``str()``: ``"node~_N~<name>"``)."""
+        return HeteroDataName(self._is_node, self._type_name, name)
 
-    def offsets(self) -> np.ndarray:
-        raise NotImplementedError
+    def to_local(self, ids):
+        """Offsets of ``ids`` in partition ``part_id``'s range (IndexError for an ID it does
+        not own)."""
+        book = self.partition_book
+        if self._is_node:
+            return book.nid2localnid(ids, self.part_id, self._type_name)
+        return book.eid2localeid(ids, self.part_id, self._type_name)
+
+    def to_partid(self, ids):
+        """The partition that owns each of ``ids``."""
+        book = self.partition_book
+        if self._is_node:
+            return book.nid2partid(ids, self._type_name)
+        return book.eid2partid(ids, self._type_name)
+
+    def get_part_size(self) -> int:
+        """Nodes (edges) partition ``part_id`` owns."""
+        rng = self.partition_book.node_range if self._is_node else self.partition_book.edge_range
+        lo, hi = rng(self.part_id)
+        return int(hi - lo)
 
     def get_size(self) -> int:
+        """Nodes (edges) of the whole graph: a tensor's row count."""
         return int(self.offsets()[-1])
 
-
-class NodePartitionPolicy(_PartitionPolicy):
-    """Rows of a DistTensor belong to the partition that owns the node."""
-
-    kind = "node"
-
     def offsets(self) -> np.ndarray:
-        return self.partition_book.trainer_node_offsets
+        """Row offsets of the ranks (trainers) that own the rows."""
+        book = self.partition_book
+        return book.trainer_node_offsets if self._is_node else book.trainer_edge_offsets
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.policy_str!r}, part_id={self.part_id})"
 
 
-class EdgePartitionPolicy(_PartitionPolicy):
-    """Rows of a DistTensor belong to the partition that owns the edge."""
+class NodePartitionPolicy(PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the node (``"node~_N"``)."""
 
-    kind = "edge"
+    def __init__(self, partition_book: GraphPartitionBook, ntype: str = "_N"):
+        _check_type(ntype, "node", "NodePartitionPolicy")
+        super().__init__("node~_N", partition_book)
 
-    def offsets(self) -> np.ndarray:
-        return self.partition_book.trainer_edge_offsets
+
+class EdgePartitionPolicy(PartitionPolicy):
+    """Rows of a DistTensor belong to the partition that owns the edge (``"edge~_N:_E:_N"``)."""
+
+    def __init__(self, partition_book: GraphPartitionBook, etype=_CANONICAL_ETYPE):
+        _check_type(etype, "edge", "EdgePartitionPolicy")
+        super().__init__("edge~_N:_E:_N", partition_book)
 
 
 def _check_write_cast(vals: np.ndarray, dtype, name: str) -> None:
@@ -283,7 +398,7 @@ class DistTensor:
 
     def __init__(self, shape: Sequence[int], dtype, name: Optional[str] = None,
                  init_func: Optional[Callable] = None,
-                 part_policy: Optional[_PartitionPolicy] = None,
+                 part_policy: Optional[PartitionPolicy] = None,
                  persistent: bool = False, is_gdata: bool = True, attach: bool = True, *,
                  placement: str = "host", _parts: Optional[list] = None, _dist=None):
         self._dist = _dist
@@ -374,8 +489,38 @@ class DistTensor:
         return self._name
 
     @property
-    def part_policy(self) -> _PartitionPolicy:
+    def part_policy(self) -> Optional[PartitionPolicy]:
+        """The node or edge policy of the rows (None for a DistEmbedding's even ranges)."""
         return self._policy
+
+    @property
+    def tensor_name(self) -> str:
+        """The name the tensor was created under (DGL's ``tensor_name``; the same as ``name``
+        here, which DGL prefixes with the policy)."""
+        return self._name
+
+    @property
+    def kvstore_key(self) -> str:
+        """DGL's key of the tensor: ``"<policy_str>~<name>"``, e.g. ``"node~_N~feat"`` or
+        ``"edge~_N:_E:_N~w"`` (without the ``_<group id>`` DGL appends to a tensor created with
+        ``attach=True``: Tessera has no client groups); the name alone without a policy."""
+        if self._policy is None:
+            return self._name
+        return str(self._policy.get_data_name(self._name))
+
+    def count_nonzero(self) -> int:
+        """Nonzero elements over every row of the tensor (DGL's ``count_nonzero``). Not
+        collective: in distributed mode the rows of every owner are read, as ``t[ids]`` reads
+        them, in chunks of about 16 MiB."""
+        if self._dist is None:
+            return int(sum(np.count_nonzero(p) for p in self._parts))
+        row_bytes = max(1, self._dtype.itemsize * int(np.prod(self._shape[1:], dtype=np.int64)))
+        step = max(1, (16 << 20) // row_bytes)
+        total = 0
+        for lo in range(0, self._shape[0], step):
+            ids = np.arange(lo, min(lo + step, self._shape[0]), dtype=np.int64)
+            total += int(np.count_nonzero(self._dist.read(ids)))
+        return total
 
     def __len__(self) -> int:
         return self._shape[0]
@@ -537,7 +682,7 @@ _anonymous = 0  # names of DistTensors created without one (same sequence on eve
 _default_book: Optional[GraphPartitionBook] = None
 
 
-def _default_policy(shape, name) -> _PartitionPolicy:
+def _default_policy(shape, name) -> PartitionPolicy:
     """DGL's rule for ``DistTensor(shape, dtype, name)`` without ``part_policy``: the node or
     edge policy of the DistGraph created last whose size is ``shape[0]``; ValueError when there
     is no DistGraph, when neither matches, or when both do (as many nodes as edges)."""

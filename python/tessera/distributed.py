@@ -14,7 +14,8 @@ from ._collectives import (CommTimer, all_gather_object, all_reduce,  # noqa: F4
                            all_reduce_gradients, broadcast_parameters, data_parallel,
                            gradient_sync_mode)
 from ._dist import (DistGraph, DistTensor, EdgePartitionPolicy,  # noqa: F401
-                    GraphPartitionBook, NodePartitionPolicy, edge_split, node_split)
+                    GraphPartitionBook, NodePartitionPolicy, PartitionPolicy, edge_split,
+                    node_split)
 from ._runtime import (barrier, exit_client, get_rank, get_world_size,  # noqa: F401
                        initialize, is_distributed, runtime)
 from .dataloading import (DistDataLoader, DistEdgeDataLoader,  # noqa: F401

@@ -20,7 +20,7 @@ import numpy as np
 from . import _C, _runtime
 from ._tensor import device_of, require_torch, to_numpy_ids
 from ._collectives import all_gather_object
-from ._dist import DistTensor, _fill_local, _PartitionPolicy
+from ._dist import DistTensor, _fill_local, PartitionPolicy
 
 __all__ = ["DistEmbedding", "SparseAdagrad", "SparseAdam"]
 
@@ -68,7 +68,7 @@ class DistEmbedding:
 
     def __init__(self, num_embeddings: int, embedding_dim: int, name: Optional[str] = None,
                  init_func: Optional[Callable] = None,
-                 part_policy: Optional[_PartitionPolicy] = None):
+                 part_policy: Optional[PartitionPolicy] = None):
         torch = require_torch("DistEmbedding")
         global _anonymous
         if name is not None and not isinstance(name, str):
@@ -79,7 +79,7 @@ class DistEmbedding:
         if init_func is not None and not callable(init_func):
             raise TypeError(f"{what}: init_func must be a callable init_func(shape, dtype) or "
                             f"None, got {init_func!r}")
-        if part_policy is not None and not isinstance(part_policy, _PartitionPolicy):
+        if part_policy is not None and not isinstance(part_policy, PartitionPolicy):
             raise TypeError(f"{what}: part_policy must be a DistGraph's partition policy "
                             "(g.get_node_partition_policy(), g.get_edge_partition_policy()) or "
                             f"None, got {part_policy!r}")
@@ -106,8 +106,14 @@ class DistEmbedding:
                           "applied; pass another name for new rows", UserWarning, stacklevel=2)
         _fill_local(t, init_func, torch.float32, f"DistEmbedding {name!r}")
         self.name = name
+        self._part_policy = part_policy
         self.weight = DistTensor(t.shape, None, name, part_policy=part_policy, _dist=t)
         self._trace: list = []  # (ids, rows) read with gradients since the last step
+
+    @property
+    def part_policy(self) -> Optional[PartitionPolicy]:
+        """The ``part_policy`` given (None without one: rows in even ranges), as DGL's."""
+        return self._part_policy
 
     def __call__(self, idx, device=None):
         """The rows of ``idx`` on ``device`` (default: the device of ``idx`` when it is a torch

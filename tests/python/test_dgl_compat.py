@@ -338,3 +338,145 @@ def test_ids_per_type_are_refused_as_heterogeneous_input(cora):
                 cora, {"paper": [0], "author": [1]}))):
         with pytest.raises(TypeError, match=f"{what}: " + msg.format(keys)):
             call()
+
+
+# DGL 1.1.3 standalone (one process, a 1-part partitioning) over a graph of n nodes and m edges:
+# its partition policies, DistTensor keys and count_nonzero, as JSON on stdout.
+_DGL_STANDALONE = r"""
+import json, os, sys
+os.environ["DGL_DIST_MODE"] = "standalone"
+import numpy as np, torch, dgl, dgl.distributed as dd
+out, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+e = torch.arange(m)
+g = dgl.graph((e % n, (e + 1) % n), num_nodes=n)
+g.ndata["feat"] = torch.from_numpy(np.load(os.path.join(out, "feat.npy")))
+dd.partition_graph(g, "tiny", 1, out)
+open(os.path.join(out, "ip.txt"), "w").write("127.0.0.1\n")
+dd.initialize(os.path.join(out, "ip.txt"))
+dg = dd.DistGraph("tiny", part_config=os.path.join(out, "tiny.json"))
+pb = dg.get_partition_book()
+def policy(p):
+    ids = torch.tensor([1, 0, 2])
+    return [p.policy_str, p.type_name, p.part_id, p.get_part_size(), p.get_size(), p.is_node,
+            str(p.get_data_name("f")), p.to_local(ids).tolist(), p.to_partid(ids).tolist()]
+def tensor(t):
+    return [t.name, t.tensor_name, t.kvstore_key, int(t.count_nonzero())]
+npol, epol = dg.get_node_partition_policy("_N"), dg.get_edge_partition_policy("_E")
+rows = torch.arange(3 * n).reshape(n, 3) % 4
+t = dd.DistTensor((n, 3), torch.int64, "cnt", part_policy=npol, attach=False)
+t[torch.arange(n)] = rows
+w = dd.DistTensor((m,), torch.float32, "w", part_policy=epol, attach=False)
+w[torch.tensor([0, m - 1])] = torch.tensor([1.0, 2.0])
+emb = dd.DistEmbedding(n, 2, "emb", part_policy=npol)
+print(json.dumps({
+    "node": policy(npol), "edge": policy(epol),
+    "by_str": [policy(dd.PartitionPolicy(s, pb)) for s in ("node", "node~_N", "edge~_N:_E:_N")],
+    "feat": tensor(dg.ndata["feat"]), "cnt": tensor(t), "w": tensor(w),
+    "emb_policy": emb.part_policy.policy_str,
+    "emb_default_policy": dd.DistEmbedding(n, 2, "emb2").part_policy}))
+"""
+
+
+def _dgl_standalone(tmp_path, n, m, feat):
+    """DGL 1.1.3's answers (the JSON of _DGL_STANDALONE), or None without DGL."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    if importlib.util.find_spec("dgl") is None:
+        return None
+    np.save(tmp_path / "feat.npy", feat)
+    res = subprocess.run([sys.executable, "-c", _DGL_STANDALONE, str(tmp_path), str(n), str(m)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _policy_facts(p):
+    ids = torch.tensor([1, 0, 2])
+    tn = p.type_name
+    return [p.policy_str, list(tn) if isinstance(tn, tuple) else tn, p.part_id,
+            p.get_part_size(), p.get_size(), p.is_node, str(p.get_data_name("f")),
+            p.to_local(ids).tolist(), p.to_partid(ids).tolist()]
+
+
+def test_partition_policies_and_tensor_keys_as_dgls(cora_one, tmp_path):
+    """Policies (get_*_partition_policy, PartitionPolicy(policy_str, book)), DistTensor's
+    tensor_name / kvstore_key / count_nonzero and DistEmbedding.part_policy on a 1-part
+    DistGraph, against DGL 1.1.3 standalone over a graph of as many nodes and edges."""
+    from tessera.distributed import DistEmbedding, PartitionPolicy
+
+    g = tessera.DistGraph("cora", part_config=cora_one)
+    n, m = g.num_nodes(), g.num_edges()
+    npol, epol = g.get_node_partition_policy("_N"), g.get_edge_partition_policy("_E")
+    pb = g.get_partition_book()
+    node = ["node~_N", "_N", 0, n, n, True, "node~_N~f", [1, 0, 2], [0, 0, 0]]
+    edge = ["edge~_N:_E:_N", ["_N", "_E", "_N"], 0, m, m, False, "edge~_N:_E:_N~f",
+            [1, 0, 2], [0, 0, 0]]
+    assert _policy_facts(npol) == node and _policy_facts(epol) == edge
+    by_str = [_policy_facts(PartitionPolicy(s, pb)) for s in ("node", "node~_N", "edge~_N:_E:_N")]
+    assert by_str == [node, node, edge]
+    assert npol.type_name == "_N" and epol.type_name == ("_N", "_E", "_N")
+
+    feat = g.ndata["feat"]
+    rows = torch.arange(3 * n).reshape(n, 3) % 4
+    t = tessera.DistTensor((n, 3), torch.int64, "cnt", part_policy=npol)
+    t[torch.arange(n)] = rows
+    w = tessera.DistTensor((m,), torch.float32, "w", part_policy=epol)
+    w[torch.tensor([0, m - 1])] = torch.tensor([1.0, 2.0])
+    feat_nnz = int(np.count_nonzero(feat.numpy()))
+    assert 0 < feat_nnz < feat.shape[0] * feat.shape[1]
+    assert [feat.tensor_name, feat.kvstore_key, feat.count_nonzero()] == \
+        ["feat", "node~_N~feat", feat_nnz]
+    assert [t.tensor_name, t.kvstore_key, t.count_nonzero()] == \
+        ["cnt", "node~_N~cnt", int((rows != 0).sum())]
+    assert [w.tensor_name, w.kvstore_key, w.count_nonzero()] == ["w", "edge~_N:_E:_N~w", 2]
+    assert type(t.count_nonzero()) is int
+    emb = DistEmbedding(n, 2, "compat-emb", part_policy=npol)
+    assert emb.part_policy is npol and DistEmbedding(n, 2, "compat-emb2").part_policy is None
+
+    want = _dgl_standalone(tmp_path, n, m, feat.numpy())
+    if want is not None:
+        assert want["node"] == node and want["edge"] == edge and want["by_str"] == by_str
+        # DGL's name is the key; its key of an attach=False tensor has no group suffix.
+        for key, tt in (("feat", feat), ("cnt", t), ("w", w)):
+            assert want[key] == [tt.kvstore_key, tt.tensor_name, tt.kvstore_key,
+                                 tt.count_nonzero()], key
+        assert want["emb_policy"] == emb.part_policy.policy_str
+        assert want["emb_default_policy"] is None
+
+
+def test_partition_policies_of_a_simulated_distgraph(cora_parts):
+    """Two partitions served by one process: part_id is the book's (0), to_partid and
+    to_local follow the ranges, and count_nonzero counts the rows of both partitions."""
+    g = tessera.DistGraph("cora", part_config=cora_parts[0])
+    pb = g.get_partition_book()
+    (lo0, hi0), (lo1, hi1) = pb.node_range(0), pb.node_range(1)
+    (elo0, ehi0), (elo1, _) = pb.edge_range(0), pb.edge_range(1)
+    npol, epol = g.get_node_partition_policy(), g.get_edge_partition_policy()
+    assert npol.part_id == epol.part_id == pb.partid == 0
+    assert npol.get_part_size() == hi0 - lo0 and epol.get_part_size() == ehi0 - elo0
+    assert npol.get_size() == g.num_nodes() and epol.get_size() == g.num_edges()
+    assert npol.to_partid(torch.tensor([hi1 - 1, 0, lo1])).tolist() == [1, 0, 1]
+    assert epol.to_partid(torch.tensor([elo1, 0])).tolist() == [1, 0]
+    assert npol.to_local(torch.tensor([hi0 - 1, 0])).tolist() == [hi0 - 1, 0]
+    with pytest.raises(IndexError, match="not owned by partition 0"):
+        npol.to_local(torch.tensor([lo1]))
+    assert tessera.PartitionPolicy("edge", pb).policy_str == "edge~_N:_E:_N"
+    with pytest.raises(ValueError, match="must start with 'node' or 'edge'"):
+        tessera.PartitionPolicy("foo~_N", pb)
+    with pytest.raises(ValueError, match="canonical"):
+        tessera.PartitionPolicy("edge~_E", pb)
+    with pytest.raises(ValueError, match="node type 'paper' does not exist"):
+        tessera.PartitionPolicy("node~paper", pb)
+    with pytest.raises(ValueError, match="edge type 'cites' does not exist"):
+        tessera.EdgePartitionPolicy(pb, "cites")
+    with pytest.raises(TypeError, match="GraphPartitionBook"):
+        tessera.PartitionPolicy("node~_N", None)
+    # A tensor whose nonzero rows lie in both partitions (rows [lo1, hi1) are partition 1's).
+    t = tessera.DistTensor((g.num_nodes(), 2), torch.int64, "sim-cnt", part_policy=npol)
+    t[torch.tensor([0, lo1, hi1 - 1])] = torch.tensor([[1, 0], [2, 3], [0, 4]])
+    assert t.count_nonzero() == 4 and t.kvstore_key == "node~_N~sim-cnt"
+    feat = g.ndata["feat"]
+    assert feat.count_nonzero() == int(np.count_nonzero(feat.numpy()))
+

@@ -280,6 +280,16 @@ def test_dist_tensor_rows_written_and_read_by_every_rank(partitionings, cora, tm
         assert np.array_equal(z["indeg"], indeg), f"rank {r}: in-degrees"
         if r == 0:
             assert np.array_equal(z["some_indeg"], indeg[q[-500:]]), "rank 0: in-degrees of IDs"
+        # DistTensor.count_nonzero reads every owner's rows (the last rank alone called it).
+        want = int(np.count_nonzero(expected)) if r == parts - 1 else -1
+        assert int(z["nnz"]) == want, f"rank {r}: count_nonzero"
+        assert int(z["feat_nnz"]) == int(np.count_nonzero(feat)), f"rank {r}: feat nonzero"
+        elo, ehi = tessera.PartitionBook.load(p.config).edge_range(r)
+        assert z["policy"].tolist() == [r, hi - lo, ehi - elo], f"rank {r}: part_id, sizes"
+        ends = np.array([p.node_range(q)[1] for q in range(parts)])
+        assert np.array_equal(z["to_partid"], np.searchsorted(ends, ids, "right"))
+        assert np.array_equal(z["to_local"], np.arange(hi - lo))
+        assert z["keys"].tolist() == ["node~_N~written-by-all", "edge~_N:_E:_N"]
 
 
 @pytest.mark.parametrize("key", [("metis", 1), ("metis", 2), ("random", 2)])

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """DistTensor across ranks: every rank writes disjoint (interleaved, so mostly remote) rows of a
 new tensor, then reads every row back; reads g.ndata["feat"] / ["label"] for all nodes and the
-endpoints of every edge (find_edges) and the in-degrees of every node.
+endpoints of every edge (find_edges) and the in-degrees of every node; counts the nonzero
+elements of both tensors (the written one on the last rank alone: not collective) and records
+what the partition policies say on each rank.
 
     python -m tessera launch --nproc-per-node P -- python dist_tensor.py CONFIG OUT
 
@@ -49,13 +51,21 @@ def main() -> int:
     # In-degrees of every node, and (rank 0 alone: not collective) of some IDs with repeats.
     indeg = np.asarray(g.in_degrees())
     some = np.asarray(g.in_degrees(ids[-500:])) if rank == 0 else np.zeros(0, np.int64)
+    nnz = t.count_nonzero() if rank == world - 1 else -1
+    feat_nnz = g.ndata["feat"].count_nonzero()
+    npol, epol = g.get_node_partition_policy(), g.get_edge_partition_policy()
+    policy = np.array([npol.part_id, npol.get_part_size(), epol.get_part_size()])
+    to_partid = np.asarray(npol.to_partid(np.arange(n, dtype=np.int64)))
+    to_local = np.asarray(npol.to_local(np.arange(lo, hi, dtype=np.int64)))
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".rank{rank}.npz")
     np.savez(tmp, written=written, local=local, local_range=np.array([lo, hi]), ids=ids,
              feat=feat, label=label, orig_nids=np.asarray(g.orig_nids()),
              orig_nids_of_ids=np.asarray(g.orig_nids(ids)), eids=eids,
              src=np.asarray(src), dst=np.asarray(dst), indeg=indeg, some_indeg=some,
-             node_range=np.array(g.local_node_range()))
+             node_range=np.array(g.local_node_range()), nnz=nnz, feat_nnz=feat_nnz,
+             policy=policy, to_partid=to_partid, to_local=to_local,
+             keys=np.array([t.kvstore_key, epol.policy_str]))
     os.replace(tmp, os.path.join(out, f"rank{rank}.npz"))
     tessera.exit_client()
     return 0
