@@ -818,6 +818,31 @@ class _TypeView:
         return _TypeSpace(self._graph.ndata if node else self._graph.edata)
 
 
+class _LocalPartitionView:
+    """``g.local_partition``: DGL's property (``g.local_partition.<attr>``) and Tessera's
+    method (``g.local_partition(part)``) in one object. Attributes are read from this rank's
+    ``_C.LocalPartition``, loaded on the first one; calling it loads partition ``part``."""
+
+    __slots__ = ("_load", "_part")
+
+    def __init__(self, load: Callable):
+        self._load, self._part = load, None
+
+    def __call__(self, part: Optional[int] = None) -> "_C.LocalPartition":
+        return self._load(part)
+
+    def __getattr__(self, name: str):
+        if self._part is None:
+            self._part = self._load(None)
+        return getattr(self._part, name)
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(dir(self._load(None))))
+
+    def __repr__(self) -> str:
+        return "<DistGraph.local_partition: this rank's partition; call it for a _C.LocalPartition>"
+
+
 class DistGraph:
     """A partitioned graph (DGL's ``DistGraph``).
 
@@ -1043,8 +1068,15 @@ class DistGraph:
     def edge_attr_schemes(self) -> Dict[str, tuple]:
         return {k: (v.shape[1:], v.dtype) for k, v in self.edata.items()}
 
-    def local_partition(self, part: Optional[int] = None) -> "_C.LocalPartition":
-        """The partition files of ``part`` (default: this rank's) as stored on disk."""
+    @property
+    def local_partition(self) -> "_LocalPartitionView":
+        """This rank's partition (DGL's ``local_partition`` property): its attributes are those
+        of the ``_C.LocalPartition`` (``nid``, ``indptr``, ``ndata``, ...), loaded on first use.
+        Calling it, ``g.local_partition(part=None)``, returns the ``_C.LocalPartition`` of
+        ``part`` (default: this rank's) as stored on disk."""
+        return _LocalPartitionView(self._load_partition)
+
+    def _load_partition(self, part: Optional[int] = None) -> "_C.LocalPartition":
         part = self._book.partid if part is None else int(part)
         if self._parts is None:
             return _C.load_partition(self._config_path, part)

@@ -373,7 +373,8 @@ print(json.dumps({
     "by_str": [policy(dd.PartitionPolicy(s, pb)) for s in ("node", "node~_N", "edge~_N:_E:_N")],
     "feat": tensor(dg.ndata["feat"]), "cnt": tensor(t), "w": tensor(w),
     "emb_policy": emb.part_policy.policy_str,
-    "emb_default_policy": dd.DistEmbedding(n, 2, "emb2").part_policy}))
+    "emb_default_policy": dd.DistEmbedding(n, 2, "emb2").part_policy,
+    "local_partition_is_property": isinstance(type(dg).local_partition, property)}))
 """
 
 
@@ -444,6 +445,7 @@ def test_partition_policies_and_tensor_keys_as_dgls(cora_one, tmp_path):
                                  tt.count_nonzero()], key
         assert want["emb_policy"] == emb.part_policy.policy_str
         assert want["emb_default_policy"] is None
+        assert want["local_partition_is_property"]
 
 
 def test_partition_policies_of_a_simulated_distgraph(cora_parts):
@@ -480,3 +482,19 @@ def test_partition_policies_of_a_simulated_distgraph(cora_parts):
     feat = g.ndata["feat"]
     assert feat.count_nonzero() == int(np.count_nonzero(feat.numpy()))
 
+
+@pytest.mark.parametrize("parts", ["one-part", "simulated"])
+def test_local_partition_is_a_property_and_callable(cora_one, cora_parts, parts):
+    """DGL's g.local_partition is a property; Tessera's callers call it (part optional)."""
+    g = tessera.DistGraph("cora", part_config=cora_one if parts == "one-part" else cora_parts[0])
+    lp = g.local_partition()
+    assert isinstance(lp, tessera._C.LocalPartition)
+    assert np.array_equal(np.asarray(g.local_partition.nid), np.asarray(lp.nid))
+    assert g.local_partition.num_inner_nodes == lp.num_inner_nodes
+    assert "nid" in dir(g.local_partition)
+    if parts == "simulated":
+        lp1 = g.local_partition(1)
+        assert int(lp1.num_inner_nodes) == np.subtract(*g.get_partition_book().node_range(1)) * -1
+        assert not np.array_equal(np.asarray(lp1.nid), np.asarray(lp.nid))
+    with pytest.raises(AttributeError):
+        g.local_partition.no_such_attribute
