@@ -106,7 +106,7 @@ void rows_op(RowsOp kind, const BufferInfo& table, const BufferInfo& idx, const 
 // readable) and memory kinds by the op's one validator (host/ops spmm.cpp).
 void spmm_op(const BufferInfo& indptr, const BufferInfo& indices, int64_t num_cols,
              const BufferInfo& b, const BufferInfo& c, const std::string& reduce, bool transpose,
-             uintptr_t stream, const std::string& engine) {
+             uintptr_t stream, const std::string& engine, int num_threads) {
   const char* op = "spmm";
   const OpDevice dev = common_device(op, {&indptr, &indices, &b, &c});
   TESSERA_EXPECTS(reduce == "sum" || reduce == "mean", ValueError,
@@ -136,7 +136,9 @@ void spmm_op(const BufferInfo& indptr, const BufferInfo& indices, int64_t num_co
   a.num_cols = num_cols;
   const MatrixRef bm{b.data, b.dtype, b.shape[0], b.shape[1], mem};
   const MatrixRef cm{c.data, c.dtype, c.shape[0], c.shape[1], mem};
-  run_buffers_op(op, dev, stream, [&](const ExecOptions& opts) {
+  TESSERA_EXPECTS(num_threads >= 0, ValueError, "spmm: num_threads is negative ({})", num_threads);
+  run_buffers_op(op, dev, stream, [&](ExecOptions opts) {
+    opts.num_threads = num_threads;
     spmm(a, bm, cm, reduce == "mean" ? Reduce::kMean : Reduce::kSum, transpose, opts,
          engine == "rows" ? SpmmEngine::kRows : SpmmEngine::kCusparse);
   });
@@ -380,21 +382,22 @@ void bind_ops(nb::module_& m) {
       "spmm",
       [](const DeviceArray& indptr, const DeviceArray& indices, int64_t num_cols,
          const DeviceArray& b, nb::object c, const std::string& reduce, bool transpose,
-         uintptr_t stream, const std::string& engine) -> nb::object {
+         uintptr_t stream, const std::string& engine, int num_threads) -> nb::object {
         const BufferInfo p = buffer_info(indptr, "spmm", "indptr");
         const BufferInfo i = buffer_info(indices, "spmm", "indices");
         const BufferInfo bi = buffer_info(b, "spmm", "B");
         const BufferInfo ci = buffer_info(writable_buffer(c, "spmm", "C"), "spmm", "C");
-        spmm_op(p, i, num_cols, bi, ci, reduce, transpose, stream, engine);
+        spmm_op(p, i, num_cols, bi, ci, reduce, transpose, stream, engine, num_threads);
         return c;
       },
       nb::arg("indptr"), nb::arg("indices"), nb::arg("num_cols"), nb::arg("B"), nb::arg("C"),
       nb::arg("reduce") = "sum", nb::arg("transpose") = false, nb::arg("stream") = 0,
-      nb::arg("engine") = "cusparse",
+      nb::arg("engine") = "cusparse", nb::arg("num_threads") = 0,
       "C = op(A) B in place for the CSR pattern A (indptr [R + 1], indices [nnz], both int32 or "
       "both int64) of R rows and num_cols columns whose values are 1 ('sum') or 1 / the row's "
       "degree ('mean'); op(A) = A^T with transpose (the backward of the forward aggregation). "
-      "B and C float32, 2-D, C-contiguous. All on the CPU: the CPU twin (deterministic); all on "
+      "B and C float32, 2-D, C-contiguous. All on the CPU: the CPU twin (deterministic; on "
+      "num_threads threads, 0: tessera.num_threads()); all on "
       "one CUDA device: on `stream`, cuSPARSE (engine 'cusparse') or Tessera's row kernels "
       "('rows': two launches, no scratch; the forward has the CPU twin's bits). Returns C.");
 

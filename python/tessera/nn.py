@@ -66,8 +66,9 @@ class _SortedMean(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, src, indptr, engine, transpose=False, num_src=None, reduce="mean"):
         num_src = h.shape[0] if num_src is None else num_src
+        # On the CPU torch's threads, as the model's other operators (and the torch operator).
         out = spmm(indptr, src, num_src, h.contiguous(), reduce=reduce, transpose=transpose,
-                   engine=engine)
+                   engine=engine, num_threads=0 if h.is_cuda else torch.get_num_threads())
         ctx.save_for_backward(src, indptr)
         ctx.num_src, ctx.engine, ctx.transpose, ctx.reduce = num_src, engine, transpose, reduce
         return out
@@ -130,7 +131,8 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     With ``dst_sorted`` (the edges grouped by destination in ascending order, as Tessera's
     blocks are), a float32 matrix, on the CPU or a GPU, as one sparse x dense product each way
     over the block's CSR offsets (``tessera.ops.spmm``): no message tensor per edge and no
-    atomics forward. On the CPU that is the CPU twin (deterministic for any thread count);
+    atomics forward. On the CPU that is the CPU twin (deterministic for any thread count; on
+    torch's threads, ``torch.set_num_threads``, as the model's other operators);
     index_select + index_add_ there built an [E, F] message tensor whose fresh pages cost more
     than the sums (a full-neighbor inference layer of 6.5M edges x 256 floats: 6.7 GB). Other
     inputs (unsorted edges, other dtypes) take index_select + index_add_ (on the CPU index_add_
@@ -156,6 +158,7 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
         if indptr is None:
             indptr = torch.searchsorted(dst.contiguous(),
                                         torch.arange(num_dst + 1, device=dst.device))
+        indptr = indptr.to(h_src.device, torch.int64)
         tops = _torch_ops.ops()
         if tops is not None:  # one dispatcher call, its backward in C++ autograd
             return tops.mean_aggregate(h_src, src, indptr, engine)
@@ -268,7 +271,8 @@ class SAGEConv(nn.Module):
         engine = _csr_engine(h_src, ordered) if fused else None
         tops = _torch_ops.ops() if engine is not None else None
         if tops is not None:
-            rst = tops.sage_layer(h_src, src.to(h_src.device, torch.int64), indptr,
+            rst = tops.sage_layer(h_src, src.to(h_src.device, torch.int64),
+                                  indptr.to(h_src.device, torch.int64),
                                   self.fc_self.weight, self.fc_neigh.weight, self.fc_self.bias,
                                   engine)
             return self._finish(rst)

@@ -102,7 +102,8 @@ def scatter_rows(src, idx, dst, *, check_indices: bool = True,
 
 
 def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
-         transpose: bool = False, stream: Optional[int] = None, engine: str = "cusparse"):
+         transpose: bool = False, stream: Optional[int] = None, engine: str = "cusparse",
+         num_threads: int = 0):
     """``out = op(A) @ B`` for the CSR pattern A (``indptr`` [R + 1], ``indices`` [nnz], both
     int32 or both int64) of R rows and ``num_cols`` columns whose values are 1 (``reduce="sum"``)
     or 1 / the row's degree (``"mean"``; a row without entries gives zeros). ``op(A)`` is A, or
@@ -113,7 +114,8 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
     cuSPARSE (``engine="cusparse"``: fastest on large patterns) or Tessera's row kernels
     (``"rows"``: a warp per row, two launches and no scratch per call, for the small per-step
     blocks of training; the forward gives the CPU twin's bits). Either transpose adds with
-    atomics: the order of its sums may differ run to run. Returns ``out``."""
+    atomics: the order of its sums may differ run to run. ``num_threads``: the CPU twin's
+    threads (0: ``tessera.num_threads()``; the results do not depend on it). Returns ``out``."""
     B = _plain(B)
     indptr, indices = _index(indptr), _index(indices)  # lists, as gather_rows takes them
     out_rows = int(num_cols) if transpose else int(indptr.shape[0]) - 1
@@ -125,5 +127,5 @@ def spmm(indptr, indices, num_cols: int, B, out=None, *, reduce: str = "sum",
 
             out = np.empty((out_rows,) + tuple(B.shape[1:]), dtype=B.dtype)
     _run(_C.spmm, (indptr, indices, int(num_cols), B, _plain(out), reduce,
-                   bool(transpose)), B, stream, engine)
+                   bool(transpose)), B, stream, engine, int(num_threads))
     return out

@@ -254,6 +254,21 @@ def test_mean_aggregate_on_the_cpu_builds_no_message_per_edge(monkeypatch):
     torch.testing.assert_close(out, ref)
 
 
+def test_spmm_takes_a_thread_count_and_gives_the_same_bits():
+    """num_threads (the CPU twin's threads; tessera.nn passes torch's) never changes the result;
+    a negative count is refused naming it."""
+    indptr, src, _ = random_csr(300, 200, 6000, seed=9)
+    h = torch.randn(200, 24)
+    g = torch.randn(300, 24)
+    for transpose, x in ((False, h), (True, g)):
+        ref = spmm(indptr, src, 200, x, reduce="mean", transpose=transpose, num_threads=1)
+        for t in (2, 3, 0):
+            assert torch.equal(spmm(indptr, src, 200, x, reduce="mean", transpose=transpose,
+                                    num_threads=t), ref)
+    with pytest.raises(ValueError, match="num_threads is negative"):
+        spmm(indptr, src, 200, h, num_threads=-1)
+
+
 def test_mean_aggregate_names_a_bad_mode(monkeypatch):
     monkeypatch.setenv("TESSERA_MEAN_AGGREGATE", "cusparse")  # the engine's name, not a mode
     h = torch.ones(3, 2)

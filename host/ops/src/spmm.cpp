@@ -37,13 +37,14 @@ int64_t grain_for(int64_t items, int64_t work) {
   return std::max<int64_t>(1, items * kMinChunkWork / std::max<int64_t>(work, 1));
 }
 
-void spmm_forward_cpu(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce) {
+void spmm_forward_cpu(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce,
+                      int threads) {
   const int64_t F = b.cols;
   const auto* B = static_cast<const float*>(b.data);
   auto* C = static_cast<float*>(c.data);
   const int64_t work = (a.indices.size + a.num_rows) * F;
-  parallel_for(
-      0, a.num_rows,
+  parallel_for_threads(
+      threads, 0, a.num_rows,
       std::max(std::max<int64_t>(1, 4096 / std::max<int64_t>(F, 1)), grain_for(a.num_rows, work)),
       [&](int64_t lo, int64_t hi, int64_t) {
         std::vector<float> acc(static_cast<size_t>(F));
@@ -67,28 +68,29 @@ void spmm_forward_cpu(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, R
 
 // C[col] += w(row) * B[row] over every entry; parallel over feature columns so that each
 // output element is summed by one thread in storage order (deterministic, no atomics).
-void spmm_transpose_cpu(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce) {
+void spmm_transpose_cpu(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce,
+                        int threads) {
   const int64_t F = b.cols;
   const auto* B = static_cast<const float*>(b.data);
   auto* C = static_cast<float*>(c.data);
   std::fill(C, C + c.rows * F, 0.0f);
-  parallel_for(0, F, grain_for(F, (a.indices.size + a.num_rows) * F),
-               [&](int64_t f0, int64_t f1, int64_t) {
-                 for (int64_t r = 0; r < a.num_rows; ++r) {
-                   const int64_t e0 = at(a.indptr, r), e1 = at(a.indptr, r + 1);
-                   if (e0 == e1) {
-                     continue;
-                   }
-                   const float w = row_weight(reduce, e1 - e0);
-                   const float* g = B + r * F;
-                   for (int64_t e = e0; e < e1; ++e) {
-                     float* out = C + at(a.indices, e) * F;
-                     for (int64_t f = f0; f < f1; ++f) {
-                       out[f] += w * g[f];
-                     }
-                   }
-                 }
-               });
+  parallel_for_threads(threads, 0, F, grain_for(F, (a.indices.size + a.num_rows) * F),
+                       [&](int64_t f0, int64_t f1, int64_t) {
+                         for (int64_t r = 0; r < a.num_rows; ++r) {
+                           const int64_t e0 = at(a.indptr, r), e1 = at(a.indptr, r + 1);
+                           if (e0 == e1) {
+                             continue;
+                           }
+                           const float w = row_weight(reduce, e1 - e0);
+                           const float* g = B + r * F;
+                           for (int64_t e = e0; e < e1; ++e) {
+                             float* out = C + at(a.indices, e) * F;
+                             for (int64_t f = f0; f < f1; ++f) {
+                               out[f] += w * g[f];
+                             }
+                           }
+                         }
+                       });
 }
 
 }  // namespace
@@ -176,11 +178,15 @@ void spmm(const CsrRef& a, const MatrixRef& b, const MatrixRef& c, Reduce reduce
         static_cast<float*>(c.data), reduce, transpose, opts.stream, engine);
     return;
   }
-  if (c.rows == 0 || c.cols == 0) return;
-  if (transpose)
-    spmm_transpose_cpu(a, b, c, reduce);
-  else
-    spmm_forward_cpu(a, b, c, reduce);
+  if (c.rows == 0 || c.cols == 0) {
+    return;
+  }
+  const int threads = opts.num_threads > 0 ? opts.num_threads : num_threads();
+  if (transpose) {
+    spmm_transpose_cpu(a, b, c, reduce, threads);
+  } else {
+    spmm_forward_cpu(a, b, c, reduce, threads);
+  }
 }
 
 }  // namespace tessera::ops

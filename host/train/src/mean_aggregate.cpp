@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "mean_aggregate.hpp"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -24,6 +25,9 @@ at::Tensor csr_mean(const at::Tensor& indptr, const at::Tensor& src, int64_t num
                 ops::IndexRef{src.data_ptr<int64_t>(), DType::kInt64, src.size(0), mem}, num_dst,
                 num_src};
   ops::ExecOptions eo;
+  // On the CPU torch's threads, as every other operator of the model (torch.set_num_threads,
+  // OMP_NUM_THREADS; tessera train's --threads), not the library's own default of every core.
+  eo.num_threads = b.is_cuda() ? 0 : at::get_num_threads();
   // On a GPU: torch's current stream of b's device, with that device current (the kernels
   // launch on the current device). Device-generic c10 calls: no CUDA header is needed here, so
   // the operator library builds wherever torch's headers are.

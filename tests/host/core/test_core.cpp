@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -53,6 +54,24 @@ TEST_P(ParallelFor, RethrowsWorkerException) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ParallelFor, ::testing::Values(1, 2, 5));
+
+// parallel_for_threads takes its thread count from the caller (the CPU spmm from torch's), not
+// from num_threads(): as many chunks as asked (the range allowing), each on its own thread.
+TEST(ParallelForThreads, UsesTheThreadsAskedFor) {
+  set_num_threads(1);
+  for (int asked : {1, 3, 4}) {
+    std::vector<std::thread::id> ids(static_cast<size_t>(asked));
+    std::atomic<int> chunks{0};
+    parallel_for_threads(asked, 0, 1000, 1, [&](int64_t, int64_t, int64_t c) {
+      ids[static_cast<size_t>(c)] = std::this_thread::get_id();
+      ++chunks;
+    });
+    EXPECT_EQ(chunks.load(), asked);
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(std::unique(ids.begin(), ids.end()) - ids.begin(), asked) << asked << " threads";
+  }
+  set_num_threads(0);
+}
 
 TEST(NumThreads, EnvironmentValueIsCheckedNotIgnored) {
   EXPECT_EQ(threads_from_env(nullptr), 0);

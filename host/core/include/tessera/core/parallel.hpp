@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -20,17 +21,18 @@ int threads_from_env(const char* value);
 inline constexpr int kMaxThreads = 4096;
 void set_num_threads(int n);
 
-/// Splits [begin, end) into at most num_threads() contiguous chunks of at least `grain` items
+/// Splits [begin, end) into at most `max_threads` contiguous chunks of at least `grain` items
 /// and calls f(lo, hi, chunk_index) on each, in parallel. Chunk boundaries depend only on the
 /// range, grain and thread count. The first exception thrown by any chunk is rethrown here.
 template <typename F>
-void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+void parallel_for_threads(int max_threads, int64_t begin, int64_t end, int64_t grain, F&& f) {
   const int64_t n = end - begin;
   if (n <= 0) {
     return;
   }
   grain = std::max<int64_t>(grain, 1);
-  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(num_threads(), n / grain));
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min<int64_t>(std::max(max_threads, 1), n / grain));
   if (chunks == 1) {
     f(begin, end, 0);
     return;
@@ -58,6 +60,12 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
       std::rethrow_exception(e);
     }
   }
+}
+
+/// parallel_for_threads over num_threads() threads.
+template <typename F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& f) {
+  parallel_for_threads(num_threads(), begin, end, grain, std::forward<F>(f));
 }
 
 }  // namespace tessera

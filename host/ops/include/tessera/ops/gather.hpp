@@ -69,6 +69,9 @@ struct ExecOptions {
   /// op also reads the kernel's error flag back and throws IndexError, which SYNCHRONIZES the
   /// stream. Hot loops that trust their indices turn it off.
   bool check_indices = true;
+  /// Worker threads of the CPU twins that honour it (spmm): 0 takes tessera::num_threads()
+  /// (TESSERA_NUM_THREADS, set_num_threads, else every hardware thread).
+  int num_threads = 0;
 };
 
 /// The one validator of gather_rows: out = src[idx]. Checks dtypes (src and out equal; index
