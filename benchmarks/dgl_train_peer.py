@@ -22,7 +22,11 @@ The job is DGL's ``examples/distributed/graphsage/node_classification.py`` as
 * ``tessera``: the same file over ``tessera.partition_graph``'s partitioning of the same graph
   (the same options), under ``python -m tessera launch --nproc-per-node T``.
 
-Both get ``OMP_NUM_THREADS`` = hardware threads / T, as DGL's ``launch.py`` sets by default.
+Each trainer of either gets ``OMP_NUM_THREADS`` = hardware threads / T (DGL's ``launch.py``
+defaults to half that, leaving cores to its servers and samplers; here both sides get the same
+share), Tessera's trainers also ``TESSERA_NUM_THREADS``; DGL's server gets 1 thread, as
+``launch.py``'s ``--num_server_threads`` default. The two partitionings must hold the same
+number of edges, else the case fails.
 One machine only: DGL finds its machine by IP address, so two DGL "machines" on one host
 would share a local partition (and its shared memory names); its multi-machine path needs
 machines.
@@ -116,6 +120,10 @@ def fail(msg):
     sys.exit(f"dgl_train_peer: {msg}")
 
 
+class PeerFailed(Exception):
+    """A peer's run failed; main keeps the work folder (its logs) and exits naming it."""
+
+
 def dgl_script(path):
     """Writes DGL's script, rewritten from dgl_style_sage.py, to ``path``."""
     with open(SCRIPT) as f:
@@ -179,6 +187,10 @@ def partition(folder, name, trainers, undirected, work):
                             num_trainers_per_machine=trainers, symmetrize=undirected)
     with open(os.path.join(t_out, f"{name}.json")) as f:
         t_edges = json.load(f).get("num_edges")
+    if t_edges != int(dg.num_edges()):
+        fail(f"{folder}: DGL's partitioning holds {int(dg.num_edges())} edges and Tessera's "
+             f"{t_edges}: not the same graph (repeated pairs or self loops symmetrized "
+             "differently?)")
     return (os.path.join(d_out, f"{name}.json"), os.path.join(t_out, f"{name}.json"),
             {"dgl": int(dg.num_edges()), "tessera": t_edges})
 
@@ -203,7 +215,8 @@ def run_dgl(script, conf, name, trainers, args, env, logs, timeout):
            "--part_config", conf, *args]
     procs, outs = [], []
     server_log = open(os.path.join(logs, "dgl-server.log"), "w")
-    server = subprocess.Popen(cmd, env={**common, "DGL_ROLE": "server", "DGL_SERVER_ID": "0"},
+    server = subprocess.Popen(cmd, env={**common, "DGL_ROLE": "server", "DGL_SERVER_ID": "0",
+                                        "OMP_NUM_THREADS": "1"},  # launch.py's server default
                               stdout=server_log, stderr=subprocess.STDOUT)
     master = str(free_port())
     for r in range(trainers):
@@ -214,15 +227,17 @@ def run_dgl(script, conf, name, trainers, args, env, logs, timeout):
             "RANK": str(r), "WORLD_SIZE": str(trainers), "LOCAL_RANK": str(r),
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master}, stdout=out,
             stderr=subprocess.STDOUT))
+    everyone = procs + [server]
     deadline = time.monotonic() + timeout
-    codes = []
-    try:
-        for p in procs + [server]:
-            codes.append(p.wait(timeout=max(1.0, deadline - time.monotonic())))
-    except subprocess.TimeoutExpired:
-        codes = None
+    codes = [None] * len(everyone)
+    try:  # until all exit, or one fails (the others would wait for it until the timeout)
+        while any(c is None for c in codes) and time.monotonic() < deadline:
+            codes = [p.poll() for p in everyone]
+            if any(c not in (None, 0) for c in codes):
+                break
+            time.sleep(0.05)
     finally:
-        for p in procs + [server]:
+        for p in everyone:
             if p.poll() is None:
                 p.kill()
                 p.wait()
@@ -232,8 +247,13 @@ def run_dgl(script, conf, name, trainers, args, env, logs, timeout):
         out.seek(0)
         text += out.read()
         out.close()
-    if codes is None or any(codes):
-        fail(f"DGL's run failed (exit codes {codes}); logs in {logs}:\n{text[-3000:]}")
+    if any(c != 0 for c in codes):
+        with open(os.path.join(logs, "dgl-server.log")) as f:
+            server_text = f.read()
+        what = "timed out" if all(c in (None, 0) for c in codes) else "failed"
+        raise PeerFailed(f"DGL's run {what} (exit codes of trainers and server: {codes}); "
+                         f"logs in {logs}\ntrainers:\n{text[-2500:]}\nserver:\n"
+                         f"{server_text[-1500:]}")
     return text
 
 
@@ -243,12 +263,12 @@ def run_tessera(conf, name, trainers, args, env, logs, timeout):
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        fail(f"Tessera's run took longer than {timeout} s: {' '.join(cmd)}")
+        raise PeerFailed(f"Tessera's run took longer than {timeout} s: {' '.join(cmd)}")
     with open(os.path.join(logs, "tessera.log"), "w") as f:
         f.write(r.stdout + r.stderr)
     if r.returncode != 0:
-        fail(f"Tessera's run failed (exit code {r.returncode}): {' '.join(cmd)}\n"
-             f"{(r.stdout + r.stderr)[-3000:]}")
+        raise PeerFailed(f"Tessera's run failed (exit code {r.returncode}): {' '.join(cmd)}; "
+                         f"logs in {logs}\n{(r.stdout + r.stderr)[-3000:]}")
     return r.stdout + r.stderr
 
 
@@ -285,7 +305,8 @@ def run_case(spec, folder, trainers, a, work, dgl_py):
     print(f"{spec}, {trainers} trainer(s): partitioning", file=sys.stderr, flush=True)
     d_conf, t_conf, edges = partition(folder, name, trainers, a.undirected, work)
     threads = max(1, (os.cpu_count() or 1) // trainers)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    # Each trainer's share of the cores, for torch and DGL (OpenMP) and Tessera's own loops.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TESSERA_NUM_THREADS": str(threads)}
     args = ["--num_epochs", str(a.epochs), "--num_hidden", str(a.hidden),
             "--num_layers", str(a.layers), "--fan_out", a.fan_out,
             "--batch_size", str(a.batch_size), "--lr", str(a.lr),
@@ -317,7 +338,8 @@ def run_case(spec, folder, trainers, a, work, dgl_py):
               f"{load['others']:.0%} of the machine and the hypervisor {load['steal']:.0%}; "
               "the case is marked busy", file=sys.stderr)
     keys = ("epoch_s", "inference_s", "wall_s")
-    return {"dataset": spec, "trainers": trainers, "omp_threads": threads, "edges": edges,
+    return {"dataset": spec, "trainers": trainers, "omp_threads": threads,
+            "tessera_threads": threads, "dgl_server_threads": 1, "edges": edges,
             "rounds": rounds, "busy": busy, "load": load,
             "median": {p: {k: statistics.median(r[p][k] for r in rounds)
                            for k in keys + ("test_acc", "sample_s", "forward_s", "backward_s")}
@@ -375,6 +397,7 @@ def main():
     import torch
     work = a.keep or tempfile.mkdtemp(prefix="tessera-train-peer-")
     os.makedirs(work, exist_ok=True)
+    failed = True
     try:
         dgl_py = os.path.join(work, "dgl_node_classification.py")
         dgl_script(dgl_py)
@@ -391,8 +414,11 @@ def main():
                       f"{rt['inference_s']['median']:.2f}x, wall {rt['wall_s']['median']:.2f}x; "
                       f"test accuracy DGL {c['median']['dgl']['test_acc']:.3f}, Tessera "
                       f"{c['median']['tessera']['test_acc']:.3f}", flush=True)
+        failed = False
+    except PeerFailed as e:
+        fail(str(e))  # the work folder, with the logs it names, is kept
     finally:
-        if not a.keep:
+        if not a.keep and not failed:
             shutil.rmtree(work, ignore_errors=True)
     out = {
         "benchmark": "train-peer",
