@@ -31,7 +31,29 @@ __all__ = ["DistGraph", "DistTensor", "GraphPartitionBook", "PartitionPolicy",
            "NodePartitionPolicy", "EdgePartitionPolicy", "node_split", "edge_split"]
 
 
-class GraphPartitionBook:
+class _OneType:
+    """DGL's type names of a homogeneous graph, for DistGraph and its partition book: the one node
+    type "_N" and edge type "_E"."""
+
+    @property
+    def ntypes(self) -> list[str]:
+        return ["_N"]
+
+    @property
+    def etypes(self) -> list[str]:
+        return ["_E"]
+
+    @property
+    def canonical_etypes(self) -> list[tuple]:
+        return [("_N", "_E", "_N")]
+
+    def to_canonical_etype(self, etype) -> tuple:
+        """``("_N", "_E", "_N")`` for the one edge type (DGL's; another name is a ValueError)."""
+        _check_type(etype, "edge", f"{type(self).__name__}.to_canonical_etype")
+        return ("_N", "_E", "_N")
+
+
+class GraphPartitionBook(_OneType):
     """Which partition owns each (relabelled) node and edge ID (DGL's RangePartitionBook).
 
     One partition per machine. With several trainers per machine (a job of M x T ranks over an
@@ -122,27 +144,11 @@ class GraphPartitionBook:
                              f"[{lo}, {hi})")
         return on_device_of(ids - lo, eids)
 
-    # The type helpers of DGL's book, for the one node type "_N" and edge type "_E": per-type
-    # IDs are the homogeneous IDs (DGL maps them through its per-type ranges).
-    @property
-    def ntypes(self) -> list[str]:
-        return ["_N"]
-
-    @property
-    def etypes(self) -> list[str]:
-        return ["_E"]
-
-    @property
-    def canonical_etypes(self) -> list[tuple]:
-        return [("_N", "_E", "_N")]
-
+    # The type helpers of DGL's book (_OneType), for the one node type "_N" and edge type "_E":
+    # per-type IDs are the homogeneous IDs (DGL maps them through its per-type ranges).
     @property
     def is_homogeneous(self) -> bool:
         return True
-
-    def to_canonical_etype(self, etype) -> tuple:
-        _check_type(etype, "edge", "GraphPartitionBook.to_canonical_etype")
-        return ("_N", "_E", "_N")
 
     def map_to_homo_nid(self, ids, ntype: str):
         """Node IDs of type ``ntype`` as homogeneous IDs: the same IDs (range-checked)."""
@@ -843,7 +849,7 @@ class _LocalPartitionView:
         return "<DistGraph.local_partition: this rank's partition; call it for a _C.LocalPartition>"
 
 
-class DistGraph:
+class DistGraph(_OneType):
     """A partitioned graph (DGL's ``DistGraph``).
 
     ``DistGraph(graph_name, part_config=config_json)``: loads the partition book and the node
@@ -1020,23 +1026,6 @@ class DistGraph:
     def rank(self) -> int:
         return _runtime.get_rank()
 
-    @property
-    def ntypes(self) -> list[str]:
-        return ["_N"]
-
-    @property
-    def etypes(self) -> list[str]:
-        return ["_E"]
-
-    @property
-    def canonical_etypes(self) -> list[tuple]:
-        return [("_N", "_E", "_N")]
-
-    def to_canonical_etype(self, etype) -> tuple:
-        """``("_N", "_E", "_N")`` for the graph's one edge type (DGL's; another name is a
-        ValueError)."""
-        _check_type(etype, "edge", "DistGraph.to_canonical_etype")
-        return ("_N", "_E", "_N")
 
     def get_ntype_id(self, ntype) -> int:
         _check_type(ntype, "node", "DistGraph.get_ntype_id")
