@@ -215,6 +215,11 @@ def ratio(x, suffix=""):
     return DASH if x is None else f"{x:.2f}{suffix}"
 
 
+def ratio_range(x):
+    """A peer benchmark's per-round ratios ({"median", "min", "max"}) as "1.23x (1.01–1.40)"."""
+    return f"{x['median']:.2f}x ({x['min']:.2f}–{x['max']:.2f})" if x else DASH
+
+
 def secs(x, unit=" s"):
     if x is None:
         return DASH
@@ -411,8 +416,7 @@ def sample_dgl_section(runs):
             rt = c.get("ratios", {})
 
             def cellr(key):
-                x = rt.get(key)
-                return (f"{x['median']:.2f}x ({x['min']:.2f}–{x['max']:.2f})" if x else DASH)
+                return ratio_range(rt.get(key))
 
             g = c.get("graph", {})
             roof = c.get("roofline") or {}
@@ -583,8 +587,7 @@ def train_peer_section(runs):
             med, rt = c["median"], c["ratios"]
 
             def cellr(key):
-                x = rt.get(key)
-                return f"{x['median']:.2f}x ({x['min']:.2f}–{x['max']:.2f})" if x else DASH
+                return ratio_range(rt.get(key))
 
             rows.append([c["dataset"], c["trainers"], f"DGL {v.get('dgl')}, torch {v.get('torch')}",
                          f"{secs(med['dgl']['epoch_s'])} / {secs(med['tessera']['epoch_s'])}",

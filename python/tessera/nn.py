@@ -92,11 +92,17 @@ def _sorted_sum(graph, h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.T
     engine = _csr_engine(h_src, True)
     if engine is None:
         return None
-    indptr = getattr(graph, "indptr", None)
+    indptr = _offsets(getattr(graph, "indptr", None), dst, num_dst, h_src.device)
+    return _SortedMean.apply(h_src, src.contiguous(), indptr, engine, False, None, "sum")
+
+
+def _offsets(indptr: Optional["torch.Tensor"], dst: "torch.Tensor", num_dst: int,
+             device) -> "torch.Tensor":
+    """The CSR offsets of destination-grouped edges (``num_dst + 1``, int64, on ``device``): the
+    block's ``indptr`` when it has one, else searched for in the sorted ``dst``."""
     if indptr is None:
         indptr = torch.searchsorted(dst.contiguous(), torch.arange(num_dst + 1, device=dst.device))
-    return _SortedMean.apply(h_src, src.contiguous(), indptr.to(h_src.device, torch.int64),
-                             engine, False, None, "sum")
+    return indptr.to(device, torch.int64)
 
 
 #: TESSERA_MEAN_AGGREGATE: how mean_aggregate runs (see there).
@@ -155,10 +161,7 @@ def mean_aggregate(h_src: "torch.Tensor", src: "torch.Tensor", dst: "torch.Tenso
     dst = dst.to(h_src.device, torch.int64)
     engine = _csr_engine(h_src, dst_sorted)
     if engine is not None:
-        if indptr is None:
-            indptr = torch.searchsorted(dst.contiguous(),
-                                        torch.arange(num_dst + 1, device=dst.device))
-        indptr = indptr.to(h_src.device, torch.int64)
+        indptr = _offsets(indptr, dst, num_dst, h_src.device)
         tops = _torch_ops.ops()
         if tops is not None:  # one dispatcher call, its backward in C++ autograd
             return tops.mean_aggregate(h_src, src, indptr, engine)
