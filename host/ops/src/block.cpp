@@ -2,7 +2,6 @@
 #include "tessera/ops/block.hpp"
 
 #include <algorithm>
-#include <thread>
 
 #include "id_map.hpp"
 #include "tessera/core/error.hpp"
@@ -193,13 +192,7 @@ Subgraph induced_subgraph(const Graph& graph, Span<const int64_t> nodes, int num
   // Two passes (count, fill) over rows in parallel; the map is only read.
   const int threads = num_threads_arg == 0 ? num_threads() : num_threads_arg;
   auto for_rows = [&](auto&& f) {
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(threads, k / 512));
-    std::vector<std::thread> pool;
-    for (int64_t c = 1; c < chunks; ++c)
-      pool.emplace_back([&, c] { f(k * c / chunks, k * (c + 1) / chunks); });
-    f(0, k * 1 / chunks);
-    for (auto& t : pool)
-      t.join();
+    parallel_for_threads(threads, 0, k, 512, [&](int64_t lo, int64_t hi, int64_t) { f(lo, hi); });
   };
   for_rows([&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {

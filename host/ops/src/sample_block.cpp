@@ -9,13 +9,12 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "id_map.hpp"
 #include "sample_rows.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/parallel.hpp"
 
 namespace tessera::ops::detail {
 
@@ -119,23 +118,19 @@ uint64_t sample_block_threads(const RowSampler& sampler, Span<const int64_t> see
       sample(i);
     }
   };
-  // Joins the helpers however this function ends (an IndexError while compacting included).
+  // The helpers are threads-1 chunks of one pool job, each taking pieces until none is left;
+  // they are stopped and waited for however this function ends (an IndexError while compacting
+  // included).
   struct Helpers {
     std::atomic<bool>& stop;
-    std::vector<std::thread> pool;
+    PoolJob job;
     ~Helpers() {
       stop.store(true);
-      for (auto& t : pool) {
-        t.join();
-      }
+      job.wait();
     }
-  } helpers{stop, {}};
-  try {
-    for (int64_t t = 1; t < threads; ++t) {
-      helpers.pool.emplace_back(work);
-    }
-  } catch (const std::system_error&) {  // out of threads: fewer helpers
-  }
+  } helpers{stop, PoolJob(
+                      threads - 1, static_cast<int>(threads - 1),
+                      [](void* w, int64_t) { (*static_cast<decltype(work)*>(w))(); }, &work)};
   int64_t num_src = n;
   uint64_t ticks = 0;
   for (int64_t a = 0; a < np; ++a) {
@@ -198,8 +193,8 @@ bool sample_block_cpu(const SamplingGraph& graph, Span<const int64_t> seeds,
   SampleOptions o = opts;
   o.key.stream = RngStream::kNeighbor;
   const RowSampler sampler(graph, o);
-  // A hop of few edges runs in one thread: a helper thread starts about 20 us after it is
-  // asked for, when most of such a hop is done (tolokers, 1024 seeds, fanout 5: 61 us in one
+  // A hop of few edges runs in one thread: a pool thread wakes 20-30 us after it is asked
+  // for, when most of such a hop is done (tolokers, 1024 seeds, fanout 5: 61 us in one
   // thread, 77 us split over two).
   const int64_t threads = guess < kThreadedMinEdges ? 1 : sample_chunks(n, o.num_threads);
   const uint64_t t0 = __rdtsc();

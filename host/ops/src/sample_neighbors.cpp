@@ -4,8 +4,6 @@
 // sample_rows.cpp, the output sinks in sample_sinks.hpp) or the CUDA twin
 // (cuda/src/sample_neighbors.cu, reached through detail::sample_neighbors_cuda).
 #include <algorithm>
-#include <system_error>
-#include <thread>
 
 #include "sample_rows.hpp"
 #include "tessera/core/error.hpp"
@@ -103,34 +101,10 @@ void sample_neighbors_cpu(const SamplingGraph& graph, Span<const int64_t> seeds,
   // Chunks are sampled independently and concatenated in seed order, so the output does not
   // depend on the chunking.
   std::vector<SampledEdges> parts(static_cast<size_t>(chunks));
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(chunks));
-  auto work = [&](int64_t c) {
-    try {
-      const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
-      sampler.run(seeds.data() + lo, hi - lo, parts[c]);
-    } catch (...) {
-      errors[c] = std::current_exception();
-    }
-  };
-  try {
-    for (int64_t c = 1; c < chunks; ++c) {
-      pool.emplace_back(work, c);
-    }
-  } catch (const std::system_error&) {  // out of threads: the chunks not started run here
-    for (int64_t c = static_cast<int64_t>(pool.size()) + 1; c < chunks; ++c) {
-      work(c);
-    }
-  }
-  work(0);
-  for (auto& t : pool) {
-    t.join();
-  }
-  for (auto& e : errors) {
-    if (e) {
-      std::rethrow_exception(e);
-    }
-  }
+  parallel_chunks(static_cast<int>(chunks), chunks, [&](int64_t c) {
+    const int64_t lo = n * c / chunks, hi = n * (c + 1) / chunks;
+    sampler.run(seeds.data() + lo, hi - lo, parts[c]);
+  });
   std::vector<int64_t> offset(static_cast<size_t>(chunks) + 1, 0);
   for (int64_t c = 0; c < chunks; ++c) {
     offset[c + 1] = offset[c] + parts[c].size();

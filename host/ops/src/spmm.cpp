@@ -29,9 +29,10 @@ float row_weight(Reduce reduce, int64_t deg) {
 }
 
 // Items of `items` per parallel_for chunk so that each chunk holds at least kMinChunkWork of the
-// `work` (multiply-adds) they share: parallel_for starts a thread per chunk, about as long as
-// that much work, so a training step's small blocks run on the calling thread (a 2-layer Cora
-// batch's forward + backward took 2-3x index_add_'s time on 2 threads before).
+// `work` (multiply-adds) they share: a pool thread takes about 30 us to wake for a chunk, about
+// as long as that much work, so a training step's small blocks run on the calling thread (a
+// 2-layer Cora batch's forward + backward took 2-3x index_add_'s time on 2 threads when every
+// chunk started a thread of its own).
 constexpr int64_t kMinChunkWork = int64_t{1} << 17;
 int64_t grain_for(int64_t items, int64_t work) {
   return std::max<int64_t>(1, items * kMinChunkWork / std::max<int64_t>(work, 1));
