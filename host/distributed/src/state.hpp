@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "tessera/cuda/device.hpp"
 #include "tessera/cuda/kernels.hpp"
 #include "tessera/cuda/memory.hpp"
 #include "tessera/cuda/placement.hpp"
@@ -40,19 +42,23 @@ constexpr transport::MessageId kMsgReadRepair = 0xF0001004;
 
 /// The local rows of a Placement::kDevice tensor (tensor_device.cpp).
 struct DeviceShard {
+  /// Set by the destructor: `device` while the members below are freed, then the caller's
+  /// device again (the last member destroyed).
+  std::optional<cuda::DeviceGuard> on_device;
   int device = -1;          // the CUDA device holding `rows`
   cuda::DeviceBuffer rows;  // (hi - lo) * row_bytes bytes
   /// The owner's own work on its rows: init, answering peers' requests, reads into host memory.
   /// Shared by threads; each one synchronizes it before using what it enqueued.
   cuda::Stream stream;
   DeviceShard();
-  ~DeviceShard();  // frees on `device`
+  ~DeviceShard();  // frees on `device`, then restores the calling thread's device
 };
 
 /// A read-only copy of a tensor's local rows for this rank's GPU (DistTensor::mirror_on_device):
 /// in device memory (kGpu), or in pinned host memory read through UVA (kPinnedHost) with the
 /// hottest rows also in a device cache. Reads of local rows into device memory use it.
 struct DeviceMirror {
+  std::optional<cuda::DeviceGuard> on_device;  // as DeviceShard's
   int device = -1;
   cuda::Placement placement = cuda::Placement::kGpu;
   cuda::DeviceBuffer rows;                    // kGpu
@@ -61,7 +67,7 @@ struct DeviceMirror {
   /// The local rows as the device reads them ((hi - lo) * row_bytes bytes).
   const void* src() const { return rows.data() ? rows.data() : pinned.data(); }
   DeviceMirror();
-  ~DeviceMirror();  // frees on `device`
+  ~DeviceMirror();  // frees on `device`, then restores the calling thread's device
 };
 
 /// One tensor's local rows and what peers need to read them.

@@ -18,12 +18,13 @@ namespace tessera::dist::detail {
 
 DeviceShard::DeviceShard() : device(cuda::current_device()) {}
 
+// The members are freed after the destructor's body, on the device it selects; a DistTensor
+// dropped while another tensor is created runs this on the caller's thread, whose current
+// device (torch's) is restored once they are freed.
 DeviceShard::~DeviceShard() {
-  // The members (stream, rows) are released after this body: on the shard's device, which is
-  // the process's device anyway (one GPU per process), so it is not restored afterwards.
   if (device >= 0) {
     try {
-      cuda::set_device(device);
+      on_device.emplace(device);
     } catch (const std::exception&) {
     }
   }
@@ -34,7 +35,7 @@ DeviceMirror::DeviceMirror() : device(cuda::current_device()) {}
 DeviceMirror::~DeviceMirror() {
   if (device >= 0) {
     try {
-      cuda::set_device(device);  // the buffers below are freed on their device
+      on_device.emplace(device);
     } catch (const std::exception&) {
     }
   }
