@@ -3,6 +3,7 @@
 // backward pass: through cuSPARSE, whose edge values (1 or 1/deg(row)) a small kernel builds
 // into scratch from the caching allocator, or through Tessera's row kernels (SpmmEngine).
 #include <cstdint>
+#include <map>
 
 #include "cusparse_lib.hpp"
 #include "tessera/cuda/check.cuh"
@@ -154,17 +155,23 @@ void launch_rows(const I* indptr, const I* indices, int64_t num_rows, const floa
     launch_rows_k<I, 8>(indptr, indices, num_rows, B, feat, mean, transpose, C, s);
 }
 
-// One cuSPARSE handle per thread (handles are not thread-safe); destroyed at thread exit.
+// One cuSPARSE handle per thread and device (handles are not thread-safe, and a handle works
+// on the device that was current when it was created); destroyed at thread exit.
 struct Handle {
   cusparseHandle_t h = nullptr;
   Handle() { TESSERA_CUSPARSE_TRY(detail::cusparse_lib().create(&h)); }
   ~Handle() {
     if (h) detail::cusparse_lib().destroy(h);
   }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
 };
 
 cusparseHandle_t handle_for(cudaStream_t s) {
-  thread_local Handle handle;
+  thread_local std::map<int, Handle> handles;
+  int device = 0;
+  TESSERA_CUDA_TRY(cudaGetDevice(&device));
+  Handle& handle = handles.try_emplace(device).first->second;
   TESSERA_CUSPARSE_TRY(detail::cusparse_lib().set_stream(handle.h, s));
   return handle.h;
 }
