@@ -24,6 +24,14 @@ CachingAllocator::~CachingAllocator() {
       up_.deallocate(p, key.second);
     }
   }
+  for (const Orphan& o : orphans_) {
+    up_.deallocate(o.p, o.size);
+  }
+}
+
+uint64_t CachingAllocator::retirements(int device, StreamHandle stream) const {
+  auto it = retired_count_.find({device, stream});
+  return it == retired_count_.end() ? 0 : it->second;
 }
 
 size_t CachingAllocator::round_size(size_t bytes) {
@@ -57,7 +65,7 @@ void* CachingAllocator::allocate(size_t bytes, StreamHandle stream) {
     TESSERA_ASSERT(p != nullptr, "upstream returned null for {} bytes", size);
     ++st_.upstream_allocs;
   }
-  live_.emplace(p, Block{size, stream, device});
+  live_.emplace(p, Block{size, stream, device, retirements(device, stream)});
   st_.bytes_in_use += static_cast<int64_t>(size);
   st_.peak_bytes_in_use = std::max(st_.peak_bytes_in_use, st_.bytes_in_use);
   return p;
@@ -73,7 +81,11 @@ void CachingAllocator::deallocate(void* p) {
                   p);
   const Block b = it->second;
   live_.erase(it);
-  free_[{b.device, b.stream, b.size}].push_back(p);
+  if (b.retirements == retirements(b.device, b.stream)) {
+    free_[{b.device, b.stream, b.size}].push_back(p);
+  } else {  // its stream was retired since: no stream may take it before release_cached()
+    orphans_.push_back({p, b.size, b.device});
+  }
   st_.bytes_in_use -= static_cast<int64_t>(b.size);
   st_.bytes_cached += static_cast<int64_t>(b.size);
 }
@@ -81,6 +93,7 @@ void CachingAllocator::deallocate(void* p) {
 void CachingAllocator::retire_stream(StreamHandle stream) {
   const int device = up_.device();
   std::lock_guard<std::mutex> lock(mu_);
+  ++retired_count_[{device, stream}];
   for (auto it = free_.lower_bound({device, stream, 0});
        it != free_.end() && std::get<0>(it->first) == device && std::get<1>(it->first) == stream;
        it = free_.erase(it)) {
@@ -102,6 +115,9 @@ void CachingAllocator::release_cached() {
       devices.insert(key.first);
     }
   }
+  for (const Orphan& o : orphans_) {
+    devices.insert(o.device);
+  }
   for (int d : devices) {
     up_.quiesce(d);
   }
@@ -119,8 +135,12 @@ void CachingAllocator::release_cached() {
       give_back(p, key.second);
     }
   }
+  for (const Orphan& o : orphans_) {
+    give_back(o.p, o.size);
+  }
   free_.clear();
   retired_.clear();
+  orphans_.clear();
   st_.bytes_cached = 0;
 }
 

@@ -227,12 +227,22 @@ TEST(CachingAllocator, ARetiredStreamsBlocksServeEveryStreamOfItsDevice) {
   EXPECT_EQ(a.stats().upstream_allocs, 3);
   a.deallocate(other);
   up.dev = 0;
-  // The block freed after its stream was retired stays with that handle.
+  // The block freed after its stream was retired goes to no stream, also not to a new stream
+  // that reuses the handle (its last work may be on any stream), until release_cached().
   void* t = a.allocate(3000, &handles[22]);
   EXPECT_NE(t, live);
   a.deallocate(t);
-  EXPECT_EQ(a.allocate(3000, s), live);
-  a.deallocate(live);
+  void* again = a.allocate(3000, s);
+  EXPECT_NE(again, live);
+  EXPECT_NE(again, t);
+  EXPECT_EQ(a.stats().upstream_allocs, 5);
+  a.deallocate(again);
+  EXPECT_EQ(a.allocate(3000, s), again);  // the new stream's own block serves it again
+  a.deallocate(again);
+  const int64_t frees = a.stats().upstream_frees;
+  a.release_cached();
+  EXPECT_EQ(a.stats().bytes_cached, 0);
+  EXPECT_EQ(a.stats().upstream_frees - frees, 5);  // 512 on each device, t, again and live
 }
 
 TEST(CudaRuntime, StubOrDeviceSaysSo) {

@@ -183,7 +183,8 @@ class CachingAllocator {
   /// For a stream that is idle (every operation on it finished) and about to be destroyed,
   /// on the current device: its cached blocks become reusable by every stream of the device
   /// (without this they would wait for a stream that never comes back). Blocks still live then
-  /// stay with the handle.
+  /// are kept apart when they are returned, until release_cached(): their last work may be on
+  /// any stream, and a new stream may reuse the handle.
   void retire_stream(StreamHandle stream);
   /// Returns every cached (free) block upstream after Upstream::quiesce() of its device. Not for
   /// hot paths.
@@ -197,12 +198,21 @@ class CachingAllocator {
     size_t size;
     StreamHandle stream;
     int device;
+    uint64_t retirements;  // of (device, stream) when it was allocated
   };
+  uint64_t retirements(int device, StreamHandle stream) const;
   Upstream& up_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
   std::map<std::tuple<int, StreamHandle, size_t>, std::vector<void*>> free_;  // device, stream
-  std::map<std::pair<int, size_t>, std::vector<void*>> retired_;  // of idle, destroyed streams
+  std::map<std::pair<int, size_t>, std::vector<void*>> retired_;    // of idle, destroyed streams
+  std::map<std::pair<int, StreamHandle>, uint64_t> retired_count_;  // retire_stream calls
+  struct Orphan {
+    void* p;
+    size_t size;
+    int device;
+  };
+  std::vector<Orphan> orphans_;  // returned after their stream was retired
   AllocatorStats st_;
 };
 
