@@ -12,6 +12,7 @@ otherwise).
 * train_sage.py --device cuda learns on Cora and records the time split (the full-length accuracy
   runs are scripts/gpu-check's train phase).
 """
+import gc
 import json
 import os
 import sys
@@ -81,6 +82,9 @@ def test_placement_and_device_id_reads(placed_cora, budget):
 
 def test_a_structure_the_plan_did_not_reserve_is_charged_to_what_it_left(placed_cora):
     g = placed_cora
+    # A "gpu" structure that an earlier test's loader (held in a reference cycle) still keeps
+    # placed would be found, not charged: collect such loaders first.
+    gc.collect()
     p = g.place_on_device(["label", "feat"], gpu_budget=per_row_bytes(g))
     assert p["structure"] == "uva" and p["gpu_bytes_left"] == 0 and not p["weighted"]
     uva = tessera._C.DistDeviceSampler(g.runtime_graph, [5], False, "uva", "")  # reserved
