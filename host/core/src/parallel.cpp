@@ -128,8 +128,14 @@ class WorkerPool {
       work_.wait(lock, [&] { return !queue_.empty() || era_ != era; });
       --idle_;
       if (era_ != era) {  // a fork is coming (or came): end; a later job starts a new thread
-        ended_.push_back(id);
-        ended_cv_.notify_all();
+        if (joining_) {   // end_idle_threads() joins it
+          ended_.push_back(id);
+          ended_cv_.notify_all();
+        } else {  // it was running a job when the fork came: nobody waits for it
+          auto it = threads_.find(id);
+          it->second.detach();
+          threads_.erase(it);
+        }
         return;
       }
       PoolJob* j = queue_.front();
@@ -156,8 +162,10 @@ class WorkerPool {
       return;
     }
     ++era_;
+    joining_ = true;
     work_.notify_all();
     ended_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return idle_ == 0 && starting_ == 0; });
+    joining_ = false;
     join_ended();
   }
 
@@ -179,9 +187,10 @@ class WorkerPool {
   std::map<uint64_t, std::thread> threads_;  // every thread not yet joined
   std::vector<uint64_t> ended_;              // threads that have ended, to be joined
   uint64_t next_id_ = 0;
-  uint64_t era_ = 0;  // a thread ends when it changes (before a fork)
-  int idle_ = 0;      // waiting for a job
-  int starting_ = 0;  // started and not yet waiting: they will be idle in a moment
+  uint64_t era_ = 0;      // a thread ends when it changes (before a fork)
+  bool joining_ = false;  // end_idle_threads() waits to join the threads that end
+  int idle_ = 0;          // waiting for a job
+  int starting_ = 0;      // started and not yet waiting: they will be idle in a moment
 };
 
 WorkerPool* WorkerPool::g_pool = nullptr;
