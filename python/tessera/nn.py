@@ -439,7 +439,8 @@ def _segment_max(h: "torch.Tensor", ids: "torch.Tensor", num: int,
     ``h``'s device), zeros for a segment without rows. The maximum is read from one row holding
     it, so its gradient goes to that row alone (amax's backward shares it among tied maxima):
     the first (lowest index), as DGL's segment max (``readout_nodes``), or with ``last`` the
-    last, as DGL's ``update_all`` max reducer on the CPU (the last in-edge by edge ID)."""
+    last (the last in-edge by edge ID), as DGL 1.1's ``update_all`` max reducer on a CPU with
+    AVX-512, where it runs libxsmm's kernel (its own kernel, elsewhere, keeps the first)."""
     shape = (num,) + tuple(h.shape[1:])
     n = h.shape[0]
     if n == 0:
@@ -522,7 +523,7 @@ class GINConv(nn.Module):
         h_v' = activation(apply_func((1 + eps) h_v + aggregate_{u -> v} w_e h_u))
 
     ``aggregator_type`` is ``sum``, ``mean`` or ``max`` (a node without in-edges aggregates
-    zeros; max's gradient goes to the last in-edge holding the maximum, as DGL's), ``eps`` is
+    zeros; max's gradient goes to the last in-edge holding the maximum, as DGL's on an AVX-512 CPU), ``eps`` is
     learnable with ``learn_eps``, and ``edge_weight`` ([E] or [E, ...], broadcast against the
     features) scales each message as DGL's ``u_mul_e``. ``graph`` is anything ``block_edges``
     takes: a GraphBatch, a block (the destinations are its first source nodes), a tuple
