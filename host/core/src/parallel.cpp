@@ -74,7 +74,7 @@ class WorkerPool {
       // of the parent held the pool's mutex: it starts a pool of its own (the parent's is left
       // behind).
       ::pthread_atfork([] { g_pool->end_idle_threads(); }, nullptr,
-                       [] { g_pool = new WorkerPool; });
+                       [] { g_pool = new WorkerPool(g_pool); });
     });
     return *g_pool;
   }
@@ -115,7 +115,7 @@ class WorkerPool {
   }
 
  private:
-  WorkerPool() = default;
+  explicit WorkerPool(WorkerPool* before = nullptr) : before_(before) {}
 
   void serve(uint64_t id, uint64_t era) {
 #ifdef __linux__
@@ -180,6 +180,8 @@ class WorkerPool {
   }
 
   static WorkerPool* g_pool;
+  [[maybe_unused]] WorkerPool* const
+      before_;  // the parent's pool in a forked child: left, but kept reachable
   std::mutex mu_;
   std::condition_variable work_;
   std::condition_variable ended_cv_;
