@@ -275,7 +275,7 @@ class SAGEConv(nn.Module):
         tops = _torch_ops.ops() if engine is not None else None
         if tops is not None:
             rst = tops.sage_layer(h_src, src.to(h_src.device, torch.int64),
-                                  indptr.to(h_src.device, torch.int64),
+                                  _offsets(indptr, dst, num_dst, h_src.device),
                                   self.fc_self.weight, self.fc_neigh.weight, self.fc_self.bias,
                                   engine)
             return self._finish(rst)
@@ -523,9 +523,9 @@ class GINConv(nn.Module):
         h_v' = activation(apply_func((1 + eps) h_v + aggregate_{u -> v} w_e h_u))
 
     ``aggregator_type`` is ``sum``, ``mean`` or ``max`` (a node without in-edges aggregates
-    zeros; max's gradient goes to the last in-edge holding the maximum, as DGL's on an AVX-512 CPU), ``eps`` is
-    learnable with ``learn_eps``, and ``edge_weight`` ([E] or [E, ...], broadcast against the
-    features) scales each message as DGL's ``u_mul_e``. ``graph`` is anything ``block_edges``
+    zeros; max's gradient goes to the last in-edge holding the maximum, as DGL's on an AVX-512
+    CPU), ``eps`` is learnable with ``learn_eps``, and ``edge_weight`` ([E] or [E, ...],
+    broadcast against the features) scales each message as DGL's ``u_mul_e``. ``graph`` is anything ``block_edges``
     takes: a GraphBatch, a block (the destinations are its first source nodes), a tuple
     ``(edge_index, (num_src, num_dst))``. ``feat`` is the source features, or a pair
     ``(feat_src, feat_dst)``. The arguments are DGL's, in DGL's order: ``GINConv(mlp, "sum")``.
